@@ -1,0 +1,78 @@
+"""How copies between GPU and CPU behaved: per-copy table, per-direction summaries, copy-compute overlap."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .intervals import Coverage, union
+
+
+def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """Each copy joined to its API call (api_name, sync, tid) with overlap_ns: time a kernel ran on the same device."""
+    df = memcpys.merge(api, on="correlation_id", how="left")
+    df["sync"] = df["sync"].astype("boolean")
+    # the call returned only once the copy had finished: the launching thread was held for it
+    df["blocking"] = (df["api_end_ns"] >= df["end_ns"]).astype("boolean")
+    df["overlap_ns"] = 0
+    for device, idx in df.groupby("device").groups.items():
+        k = kernels[kernels["device"] == device]
+        cov = Coverage(*union(k["start_ns"].to_numpy(), k["end_ns"].to_numpy()))
+        rows = df.loc[idx]
+        df.loc[idx, "overlap_ns"] = cov.within(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
+    df["overlapped"] = df["overlap_ns"] > 0
+    return df.sort_values("start_ns", ignore_index=True)
+
+
+def copy_summary(copies: pd.DataFrame, kind: str) -> dict:
+    """count, bytes, total_ns, mean_ns, max_ns, gbps (bytes over summed time), kinds {src->dst: n}, sync/async, streams."""
+    d = copies[copies["copy_kind"] == kind]
+    if d.empty:
+        return {"count": 0, "bytes": 0, "total_ns": 0, "mean_ns": 0, "max_ns": 0, "gbps": None, "kinds": {},
+                "memory_kinds": {}, "sync": 0, "async": 0, "blocking": 0, "streams": [], "overlap_fraction": None}
+    total = int(d["duration_ns"].sum())
+    host_kind = d["dst_kind"] if kind.endswith("toH") else d["src_kind"]
+    return {
+        "count": int(len(d)), "bytes": int(d["bytes"].sum()), "total_ns": total,
+        "mean_ns": float(d["duration_ns"].mean()), "max_ns": int(d["duration_ns"].max()),
+        "gbps": float(d["bytes"].sum() / total) if total else None,
+        "kinds": {str(k): int(v) for k, v in host_kind.value_counts().items()},
+        "memory_kinds": {f"{s}->{t}": int(v) for (s, t), v in d.groupby(["src_kind", "dst_kind"]).size().items()},
+        "sync": int((d["sync"] == True).sum()), "async": int((d["sync"] == False).sum()),  # noqa: E712 (nullable)
+        "blocking": int((d["blocking"] == True).sum()),  # noqa: E712
+        "streams": sorted(int(s) for s in d["stream"].unique()),
+        "overlap_fraction": float(d["overlap_ns"].sum() / total) if total else None,
+    }
+
+
+def overlap_fraction(copies: pd.DataFrame) -> float | None:
+    """Share of all copy time during which a kernel ran on the same device."""
+    total = copies["duration_ns"].sum()
+    return float(copies["overlap_ns"].sum() / total) if total else None
+
+
+def big_copies(copies: pd.DataFrame, kind: str = "DtoH", min_fraction: float = 0.5) -> pd.DataFrame:
+    """The copies that carry the data (at least min_fraction of the largest), not the scalar reads."""
+    d = copies[copies["copy_kind"] == kind]
+    if d.empty:
+        return d
+    return d[d["bytes"] >= min_fraction * d["bytes"].max()]
+
+
+def per_copy_bandwidth(copies: pd.DataFrame, kind: str = "DtoH") -> pd.DataFrame:
+    d = big_copies(copies, kind)
+    return d[["start_ns", "duration_ns", "bytes", "gbps", "src_kind", "dst_kind", "stream", "sync", "overlapped"]]
+
+
+def stream_of_compute(kernels: pd.DataFrame) -> int | None:
+    """The stream that ran most kernel time (the compute stream)."""
+    if kernels.empty:
+        return None
+    return int(kernels.groupby("stream")["duration_ns"].sum().idxmax())
+
+
+def copies_on_compute_stream(copies: pd.DataFrame, kernels: pd.DataFrame, kind: str = "DtoH") -> float | None:
+    s = stream_of_compute(kernels)
+    d = big_copies(copies, kind)
+    if s is None or d.empty:
+        return None
+    return float(np.mean(d["stream"].to_numpy() == s))

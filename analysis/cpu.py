@@ -1,0 +1,116 @@
+"""What the CPU did around the GPU: NVTX range summary, steps, and the context of each idle gap."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .intervals import Coverage, union
+
+DEFAULT_STEP_REGEX = r"^Batch \d+"
+
+
+def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """Like `nsys stats --report nvtx_sum`: per name and kind, count, total/mean/med/min/max/std in ns."""
+    cols = ["name", "kind", "count", "total_ns", "mean_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
+    if nvtx.empty:
+        return pd.DataFrame(columns=cols)
+    g = nvtx.groupby(["name", "kind"], sort=False)["duration_ns"]
+    out = g.agg(count="count", total_ns="sum", mean_ns="mean", med_ns="median", min_ns="min", max_ns="max",
+                std_ns="std").reset_index()
+    return out.sort_values("total_ns", ascending=False, ignore_index=True)[cols]
+
+
+def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | None, copies: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per step range matched by regex, with GPU busy time, DtoH bytes/time and child-range times."""
+    if nvtx.empty:
+        return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
+    pat = re.compile(regex)
+    mask = nvtx["name"].map(lambda s: bool(pat.search(s)))
+    st = nvtx[mask].sort_values("start_ns").copy()
+    if st.empty:
+        return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
+    s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+    if busy is not None:
+        st["gpu_busy_ns"] = busy.within(s, e)
+        st["gpu_idle_ns"] = st["duration_ns"] - st["gpu_busy_ns"]
+    if copies is not None and len(copies):
+        d = copies[copies["copy_kind"] == "DtoH"]
+        i = np.searchsorted(s, d["start_ns"].to_numpy(), side="right") - 1
+        inside = (i >= 0) & (d["start_ns"].to_numpy() < e[np.clip(i, 0, None)])
+        agg = pd.DataFrame({"step": i[inside], "bytes": d["bytes"].to_numpy()[inside],
+                            "dur": d["duration_ns"].to_numpy()[inside]}).groupby("step").sum()
+        st["dtoh_bytes"] = agg["bytes"].reindex(range(len(st)), fill_value=0).to_numpy()
+        st["dtoh_ns"] = agg["dur"].reindex(range(len(st)), fill_value=0).to_numpy()
+    # time in each direct child range (get batch, compute, copy to CPU, ...)
+    children = nvtx[nvtx["parent"].isin(st.index)]
+    if len(children):
+        piv = children.pivot_table(index="parent", columns="name", values="duration_ns", aggfunc="sum")
+        for name in piv.columns:
+            st[f"{name} ns"] = piv[name].reindex(st.index).fillna(0).astype("int64").to_numpy()
+    return st.drop(columns=["parent", "depth"], errors="ignore").reset_index(drop=True)
+
+
+def steps_per_second(step_table: pd.DataFrame, gpu_end_ns: int | None = None) -> float | None:
+    """Steps over the span from the first step's start to the end of the last step or of the GPU work it
+    queued, whichever is later (an asynchronous pipeline's ranges end before its GPU work does)."""
+    if len(step_table) == 0:
+        return None
+    end = step_table["end_ns"].max()
+    if gpu_end_ns is not None:
+        end = max(end, gpu_end_ns)
+    span = end - step_table["start_ns"].min()
+    return float(len(step_table) / (span / 1e9)) if span > 0 else None
+
+
+def gap_cover_by_range(gap_table: pd.DataFrame, nvtx: pd.DataFrame, tids, exclude_regex: str) -> pd.DataFrame:
+    """Idle-gap time covered by each NVTX range name on the launching thread(s): which CPU work the GPU waited for."""
+    if gap_table.empty or nvtx.empty:
+        return pd.DataFrame(columns=["name", "gap_ns", "share"])
+    gs, ge = union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy())
+    cov = Coverage(gs, ge)
+    d = nvtx[nvtx["global_tid"].isin(list(tids))]
+    if d.empty:
+        return pd.DataFrame(columns=["name", "gap_ns", "share"])
+    covered = cov.within(d["start_ns"].to_numpy(), d["end_ns"].to_numpy())
+    t = pd.DataFrame({"name": d["name"].to_numpy(), "gap_ns": covered})
+    t = t[~t["name"].str.contains(exclude_regex, regex=True)] if exclude_regex else t
+    t = t.groupby("name", as_index=False)["gap_ns"].sum()
+    t["share"] = t["gap_ns"] / cov.total if cov.total else 0.0
+    return t[t["gap_ns"] > 0].sort_values("gap_ns", ascending=False, ignore_index=True)
+
+
+def osrt_in_gaps(gap_table: pd.DataFrame, osrt: pd.DataFrame) -> pd.DataFrame:
+    """OS runtime calls overlapping any idle gap, by name: count, time inside gaps (all threads)."""
+    if gap_table.empty or osrt.empty:
+        return pd.DataFrame(columns=["name", "count", "gap_overlap_ns"])
+    gs, ge = union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy())
+    cov = Coverage(gs, ge)
+    inside = cov.within(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())
+    hit = inside > 0
+    t = pd.DataFrame({"name": np.asarray(osrt["name"].astype(str))[hit], "gap_overlap_ns": inside[hit]})
+    t = t.groupby("name", as_index=False).agg(count=("gap_overlap_ns", "size"), gap_overlap_ns=("gap_overlap_ns", "sum"))
+    return t.sort_values("gap_overlap_ns", ascending=False, ignore_index=True)
+
+
+def gap_context(gap: dict, nvtx: pd.DataFrame, osrt: pd.DataFrame, launch_tid: int | None, top_osrt: int = 8) -> dict:
+    """For one gap: NVTX ranges open on the launching thread (outermost first) and OS runtime calls during it."""
+    s, e = gap["start_ns"], gap["end_ns"]
+    ranges = []
+    if launch_tid is not None and not nvtx.empty:
+        d = nvtx[(nvtx["global_tid"] == launch_tid) & (nvtx["start_ns"] < e) & (nvtx["end_ns"] > s)]
+        for r in d.sort_values(["depth", "start_ns"]).itertuples():
+            ranges.append({"name": r.name, "depth": int(r.depth),
+                           "overlap_ns": int(min(r.end_ns, e) - max(r.start_ns, s))})
+    calls = []
+    if not osrt.empty:
+        m = (osrt["start_ns"].to_numpy() < e) & (osrt["end_ns"].to_numpy() > s)
+        if m.any():
+            d = osrt[m]
+            ov = np.minimum(d["end_ns"].to_numpy(), e) - np.maximum(d["start_ns"].to_numpy(), s)
+            t = pd.DataFrame({"name": d["name"].astype(str).to_numpy(), "ov": ov})
+            t = t.groupby("name").agg(count=("ov", "size"), overlap_ns=("ov", "sum"))
+            t = t.sort_values("overlap_ns", ascending=False).head(top_osrt)
+            calls = [{"name": n, "count": int(r["count"]), "overlap_ns": int(r["overlap_ns"])} for n, r in t.iterrows()]
+    return {"cpu_ranges": ranges, "osrt": calls}

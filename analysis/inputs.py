@@ -1,0 +1,79 @@
+"""Turn what the user gave (.sqlite, .sqlite.xz, .nsys-rep) into a local SQLite path, never touching theirs.
+
+Compressed traces are decompressed, and reports exported, into a cache folder keyed by the input's
+path, size and modification time, so a second run is instant.
+"""
+from __future__ import annotations
+
+import hashlib
+import lzma
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .errors import TraceError
+
+XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("NSYS_TRANSFER_CACHE") or
+                Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsys-transfer")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _cache_path(src: Path, suffix: str) -> Path:
+    st = src.stat()
+    key = hashlib.sha1(f"{src.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    return cache_dir() / f"{src.name.split('.')[0]}-{key}{suffix}"
+
+
+def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
+    if not path.exists() or path.is_dir() or path.stat().st_size == 0:
+        return path, str(path)  # Trace's checks word these cases
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(XZ_MAGIC):
+        return _decompress_xz(path), str(path)
+    if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
+        return _export_report(path, nsys), str(path)
+    return path, str(path)
+
+
+def _decompress_xz(path: Path) -> Path:
+    out = _cache_path(path, ".sqlite")
+    if not out.exists():
+        tmp = out.with_suffix(".part")
+        try:
+            with lzma.open(path) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (lzma.LZMAError, EOFError) as e:
+            tmp.unlink(missing_ok=True)
+            raise TraceError(f"{path}: damaged .xz file ({e}); copy it again") from None
+        tmp.rename(out)
+    return out
+
+
+def _export_report(path: Path, nsys=None) -> Path:
+    out = _cache_path(path, ".sqlite")
+    if out.exists():
+        return out
+    if nsys is None:
+        from profiling.locate import NsysNotFound, find_nsys
+        try:
+            nsys = find_nsys()
+        except NsysNotFound as e:
+            raise TraceError(f"{path}: a .nsys-rep needs nsys to export it to SQLite, and {e}") from None
+    tmp = out.with_name(out.stem + ".part.sqlite")
+    proc = subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}", str(path)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not tmp.exists():
+        said = " ".join((proc.stderr or proc.stdout).split())[-300:]
+        newer = "newer" in said.lower() or "version" in said.lower()
+        hint = (f"the report was probably made by a newer Nsight Systems than {nsys.version}; export it there "
+                "(`nsys export --type=sqlite`) or install a newer nsys") if newer else "check that it is an nsys report"
+        raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); {hint}")
+    tmp.rename(out)
+    return out

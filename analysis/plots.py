@@ -1,0 +1,136 @@
+"""Charts of one analysis (matplotlib, Agg). Plotting only: every number comes from the computed tables."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
+          "idle": "#DDDDDD", "get batch": "#55A868", "compute": "#4C72B0", "copy to CPU": "#C44E52",
+          "process output": "#CCB974", "queue output": "#DD8452"}
+NVTX_DEFAULT = "#9E9E9E"
+
+
+def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame, t0: int, t1: int,
+             launch_tid: int | None = None, title: str = ""):
+    """A row per stream (kernels and copies) and rows for the launching thread's NVTX ranges, like nsys' view."""
+    rows, labels = [], []
+    ms = lambda ns: (np.asarray(ns) - t0) / 1e6  # noqa: E731
+    k = kernels[(kernels["end_ns"] > t0) & (kernels["start_ns"] < t1)]
+    c = copies[(copies["end_ns"] > t0) & (copies["start_ns"] < t1)]
+    streams = sorted(set(k["stream"].tolist()) | set(c["stream"].tolist()))
+    y = 0
+    for s in streams:
+        ks = k[k["stream"] == s]
+        ax.broken_barh(list(zip(ms(ks["start_ns"]), ks["duration_ns"] / 1e6)), (y, 0.8), color=COLORS["kernel"], lw=0)
+        cs = c[c["stream"] == s]
+        for kind, part in cs.groupby("copy_kind"):
+            ax.broken_barh(list(zip(ms(part["start_ns"]), part["duration_ns"] / 1e6)), (y, 0.8),
+                           color=COLORS.get(kind, "#333333"), lw=0)
+        labels.append(f"stream {s}")
+        y += 1
+    if launch_tid is not None and len(nvtx):
+        n = nvtx[(nvtx["global_tid"] == launch_tid) & (nvtx["end_ns"] > t0) & (nvtx["start_ns"] < t1)]
+        for depth in sorted(n["depth"].unique())[:3]:
+            nd = n[n["depth"] == depth]
+            for r in nd.itertuples():
+                col = COLORS.get(r.name, NVTX_DEFAULT if depth else "#B0B0D8")
+                ax.broken_barh([(ms(max(r.start_ns, t0)), (min(r.end_ns, t1) - max(r.start_ns, t0)) / 1e6)],
+                               (y, 0.8), color=col, lw=0.3, edgecolor="white")
+                width = (min(r.end_ns, t1) - max(r.start_ns, t0)) / (t1 - t0)
+                if width > 0.06:
+                    ax.text(ms((max(r.start_ns, t0) + min(r.end_ns, t1)) / 2), y + 0.4, r.name[:18], ha="center",
+                            va="center", fontsize=7)
+            labels.append(f"NVTX depth {depth}")
+            y += 1
+    ax.set_yticks(np.arange(len(labels)) + 0.4)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlim(0, (t1 - t0) / 1e6)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title, fontsize=10)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[x]) for x in ("kernel", "HtoD", "DtoH")]
+    ax.legend(handles, ["kernel", "HtoD", "DtoH"], loc="upper right", fontsize=7, ncol=3)
+
+
+def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
+    if steps is None or len(steps) == 0:
+        return None
+    s = steps.sort_values("start_ns")
+    first = max(0, len(s) - n)
+    return int(s["start_ns"].iloc[first]), int(s["end_ns"].iloc[-1])
+
+
+def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
+    tables, summ = analysis.tables, analysis.summary
+    span = step_span(tables.get("steps"), n_steps)
+    w = summ["window"]
+    if span is None:
+        if "duration_ns" not in w:
+            return None
+        span = (w["start_ns"], w["end_ns"])
+    if "duration_ns" in w:
+        span = (span[0], max(span[1], min(w["end_ns"], span[1] + (span[1] - span[0]))))
+    tops = summ["gaps"]["top"]
+    launch = None
+    if len(trace.nvtx):
+        if tops and tops[0].get("launch_tid") is not None:
+            cand = trace.nvtx[(trace.nvtx["global_tid"] & 0xFFFFFF) == tops[0]["launch_tid"]]
+            launch = int(cand["global_tid"].iloc[0]) if len(cand) else None
+        if launch is None:
+            launch = int(trace.nvtx["global_tid"].value_counts().idxmax())
+    fig, ax = plt.subplots(figsize=(12, 3.6))
+    timeline(ax, trace.kernels, tables["memcpy"], trace.nvtx, span[0], span[1], launch,
+             title or f"timeline: last {n_steps} steps")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_gaps(analysis, path, title: str = ""):
+    g = analysis.tables["gaps"]
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    if len(g):
+        t0 = analysis.summary["window"]["start_ns"]
+        ax.bar((g["start_ns"] - t0) / 1e6, g["duration_ns"] / 1e6, width=max(g["duration_ns"].max() / 1e6, 1) * 0.4,
+               color=COLORS["idle"], edgecolor="#777777", align="edge")
+        ax.set_xlabel("gap start (ms into the window)")
+    else:
+        ax.text(0.5, 0.5, "no idle gaps above the threshold", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylabel("gap length (ms)")
+    ax.set_title(title or f"GPU idle gaps >= {analysis.summary['gaps']['threshold_ns'] / 1e6:g} ms", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
+    c = analysis.tables["memcpy"]
+    d = c[c["copy_kind"] == "DtoH"].reset_index(drop=True)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.4))
+    if len(d):
+        colors = [COLORS["DtoH"] if k == "Pinned" else "#E8A0A0" for k in d["dst_kind"]]
+        a1.bar(d.index, d["duration_ns"] / 1e6, color=colors)
+        a2.bar(d.index, d["gbps"], color=colors)
+        a2.axhline(link_gbps, ls="--", color="#333333", lw=1)
+        a2.text(0, link_gbps, f" link {link_gbps:g} GB/s", va="bottom", fontsize=7)
+        kinds = ", ".join(f"{k}: {v}" for k, v in d["dst_kind"].value_counts().items())
+        a1.set_title(f"DtoH duration per copy ({kinds})", fontsize=10)
+        a2.set_title("DtoH bandwidth per copy", fontsize=10)
+        a2.set_ylim(0, max(link_gbps * 1.15, float(np.nanmax(d["gbps"])) * 1.1))
+    else:
+        a1.text(0.5, 0.5, "no DtoH copies", ha="center", va="center", transform=a1.transAxes)
+    a1.set_xlabel("copy #")
+    a1.set_ylabel("ms")
+    a2.set_xlabel("copy #")
+    a2.set_ylabel("GB/s")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,59 @@
+"""The human-readable summary of one analysis (text for the terminal). Pure: dict in, str out."""
+from __future__ import annotations
+
+
+def _ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def text_report(s: dict) -> str:
+    L = []
+    t = s["trace"]
+    gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
+    L.append(f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})")
+    w = s["window"]
+    if "duration_ns" in w:
+        L.append(f"window: {_ms(w['duration_ns'])} ({w['source']})")
+    g = s["gpu"]
+    st = s["steps"]
+    if g:
+        L.append(f"GPU busy {_pct(g['utilization'])}, compute (kernels) {_pct(g['compute_utilization'])}"
+                 + ("".join(f"; device {d['device']}: {_pct(d['utilization'])} / {_pct(d['compute_utilization'])}"
+                            for d in g["devices"]) if len(g["devices"]) > 1 else ""))
+    else:
+        L.append("no GPU activity in this trace (NVTX / OS runtime only)")
+    if st["count"]:
+        L.append(f"steps: {st['count']} matching {st['regex']!r}, {st['per_second']:.2f} steps/s, "
+                 f"mean {_ms(st['mean_ns'])}" + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step"
+                                                 if st["mean_gpu_idle_ns"] is not None else ""))
+    gp = s["gaps"]
+    if g:
+        L.append(f"idle gaps >= {_ms(gp['threshold_ns'])}: {gp['count']}, total {_ms(gp['total_ns'])}")
+        for c in gp["covered_by"][:3]:
+            L.append(f"    {100 * c['share']:.0f}% of gap time inside NVTX '{c['name']}' on the launching thread")
+    for key, label in (("dtoh", "DtoH"), ("htod", "HtoD")):
+        m = s["memcpy"][key]
+        if m["count"]:
+            kinds = ", ".join(f"{k} {v}" for k, v in m["kinds"].items())
+            L.append(f"{label}: {m['count']} copies, {m['bytes'] / 1e9:.2f} GB, total {_ms(m['total_ns'])}, "
+                     f"max {_ms(m['max_ns'])}, {m['gbps']:.1f} GB/s; host memory: {kinds}; "
+                     f"{m['sync']} sync / {m['async']} async; overlapped kernels {_pct(m['overlap_fraction'])}")
+    k = s["kernels"]
+    if k["count"]:
+        L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "
+                 + "; ".join(f"{r['name'][:40]} {r['pct']:.0f}%" for r in k["top"][:3]))
+    if s["nvtx"]["count"]:
+        L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
+                                                     for r in s["nvtx"]["ranges"][:6]))
+    if s.get("diagnosis"):
+        L.append("diagnosis:")
+        for d in s["diagnosis"]:
+            L.append(f"  [{d['severity']}] {d['rule']}: {d['evidence']}")
+            L.append(f"      -> {d['suggestion']}")
+    elif g:
+        L.append("diagnosis: no transfer problem found")
+    return "\n".join(L)

@@ -1,0 +1,77 @@
+"""Every SQL statement the analysis runs, in one place, built for the columns a given export has.
+
+Exports from nsys 2020.3 to 2026.x differ: NVTX text lives in `text` or in StringIds via `textId`;
+TARGET_INFO_GPU keys devices by `deviceId` (2020) or `id`; version metadata sits in no table (2020),
+EXPORT_META_DATA (2021-2022) or META_DATA_EXPORT (2023+); ENUM_* tables exist from 2023 only.
+"""
+from __future__ import annotations
+
+# Stable CUPTI/nsys codes, used when an export has no ENUM_* tables (before 2023).
+COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+             8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified HtoD", 12: "Unified DtoH", 13: "Unified DtoD"}
+MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+            6: "Managed Static", 7: "Unknown"}
+NVTX_PUSHPOP, NVTX_STARTEND = 59, 60
+
+KERNELS = """
+SELECT k.start AS start_ns, k."end" AS end_ns, k.deviceId AS device, k.streamId AS stream,
+       k.correlationId AS correlation_id, k.globalPid AS global_pid, k.{name_col} AS name_id
+FROM CUPTI_ACTIVITY_KIND_KERNEL AS k"""
+
+MEMCPYS = """
+SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId AS stream,
+       m.correlationId AS correlation_id, m.globalPid AS global_pid, m.bytes AS bytes,
+       m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
+FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
+
+MEMSETS = """
+SELECT start AS start_ns, "end" AS end_ns, deviceId AS device, streamId AS stream,
+       correlationId AS correlation_id, bytes AS bytes
+FROM CUPTI_ACTIVITY_KIND_MEMSET"""
+
+RUNTIME = """
+SELECT r.start AS start_ns, r."end" AS end_ns, r.globalTid AS global_tid, r.correlationId AS correlation_id,
+       r.nameId AS name_id
+FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r"""
+
+# The API call behind each copy: one join, so a trace with millions of runtime rows is scanned once.
+MEMCPY_API = """
+SELECT m.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
+       r.globalTid AS api_global_tid, r.nameId AS api_name_id
+FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = m.correlationId"""
+
+RUNTIME_FOR_CORRELATIONS = """
+SELECT correlationId AS correlation_id, globalTid AS global_tid, start AS api_start_ns
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN ({ids})"""
+
+NVTX = """
+SELECT n.start AS start_ns, n."end" AS end_ns, n.eventType AS event_type, n.globalTid AS global_tid,
+       {text} AS name, n.domainId AS domain_id
+FROM NVTX_EVENTS AS n {join}
+WHERE n.eventType IN (59, 60) AND n."end" IS NOT NULL"""
+
+OSRT = """
+SELECT o.start AS start_ns, o."end" AS end_ns, o.globalTid AS global_tid, o.nameId AS name_id
+FROM OSRT_API AS o"""
+
+# Host-side waits (cudaStreamSynchronize, cudaDeviceSynchronize, ...) with the thread that waited.
+SYNC_CALLS = """
+SELECT r.start AS start_ns, r.globalTid AS global_tid, r.nameId AS name_id
+FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = s.correlationId"""
+
+STRINGS = "SELECT id, value FROM StringIds"
+STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
+THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
+PROCESSES = "SELECT globalPid AS global_pid, pid, name FROM PROCESSES"
+GPUS = "SELECT {id_col} AS device, name FROM TARGET_INFO_GPU"
+ENUM = "SELECT id, {col} AS name FROM {table}"
+TABLES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+COLUMNS = "SELECT name FROM pragma_table_info(?)"
+META = "SELECT name, value FROM {table}"
+
+
+def nvtx_text(columns: set[str]) -> tuple[str, str]:
+    """The NVTX name expression and join for this export's columns."""
+    if "textId" in columns:
+        return "COALESCE(n.text, s.value)", "LEFT JOIN StringIds AS s ON s.id = n.textId"
+    return "n.text", ""

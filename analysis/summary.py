@@ -1,0 +1,155 @@
+"""All analyses of one trace, as tables (DataFrames) and as the documented JSON (docs/json-schema.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import copies as cp
+from . import cpu, gpu
+from .intervals import Coverage, union
+from .trace import Trace
+
+SCHEMA = "nsys-transfer.analysis/1"
+
+
+@dataclass
+class Options:
+    min_gap_ns: int = 1_000_000
+    step_regex: str = cpu.DEFAULT_STEP_REGEX
+    window: tuple[int, int] | None = None
+    top: int = 10
+    pipeline_depth: int = 10
+    link_gbps: float = 55.0
+
+
+@dataclass
+class Analysis:
+    """The computed tables and the JSON summary of one trace."""
+    summary: dict
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysis:
+    opts = opts or Options()
+    from .diagnosis import Context, diagnose
+    say = progress or (lambda msg: None)
+    say("loading GPU activity")
+    kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
+    ops = gpu.gpu_ops(kernels, memcpys, memsets)
+    window = gpu.analysis_window(ops, opts.window)
+    say("loading NVTX and OS runtime")
+    nvtx = trace.nvtx
+    osrt = trace.osrt
+    tables: dict[str, pd.DataFrame] = {}
+    out: dict = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt)}
+
+    # --- GPU --------------------------------------------------------------------------------------
+    say("computing utilisation and gaps")
+    if window is None:
+        span = pd.concat([nvtx[["start_ns", "end_ns"]], osrt[["start_ns", "end_ns"]]])
+        out["window"] = ({"start_ns": int(span["start_ns"].min()), "end_ns": int(span["end_ns"].max()),
+                          "source": "cpu (no GPU activity)"} if len(span) else {"source": "empty trace"})
+        out["gpu"] = None
+        gap_table = gpu.idle_gaps(ops.iloc[0:0], (0, 1), opts.min_gap_ns)
+        busy = None
+    else:
+        lo, hi = window
+        in_win = ops[(ops["end_ns"] > lo) & (ops["start_ns"] < hi)]
+        out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
+                         "source": "user" if opts.window else "first to last GPU operation"}
+        util = gpu.utilization(in_win, window)
+        names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
+        util["name"] = util["device"].map(names)
+        tables["utilization"] = util
+        out["gpu"] = {"utilization": float(util["utilization"].mean()),
+                      "compute_utilization": float(util["compute_utilization"].mean()),
+                      "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
+                      "devices": _records(util)}
+        gap_table = gpu.idle_gaps(in_win, window, opts.min_gap_ns)
+        busy = Coverage(*union(in_win["start_ns"].to_numpy(), in_win["end_ns"].to_numpy()))
+
+    # --- copies -----------------------------------------------------------------------------------
+    say("joining copies to their API calls")
+    copies = cp.copy_table(memcpys, trace.memcpy_api, kernels) if len(memcpys) else memcpys.assign(
+        sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
+        api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
+        api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"))
+    tables["memcpy"] = copies
+    out["memcpy"] = {"dtoh": cp.copy_summary(copies, "DtoH"), "htod": cp.copy_summary(copies, "HtoD"),
+                     "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
+                     "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, kernels),
+                     "compute_stream": cp.stream_of_compute(kernels)}
+
+    # --- steps ------------------------------------------------------------------------------------
+    step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
+    tables["steps"] = step_table
+    n_steps = len(step_table)
+    out["steps"] = {"regex": opts.step_regex, "count": n_steps,
+                    "per_second": cpu.steps_per_second(step_table, window[1] if window else None),
+                    "mean_ns": float(step_table["duration_ns"].mean()) if n_steps else None,
+                    "mean_gpu_idle_ns": float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None}
+
+    # --- gaps with their CPU context --------------------------------------------------------------
+    say("finding what the CPU did during gaps")
+    tables["gaps"] = gap_table
+    launch = trace.launch_threads(gap_table.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gap_table) else None
+    tid_of = dict(zip(launch["correlation_id"], launch["global_tid"])) if launch is not None and len(launch) else {}
+    launch_tids = set(tid_of.values())
+    launch_pids = {(t >> 24) & 0xFFFFFF for t in launch_tids}
+    osrt_pid = (osrt["global_tid"].to_numpy() >> 24) & 0xFFFFFF if len(osrt) else None
+    osrt_launch_proc = osrt[np.isin(osrt_pid, list(launch_pids))] if len(osrt) and launch_pids else osrt.iloc[0:0]
+    top = []
+    for g in gap_table.nlargest(opts.top, "duration_ns").to_dict("records"):
+        tid = tid_of.get(g["next_correlation_id"])
+        thread_osrt = osrt_launch_proc[osrt_launch_proc["global_tid"] == tid] if tid is not None else osrt.iloc[0:0]
+        ctx = cpu.gap_context(g, nvtx, thread_osrt, tid)
+        top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
+                    "launch_tid": (int(tid_of[g["next_correlation_id"]]) & 0xFFFFFF) if g["next_correlation_id"] in tid_of else None,
+                    **ctx})
+    covered = cpu.gap_cover_by_range(gap_table, nvtx, launch_tids, opts.step_regex)
+    osrt_gaps = cpu.osrt_in_gaps(gap_table, osrt_launch_proc)
+    tables["gap_ranges"], tables["gap_osrt"] = covered, osrt_gaps
+    total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
+    out["gaps"] = {"threshold_ns": opts.min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
+                   "per_step_ns": float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None,
+                   "top": top, "covered_by": _records(covered.head(opts.top)), "osrt": _records(osrt_gaps.head(opts.top))}
+
+    # --- kernels and NVTX -------------------------------------------------------------------------
+    tk = gpu.top_kernels(kernels, opts.top)
+    tables["kernels_top"] = tk
+    out["kernels"] = {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
+                      "top": _records(tk)}
+    ns = cpu.nvtx_summary(nvtx)
+    tables["nvtx_summary"] = ns
+    out["nvtx"] = {"count": int(len(nvtx)), "ranges": _records(ns)}
+    say("diagnosing")
+    out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth, opts.link_gbps))
+    return Analysis(out, tables)
+
+
+def summarize(trace: Trace, **kw) -> dict:
+    return analyze(trace, Options(**kw)).summary
+
+
+def _trace_info(trace: Trace, kernels, memcpys, nvtx, osrt) -> dict:
+    return {"path": trace.source, "nsys_version": trace.nsys_version,
+            "gpus": _records(trace.gpus) if len(trace.gpus) else [],
+            "counts": {"kernels": int(len(kernels)), "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
+                       "osrt_calls": int(len(osrt))}}
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    """JSON-safe rows: numpy scalars to Python, NaN to None."""
+    out = []
+    for row in df.to_dict("records"):
+        clean = {}
+        for k, v in row.items():
+            if hasattr(v, "item"):
+                v = v.item()
+            if isinstance(v, float) and v != v:
+                v = None
+            clean[str(k)] = v
+        out.append(clean)
+    return out

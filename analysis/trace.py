@@ -1,0 +1,317 @@
+"""A thin, read-only handle on one Nsight Systems SQLite export: `query()` returns DataFrames.
+
+The file is opened with SQLite's `mode=ro&immutable=1`: no journal, no lock, no write, ever
+(NVIDIA's own `nsys stats` adds tables to the file it reads; we do not).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.request
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import sql
+from .errors import TraceError
+from .inputs import resolve_input
+
+NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+               "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Cheap checks before SQLite sees the file: exists, not empty, SQLite, not truncated."""
+    if not path.exists():
+        raise TraceError(f"{path}: no such file; give the path of an nsys export (.sqlite) or report (.nsys-rep)")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory; give the path of an nsys export (.sqlite) inside it")
+    size = path.stat().st_size
+    if size == 0:
+        raise TraceError(f"{path}: the file is empty; re-export it with `nsys export --type=sqlite REPORT.nsys-rep`")
+    with open(path, "rb") as f:
+        header = f.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise TraceError(f"{path}: not an SQLite file; give an nsys SQLite export "
+                         "(`nsys export --type=sqlite REPORT.nsys-rep`) or the .nsys-rep itself")
+    if len(header) < 100:
+        raise TraceError(f"{path}: truncated SQLite file ({size} bytes); copy or re-export it again")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    change_counter, valid_for = header[24:28], header[92:96]
+    if pages and change_counter == valid_for and size < pages * page_size:
+        raise TraceError(f"{path}: truncated SQLite file ({size} of {pages * page_size} bytes); "
+                         "copy it again or re-export it with `nsys export --type=sqlite`")
+
+
+class Trace:
+    """One nsys export. Use `Trace.open(path)` (accepts .sqlite, .sqlite.xz and .nsys-rep) as a context manager."""
+
+    def __init__(self, path: str | os.PathLike, source: str | None = None):
+        self.path = Path(path)
+        self.source = source or str(path)
+        _check_sqlite_file(self.path)
+        uri = f"file:{urllib.request.pathname2url(str(self.path.resolve()))}?mode=ro&immutable=1"
+        try:
+            self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self.con.text_factory = lambda b: b.decode("utf-8", "replace")  # some exports hold invalid UTF-8
+            self.tables = {r[0] for r in self.con.execute(sql.TABLES)}
+        except sqlite3.DatabaseError as e:
+            raise TraceError(f"{self.source}: unreadable SQLite ({e}); copy it again or re-export it") from None
+        if "StringIds" not in self.tables or not (self.tables & NSYS_TABLES):
+            self.close()
+            raise TraceError(f"{self.source}: an SQLite file, but not an Nsight Systems export (no StringIds or "
+                             "nsys tables); export one with `nsys export --type=sqlite REPORT.nsys-rep`")
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, nsys=None) -> "Trace":
+        local, source = resolve_input(Path(path), nsys)
+        return cls(local, source)
+
+    # --- plumbing -------------------------------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if getattr(self, "con", None) is not None:
+            self.con.close()
+            self.con = None
+
+    def query(self, statement: str, params=()) -> pd.DataFrame:
+        try:
+            cur = self.con.execute(statement, params)
+            cols = [d[0] for d in cur.description]
+            return pd.DataFrame.from_records(cur.fetchall(), columns=cols)
+        except sqlite3.DatabaseError as e:
+            raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> set[str]:
+        return {r[0] for r in self.con.execute(sql.COLUMNS, (table,))} if self.has(table) else set()
+
+    def count(self, table: str) -> int:
+        return self.con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
+
+    def require(self, table: str, needed_for: str, how: str) -> None:
+        if not self.has(table):
+            raise TraceError(f"{self.source}: no {table} table, needed for {needed_for}; {how}")
+
+    # --- metadata -------------------------------------------------------------------------------
+    @cached_property
+    def metadata(self) -> dict:
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if self.has(table):
+                return dict(self.con.execute(sql.META.format(table=table)).fetchall())
+        return {}
+
+    @cached_property
+    def nsys_version(self) -> str:
+        return self.metadata.get("EXPORT_PRODUCT_VERSION", "2020.x or older (no export metadata)")
+
+    def strings(self, ids) -> dict[int, str]:
+        ids = sorted({int(i) for i in ids if i is not None and not pd.isna(i)})
+        out: dict[int, str] = {}
+        for k in range(0, len(ids), 900):  # SQLite's parameter limit
+            chunk = ids[k:k + 900]
+            out.update(self.con.execute(sql.STRINGS_FOR.format(ids=",".join("?" * len(chunk))), chunk).fetchall())
+        return out
+
+    def _enum(self, table: str, fallback: dict[int, str], col: str = "label") -> dict[int, str]:
+        if self.has(table) and col in self.columns(table):
+            return {**fallback, **dict(self.con.execute(sql.ENUM.format(col=col, table=table)).fetchall())}
+        return fallback
+
+    # --- typed frames -----------------------------------------------------------------------------
+    @cached_property
+    def kernels(self) -> pd.DataFrame:
+        """start_ns, end_ns, duration_ns, device, stream, correlation_id, global_pid, name."""
+        if not self.has("CUPTI_ACTIVITY_KIND_KERNEL"):
+            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "name"])
+        cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
+        name_col = "shortName" if "shortName" in cols else "demangledName"
+        df = self.query(sql.KERNELS.format(name_col=name_col))
+        names = self.strings(df["name_id"].unique())
+        df["name"] = df["name_id"].map(names).fillna("?")
+        df = df.drop(columns="name_id")
+        return _timed(df)
+
+    @cached_property
+    def memcpys(self) -> pd.DataFrame:
+        """One row per copy: timing, bytes, copy_kind (HtoD, DtoH, ...), src_kind/dst_kind (Pageable, Pinned, Device, ...), gbps."""
+        cols = ["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "bytes", "copy_kind",
+                "src_kind", "dst_kind", "gbps"]
+        if not self.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
+            return _empty(cols)
+        df = _timed(self.query(sql.MEMCPYS))
+        copy_kind = {k: _short_copy_kind(v) for k, v in self._enum("ENUM_CUDA_MEMCPY_OPER", sql.COPY_KIND).items()}
+        mem_kind = self._enum("ENUM_CUDA_MEM_KIND", sql.MEM_KIND)
+        df["copy_kind"] = df.pop("copy_kind_id").map(copy_kind).fillna("Unknown")
+        df["src_kind"] = df.pop("src_kind_id").map(mem_kind).fillna("Unknown")
+        df["dst_kind"] = df.pop("dst_kind_id").map(mem_kind).fillna("Unknown")
+        df["gbps"] = (df["bytes"] / df["duration_ns"].where(df["duration_ns"] > 0)).astype(float)
+        return df
+
+    @cached_property
+    def memcpy_api(self) -> pd.DataFrame:
+        """The runtime call behind each copy: correlation_id, api_name, api times, api_global_tid, tid, sync.
+
+        sync: the program asked to wait for the copy, by a synchronous API or by a stream/context
+        synchronize right after it (what torch's `.cpu()` and `copy_()` without non_blocking do).
+        """
+        if not (self.has("CUPTI_ACTIVITY_KIND_MEMCPY") and self.has("CUPTI_ACTIVITY_KIND_RUNTIME")):
+            return _empty(["correlation_id", "api_start_ns", "api_end_ns", "api_global_tid", "api_name", "sync", "tid"])
+        df = self.query(sql.MEMCPY_API)
+        names = self.strings(df["api_name_id"].unique())
+        df["api_name"] = df.pop("api_name_id").map(names).fillna("?")
+        df["tid"] = df["api_global_tid"] & 0xFFFFFF
+        df["sync"] = ~df["api_name"].str.contains("Async", regex=False) | self._synchronized_after(df)
+        return df
+
+    def _synchronized_after(self, api: pd.DataFrame, within_ns: int = 1_000_000) -> np.ndarray:
+        """True where the same thread calls a stream/device/context synchronize within `within_ns` after the copy call."""
+        if api.empty or not self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+            return np.zeros(len(api), dtype=bool)
+        syncs = self.query(sql.SYNC_CALLS)
+        ids = syncs.pop("name_id")
+        names = ids.map(self.strings(ids.unique())).fillna("")
+        syncs = syncs[names.str.contains(r"cuda(?:Stream|Device|Ctx)Synchronize|cuStreamSynchronize|cuCtxSynchronize",
+                                         regex=True).to_numpy()].sort_values("start_ns")
+        out = np.zeros(len(api), dtype=bool)
+        tids = api["api_global_tid"].to_numpy()
+        ends = api["api_end_ns"].to_numpy()
+        for tid, st in syncs.groupby("global_tid")["start_ns"]:
+            st = st.to_numpy()
+            rows = np.flatnonzero(tids == tid)
+            i = np.searchsorted(st, ends[rows], side="left")
+            ok = i < len(st)
+            out[rows[ok]] = (st[np.clip(i[ok], 0, len(st) - 1)] - ends[rows[ok]]) <= within_ns
+        return out
+
+    @cached_property
+    def memsets(self) -> pd.DataFrame:
+        if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
+            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "bytes"])
+        return _timed(self.query(sql.MEMSETS))
+
+    @cached_property
+    def runtime(self) -> pd.DataFrame:
+        """All CUDA runtime calls (loaded only when asked for: there can be millions)."""
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "correlation_id", "name"])
+        df = self.query(sql.RUNTIME)
+        df["name"] = df.pop("name_id").map(self.strings(df["name_id"].unique())).fillna("?")
+        return _timed(df)
+
+    def launch_threads(self, correlation_ids) -> pd.DataFrame:
+        """correlation_id -> global_tid of the runtime call that launched it (for a few ids)."""
+        ids = sorted({int(i) for i in correlation_ids})
+        if not ids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return _empty(["correlation_id", "global_tid", "api_start_ns"])
+        parts = [self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(ids[k:k + 900]))),
+                            ids[k:k + 900]) for k in range(0, len(ids), 900)]
+        return pd.concat(parts, ignore_index=True)
+
+    @cached_property
+    def nvtx(self) -> pd.DataFrame:
+        """NVTX push/pop and start/end ranges: name, kind, global_tid, tid, depth, parent (row index or -1)."""
+        cols = ["start_ns", "end_ns", "duration_ns", "name", "kind", "global_tid", "tid", "depth", "parent"]
+        if not self.has("NVTX_EVENTS"):
+            return _empty(cols)
+        text, join = sql.nvtx_text(self.columns("NVTX_EVENTS"))
+        df = self.query(sql.NVTX.format(text=text, join=join))
+        if df.empty:
+            return _empty(cols)
+        df["name"] = df["name"].fillna("(unnamed)")
+        df["kind"] = np.where(df.pop("event_type") == sql.NVTX_PUSHPOP, "PushPop", "StartEnd")
+        df = _timed(df).sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False],
+                                    kind="stable").reset_index(drop=True)
+        df["tid"] = df["global_tid"] & 0xFFFFFF
+        df["depth"], df["parent"] = _nesting(df)
+        return df
+
+    @cached_property
+    def osrt(self) -> pd.DataFrame:
+        """OS runtime calls: start_ns, end_ns, duration_ns, global_tid, name."""
+        if not self.has("OSRT_API"):
+            return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
+        df = self.query(sql.OSRT)
+        ids = df.pop("name_id")
+        df["name"] = ids.map(self.strings(ids.unique())).fillna("?").astype("category")
+        return _timed(df)
+
+    @cached_property
+    def threads(self) -> pd.DataFrame:
+        if not self.has("ThreadNames"):
+            return _empty(["global_tid", "thread_name", "tid", "pid"])
+        df = self.query(sql.THREAD_NAMES).drop_duplicates("global_tid", keep="last")
+        df["tid"] = df["global_tid"] & 0xFFFFFF
+        df["pid"] = (df["global_tid"] >> 24) & 0xFFFFFF
+        return df
+
+    @cached_property
+    def processes(self) -> pd.DataFrame:
+        return self.query(sql.PROCESSES) if self.has("PROCESSES") else _empty(["global_pid", "pid", "name"])
+
+    @cached_property
+    def gpus(self) -> pd.DataFrame:
+        if not self.has("TARGET_INFO_GPU"):
+            return _empty(["device", "name"])
+        cols = self.columns("TARGET_INFO_GPU")
+        id_col = "id" if "id" in cols else "deviceId"
+        return self.query(sql.GPUS.format(id_col=id_col)).drop_duplicates("device")
+
+
+def _short_copy_kind(label: str) -> str:
+    """'Device-to-Host' -> 'DtoH'; 'Unified Host-to-Device' -> 'Unified HtoD'; short names pass through."""
+    words = {"Host": "H", "Device": "D", "Array": "A", "Peer": "P"}
+    prefix = "Unified " if label.startswith("Unified ") else ""
+    core = label[len(prefix):]
+    if "-to-" in core:
+        a, b = core.split("-to-", 1)
+        if a in words and b in words:
+            return f"{prefix}{words[a]}to{words[b]}"
+    return label
+
+
+def _empty(cols) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "device", "stream", "bytes", "tid"))
+                                      else "object") for c in cols})
+
+
+def _timed(df: pd.DataFrame) -> pd.DataFrame:
+    df["start_ns"] = df["start_ns"].astype("int64")
+    df["end_ns"] = df["end_ns"].astype("int64")
+    df["duration_ns"] = df["end_ns"] - df["start_ns"]
+    return df
+
+
+def _nesting(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Depth and parent row of each range within its thread (rows sorted by thread, start, -end)."""
+    n = len(df)
+    depth = np.zeros(n, dtype=np.int64)
+    parent = np.full(n, -1, dtype=np.int64)
+    tids = df["global_tid"].to_numpy()
+    starts = df["start_ns"].to_numpy()
+    ends = df["end_ns"].to_numpy()
+    stack: list[int] = []
+    prev_tid = None
+    for i in range(n):
+        if tids[i] != prev_tid:
+            stack.clear()
+            prev_tid = tids[i]
+        while stack and ends[stack[-1]] <= starts[i]:
+            stack.pop()
+        if stack and ends[i] <= ends[stack[-1]]:
+            parent[i] = stack[-1]
+            depth[i] = depth[stack[-1]] + 1
+        stack.append(i)
+    return depth, parent

@@ -1,0 +1,68 @@
+"""Explain why a profiling run failed, from what nsys printed and what it left behind."""
+from __future__ import annotations
+
+import shutil
+from importlib import metadata
+from pathlib import Path
+
+
+def nvtx_package_version() -> str | None:
+    try:
+        return metadata.version("nvtx")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def nvtx_unrecorded_warning(nsys_version: tuple[int, int], nvtx_version: str | None) -> str | None:
+    """nvtx >= 0.2.12 emits ranges that nsys 2023.4 and older do not record (seen on our machines)."""
+    if not nvtx_version:
+        return None
+    parts = tuple(int(p) for p in nvtx_version.split(".")[:3] if p.isdigit())
+    if parts >= (0, 2, 12) and nsys_version <= (2023, 4):
+        return (f"the nvtx package {nvtx_version} is not recorded by nsys {nsys_version[0]}.{nsys_version[1]} "
+                "(no NVTX ranges in the trace); pip install 'nvtx<0.2.12' or use a newer nsys")
+    return None
+
+
+def diagnose_profile_failure(lines: list[str], rc: int, qdstrm: Path, nsys, req) -> str:
+    text = "\n".join(lines)
+    tail = " | ".join(lines[-5:]) if lines else "(no output)"
+    if qdstrm.exists():
+        importer = Path(nsys.path).resolve().parent.parent / "host-linux-x64" / "QdstrmImporter"
+        if importer.exists():
+            return (f"nsys left {qdstrm} without importing it; import it with: {importer} -i {qdstrm} "
+                    f"(then `nsys export --type=sqlite`). nsys said: {tail}")
+        return (f"nsys left {qdstrm} but this install has no QdstrmImporter (host-linux-x64 is missing); "
+                "install the full Nsight Systems (`make nsys` installs both halves) and import it there")
+    if req.capture_range and ("No reports were generated" in text or "capture range" in text.lower()
+                              or "cudaProfilerStart" in text or rc == 0):
+        return ("the capture range never started: the program did not call cudaProfilerStart "
+                "(torch.cuda.profiler.start()); run the workload with --profile, or profile without a capture "
+                f"range (--no-capture-range). nsys said: {tail}")
+    if rc != 0:
+        return f"the program failed under nsys (exit {rc}); its last lines: {tail}"
+    return f"nsys produced no report; its last lines: {tail}"
+
+
+def has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None or Path("/dev/nvidiactl").exists()
+
+
+def check_trace(sqlite: Path, expect_nvtx: bool, nsys=None) -> list[str]:
+    """Post-capture sanity: warnings for a trace that will not show what the user wants."""
+    import sqlite3
+
+    warnings = []
+    con = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if expect_nvtx and ("NVTX_EVENTS" not in tables
+                            or con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)").fetchone()[0] == 0):
+            msg = "the trace has no NVTX ranges although the workload emits them"
+            w = nvtx_unrecorded_warning(nsys.year_release, nvtx_package_version()) if nsys else None
+            warnings.append(msg + (f": {w}" if w else "; check that the nvtx package is installed"))
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+            warnings.append("the trace has no CUDA kernels (no GPU, or --trace without cuda)")
+    finally:
+        con.close()
+    return warnings

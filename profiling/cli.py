@@ -1,0 +1,125 @@
+"""`python -m profiling ...` (console script `profile-stage`): parse, call, print. No logic here."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import bench as bench_mod
+from .locate import NsysNotFound, find_nsys
+from .runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile, quote,
+                     workload_command, write_record)
+
+
+def fail(msg: str, code: int = 2):
+    click.echo(f"profile: {msg}", err=True)
+    sys.exit(code)
+
+
+def _nsys():
+    try:
+        n = find_nsys()
+    except NsysNotFound as e:
+        fail(str(e))
+    click.echo(f"using nsys {n.version} at {n.path} (found via {n.source})", err=True)
+    return n
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """Profile the workloads with Nsight Systems, or measure them unprofiled."""
+
+
+@main.command()
+def where():
+    """Show which nsys would be used."""
+    n = _nsys()
+    click.echo(f"{n.path}\t{n.version}\t{n.source}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("stage")
+@click.option("--steps", default=3, show_default=True, help="captured steps")
+@click.option("--warmup", default=3, show_default=True)
+@click.option("--out-dir", default="runs", show_default=True, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="overwrite runs/<stage>/<stage>.* instead of numbering a new run")
+@click.option("--trace", default="cuda,nvtx,osrt", show_default=True)
+@click.option("--sample", is_flag=True, help="CPU sampling (off by default: keeps traces small)")
+@click.option("--ctxsw", is_flag=True, help="trace context switches")
+@click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
+def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, workload_args):
+    """Trace one workload STAGE under nsys; extra args go to `python -m workloads`."""
+    from workloads.config import STAGES
+    from .checks import has_gpu, nvtx_package_version, nvtx_unrecorded_warning
+
+    if stage not in STAGES:
+        fail(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+    n = _nsys()
+    warn = nvtx_unrecorded_warning(n.year_release, nvtx_package_version())
+    if warn:
+        fail(warn)
+    if "--device" not in workload_args and not has_gpu():
+        fail("no NVIDIA GPU on this machine (no nvidia-smi, no /dev/nvidiactl); stage traces need one. "
+             "For CPU-only programs use `python -m profiling run --no-capture-range -- CMD`")
+    base = next_free_base(Path(out_dir) / stage, stage, force)
+    cmd = workload_command(stage, ["--steps", str(steps), "--warmup", str(warmup), *workload_args])
+    click.echo(f"profiling: {quote(cmd)} -> {base}.nsys-rep", err=True)
+    try:
+        rec = profile(n, ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw,
+                                        env=environment_for_profile()))
+    except ProfileError as e:
+        fail(str(e), 1)
+    rec.update({"stage": stage, "steps": steps, "warmup": warmup})
+    from .checks import check_trace
+    rec["checks"] = check_trace(Path(rec["files"]["sqlite"]), expect_nvtx=True, nsys=n)
+    write_record(base, rec)
+    for w in rec["checks"]:
+        click.echo(f"profile: warning: {w}", err=True)
+    click.echo(rec["files"]["sqlite"])
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="output base path")
+@click.option("--trace", default="cuda,nvtx,osrt", show_default=True)
+@click.option("--capture-range/--no-capture-range", default=True, help="start at cudaProfilerStart")
+@click.option("--force", is_flag=True)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(output, trace, capture_range, force, command):
+    """Trace any COMMAND (CPU-only programs too, with --trace=nvtx,osrt --no-capture-range)."""
+    n = _nsys()
+    out = Path(output)
+    for ext in (".nsys-rep", ".sqlite"):
+        if out.name.endswith(ext):
+            out = out.with_name(out.name[: -len(ext)])
+    base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
+    try:
+        rec = profile(n, ProfileRequest(list(command), base, trace=trace, capture_range=capture_range,
+                                        env=environment_for_profile()))
+    except ProfileError as e:
+        fail(str(e), 1)
+    write_record(base, rec)
+    click.echo(rec["files"]["sqlite"])
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--stages", default=",".join(bench_mod.ARTICLE_ORDER), show_default=True)
+@click.option("--out", default="runs/bench.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, help="seconds per stage")
+@click.option("--label", default="", help="name the rows (e.g. pinned-12w) instead of by stage")
+@click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
+def bench(stages, out, timeout_s, label, workload_args):
+    """Run every stage unprofiled and write one JSON plus a Markdown table."""
+    records = [bench_mod.run_stage(s, list(workload_args), log=click.echo, timeout_s=timeout_s, label=label)
+               for s in stages.split(",") if s]
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"records": records}, f, indent=2)
+    md = bench_mod.table(records)
+    Path(out).with_suffix(".md").write_text(md + "\n")
+    click.echo(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install Nsight Systems into a folder of the project (default: .nsys/) without touching the system:
+# the Debian 13 (trixie) non-free packages nsight-systems-target + nsight-systems are downloaded with a
+# private apt state and unpacked with dpkg -x. The mirror is taken from this machine's own apt sources.
+# Result: $DEST/target-linux-x64/nsys (CLI) beside $DEST/host-linux-x64/QdstrmImporter (import/export).
+# usage: install_nsys.sh [DEST]
+set -euo pipefail
+dest=$(realpath -m "${1:-.nsys}")
+say() { echo "install-nsys: $*" >&2; }
+if [ -x "$dest/target-linux-x64/nsys" ] && [ -x "$dest/host-linux-x64/QdstrmImporter" ]; then
+  say "already installed: $dest/target-linux-x64/nsys"; exit 0; fi
+command -v apt-get >/dev/null && command -v dpkg >/dev/null || {
+  say "needs apt-get and dpkg (Debian/Ubuntu). Elsewhere install Nsight Systems from NVIDIA and set NSYS=/path/to/nsys"; exit 2; }
+# The mirror: the first Debian URI in this machine's apt sources (deb822 or one-line format).
+mirror=$(grep -rhoE '^(URIs:[[:space:]]*|deb[[:space:]]+(\[[^]]*\][[:space:]]+)?)[a-z]+://[^[:space:]]+/debian/?([[:space:]]|$)' \
+  /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | grep -oE '[a-z]+://[^[:space:]]+' | head -n1 || true)
+[ -n "$mirror" ] || { say "no Debian mirror in /etc/apt/sources*; install Nsight Systems from NVIDIA and set NSYS=/path/to/nsys"; exit 2; }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/lists/partial" "$work/archives/partial" "$work/debs"
+codename=$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-bookworm}")
+# libssh-4 (needed by QdstrmImporter) comes from this system's own release, nsys from trixie non-free
+printf 'deb [trusted=yes] %s trixie non-free\ndeb [trusted=yes] %s %s main\n' "$mirror" "$mirror" "$codename" > "$work/sources.list"
+apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+  -o "Dir::State::Lists=$work/lists" -o "Dir::Cache::Archives=$work/archives" -o "APT::Architecture=amd64"
+  -o "Acquire::AllowInsecureRepositories=true" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root")
+say "fetching package lists from $mirror (trixie non-free)"
+apt-get -qq "${apt_opts[@]}" update >/dev/null
+say "downloading nsight-systems-target and nsight-systems (~190 MB)"
+(cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download nsight-systems-target nsight-systems >/dev/null)
+ldconfig -p | grep -q 'libssh.so.4 ' || (cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download libssh-4 >/dev/null) || true
+say "unpacking into $dest"
+for d in "$work"/debs/*.deb; do dpkg -x "$d" "$work/root"; done
+# the packages put target-linux-x64 and host-linux-x64 in different folders: find each
+target=$(find "$work/root" -type d -name target-linux-x64 | head -n1)
+host=$(find "$work/root" -type d -name host-linux-x64 | head -n1)
+[ -n "$target" ] && [ -n "$host" ] || { say "the packages did not hold target-linux-x64 and host-linux-x64"; exit 2; }
+mkdir -p "$dest"
+cp -a "$target" "$host" "$dest/"
+# nsys stats needs the python helpers that the package installs in dist-packages
+py="$dest/host-linux-x64/python/lib"; mkdir -p "$py"
+find "$work/root/usr/lib/python3" -name '*.py' -exec cp {} "$py/" \; 2>/dev/null || true
+# QdstrmImporter links libssh.so: give it the system's libssh.so.4, or the one unpacked above
+if ! ldconfig -p | grep -q 'libssh.so '; then
+  s=$(ldconfig -p | awk '$1=="libssh.so.4" {print $NF; exit}')
+  [ -n "$s" ] || s=$(find "$work/root" -name 'libssh.so.4*' -type f | head -n1)
+  if [ -n "$s" ]; then rm -f "$dest/host-linux-x64/libssh.so"; cp -L "$s" "$dest/host-linux-x64/libssh.so"
+  else say "warning: libssh.so.4 not found (apt-get install libssh-4); import of .qdstrm will fail"; fi
+fi
+"$dest/target-linux-x64/nsys" --version >&2
+say "installed: $dest/target-linux-x64/nsys"

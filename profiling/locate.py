@@ -1,0 +1,74 @@
+"""Find an nsys executable, in the order a user expects, and report which one and its version."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_NSYS = PROJECT_ROOT / ".nsys" / "target-linux-x64" / "nsys"
+
+
+class NsysNotFound(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Nsys:
+    path: str
+    version: str          # e.g. "2023.4.4.54"
+    source: str           # which rule found it
+
+    @property
+    def year_release(self) -> tuple[int, int]:
+        m = re.match(r"(\d{4})\.(\d+)", self.version)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+    def env(self) -> dict:
+        """Environment for `nsys stats`, which needs the host-side python helpers."""
+        env = dict(os.environ)
+        host = Path(self.path).resolve().parent.parent / "host-linux-x64" / "python" / "lib"
+        if host.is_dir():
+            env["PYTHONPATH"] = f"{host}{os.pathsep}{env.get('PYTHONPATH', '')}"
+        return env
+
+
+def candidates() -> list[tuple[str, str]]:
+    out = []
+    if os.environ.get("NSYS"):
+        out.append((os.environ["NSYS"], "$NSYS"))
+    if shutil.which("nsys"):
+        out.append((shutil.which("nsys"), "PATH"))
+    for pattern, why in (("/opt/nvidia/nsight-systems/*/bin/nsys", "/opt/nvidia"),
+                         ("/usr/local/cuda*/bin/nsys", "/usr/local/cuda")):
+        for p in sorted(glob.glob(pattern), reverse=True):
+            out.append((p, why))
+    out.append((str(PROJECT_NSYS), "make nsys"))
+    return out
+
+
+def version_of(path: str) -> str:
+    try:
+        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    m = re.search(r"(\d{4}\.\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else ""
+
+
+def find_nsys() -> Nsys:
+    tried = []
+    for path, why in candidates():
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            v = version_of(path)
+            if v:
+                return Nsys(path, v, why)
+            tried.append(f"{path} (does not run)")
+        elif why == "$NSYS":
+            tried.append(f"{path} ($NSYS, not an executable)")
+    hint = "run `make nsys` (installs Nsight Systems into .nsys/ without root changes) or set NSYS=/path/to/nsys"
+    raise NsysNotFound("no working nsys found" + (f" (tried {', '.join(tried)})" if tried else "") + f"; {hint}")

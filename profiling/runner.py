@@ -1,0 +1,120 @@
+"""Profile a command or a workload stage with nsys, export SQLite, and write a run record."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .locate import Nsys
+
+DEFAULT_TRACE = "cuda,nvtx,osrt"
+
+
+class ProfileError(RuntimeError):
+    """A profiling run that produced no usable trace; the message says why and what to do."""
+
+
+@dataclass
+class ProfileRequest:
+    command: list[str]
+    out_base: Path                      # without extension
+    trace: str = DEFAULT_TRACE
+    capture_range: bool = True          # --capture-range=cudaProfilerApi
+    sample: bool = False                # CPU sampling (off keeps traces small)
+    ctxsw: bool = False
+    extra_nsys_args: list[str] = field(default_factory=list)
+    env: dict | None = None
+
+
+def next_free_base(directory: Path, name: str, force: bool) -> Path:
+    """runs/<stage>/<stage>, then <stage>-2, -3, ...: never silently overwrite an earlier run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = directory / name
+    if force:
+        return base
+    n = 1
+    while any(base.with_name(base.name + ext).exists() for ext in (".nsys-rep", ".sqlite", ".qdstrm", ".run.json")):
+        n += 1
+        base = directory / f"{name}-{n}"
+    return base
+
+
+def _stream(proc, sink: list[str], echo) -> None:
+    """Echo the child's output (nsys progress included) while keeping the last lines for errors."""
+    buf = b""
+    while True:
+        chunk = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
+        if not chunk:
+            break
+        if echo:
+            echo(chunk)
+        buf += chunk
+        if len(buf) > 1 << 20:
+            buf = buf[-(1 << 19):]
+    text = buf.decode("utf-8", "replace").replace("\r", "\n")
+    sink.extend(line for line in text.splitlines() if line.strip())
+
+
+def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:
+    echo = echo if echo is not None else (lambda b: (sys.stderr.buffer.write(b), sys.stderr.flush()))
+    args = [nsys.path, "profile", f"--trace={req.trace}", f"--output={req.out_base}", "--force-overwrite=true",
+            f"--sample={'cpu' if req.sample else 'none'}", f"--cpuctxsw={'process-tree' if req.ctxsw else 'none'}"]
+    if req.capture_range:
+        args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    args += req.extra_nsys_args + list(req.command)
+    t0 = time.time()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=req.env)
+    lines: list[str] = []
+    _stream(proc, lines, echo)
+    rc = proc.wait()
+    profile_s = time.time() - t0
+    rep = req.out_base.with_name(req.out_base.name + ".nsys-rep")
+    qdstrm = req.out_base.with_name(req.out_base.name + ".qdstrm")
+    record = {"command": req.command, "nsys_command": args, "nsys": {"path": nsys.path, "version": nsys.version},
+              "exit_code": rc, "durations_s": {"profile": round(profile_s, 2)}}
+    from .checks import diagnose_profile_failure
+    if not rep.exists():
+        raise ProfileError(diagnose_profile_failure(lines, rc, qdstrm, nsys, req))
+    t1 = time.time()
+    sqlite = export_sqlite(nsys, rep)
+    record["durations_s"]["export"] = round(time.time() - t1, 2)
+    record["files"] = {"nsys_rep": str(rep), "sqlite": str(sqlite)}
+    record["program_exit_code"] = rc  # nsys returns the profiled program's exit code
+    record["last_lines"] = lines[-15:]
+    return record
+
+
+def export_sqlite(nsys: Nsys, rep: Path, out: Path | None = None) -> Path:
+    out = out or rep.with_suffix(".sqlite")
+    proc = subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={out}", str(rep)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ProfileError(f"nsys export of {rep} failed: {tail[0]}")
+    return out
+
+
+def write_record(base: Path, record: dict) -> Path:
+    path = base.with_name(base.name + ".run.json")
+    with open(path, "w") as f:
+        json.dump(record, f, indent=2)
+    return path
+
+
+def workload_command(stage: str, args: list[str], python: str = sys.executable) -> list[str]:
+    return [python, "-m", "workloads", "--stage", stage, "--profile", *args]
+
+
+def quote(cmd: list[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def environment_for_profile() -> dict:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

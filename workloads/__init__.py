@@ -1,0 +1,1 @@
+"""The article's inference pipelines as runnable stages (see `python -m workloads --help`)."""

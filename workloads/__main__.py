@@ -1,0 +1,72 @@
+"""python -m workloads --stage NAME ...: run one stage, print steps/s, write a JSON record."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .config import MODELS, STAGES, ConfigError, RunConfig
+
+D = RunConfig()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--stage", type=click.Choice(STAGES), default=D.stage, show_default=True)
+@click.option("--model", type=click.Choice(MODELS), default=D.model, show_default=True)
+@click.option("--batch", type=int, default=D.batch, show_default=True)
+@click.option("--img", type=int, default=D.img, show_default=True, help="deeplabv3 input size")
+@click.option("--classes", type=int, default=D.classes, show_default=True)
+@click.option("--tokens", type=int, default=D.tokens, show_default=True, help="encoder sequence length")
+@click.option("--dim", type=int, default=D.dim, show_default=True, help="encoder width")
+@click.option("--layers", type=int, default=D.layers, show_default=True, help="encoder layers")
+@click.option("--steps", type=int, default=D.steps, show_default=True, help="measured steps")
+@click.option("--warmup", type=int, default=D.warmup, show_default=True)
+@click.option("--loader-workers", type=int, default=D.loader_workers, show_default=True)
+@click.option("--output-workers", type=int, default=D.output_workers, show_default=True)
+@click.option("--buffers", type=int, default=D.buffers, show_default=True, help="output buffer pool; 0 = workers + 2")
+@click.option("--postprocess", default=D.postprocess, show_default=True, help="devnull or npy:DIR")
+@click.option("--chunk-mb", type=int, default=D.chunk_mb, show_default=True,
+              help="serialise outputs in slices of this size; -1 = the stage's default, 0 = whole batch")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=D.device, show_default=True)
+@click.option("--profile", is_flag=True, help="bracket the measured steps with cudaProfilerStart/Stop")
+@click.option("--unsafe", is_flag=True, help="hand buffers over before their copy finished (checker demo)")
+@click.option("--fault", default="", help="test hook: corrupt:N or die:N")
+@click.option("--seed", type=int, default=0)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the run record here")
+def main(json_path, **kw):
+    """Run one pipeline stage of the article (or beyond it) and report throughput and integrity."""
+    try:
+        cfg = RunConfig(**kw).validate()
+    except ConfigError as e:
+        raise SystemExit(f"workloads: {e}")
+    from .runtime import ResourceError, run
+    from .workers import WorkerDied
+
+    click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
+               f"{cfg.warmup} warm-up + {cfg.steps} measured steps on {cfg.device}", err=True)
+    try:
+        record = run(cfg, log=click.echo)
+    except (ResourceError, WorkerDied) as e:
+        raise SystemExit(f"workloads: {e}")
+    except KeyboardInterrupt:
+        raise SystemExit("workloads: interrupted; workers stopped")
+    except Exception as e:  # torch's OOM and friends: one line, not a traceback
+        if type(e).__name__ == "OutOfMemoryError":
+            raise SystemExit(f"workloads: GPU out of memory at batch {cfg.batch}; lower --batch or --img")
+        raise
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(record, f, indent=2)
+    t, integ = record["throughput"], record["integrity"]
+    status = "skipped (no output copy)" if not integ["checked"] else (
+        "ok" if integ["ok"] else f"FAILED: {integ['n_missing']} missing, {integ['n_duplicated']} duplicated, "
+                                 f"{integ['n_mismatched']} mismatched")
+    click.echo(f"{cfg.stage}: {t['steps_per_s']:.3f} steps/s ({t['samples_per_s']:.1f} samples/s, "
+               f"{t['output_gb_per_s']:.2f} GB/s of output); integrity {status}")
+    if integ["checked"] and not integ["ok"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Cheap byte checksums that agree between a GPU tensor and the bytes a worker received.
+
+The checksum is the wrapping 64-bit sum of the data viewed as int64 words (plus the trailing bytes).
+A stale, half-copied or overwritten buffer changes it; summing is memory-bound on both sides
+(~0.5 ms for 1.4 GB on an H200), so every batch can be checked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MASK64 = (1 << 64) - 1
+
+
+def checksum_tensor(t):
+    """Checksum of a torch tensor on its own device, returned as a 0-dim int64 tensor (no sync)."""
+    import torch
+
+    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    n8 = flat.numel() // 8 * 8
+    total = flat[:n8].view(torch.int64).sum()
+    if n8 < flat.numel():
+        total = total + flat[n8:].to(torch.int64).sum()
+    return total
+
+
+def checksum_update(total: int, data: np.ndarray | bytes | memoryview) -> int:
+    """Add a chunk's bytes to a running checksum. Chunks other than the last must be 8-byte multiples."""
+    b = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
+    n8 = b.size // 8 * 8
+    part = int(b[:n8].view(np.int64).sum(dtype=np.int64)) + int(b[n8:].sum(dtype=np.int64))
+    return (total + part) & MASK64
+
+
+def as_unsigned(value: int) -> int:
+    return int(value) & MASK64
+
+
+@dataclass
+class IntegrityReport:
+    """Which batches reached the post-processor intact (every batch exactly once, bytes unchanged)."""
+    expected_batches: int
+    processed: int = 0
+    missing: list = field(default_factory=list)
+    duplicated: list = field(default_factory=list)
+    mismatched: list = field(default_factory=list)
+    checked: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicated or self.mismatched)
+
+    def as_dict(self) -> dict:
+        return {"checked": self.checked, "ok": self.ok, "expected_batches": self.expected_batches,
+                "processed": self.processed, "missing": self.missing[:50], "duplicated": self.duplicated[:50],
+                "mismatched": self.mismatched[:50], "n_missing": len(self.missing),
+                "n_duplicated": len(self.duplicated), "n_mismatched": len(self.mismatched)}
+
+
+def compare(expected: dict[int, int], received: list[tuple[int, int]]) -> IntegrityReport:
+    """expected: batch id -> checksum of the GPU output; received: (batch id, checksum) per processed batch."""
+    report = IntegrityReport(expected_batches=len(expected), processed=len(received))
+    seen: dict[int, int] = {}
+    for batch_id, cs in received:
+        seen[batch_id] = seen.get(batch_id, 0) + 1
+        if batch_id in expected and as_unsigned(cs) != as_unsigned(expected[batch_id]):
+            report.mismatched.append(batch_id)
+    report.duplicated = sorted(b for b, n in seen.items() if n > 1)
+    report.missing = sorted(set(expected) - set(seen))
+    report.mismatched = sorted(set(report.mismatched))
+    return report

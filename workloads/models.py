@@ -1,0 +1,45 @@
+"""Model factories: DeepLabV3-ResNet50 (random weights, nothing downloaded) and a BERT-base-sized encoder."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .data import VOCAB
+
+
+class TokenEncoder(nn.Module):
+    """Per-token embeddings for a vector store: embedding + TransformerEncoder, output B x T x dim fp32."""
+
+    def __init__(self, dim: int = 768, layers: int = 12, max_tokens: int = 512):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, dim)
+        self.pos = nn.Parameter(torch.randn(1, max_tokens, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(d_model=dim, nhead=max(1, dim // 64), dim_feedforward=4 * dim,
+                                           batch_first=True, activation="gelu")
+        self.encoder = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
+
+    def forward(self, ids):
+        x = self.embed(ids) + self.pos[:, : ids.shape[1]]
+        return self.encoder(x)
+
+
+class SegmentationLogits(nn.Module):
+    """DeepLabV3 returns a dict; the pipelines want the logits tensor."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        from torchvision.models.segmentation import deeplabv3_resnet50
+
+        self.net = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=classes, aux_loss=False)
+
+    def forward(self, x):
+        return self.net(x)["out"]
+
+
+def build_model(cfg, device: torch.device) -> nn.Module:
+    torch.manual_seed(cfg.seed)
+    if cfg.model == "deeplabv3":
+        model = SegmentationLogits(cfg.classes)
+    else:
+        model = TokenEncoder(cfg.dim, cfg.layers, cfg.tokens)
+    return model.eval().to(device)

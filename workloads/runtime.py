@@ -1,0 +1,141 @@
+"""Runs one stage: warm-up, the measured window (cudaProfilerStart/Stop around it), integrity, the record."""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+
+import torch
+
+from .config import RunConfig
+from .data import Prefetcher, SyncBatches, make_loader
+from .integrity import IntegrityReport, checksum_tensor, compare
+from .models import build_model
+from .ranges import nvtx_range
+from .stages import stage_class
+
+SHARED_STAGES = ("bufpool", "async", "streams", "pinned")
+
+
+class ResourceError(RuntimeError):
+    """The run would not fit the GPU or host memory; the message says what to lower."""
+
+
+def _mem_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 62
+
+
+def _shm_free() -> int:
+    try:
+        st = os.statvfs("/dev/shm")
+        return st.f_bavail * st.f_frsize
+    except OSError:
+        return 1 << 62
+
+
+def preflight(cfg: RunConfig) -> None:
+    """Refuse sizes that cannot fit, before any model is built."""
+    out = cfg.output_bytes()
+    gib = 1 << 30
+    if cfg.stage in SHARED_STAGES:
+        host = cfg.n_buffers * out
+        what = f"{cfg.n_buffers} shared output buffers of {out / gib:.2f} GiB"
+    elif cfg.stage == "multiproc":
+        host = (cfg.output_workers + 2) * out
+        what = f"up to {cfg.output_workers + 2} queued outputs of {out / gib:.2f} GiB"
+    else:
+        host = 2 * out
+        what = f"two outputs of {out / gib:.2f} GiB"
+    if host > _mem_available():
+        raise ResourceError(f"{what} need {host / gib:.1f} GiB of host memory but {_mem_available() / gib:.1f} GiB "
+                            "is available; lower --batch, --buffers or --output-workers")
+    if cfg.stage in SHARED_STAGES + ("multiproc",) and host > _shm_free():
+        raise ResourceError(f"{what} need {host / gib:.1f} GiB in /dev/shm but it has {_shm_free() / gib:.1f} GiB free; "
+                            "enlarge it (docker: --shm-size) or lower --buffers / --batch")
+    if cfg.device == "cuda":
+        if not torch.cuda.is_available():
+            raise ResourceError("--device cuda but no CUDA GPU is visible; use --device cpu (stages naive-input, "
+                                "baseline, multiproc, bufpool, ceiling) or run on a GPU machine")
+        free, _ = torch.cuda.mem_get_info()
+        if 2 * out > free:
+            raise ResourceError(f"the output alone ({out / gib:.2f} GiB, twice in flight) does not fit the "
+                                f"{free / gib:.1f} GiB free on the GPU; lower --batch")
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(cfg: RunConfig, log=print) -> dict:
+    cfg.validate()
+    preflight(cfg)
+    device = torch.device(cfg.device)
+    model = build_model(cfg, device)
+    stage = stage_class(cfg.stage)(cfg, device)
+    total = cfg.warmup + cfg.steps
+    expected: dict[int, torch.Tensor] = {}
+    dtype = torch.float32
+    started = time.time()
+    try:
+        stage.setup(cfg.output_shape(), dtype)  # forks output workers before the loader starts its own
+        loader = make_loader(cfg, total, naive=stage.naive_input)
+        batches = SyncBatches(loader, device) if stage.naive_input or device.type == "cpu" else Prefetcher(loader, device)
+        t0 = None
+        with torch.inference_mode():
+            for i in range(total):
+                if i == cfg.warmup:
+                    stage.drain()
+                    _sync(device)
+                    if cfg.profile and device.type == "cuda":
+                        torch.cuda.profiler.start()
+                    t0 = time.perf_counter()
+                with nvtx_range(f"Batch {i}"):
+                    with nvtx_range("get batch"):
+                        batch = next(batches)
+                    with nvtx_range("compute"):
+                        output = model(batch)
+                        if stage.copies_output:
+                            expected[i] = checksum_tensor(output)
+                    stage.handle(i, output)
+                del output, batch
+                if i < cfg.warmup or i % 10 == 9:
+                    log(f"  step {i + 1}/{total}{' (warm-up)' if i < cfg.warmup else ''}", file=sys.stderr)
+            stage.drain()
+            _sync(device)
+            elapsed = time.perf_counter() - t0
+            if cfg.profile and device.type == "cuda":
+                torch.cuda.profiler.stop()
+        if stage.copies_output:
+            integrity = compare({i: int(v.item()) for i, v in expected.items()}, list(stage.results()))
+        else:
+            integrity = IntegrityReport(expected_batches=0, checked=False)
+    finally:
+        stage.close()
+    return {
+        "stage": cfg.stage,
+        "config": cfg.as_dict(),
+        "throughput": {"steps": cfg.steps, "seconds": elapsed, "steps_per_s": cfg.steps / elapsed,
+                       "samples_per_s": cfg.steps * cfg.batch / elapsed,
+                       "output_gb_per_s": cfg.steps * cfg.output_bytes() / elapsed / 1e9},
+        "output_bytes_per_batch": cfg.output_bytes(),
+        "integrity": integrity.as_dict(),
+        "environment": environment(device),
+        "wall_s": time.time() - started,
+    }
+
+
+def environment(device) -> dict:
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+           "host": platform.node(), "cpus": os.cpu_count()}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+    return env

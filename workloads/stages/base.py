@@ -1,0 +1,55 @@
+"""What every stage shares: config, the output sink, and the in-process result list."""
+from __future__ import annotations
+
+from ..postprocess import Sink, apply_fault
+from ..ranges import nvtx_range
+
+
+class InProcessStage:
+    """Post-processes on the main thread (naive-input, baseline)."""
+
+    naive_input = False   # part 1's "before": no loader workers, no pinning, no prefetch
+    copies_output = True  # False only for the compute ceiling
+    default_chunk_mb = 0  # the article serialises the whole batch with one tobytes()
+
+    def __init__(self, cfg, device):
+        self.cfg, self.device = cfg, device
+        mb = cfg.chunk_mb if cfg.chunk_mb >= 0 else self.default_chunk_mb
+        self.chunk_bytes = mb << 20
+        self._results: list[tuple[int, int]] = []
+        self.handed = 0
+
+    def setup(self, shape, dtype):
+        self.sink = Sink(self.cfg.postprocess)
+
+    def process_here(self, batch_id, cpu_tensor):
+        array = cpu_tensor.numpy()
+        apply_fault(self.cfg.fault, batch_id, array)
+        with nvtx_range("process output"):
+            self._results.append((batch_id, self.sink.write_batch(batch_id, array, self.chunk_bytes)))
+
+    def drain(self):
+        pass
+
+    def results(self):
+        return self._results
+
+    def close(self):
+        if getattr(self, "sink", None):
+            self.sink.close()
+
+
+class WorkerStage(InProcessStage):
+    """Post-processes in output worker processes (multiproc and later)."""
+
+    workers = None
+
+    def drain(self):
+        self.workers.wait_results(self.handed)
+
+    def results(self):
+        return self.workers.results if self.workers else []
+
+    def close(self):
+        if self.workers:
+            self.workers.close()

@@ -1,0 +1,24 @@
+"""Stage 3: a pool of pre-allocated shared-memory output buffers, recycled through a second queue."""
+import torch
+
+from ..ranges import nvtx_range
+from ..workers import OutputWorkers
+from .base import WorkerStage
+
+
+class Stage(WorkerStage):
+    def make_buffers(self, shape, dtype):
+        return [torch.empty(shape, dtype=dtype).share_memory_() for _ in range(self.cfg.n_buffers)]
+
+    def setup(self, shape, dtype):
+        self.buffers = self.make_buffers(shape, dtype)
+        self.workers = OutputWorkers(self.cfg.output_workers, self.buffers, self.cfg.postprocess,
+                                     self.chunk_bytes, self.cfg.fault)
+
+    def handle(self, batch_id, output):
+        with nvtx_range("copy to CPU"):
+            buf = self.workers.get_free()
+            self.buffers[buf].copy_(output)
+        with nvtx_range("queue output"):
+            self.workers.put((batch_id, buf))
+        self.handed += 1

@@ -1,0 +1,139 @@
+"""Output worker processes and the queues between them and the main loop.
+
+Unlike the article's JoinableQueue.join(), every wait here polls the workers' liveness, so a worker
+that dies ends the run within a second with a message instead of hanging it forever.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import time
+
+import torch.multiprocessing as mp
+
+from .postprocess import Sink, apply_fault
+from .ranges import nvtx_range
+
+POLL_S = 0.5
+
+
+class WorkerDied(RuntimeError):
+    """An output worker exited while the pipeline still needed it."""
+
+
+def _worker_main(index, in_q, free_q, result_q, buffers, sink_spec, chunk_bytes, fault):
+    sink = Sink(sink_spec)
+    try:
+        while True:
+            item = in_q.get()
+            if item is None:
+                break
+            batch_id, payload = item
+            tensor = buffers[payload] if isinstance(payload, int) else payload
+            array = tensor.numpy()
+            apply_fault(fault, batch_id, array)
+            with nvtx_range("process output"):
+                cs = sink.write_batch(batch_id, array, chunk_bytes)
+            result_q.put((batch_id, cs, index))
+            del tensor, array
+            if isinstance(payload, int):
+                free_q.put(payload)  # recycle the buffer
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sink.close()
+
+
+class OutputWorkers:
+    """A pool of post-processing processes.
+
+    items in: (batch id, buffer index) when `buffers` is given, else (batch id, CPU tensor);
+    free buffer indices come back on `free_q`; (batch id, checksum, worker) on the result queue.
+    """
+
+    def __init__(self, n: int, buffers: list | None, sink_spec: str, chunk_bytes: int, fault: str = "",
+                 in_maxsize: int = 0):
+        ctx = mp.get_context("fork")
+        self.in_q = ctx.Queue(maxsize=in_maxsize)
+        self.free_q = ctx.Queue()
+        self.result_q = ctx.Queue()
+        self.results: list[tuple[int, int]] = []
+        self.buffers = buffers or []
+        for i in range(len(self.buffers)):
+            self.free_q.put(i)
+        self.procs = [ctx.Process(target=_worker_main, daemon=True, name=f"output-worker-{i}",
+                                  args=(i, self.in_q, self.free_q, self.result_q, buffers, sink_spec,
+                                        chunk_bytes, fault))
+                      for i in range(n)]
+        for p in self.procs:
+            p.start()
+        self.closed = False
+
+    def check_alive(self):
+        for i, p in enumerate(self.procs):
+            if not p.is_alive():
+                raise WorkerDied(f"output worker {i} (pid {p.pid}) exited with code {p.exitcode} "
+                                 "while batches were pending; its last lines are above. Stopping the run.")
+
+    def _collect(self):
+        while True:
+            try:
+                batch_id, cs, _ = self.result_q.get_nowait()
+            except queue.Empty:
+                return
+            self.results.append((batch_id, cs))
+
+    def put(self, item):
+        while True:
+            try:
+                self.in_q.put(item, timeout=POLL_S)
+                return
+            except queue.Full:
+                self.check_alive()
+
+    def get_free(self) -> int:
+        while True:
+            try:
+                return self.free_q.get(timeout=POLL_S)
+            except queue.Empty:
+                self.check_alive()
+
+    def wait_results(self, n_total: int, timeout_s: float = 600.0):
+        """Block until n_total batches have been processed (the article's queue.join(), but fail-fast)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._collect()
+            if len(self.results) >= n_total:
+                return
+            try:
+                batch_id, cs, _ = self.result_q.get(timeout=POLL_S)
+                self.results.append((batch_id, cs))
+            except queue.Empty:
+                self.check_alive()
+                if time.monotonic() > deadline:
+                    raise WorkerDied(f"output workers processed {len(self.results)} of {n_total} batches "
+                                     f"in {timeout_s:.0f} s; they are stuck")
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        for p in self.procs:
+            if p.is_alive():
+                try:
+                    self.in_q.put(None, timeout=1)
+                except queue.Full:
+                    break
+        deadline = time.monotonic() + 5
+        for p in self.procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2)
+            if p.is_alive():
+                os.kill(p.pid, 9)
+        self._collect()
+        for q in (self.in_q, self.free_q, self.result_q):
+            q.cancel_join_thread()
+            q.close()
