@@ -12,11 +12,13 @@ DEFAULT_STEP_REGEX = r"^Batch \d+"
 
 
 def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
-    """Like `nsys stats --report nvtx_sum`: per name and kind, count, total/mean/med/min/max/std in ns."""
+    """Like `nsys stats --report nvtx_sum`: per name (prefixed by its domain outside the default one) and kind,
+    count, total/mean/med/min/max/std in ns."""
     cols = ["name", "kind", "count", "total_ns", "mean_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
     if nvtx.empty:
         return pd.DataFrame(columns=cols)
-    g = nvtx.groupby(["name", "kind"], sort=False)["duration_ns"]
+    named = nvtx.assign(name=nvtx["name"].where(nvtx["domain"] == "", nvtx["domain"] + ":" + nvtx["name"]))
+    g = named.groupby(["name", "kind"], sort=False)["duration_ns"]
     out = g.agg(count="count", total_ns="sum", mean_ns="mean", med_ns="median", min_ns="min", max_ns="max",
                 std_ns="std").reset_index()
     return out.sort_values("total_ns", ascending=False, ignore_index=True)[cols]

@@ -50,6 +50,11 @@ SELECT n.start AS start_ns, n."end" AS end_ns, n.eventType AS event_type, n.glob
 FROM NVTX_EVENTS AS n {join}
 WHERE n.eventType IN (59, 60) AND n."end" IS NOT NULL"""
 
+NVTX_DOMAINS = """
+SELECT n.domainId AS domain_id, {text} AS domain
+FROM NVTX_EVENTS AS n {join}
+WHERE n.eventType = 75"""
+
 OSRT = """
 SELECT o.start AS start_ns, o."end" AS end_ns, o.globalTid AS global_tid, o.nameId AS name_id
 FROM OSRT_API AS o"""

@@ -222,8 +222,8 @@ class Trace:
 
     @cached_property
     def nvtx(self) -> pd.DataFrame:
-        """NVTX push/pop and start/end ranges: name, kind, global_tid, tid, depth, parent (row index or -1)."""
-        cols = ["start_ns", "end_ns", "duration_ns", "name", "kind", "global_tid", "tid", "depth", "parent"]
+        """NVTX push/pop and start/end ranges: name, domain, kind, global_tid, tid, depth, parent (row index or -1)."""
+        cols = ["start_ns", "end_ns", "duration_ns", "name", "domain", "kind", "global_tid", "tid", "depth", "parent"]
         if not self.has("NVTX_EVENTS"):
             return _empty(cols)
         text, join = sql.nvtx_text(self.columns("NVTX_EVENTS"))
@@ -231,6 +231,8 @@ class Trace:
         if df.empty:
             return _empty(cols)
         df["name"] = df["name"].fillna("(unnamed)")
+        domains = dict(self.query(sql.NVTX_DOMAINS.format(text=text, join=join)).itertuples(index=False))
+        df["domain"] = df.pop("domain_id").map(domains).astype(object).fillna("")
         df["kind"] = np.where(df.pop("event_type") == sql.NVTX_PUSHPOP, "PushPop", "StartEnd")
         df = _timed(df).sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False],
                                     kind="stable").reset_index(drop=True)
@@ -254,7 +256,7 @@ class Trace:
             return _empty(["global_tid", "thread_name", "tid", "pid"])
         df = self.query(sql.THREAD_NAMES).drop_duplicates("global_tid", keep="last")
         df["tid"] = df["global_tid"] & 0xFFFFFF
-        df["pid"] = (df["global_tid"] >> 24) & 0xFFFFFF
+        df["pid"] = (df["global_tid"].to_numpy() >> 24) & 0xFFFFFF
         return df
 
     @cached_property

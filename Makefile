@@ -1,0 +1,63 @@
+# Set-up is part of every target: a fresh clone needs only `make report` or `make test`.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAGE   ?= baseline
+STEPS   ?= 3
+WARMUP  ?= 3
+MODEL   ?=
+OUT     ?= runs
+FORCE   ?=
+REPORT  ?= out/report
+STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
+MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
+
+.PHONY: install install-workloads nsys test report profile profile-all bench benchmark-analysis clean help
+
+help:
+	@echo "make report                 comparison report (PNGs, Markdown, HTML) from runs/ or the bundled H200 traces"
+	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
+	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1]   trace one stage (GPU + nsys)"
+	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
+	@echo "make nsys                   install Nsight Systems into .nsys/ (no system change)"
+	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.full: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[workloads,dev]'
+	@touch $@ $(VENV)/.base
+
+install: $(VENV)/.base
+install-workloads: $(VENV)/.full
+
+nsys:
+	@if $(BIN)/python -c "from profiling.locate import find_nsys; find_nsys()" >/dev/null 2>&1; then \
+	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys; fi
+
+test: $(VENV)/.full nsys
+	$(BIN)/python -m pytest -q
+
+report: $(VENV)/.base
+	$(BIN)/compare-traces --out $(REPORT) $(if $(wildcard $(OUT)/*/*.sqlite),$(OUT),)
+
+profile: $(VENV)/.full nsys
+	$(BIN)/python -m profiling stage $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG)
+
+profile-all: $(VENV)/.full nsys
+	@for s in $(STAGES); do $(BIN)/python -m profiling stage $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done
+
+bench: $(VENV)/.full
+	$(BIN)/python -m profiling bench --out $(OUT)/bench.json $(MODEL_ARG)
+
+benchmark-analysis: $(VENV)/.base nsys
+	$(BIN)/python benchmarks/analysis_speed.py
+
+clean:
+	rm -rf out .pytest_cache

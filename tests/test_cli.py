@@ -1,0 +1,111 @@
+"""analyze-trace end to end: output, JSON schema, CSV, plots, and one clear line for every kind of bad input."""
+import json
+import os
+import sqlite3
+
+import pytest
+
+from conftest import run_cli, sha256
+
+
+def test_summary_json_csv_plots(h200, tmp_path):
+    out = tmp_path / "s.json"
+    r = run_cli("-m", "analysis", str(h200["baseline"]), "--json", str(out), "--csv", str(tmp_path / "csv"),
+                "--plots", str(tmp_path / "png"))
+    assert r.returncode == 0, r.stderr
+    assert "GPU busy" in r.stdout and "DtoH: 3 copies" in r.stdout and "process output" in r.stdout
+    s = json.loads(out.read_text())
+    assert 0 < s["gpu"]["utilization"] <= 1 and 0 < s["gpu"]["compute_utilization"] < s["gpu"]["utilization"]
+    assert s["gaps"]["count"] == len(s["gaps"]["top"]) > 0
+    for g in s["gaps"]["top"]:
+        assert {"start_ns", "duration_ns", "cpu_ranges", "osrt"} <= set(g)
+    assert s["memcpy"]["dtoh"]["count"] == 3 and s["memcpy"]["dtoh"]["kinds"] == {"Pageable": 3}
+    assert s["memcpy"]["htod"]["kinds"] == {"Pinned": 2}
+    assert s["kernels"]["count"] > 100 and s["kernels"]["total_ns"] > 0
+    assert {r["name"] for r in s["nvtx"]["ranges"]} >= {"compute", "copy to CPU", "process output", "get batch"}
+    assert s["steps"]["count"] == 3 and 0.2 < s["steps"]["per_second"] < 1.0
+    assert [d["rule"] for d in s["diagnosis"]]
+    assert {p.name for p in (tmp_path / "csv").iterdir()} >= {"gaps.csv", "memcpy.csv", "steps.csv", "nvtx_summary.csv"}
+    pngs = sorted((tmp_path / "png").iterdir())
+    assert [p.name for p in pngs] == ["baseline_dtoh.png", "baseline_gaps.png", "baseline_timeline.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000 for p in pngs)
+
+
+def test_min_gap_and_window_options(h200, tmp_path):
+    r1 = run_cli("-m", "analysis", str(h200["streams"]), "--json", str(tmp_path / "a.json"), "--min-gap-ms", "0.01", "-q")
+    r2 = run_cli("-m", "analysis", str(h200["streams"]), "--json", str(tmp_path / "b.json"), "--min-gap-ms", "50", "-q")
+    assert r1.returncode == r2.returncode == 0
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert a["gaps"]["count"] > b["gaps"]["count"]
+    lo = a["window"]["start_ns"]
+    r3 = run_cli("-m", "analysis", str(h200["streams"]), "--json", str(tmp_path / "c.json"),
+                 "--window", f"{lo}:{lo + 100_000_000}", "-q")
+    assert r3.returncode == 0, r3.stderr
+    c = json.loads((tmp_path / "c.json").read_text())
+    assert c["window"]["duration_ns"] == 100_000_000 and c["window"]["source"] == "user"
+
+
+def _bad(tmp_path, h200, tmp_copy):
+    cases = {}
+    cases["missing"] = tmp_path / "nope.sqlite"
+    d = tmp_path / "adir"
+    d.mkdir()
+    cases["directory"] = d
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    cases["empty"] = tmp_path / "empty.sqlite"
+    (tmp_path / "random.sqlite").write_bytes(os.urandom(4096))
+    cases["random"] = tmp_path / "random.sqlite"
+    from analysis.inputs import resolve_input
+    real, _ = resolve_input(h200["baseline"])
+    data = real.read_bytes()
+    (tmp_path / "truncated.sqlite").write_bytes(data[: len(data) // 3])
+    cases["truncated"] = tmp_path / "truncated.sqlite"
+    con = sqlite3.connect(tmp_path / "other.sqlite")
+    con.execute("CREATE TABLE t (a INTEGER)")
+    con.commit()
+    con.close()
+    cases["not-nsys"] = tmp_path / "other.sqlite"
+    (tmp_path / "bad.sqlite.xz").write_bytes(b"\xfd7zXZ\x00" + os.urandom(200))
+    cases["bad-xz"] = tmp_path / "bad.sqlite.xz"
+    return cases
+
+
+EXPECT = {"missing": "no such file", "directory": "is a directory", "empty": "empty", "random": "not an SQLite",
+          "truncated": "truncated", "not-nsys": "not an Nsight Systems export", "bad-xz": "damaged .xz"}
+
+
+def test_bad_input_one_line_no_traceback_input_untouched(tmp_path, h200, tmp_copy, monkeypatch):
+    env = {**os.environ, "NSYS_TRANSFER_CACHE": str(tmp_path / "cache")}
+    for kind, path in _bad(tmp_path, h200, tmp_copy).items():
+        before = sha256(path) if path.is_file() else None
+        r = run_cli("-m", "analysis", str(path), env=env)
+        assert r.returncode == 2, (kind, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in r.stderr, (kind, r.stderr)
+        assert EXPECT[kind] in lines[0], (kind, lines[0])
+        if before:
+            assert sha256(path) == before, kind
+
+
+def test_bad_options_are_one_line(h200):
+    r = run_cli("-m", "analysis", str(h200["pinned"]), "--step-regex", "(")
+    assert r.returncode == 2 and "not a valid regular expression" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("-m", "analysis", str(h200["pinned"]), "--window", "5:1")
+    assert r.returncode == 2 and "END_NS" in r.stderr
+
+
+def test_nvtx_only_export_is_valid(tmp_path, h200):
+    """A trace without CUDA tables (what nsys records on a machine without a GPU) still analyses."""
+    from analysis.inputs import resolve_input
+    real, _ = resolve_input(h200["baseline"])
+    dst = tmp_path / "nocuda.sqlite"
+    dst.write_bytes(real.read_bytes())
+    con = sqlite3.connect(dst)
+    for t in [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'CUPTI%'")]:
+        con.execute(f"DROP TABLE {t}")
+    con.commit()
+    con.close()
+    r = run_cli("-m", "analysis", str(dst), "--json", str(tmp_path / "o.json"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "o.json").read_text())
+    assert s["gpu"] is None and s["nvtx"]["count"] > 0 and s["memcpy"]["dtoh"]["count"] == 0

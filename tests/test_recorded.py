@@ -1,0 +1,100 @@
+"""Traces recorded by real nsys during the test run (NVTX + OS runtime; no GPU needed), then analysed."""
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+PROGRAM = ROOT / "tests" / "programs" / "nvtx_steps.py"
+
+
+@pytest.fixture(scope="module")
+def recorded(nsys, tmp_path_factory):
+    d = tmp_path_factory.mktemp("rec")
+    r = run_cli("-m", "profiling", "run", "-o", str(d / "steps"), "--trace", "nvtx,osrt", "--no-capture-range",
+                sys.executable, str(PROGRAM), "4", str(d / "files"), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return d
+
+
+def test_profile_run_writes_report_sqlite_and_record(recorded):
+    assert (recorded / "steps.nsys-rep").stat().st_size > 0
+    rec = json.loads((recorded / "steps.run.json").read_text())
+    assert rec["program_exit_code"] == 0 and rec["nsys"]["version"].startswith("20")
+    assert rec["durations_s"]["profile"] > 0 and "export" in rec["durations_s"]
+    assert (recorded / "files" / "batch_3.bin").stat().st_size == 32 << 20
+
+
+def test_recorded_trace_analysis(recorded, nsys, tmp_path):
+    out = tmp_path / "s.json"
+    r = run_cli("-m", "analysis", str(recorded / "steps.sqlite"), "--json", str(out), "--plots", str(tmp_path / "p"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(out.read_text())
+    assert s["gpu"] is None and s["memcpy"]["dtoh"]["count"] == 0
+    assert s["steps"]["count"] == 4 and s["steps"]["per_second"] > 0
+    ranges = {r["name"]: r for r in s["nvtx"]["ranges"]}
+    assert ranges["get batch"]["count"] == 4 and ranges["process output"]["count"] == 4
+    # each 'process output' sleeps 20 ms and fsyncs 32 MB
+    assert ranges["process output"]["total_ns"] >= 4 * 20e6
+    assert s["trace"]["counts"]["osrt_calls"] > 0
+
+
+def test_recorded_osrt_and_nesting(recorded):
+    from analysis import Trace
+    with Trace.open(recorded / "steps.sqlite") as t:
+        n = t.nvtx
+        inner = n[n["name"].isin(["get batch", "process output"])]
+        assert (inner["depth"] == 1).all()
+        assert n.loc[inner["parent"], "name"].str.match(r"Batch \d").all()
+        calls = set(t.osrt["name"].astype(str))
+        assert {"fsync", "nanosleep"} & calls or {"clock_nanosleep"} & calls, calls
+        main = n["global_tid"].iloc[0]
+        pid = (int(main) >> 24) & 0xFFFFFF
+        assert pid in set(t.threads["pid"])
+
+
+def test_recorded_matches_nsys_nvtx_sum(recorded, nsys, tmp_path):
+    import csv
+    import shutil
+    import subprocess
+    from analysis import Trace
+    from analysis.cpu import nvtx_summary
+    copy = tmp_path / "c.sqlite"
+    shutil.copyfile(recorded / "steps.sqlite", copy)
+    p = subprocess.run([nsys.path, "stats", "--report", "nvtx_sum", "--format", "csv", "--output", str(tmp_path / "n"),
+                        str(copy)], capture_output=True, text=True, env=nsys.env())
+    assert p.returncode == 0, p.stderr
+    ref = {r["Range"].lstrip(":"): r for r in csv.DictReader(open(tmp_path / "n_nvtx_sum.csv"))}
+    with Trace.open(recorded / "steps.sqlite") as t:
+        ours = nvtx_summary(t.nvtx)
+    assert len(ours) == len(ref)
+    for r in ours.itertuples():
+        assert int(ref[r.name]["Total Time (ns)"]) == r.total_ns and int(ref[r.name]["Instances"]) == r.count
+
+
+def test_numbered_runs_never_overwrite(recorded, nsys):
+    before = (recorded / "steps.sqlite").read_bytes()
+    r = run_cli("-m", "profiling", "run", "-o", str(recorded / "steps"), "--trace", "nvtx,osrt", "--no-capture-range",
+                sys.executable, str(PROGRAM), "1", str(recorded / "files2"), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (recorded / "steps-2.sqlite").exists()
+    assert (recorded / "steps.sqlite").read_bytes() == before
+
+
+def test_capture_range_never_started(nsys, tmp_path):
+    r = run_cli("-m", "profiling", "run", "-o", str(tmp_path / "x"), "--trace", "nvtx,osrt",
+                sys.executable, str(PROGRAM), "1", str(tmp_path / "f"), timeout=300)
+    assert r.returncode == 1
+    assert "capture range never started" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_program_failing_under_nsys_shows_its_last_lines(nsys, tmp_path):
+    r = run_cli("-m", "profiling", "run", "-o", str(tmp_path / "y"), "--trace", "nvtx,osrt", "--no-capture-range",
+                sys.executable, "-c", "import sys; print('about to fail'); sys.exit(7)", timeout=300)
+    rec = json.loads((tmp_path / "y.run.json").read_text()) if (tmp_path / "y.run.json").exists() else None
+    # nsys still writes a report for a program that ran and failed: its exit code is recorded
+    if r.returncode == 0:
+        assert rec and rec["program_exit_code"] == 7
+    else:
+        assert "about to fail" in r.stderr
