@@ -1,0 +1,128 @@
+"""The stages on the CPU with small real models: integrity, fail-fast, clean shutdown, refusals."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import ROOT, run_cli  # noqa: E402
+
+TINY = ["--device", "cpu", "--batch", "2", "--img", "64", "--classes", "3", "--steps", "3", "--warmup", "1",
+        "--loader-workers", "0", "--output-workers", "2"]
+
+
+def _procs_with(marker: str) -> list[int]:
+    pids = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if marker in open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace"):
+                    pids.append(int(p))
+            except OSError:
+                pass
+    return pids
+
+
+def _shm() -> set:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.parametrize("stage", ["naive-input", "baseline", "multiproc", "bufpool", "ceiling"])
+def test_cpu_stages_run_with_integrity(stage, tmp_path):
+    out = tmp_path / "r.json"
+    shm_before = _shm()
+    r = run_cli("-m", "workloads", "--stage", stage, *TINY, "--seed", "4242", "--json", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert rec["stage"] == stage and rec["throughput"]["steps"] == 3 and rec["throughput"]["steps_per_s"] > 0
+    integ = rec["integrity"]
+    if stage == "ceiling":
+        assert not integ["checked"]
+    else:
+        assert integ["ok"] and integ["processed"] == integ["expected_batches"] == 4
+    assert rec["environment"]["torch"] == torch.__version__
+    assert not _procs_with("--seed\x004242"), "output workers left behind"
+    assert _shm() <= shm_before, "shared-memory segments left behind"
+
+
+def test_encoder_model_through_worker_stage(tmp_path):
+    r = run_cli("-m", "workloads", "--stage", "bufpool", "--model", "encoder", "--tokens", "16", "--dim", "64",
+                "--layers", "1", "--device", "cpu", "--batch", "4", "--steps", "2", "--warmup", "1",
+                "--loader-workers", "0", "--output-workers", "2", "--json", str(tmp_path / "e.json"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads((tmp_path / "e.json").read_text())
+    assert rec["output_bytes_per_batch"] == 4 * 16 * 64 * 4 and rec["integrity"]["ok"]
+
+
+def test_npy_postprocess_writes_exact_outputs(tmp_path):
+    d = tmp_path / "npy"
+    r = run_cli("-m", "workloads", "--stage", "multiproc", *TINY, "--postprocess", f"npy:{d}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    files = sorted(d.glob("batch_*.npy"))
+    assert len(files) == 4
+    a = np.load(files[0])
+    assert a.shape == (2, 3, 64, 64) and a.dtype == np.float32 and np.isfinite(a).all()
+
+
+@pytest.mark.parametrize("stage", ["baseline", "bufpool"])
+def test_integrity_checker_catches_corruption(stage, tmp_path):
+    r = run_cli("-m", "workloads", "--stage", stage, *TINY, "--fault", "corrupt:2", "--json", str(tmp_path / "c.json"))
+    assert r.returncode == 1
+    integ = json.loads((tmp_path / "c.json").read_text())["integrity"]
+    assert integ["mismatched"] == [2] and not integ["missing"] and not integ["duplicated"]
+    assert "integrity FAILED" in r.stdout
+
+
+def test_dead_worker_fails_fast_and_cleans_up():
+    t0 = time.time()
+    r = run_cli("-m", "workloads", "--stage", "bufpool", *TINY, "--fault", "die:1", "--seed", "5151", timeout=120)
+    assert r.returncode != 0 and time.time() - t0 < 60
+    last = r.stderr.strip().splitlines()[-1]
+    assert "output worker" in last and "exited with code 17" in last and "Traceback" not in r.stderr
+    assert not _procs_with("--seed\x005151")
+
+
+def test_ctrl_c_leaves_no_children(tmp_path):
+    cmd = [sys.executable, "-m", "workloads", "--stage", "multiproc", "--device", "cpu", "--batch", "2", "--img", "64",
+           "--classes", "3", "--steps", "400", "--warmup", "1", "--loader-workers", "1", "--output-workers", "2",
+           "--seed", "6161"]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = ""
+    deadline = time.time() + 120
+    while "step 1/" not in line and time.time() < deadline:
+        line = p.stderr.readline()
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0 and "interrupted" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert not _procs_with("--seed\x006161")
+
+
+def test_gpu_stage_on_cpu_and_bad_sizes_are_refused():
+    r = run_cli("-m", "workloads", "--stage", "pinned", "--device", "cpu")
+    assert r.returncode != 0 and "needs --device cuda" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("-m", "workloads", "--stage", "bufpool", "--device", "cpu", "--batch", "100000", "--img", "1024")
+    assert r.returncode != 0 and "host memory" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("-m", "workloads", "--stage", "baseline", "--device", "cpu", "--batch", "0")
+    assert r.returncode != 0 and "--batch must be at least 1" in r.stderr
+
+
+def test_checksums_agree_between_torch_and_numpy_and_chunks():
+    from workloads.integrity import as_unsigned, checksum_tensor, checksum_update
+    from workloads.postprocess import Sink
+    x = torch.randn(3, 5, 7, 11)  # 4620 bytes: not a multiple of 8 in every chunking
+    whole = checksum_update(0, x.numpy())
+    assert as_unsigned(int(checksum_tensor(x))) == whole
+    sink = Sink("devnull")
+    for chunk in (0, 8, 64, 4096):
+        assert sink.write_batch(0, x.numpy(), chunk) == whole
+    y = x.clone()
+    y.view(-1)[17] += 1.0
+    assert checksum_update(0, y.numpy()) != whole
