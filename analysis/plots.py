@@ -50,9 +50,10 @@ def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlim(0, (t1 - t0) / 1e6)
     ax.set_xlabel("time (ms)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=10, loc="left")
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[x]) for x in ("kernel", "HtoD", "DtoH")]
-    ax.legend(handles, ["kernel", "HtoD", "DtoH"], loc="upper right", fontsize=7, ncol=3)
+    ax.legend(handles, ["kernel", "HtoD", "DtoH"], loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncol=3,
+              frameon=False, borderaxespad=0.1)
 
 
 def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
@@ -117,7 +118,7 @@ def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
         a1.bar(d.index, d["duration_ns"] / 1e6, color=colors)
         a2.bar(d.index, d["gbps"], color=colors)
         a2.axhline(link_gbps, ls="--", color="#333333", lw=1)
-        a2.text(0, link_gbps, f" link {link_gbps:g} GB/s", va="bottom", fontsize=7)
+        a2.text(-0.4, link_gbps * 1.02, f"link {link_gbps:g} GB/s", va="bottom", ha="left", fontsize=7)
         kinds = ", ".join(f"{k}: {v}" for k, v in d["dst_kind"].value_counts().items())
         a1.set_title(f"DtoH duration per copy ({kinds})", fontsize=10)
         a2.set_title("DtoH bandwidth per copy", fontsize=10)

@@ -1,0 +1,1 @@
+"""Comparison report across stages: tables, charts, Markdown and HTML, from traces and bench results."""

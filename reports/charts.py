@@ -1,0 +1,125 @@
+"""The report's PNGs. Colours are fixed per stage and per activity, so every chart reads the same way."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from analysis.plots import COLORS, timeline  # noqa: E402
+
+STAGE_COLORS = {"naive-input": "#8C8C8C", "baseline": "#C44E52", "multiproc": "#DD8452", "bufpool": "#CCB974",
+                "async": "#8172B2", "streams": "#64B5CD", "pinned": "#55A868", "pinned-long": "#3A7D4A",
+                "ceiling": "#4C72B0"}
+
+
+def _color(stage):
+    return STAGE_COLORS.get(stage, "#777777")
+
+
+def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}", ref=None, ref_label=""):
+    d = df[df[col].notna()]
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    x = np.arange(len(d))
+    bars = ax.bar(x, d[col], color=[_color(s) for s in d["stage"]])
+    for b, v in zip(bars, d[col]):
+        ax.text(b.get_x() + b.get_width() / 2, b.get_height(), fmt.format(v), ha="center", va="bottom", fontsize=8)
+    if ref is not None:
+        ax.axhline(ref, ls="--", lw=1, color="#333333")
+        ax.text(-0.45, ref * 1.02, ref_label, ha="left", va="bottom", fontsize=8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(d["stage"], rotation=20, ha="right", fontsize=9)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    ax.set_ylim(0, max(float(d[col].max()) * 1.18, (ref or 0) * 1.1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def throughput(df, path):
+    src = "unprofiled bench" if (df["throughput_source"] == "bench (unprofiled)").all() else "bench where present, else trace"
+    ceil = df.loc[df["stage"] == "ceiling", "steps_per_s"]
+    return _bar(df, "steps_per_s", f"Throughput per stage (steps/s, {src})", "steps/s", path,
+                ref=float(ceil.iloc[0]) if len(ceil) else None, ref_label="compute ceiling")
+
+
+def utilization(df, path):
+    d = df[df["gpu_utilization"].notna()]
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    x = np.arange(len(d))
+    ax.bar(x - 0.2, 100 * d["gpu_utilization"], 0.4, label="GPU busy (kernels + copies)", color="#9DB6D8")
+    ax.bar(x + 0.2, 100 * d["compute_utilization"], 0.4, label="compute (kernels only)", color=COLORS["kernel"])
+    for i, (a, b) in enumerate(zip(d["gpu_utilization"], d["compute_utilization"])):
+        ax.text(i - 0.2, 100 * a, f"{100 * a:.0f}", ha="center", va="bottom", fontsize=7)
+        ax.text(i + 0.2, 100 * b, f"{100 * b:.0f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x)
+    ax.set_xticklabels(d["stage"], rotation=20, ha="right", fontsize=9)
+    ax.set_ylabel("% of the capture window")
+    ax.set_ylim(0, 115)
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    ax.set_title("GPU utilisation per stage (from the traces)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def gaps(df, path):
+    return _bar(df.assign(gap=df["gap_per_step_ms"]), "gap", "GPU idle time per step (mean over the captured steps)", "ms per step",
+                path, fmt="{:.0f}")
+
+
+def dtoh(df, path, link_gbps=55.0):
+    d = df[df["dtoh_ms"].notna()]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.9))
+    x = np.arange(len(d))
+    hatches = ["" if m == "Pinned" else "//" for m in d["dtoh_memory"]]
+    for ax, col, unit in ((a1, "dtoh_ms", "ms per copy"), (a2, "dtoh_gbps", "GB/s")):
+        bars = ax.bar(x, d[col], color=[_color(s) for s in d["stage"]], hatch=None)
+        for b, h, v in zip(bars, hatches, d[col]):
+            b.set_hatch(h)
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:.1f}", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(x)
+        ax.set_xticklabels(d["stage"], rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(unit)
+    a2.axhline(link_gbps, ls="--", lw=1, color="#333333")
+    a2.text(-0.45, link_gbps * 1.02, f"link {link_gbps:g} GB/s", ha="left", va="bottom", fontsize=8)
+    a2.set_ylim(0, link_gbps * 1.2)
+    a1.set_yscale("log")
+    a1.set_title("DtoH duration per 1.41 GB output (log scale)" if len(d) else "DtoH", fontsize=10)
+    a2.set_title("DtoH bandwidth (hatched = Pageable, solid = Pinned)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def overlap(df, path):
+    d = df.assign(ov=100 * df["dtoh_overlap"])
+    return _bar(d, "ov", "Share of DtoH copy time that overlapped kernels", "%", path, fmt="{:.0f}%")
+
+
+def timelines(items: list[tuple[str, object, object]], path):
+    """One steady step per stage, stacked; each row on its own time scale (steps differ 20x)."""
+    n = len(items)
+    fig, axes = plt.subplots(n, 1, figsize=(12, 1.9 * n + 0.4))
+    axes = np.atleast_1d(axes)
+    for ax, (stage, analysis, trace) in zip(axes, items):
+        st = analysis.tables.get("steps")
+        if st is None or len(st) == 0:
+            ax.set_axis_off()
+            continue
+        last = st.sort_values("start_ns").iloc[-1]
+        nvtx = trace.nvtx
+        tid = int(nvtx.loc[nvtx["name"] == last["name"], "global_tid"].iloc[0])
+        timeline(ax, trace.kernels, analysis.tables["memcpy"], nvtx, int(last["start_ns"]), int(last["end_ns"]), tid,
+                 title=f"{stage}: {last['name']}, {last['duration_ns'] / 1e6:,.0f} ms")
+        ax.title.set_color(_color(stage))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,68 @@
+"""Find the trace of each stage, and the bench results, in run folders, files, or the bundled H200 data."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+BUNDLED = Path(__file__).resolve().parent / "data" / "h200"
+ORDER = ["naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling"]
+TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".nsys-rep")
+
+
+class ReportInputError(ValueError):
+    pass
+
+
+def _stage_of(path: Path) -> tuple[str, int]:
+    """'streams-2.sqlite' -> ('streams', 2); 'pinned-long.sqlite.xz' -> ('pinned-long', 1)."""
+    name = path.name
+    for suf in TRACE_SUFFIXES:
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+    m = re.match(r"^(.*?)-(\d+)$", name)
+    return (m.group(1), int(m.group(2))) if m else (name, 1)
+
+
+def find_traces(paths: list[Path]) -> dict[str, Path]:
+    """stage -> trace; the newest numbered run wins; a .sqlite beats the .nsys-rep beside it."""
+    files: list[Path] = []
+    for p in paths or [BUNDLED]:
+        if not p.exists():
+            raise ReportInputError(f"{p}: no such file or folder")
+        if p.is_dir():
+            files += [f for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)]
+        elif p.name.endswith(TRACE_SUFFIXES):
+            files.append(p)
+        else:
+            raise ReportInputError(f"{p}: not a trace (.sqlite, .sqlite.xz or .nsys-rep) or a folder of them")
+    best: dict[str, tuple[int, int, Path]] = {}
+    for f in files:
+        stage, n = _stage_of(f)
+        rank = (n, 0 if f.name.endswith(".nsys-rep") else 1)
+        if stage not in best or rank > best[stage][:2]:
+            best[stage] = (*rank, f)
+    if not best:
+        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}; run `make profile-all` first")
+    return {s: best[s][2] for s in sorted(best, key=stage_sort_key)}
+
+
+def stage_sort_key(stage: str):
+    base = stage.split("-long")[0]
+    return (ORDER.index(base) if base in ORDER else len(ORDER), stage)
+
+
+def find_bench(paths: list[Path], explicit: Path | None) -> dict[str, dict]:
+    """stage (or label) -> bench record, from an explicit file, bench.json in the given folders, or the bundle."""
+    candidates = [explicit] if explicit else [p / "bench.json" for p in (paths or [BUNDLED]) if p.is_dir()]
+    for c in candidates:
+        if c and c.exists():
+            try:
+                data = json.loads(c.read_text())
+            except json.JSONDecodeError as e:
+                raise ReportInputError(f"{c}: not valid JSON ({e})") from None
+            records = data.get("records", data if isinstance(data, list) else [])
+            return {(r.get("label") or r["stage"]): r for r in records if "throughput" in r}
+    if explicit:
+        raise ReportInputError(f"{explicit}: no such bench file; run `make bench` to make one")
+    return {}

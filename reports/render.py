@@ -1,0 +1,67 @@
+"""report.md and report.html from the results table. Pure text out."""
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+
+def _f(v, fmt):
+    return "" if v is None or (isinstance(v, float) and v != v) else fmt.format(v)
+
+
+def results_markdown(df: pd.DataFrame) -> str:
+    lines = ["| stage | steps/s | vs baseline | of ceiling | GPU busy | compute | idle per step | DtoH per copy | DtoH GB/s | DtoH memory | overlap | integrity |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in df.to_dict("records"):
+        lines.append("| " + " | ".join([
+            r["stage"], _f(r["steps_per_s"], "{:.2f}"), _f(r.get("speedup_vs_baseline"), "{:.1f}x"),
+            _f(r.get("of_ceiling"), "{:.0%}"), _f(r["gpu_utilization"], "{:.0%}"), _f(r["compute_utilization"], "{:.0%}"),
+            _f(r["gap_per_step_ms"], "{:,.0f} ms"), _f(r["dtoh_ms"], "{:,.1f} ms"), _f(r["dtoh_gbps"], "{:.1f}"),
+            r["dtoh_memory"], _f(r["dtoh_overlap"], "{:.0%}"), r["integrity"]]) + " |")
+    return "\n".join(lines)
+
+
+def diagnosis_markdown(df: pd.DataFrame) -> str:
+    out = []
+    for r in df.to_dict("records"):
+        out.append(f"### {r['stage']}")
+        if not r["diagnosis"]:
+            out.append("No finding: nothing in this trace points at a transfer problem.")
+        for d in r["diagnosis"]:
+            out.append(f"- **{d['rule']}** ({d['severity']}): {d['evidence']}.  \n  *Fix:* {d['suggestion']}")
+        out.append("")
+    return "\n".join(out)
+
+
+def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str) -> str:
+    parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
+             "steps/s: " + ("; ".join(f"{r['stage']}: {r['throughput_source']}" for r in df.to_dict("records")
+                                      if r["throughput_source"] != "bench (unprofiled)") or
+                            "all from the unprofiled bench (tracing slows the pipeline)") +
+             ". Every other column comes from the stage's trace.", ""]
+    for title, name in charts.items():
+        parts += [f"## {title}", "", f"![{title}]({name})", ""]
+    parts += ["## Diagnosis", "", diagnosis_markdown(df), "## Traces", ""]
+    parts += [f"- {s}: `{p}`" for s, p in sources.items()]
+    return "\n".join(parts) + "\n"
+
+
+def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str) -> str:
+    rows = []
+    header = md_table.splitlines()[0].strip("|").split("|")
+    for line in md_table.splitlines()[2:]:
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in line.strip("|").split("|")) + "</tr>")
+    diag = []
+    for r in df.to_dict("records"):
+        items = "".join(f"<li><b>{html.escape(d['rule'])}</b> ({d['severity']}): {html.escape(d['evidence'])}."
+                        f"<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>" for d in r["diagnosis"]) or \
+            "<li>No finding.</li>"
+        diag.append(f"<h3>{html.escape(r['stage'])}</h3><ul>{items}</ul>")
+    imgs = "".join(f"<h2>{html.escape(t)}</h2><img src='{n}' style='max-width:100%'>" for t, n in charts.items())
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Transfer bottlenecks by stage</title>"
+            "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
+            f"<h1>Transfer bottlenecks by stage</h1><p>{html.escape(note)}</p><table><tr>"
+            + "".join(f"<th>{html.escape(h.strip())}</th>" for h in header) + "</tr>" + "".join(rows) + "</table>"
+            + imgs + "<h2>Diagnosis</h2>" + "".join(diag) + "</body></html>")
