@@ -19,11 +19,13 @@ def _color(stage):
     return STAGE_COLORS.get(stage, "#777777")
 
 
-def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}", ref=None, ref_label=""):
+def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}", ref=None, ref_label="", hatch=None):
     d = df[df[col].notna()]
     fig, ax = plt.subplots(figsize=(9, 3.8))
     x = np.arange(len(d))
     bars = ax.bar(x, d[col], color=[_color(s) for s in d["stage"]])
+    for b, h in zip(bars, hatch or []):
+        b.set_hatch(h)
     for b, v in zip(bars, d[col]):
         ax.text(b.get_x() + b.get_width() / 2, b.get_height(), fmt.format(v), ha="center", va="bottom", fontsize=8)
     if ref is not None:
@@ -41,10 +43,13 @@ def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}"
 
 
 def throughput(df, path):
-    src = "unprofiled bench" if (df["throughput_source"] == "bench (unprofiled)").all() else "bench where present, else trace"
+    mixed = not (df["throughput_source"] == "bench (unprofiled)").all()
+    src = "hatched: from the trace, profiled" if mixed else "unprofiled bench"
     ceil = df.loc[df["stage"] == "ceiling", "steps_per_s"]
-    return _bar(df, "steps_per_s", f"Throughput per stage (steps/s, {src})", "steps/s", path,
-                ref=float(ceil.iloc[0]) if len(ceil) else None, ref_label="compute ceiling")
+    out = _bar(df, "steps_per_s", f"Throughput per stage (steps/s; {src})", "steps/s", path,
+               ref=float(ceil.iloc[0]) if len(ceil) else None, ref_label="compute ceiling",
+               hatch=["//" if s == "trace" else "" for s in df.loc[df["steps_per_s"].notna(), "throughput_source"]])
+    return out
 
 
 def utilization(df, path):

@@ -28,6 +28,8 @@ D = RunConfig()
 @click.option("--postprocess", default=D.postprocess, show_default=True, help="devnull or npy:DIR")
 @click.option("--chunk-mb", type=int, default=D.chunk_mb, show_default=True,
               help="serialise outputs in slices of this size; -1 = the stage's default, 0 = whole batch")
+@click.option("--split", type=int, default=D.split, show_default=True,
+              help="output workers sharing one batch, each serialising a slice; 0 = the stage's default")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default=D.device, show_default=True)
 @click.option("--profile", is_flag=True, help="bracket the measured steps with cudaProfilerStart/Stop")
 @click.option("--unsafe", is_flag=True, help="hand buffers over before their copy finished (checker demo)")

@@ -31,6 +31,7 @@ class RunConfig:
     buffers: int = 0          # output buffer pool size; 0 = output_workers + 2
     postprocess: str = "devnull"   # devnull | npy:DIR
     chunk_mb: int = -1        # post-process in chunks of this size; -1 = stage default, 0 = whole batch
+    split: int = 0            # workers sharing one batch (slices); 0 = stage default (pinned: 8, others: 1)
     device: str = "cuda"
     profile: bool = False     # bracket the measured steps with cudaProfilerStart/Stop
     unsafe: bool = False      # hand buffers to workers before their copy finished (to prove the checker)
@@ -61,7 +62,7 @@ class RunConfig:
         for name in ("batch", "img", "classes", "tokens", "dim", "layers", "steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name} must be at least 1 (got {getattr(self, name)})")
-        for name in ("warmup", "loader_workers", "buffers"):
+        for name in ("warmup", "loader_workers", "buffers", "split"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0 or more")
         if self.output_workers < 1 and self.stage in ("multiproc", "bufpool", *GPU_ONLY_STAGES):

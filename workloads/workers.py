@@ -11,6 +11,7 @@ import time
 
 import torch.multiprocessing as mp
 
+from .integrity import MASK64
 from .postprocess import Sink, apply_fault
 from .ranges import nvtx_range
 
@@ -21,23 +22,40 @@ class WorkerDied(RuntimeError):
     """An output worker exited while the pipeline still needed it."""
 
 
-def _worker_main(index, in_q, free_q, result_q, buffers, sink_spec, chunk_bytes, fault):
+def slice_bounds(nbytes: int, k: int, n: int) -> tuple[int, int]:
+    """Byte range of slice k of n: 8-byte aligned, so slice checksums add up to the batch checksum."""
+    size = -(-nbytes // n // 8) * 8 if n > 1 else nbytes
+    return min(k * size, nbytes), min((k + 1) * size, nbytes)
+
+
+def _worker_main(index, in_q, free_q, result_q, buffers, remaining, sink_spec, chunk_bytes, fault):
     sink = Sink(sink_spec)
     try:
         while True:
             item = in_q.get()
             if item is None:
                 break
-            batch_id, payload = item
+            batch_id, payload, k, n = item
             tensor = buffers[payload] if isinstance(payload, int) else payload
             array = tensor.numpy()
-            apply_fault(fault, batch_id, array)
+            if n > 1:  # this worker serialises one slice of the batch
+                lo, hi = slice_bounds(array.nbytes, k, n)
+                array = array.reshape(-1).view("u1")[lo:hi]
+            if k == 0:
+                apply_fault(fault, batch_id, array)
             with nvtx_range("process output"):
                 cs = sink.write_batch(batch_id, array, chunk_bytes)
-            result_q.put((batch_id, cs, index))
+            result_q.put((batch_id, cs, k))
             del tensor, array
             if isinstance(payload, int):
-                free_q.put(payload)  # recycle the buffer
+                if n > 1:
+                    with remaining.get_lock():
+                        remaining[payload] -= 1
+                        last = remaining[payload] == 0
+                else:
+                    last = True
+                if last:
+                    free_q.put(payload)  # recycle the buffer once every slice is written
     except KeyboardInterrupt:
         pass
     finally:
@@ -47,22 +65,27 @@ def _worker_main(index, in_q, free_q, result_q, buffers, sink_spec, chunk_bytes,
 class OutputWorkers:
     """A pool of post-processing processes.
 
-    items in: (batch id, buffer index) when `buffers` is given, else (batch id, CPU tensor);
-    free buffer indices come back on `free_q`; (batch id, checksum, worker) on the result queue.
+    put((batch id, buffer index)) when `buffers` is given, else put((batch id, CPU tensor)).
+    With split > 1 each buffered batch is cut into `split` slices that different workers serialise at once
+    (lower latency per batch); the buffer comes back on `free_q` when its last slice is done, and the
+    slice checksums are summed into the batch's.
     """
 
     def __init__(self, n: int, buffers: list | None, sink_spec: str, chunk_bytes: int, fault: str = "",
-                 in_maxsize: int = 0):
+                 in_maxsize: int = 0, split: int = 1):
         ctx = mp.get_context("fork")
         self.in_q = ctx.Queue(maxsize=in_maxsize)
         self.free_q = ctx.Queue()
         self.result_q = ctx.Queue()
         self.results: list[tuple[int, int]] = []
         self.buffers = buffers or []
+        self.split = split if self.buffers else 1
+        self._partial: dict[int, list[int]] = {}
+        self.remaining = ctx.Array("i", max(1, len(self.buffers)))
         for i in range(len(self.buffers)):
             self.free_q.put(i)
         self.procs = [ctx.Process(target=_worker_main, daemon=True, name=f"output-worker-{i}",
-                                  args=(i, self.in_q, self.free_q, self.result_q, buffers, sink_spec,
+                                  args=(i, self.in_q, self.free_q, self.result_q, buffers, self.remaining, sink_spec,
                                         chunk_bytes, fault))
                       for i in range(n)]
         for p in self.procs:
@@ -75,15 +98,34 @@ class OutputWorkers:
                 raise WorkerDied(f"output worker {i} (pid {p.pid}) exited with code {p.exitcode} "
                                  "while batches were pending; its last lines are above. Stopping the run.")
 
+    def _add(self, batch_id: int, cs: int):
+        if self.split == 1:
+            self.results.append((batch_id, cs))
+            return
+        total, count = self._partial.get(batch_id, (0, 0))
+        total, count = (total + cs) & MASK64, count + 1
+        if count == self.split:
+            self._partial.pop(batch_id, None)
+            self.results.append((batch_id, total))
+        else:
+            self._partial[batch_id] = (total, count)
+
     def _collect(self):
         while True:
             try:
                 batch_id, cs, _ = self.result_q.get_nowait()
             except queue.Empty:
                 return
-            self.results.append((batch_id, cs))
+            self._add(batch_id, cs)
 
     def put(self, item):
+        batch_id, payload = item
+        if self.split > 1:
+            self.remaining[payload] = self.split
+        for k in range(self.split):
+            self._put((batch_id, payload, k, self.split))
+
+    def _put(self, item):
         while True:
             try:
                 self.in_q.put(item, timeout=POLL_S)
@@ -107,7 +149,7 @@ class OutputWorkers:
                 return
             try:
                 batch_id, cs, _ = self.result_q.get(timeout=POLL_S)
-                self.results.append((batch_id, cs))
+                self._add(batch_id, cs)
             except queue.Empty:
                 self.check_alive()
                 if time.monotonic() > deadline:

@@ -11,11 +11,15 @@ class InProcessStage:
     naive_input = False   # part 1's "before": no loader workers, no pinning, no prefetch
     copies_output = True  # False only for the compute ceiling
     default_chunk_mb = 0  # the article serialises the whole batch with one tobytes()
+    default_split = 1     # the article gives each batch to one worker
 
     def __init__(self, cfg, device):
         self.cfg, self.device = cfg, device
         mb = cfg.chunk_mb if cfg.chunk_mb >= 0 else self.default_chunk_mb
         self.chunk_bytes = mb << 20
+        split = cfg.split if cfg.split >= 1 else self.default_split
+        # .npy output keeps one file per batch, so one worker writes it
+        self.split = 1 if cfg.postprocess.startswith("npy:") else min(split, max(1, cfg.output_workers))
         self._results: list[tuple[int, int]] = []
         self.handed = 0
 

@@ -13,7 +13,7 @@ class Stage(WorkerStage):
     def setup(self, shape, dtype):
         self.buffers = self.make_buffers(shape, dtype)
         self.workers = OutputWorkers(self.cfg.output_workers, self.buffers, self.cfg.postprocess,
-                                     self.chunk_bytes, self.cfg.fault)
+                                     self.chunk_bytes, self.cfg.fault, split=self.split)
 
     def handle(self, batch_id, output):
         with nvtx_range("copy to CPU"):

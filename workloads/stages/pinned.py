@@ -3,8 +3,10 @@
 1. Pin the shared buffers in place (cudaHostRegister) instead of pin_memory=True + share_memory_(),
    which silently un-pins: DtoH copies become Pinned and run at link speed, truly async.
 2. output.record_stream(copy_stream): the allocator cannot recycle the output while the copy reads it.
-3. Post-process in 8 MB slices (same tobytes()+write of every byte): no fresh 1.4 GB allocation,
+3. Post-process in 8 MB chunks (same tobytes()+write of every byte): no fresh 1.4 GB allocation,
    page-faulted and zeroed, per batch in every worker.
+4. Split each batch across the output workers (each serialises one slice): a batch is done in ~1/8 of
+   the time, so the pipeline drains faster and buffers come back sooner.
 """
 import torch
 
@@ -17,6 +19,7 @@ class HostRegistrationError(RuntimeError):
 
 class Stage(Streams):
     default_chunk_mb = 8
+    default_split = 8
 
     def make_buffers(self, shape, dtype):
         buffers = [torch.empty(shape, dtype=dtype).share_memory_() for _ in range(self.cfg.n_buffers)]

@@ -1,0 +1,46 @@
+"""compare-traces on the bundled real H200 traces (the README's main job on a machine without a GPU)."""
+import json
+
+from conftest import H200, run_cli, sha256
+
+CHARTS = ["dtoh.png", "gaps.png", "overlap.png", "throughput.png", "timelines.png", "utilization.png"]
+
+
+def test_bundled_report(tmp_path):
+    before = {p.name: sha256(p) for p in H200.iterdir()}
+    r = run_cli("-m", "reports", "--out", str(tmp_path / "rep"), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "rep"
+    for c in CHARTS:
+        data = (out / c).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, c
+    md = (out / "report.md").read_text()
+    for stage in ["naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling"]:
+        assert f"| {stage} |" in md and f"### {stage}" in md
+    assert "stage multiproc" in md and "stage pinned" in md  # the diagnosis is in the report
+    html = (out / "report.html").read_text()
+    assert all(f"src='{c}'" in html for c in CHARTS)
+    rows = {r["stage"]: r for r in json.loads((out / "results.json").read_text())}
+    bench = {r.get("label") or r["stage"]: r for r in json.loads((H200 / "bench.json").read_text())["records"]}
+    # throughput comes from the unprofiled bench, the rest from the trace
+    assert rows["pinned"]["steps_per_s"] == bench["pinned"]["throughput"]["steps_per_s"]
+    assert rows["pinned"]["of_ceiling"] >= 0.9 and rows["pinned"]["dtoh_memory"] == "Pinned"
+    assert rows["streams"]["dtoh_memory"] == "Pageable" and rows["baseline"]["dtoh_gbps"] < 4
+    assert {p.name: sha256(p) for p in H200.iterdir()} == before
+
+
+def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
+    runs = tmp_path / "runs"
+    for stage in ("baseline", "pinned"):
+        (runs / stage).mkdir(parents=True)
+        (runs / stage / f"{stage}.sqlite.xz").write_bytes(h200[stage].read_bytes())
+    (runs / "pinned" / "pinned-2.sqlite.xz").write_bytes(h200["pinned-long"].read_bytes())  # newer numbered run wins
+    r = run_cli("-m", "reports", str(runs), "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {r["stage"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())}
+    assert set(rows) == {"baseline", "pinned"} and rows["pinned"]["captured_steps"] == 12
+    assert rows["pinned"]["throughput_source"] == "trace"
+    r = run_cli("-m", "reports", str(tmp_path / "nothing-here"))
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("-m", "reports", str(runs), "--bench", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "bench" in r.stderr
