@@ -70,9 +70,29 @@ def test_npy_postprocess_writes_exact_outputs(tmp_path):
     assert a.shape == (2, 3, 64, 64) and a.dtype == np.float32 and np.isfinite(a).all()
 
 
-@pytest.mark.parametrize("stage", ["baseline", "bufpool"])
-def test_integrity_checker_catches_corruption(stage, tmp_path):
-    r = run_cli("-m", "workloads", "--stage", stage, *TINY, "--fault", "corrupt:2", "--json", str(tmp_path / "c.json"))
+def test_batches_split_across_workers_keep_integrity(tmp_path):
+    """Each batch cut into 3 slices that 3 workers serialise at once; slice checksums must add up per batch."""
+    r = run_cli("-m", "workloads", "--stage", "bufpool", *TINY[:-2], "--output-workers", "3", "--split", "3",
+                "--steps", "5", "--json", str(tmp_path / "s.json"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    integ = json.loads((tmp_path / "s.json").read_text())["integrity"]
+    assert integ["ok"] and integ["processed"] == integ["expected_batches"] == 6
+
+
+def test_slice_bounds_cover_the_batch_once():
+    from workloads.workers import slice_bounds
+    for nbytes in (8, 100, 4620, 1 << 20):
+        for n in (1, 2, 3, 8):
+            parts = [slice_bounds(nbytes, k, n) for k in range(n)]
+            assert parts[0][0] == 0 and parts[-1][1] == nbytes
+            assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+            assert all(lo % 8 == 0 or lo == nbytes for lo, _ in parts)  # empty tail slices are allowed
+
+
+@pytest.mark.parametrize("stage,extra", [("baseline", []), ("bufpool", []), ("bufpool", ["--split", "2"])])
+def test_integrity_checker_catches_corruption(stage, extra, tmp_path):
+    r = run_cli("-m", "workloads", "--stage", stage, *TINY, *extra, "--fault", "corrupt:2",
+                "--json", str(tmp_path / "c.json"))
     assert r.returncode == 1
     integ = json.loads((tmp_path / "c.json").read_text())["integrity"]
     assert integ["mismatched"] == [2] and not integ["missing"] and not integ["duplicated"]
