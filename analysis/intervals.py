@@ -11,7 +11,7 @@ def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     e = np.asarray(ends, dtype=np.int64)
     if s.size == 0:
         return s, e
-    order = np.argsort(s, kind="stable")
+    order = np.argsort(s, kind="stable")  # timsort: near-linear on traces, which are mostly in time order
     s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
     new_group = np.empty(s.size, dtype=bool)
@@ -44,6 +44,19 @@ class Coverage:
     def within(self, starts, ends) -> np.ndarray:
         """Covered time inside each [start, end)."""
         return self.at(ends) - self.at(starts)
+
+    def touches(self, starts, ends) -> np.ndarray:
+        """Whether each [start, end) overlaps the union: the first interval ending after `start` must begin
+        before `end` (intervals are disjoint and sorted, so no later one can). One searchsorted, no float work."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        if self.s.size == 0:
+            return np.zeros(starts.shape, dtype=bool)
+        i = np.searchsorted(self.e, starts, side="right")
+        ok = i < self.s.size
+        out = np.zeros(starts.shape, dtype=bool)
+        out[ok] = self.s[i[ok]] < ends[ok]
+        return out
 
 
 def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0) -> pd.DataFrame:

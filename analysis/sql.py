@@ -13,10 +13,14 @@ MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5
             6: "Managed Static", 7: "Unknown"}
 NVTX_PUSHPOP, NVTX_STARTEND = 59, 60
 
-KERNELS = """
-SELECT k.start AS start_ns, k."end" AS end_ns, k.deviceId AS device, k.streamId AS stream,
-       k.correlationId AS correlation_id, k.globalPid AS global_pid, k.{name_col} AS name_id
-FROM CUPTI_ACTIVITY_KIND_KERNEL AS k"""
+# Big tables are read column by column (Trace.int_columns): output name -> SQL column.
+KERNEL_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
+                  "correlation_id": "correlationId"}
+MEMSET_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
+                  "correlation_id": "correlationId", "bytes": "bytes"}
+RUNTIME_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid",
+                   "correlation_id": "correlationId", "name_id": "nameId"}
+OSRT_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "name_id": "nameId"}
 
 MEMCPYS = """
 SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId AS stream,
@@ -24,21 +28,19 @@ SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId 
        m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
-MEMSETS = """
-SELECT start AS start_ns, "end" AS end_ns, deviceId AS device, streamId AS stream,
-       correlationId AS correlation_id, bytes AS bytes
-FROM CUPTI_ACTIVITY_KIND_MEMSET"""
-
-RUNTIME = """
-SELECT r.start AS start_ns, r."end" AS end_ns, r.globalTid AS global_tid, r.correlationId AS correlation_id,
-       r.nameId AS name_id
-FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r"""
-
 # The API call behind each copy: one join, so a trace with millions of runtime rows is scanned once.
 MEMCPY_API = """
 SELECT m.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
        r.globalTid AS api_global_tid, r.nameId AS api_name_id
-FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = m.correlationId"""
+FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r CROSS JOIN CUPTI_ACTIVITY_KIND_MEMCPY AS m ON r.correlationId = m.correlationId"""
+# CROSS JOIN keeps the runtime table (millions of rows) as the outer loop, scanned once; SQLite indexes the small side.
+
+# One scan of the runtime table for the calls behind the copies and the host waits.
+API_ROWS = """
+SELECT r.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
+       r.globalTid AS api_global_tid, r.nameId AS api_name_id
+FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY){sync}{extra}"""
 
 RUNTIME_FOR_CORRELATIONS = """
 SELECT correlationId AS correlation_id, globalTid AS global_tid, start AS api_start_ns
@@ -55,14 +57,10 @@ SELECT n.domainId AS domain_id, {text} AS domain
 FROM NVTX_EVENTS AS n {join}
 WHERE n.eventType = 75"""
 
-OSRT = """
-SELECT o.start AS start_ns, o."end" AS end_ns, o.globalTid AS global_tid, o.nameId AS name_id
-FROM OSRT_API AS o"""
-
 # Host-side waits (cudaStreamSynchronize, cudaDeviceSynchronize, ...) with the thread that waited.
 SYNC_CALLS = """
 SELECT r.start AS start_ns, r.globalTid AS global_tid, r.nameId AS name_id
-FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = s.correlationId"""
+FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r CROSS JOIN CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s ON r.correlationId = s.correlationId"""
 
 STRINGS = "SELECT id, value FROM StringIds"
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"

@@ -35,19 +35,20 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     opts = opts or Options()
     from .diagnosis import Context, diagnose
     say = progress or (lambda msg: None)
+    trace.prefetch("api_rows")       # SQLite scans without the GIL: these overlap the GPU-side work
+    trace.prefetch("osrt", "nvtx")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
     window = gpu.analysis_window(ops, opts.window)
-    say("loading NVTX and OS runtime")
-    nvtx = trace.nvtx
-    osrt = trace.osrt
     tables: dict[str, pd.DataFrame] = {}
-    out: dict = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt)}
+    out: dict = {"schema": SCHEMA}
 
-    # --- GPU --------------------------------------------------------------------------------------
+    # --- GPU (NVTX and OS runtime are still loading on the other core) ---------------------------
     say("computing utilisation and gaps")
     if window is None:
+        trace.wait("osrt", "nvtx")
+        nvtx, osrt = trace.nvtx, trace.osrt
         span = pd.concat([nvtx[["start_ns", "end_ns"]], osrt[["start_ns", "end_ns"]]])
         out["window"] = ({"start_ns": int(span["start_ns"].min()), "end_ns": int(span["end_ns"].max()),
                           "source": "cpu (no GPU activity)"} if len(span) else {"source": "empty trace"})
@@ -56,7 +57,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         busy = None
     else:
         lo, hi = window
-        in_win = ops[(ops["end_ns"] > lo) & (ops["start_ns"] < hi)]
+        inside = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
+        in_win = ops if inside.all() else ops[inside]  # no copy of millions of rows when nothing is cut
         out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
                          "source": "user" if opts.window else "first to last GPU operation"}
         util = gpu.utilization(in_win, window)
@@ -72,6 +74,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
     # --- copies -----------------------------------------------------------------------------------
     say("joining copies to their API calls")
+    gap_ids = gap_table.nlargest(900, "duration_ns")["next_correlation_id"] if len(gap_table) else []
     copies = cp.copy_table(memcpys, trace.memcpy_api, kernels) if len(memcpys) else memcpys.assign(
         sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
         api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
@@ -81,6 +84,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
                      "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, kernels),
                      "compute_stream": cp.stream_of_compute(kernels)}
+
+    say("waiting for NVTX and OS runtime")
+    trace.wait("osrt", "nvtx")
+    nvtx, osrt = trace.nvtx, trace.osrt
+    out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt), **out}
 
     # --- steps ------------------------------------------------------------------------------------
     step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
@@ -94,17 +102,23 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # --- gaps with their CPU context --------------------------------------------------------------
     say("finding what the CPU did during gaps")
     tables["gaps"] = gap_table
-    launch = trace.launch_threads(gap_table.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gap_table) else None
+    launch = trace.launch_threads(gap_ids) if len(gap_table) else None
     tid_of = dict(zip(launch["correlation_id"], launch["global_tid"])) if launch is not None and len(launch) else {}
     launch_tids = set(tid_of.values())
     launch_pids = {(t >> 24) & 0xFFFFFF for t in launch_tids}
-    osrt_pid = (osrt["global_tid"].to_numpy() >> 24) & 0xFFFFFF if len(osrt) else None
-    osrt_launch_proc = osrt[np.isin(osrt_pid, list(launch_pids))] if len(osrt) and launch_pids else osrt.iloc[0:0]
+    if len(osrt) and launch_pids and len(gap_table):
+        # only calls of the launching process that touch an idle gap matter here: select them once
+        gcov = Coverage(*union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy()))
+        keep = np.isin((osrt["global_tid"].to_numpy() >> 24) & 0xFFFFFF, list(launch_pids))
+        keep &= gcov.touches(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())
+        osrt_launch_proc = osrt[keep]
+    else:
+        osrt_launch_proc = osrt.iloc[0:0]
+    per_thread = {tid: osrt_launch_proc[osrt_launch_proc["global_tid"].to_numpy() == tid] for tid in launch_tids}
     top = []
     for g in gap_table.nlargest(opts.top, "duration_ns").to_dict("records"):
         tid = tid_of.get(g["next_correlation_id"])
-        thread_osrt = osrt_launch_proc[osrt_launch_proc["global_tid"] == tid] if tid is not None else osrt.iloc[0:0]
-        ctx = cpu.gap_context(g, nvtx, thread_osrt, tid)
+        ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, osrt.iloc[0:0]), tid)
         top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
                     "launch_tid": (int(tid_of[g["next_correlation_id"]]) & 0xFFFFFF) if g["next_correlation_id"] in tid_of else None,
                     **ctx})
