@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .intervals import Coverage, gaps, union
+from .intervals import Coverage, gaps, union, union_sorted
 
 
 def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> pd.DataFrame:
@@ -35,19 +35,7 @@ def analysis_window(ops: pd.DataFrame, user: tuple[int, int] | None = None) -> t
 
 def utilization(ops: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
     """Per device: busy_ns (kernels+copies+memsets union), compute_ns (kernels union), window_ns, ratios."""
-    lo, hi = window
-    rows = []
-    for device, d in ops.groupby("device", sort=True):
-        s = d["start_ns"].clip(lo, hi).to_numpy()
-        e = d["end_ns"].clip(lo, hi).to_numpy()
-        busy = Coverage(*union(s, e)).total
-        k = (d["activity"] == "kernel").to_numpy()
-        compute = Coverage(*union(s[k], e[k])).total
-        rows.append({"device": int(device), "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
-                     "utilization": busy / (hi - lo) if hi > lo else 0.0,
-                     "compute_utilization": compute / (hi - lo) if hi > lo else 0.0})
-    return pd.DataFrame(rows, columns=["device", "busy_ns", "compute_ns", "window_ns", "utilization",
-                                       "compute_utilization"])
+    return device_pass(ops, window, 0)[0]
 
 
 def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd.DataFrame:
@@ -55,24 +43,44 @@ def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd
 
     Columns: device, start_ns, end_ns, duration_ns, next_correlation_id (the op that ends the gap, -1 at the end).
     """
+    return device_pass(ops, window, min_gap_ns)[1]
+
+
+def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
+    """utilization(), idle_gaps() and the all-device busy Coverage from one sort per device (large traces)."""
     lo, hi = window
-    out = []
-    for device, d in ops.groupby("device", sort=True):
-        s, e = union(d["start_ns"].to_numpy(), d["end_ns"].to_numpy())
-        g = gaps(s, e, lo, hi, min_gap_ns)
-        if g.empty:
-            continue
-        d_sorted = d.sort_values("start_ns")
-        starts = d_sorted["start_ns"].to_numpy()
-        nxt = np.searchsorted(starts, g["end_ns"].to_numpy(), side="left")
-        corr = d_sorted["correlation_id"].to_numpy()
-        g["next_correlation_id"] = np.where(nxt < len(starts), corr[np.clip(nxt, 0, len(starts) - 1)], -1)
-        g.insert(0, "device", int(device))
-        out.append(g)
-    if not out:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                             ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id"]})
-    return pd.concat(out, ignore_index=True).sort_values("start_ns", ignore_index=True)
+    rows, gap_parts = [], []
+    starts_all, ends_all = [], []
+    dev = ops["device"].to_numpy()
+    for device in np.unique(dev):
+        m = dev == device
+        s_raw, e_raw = ops["start_ns"].to_numpy()[m], ops["end_ns"].to_numpy()[m]
+        order = np.argsort(s_raw, kind="stable")
+        s, e = np.clip(s_raw[order], lo, hi), np.clip(e_raw[order], lo, hi)
+        kern = (np.asarray(ops["activity"])[m] == "kernel")[order]
+        bs, be = union_sorted(s, e)
+        ks, ke = union_sorted(s[kern], e[kern])
+        busy, compute = int((be - bs).sum()), int((ke - ks).sum())
+        rows.append({"device": int(device), "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
+                     "utilization": busy / (hi - lo) if hi > lo else 0.0,
+                     "compute_utilization": compute / (hi - lo) if hi > lo else 0.0})
+        g = gaps(bs, be, lo, hi, min_gap_ns)
+        if len(g):
+            nxt = np.searchsorted(s_raw[order], g["end_ns"].to_numpy(), side="left")
+            corr = ops["correlation_id"].to_numpy()[m][order]
+            g["next_correlation_id"] = np.where(nxt < len(s), corr[np.clip(nxt, 0, len(s) - 1)], -1)
+            g.insert(0, "device", int(device))
+            gap_parts.append(g)
+        starts_all.append(bs)
+        ends_all.append(be)
+    util = pd.DataFrame(rows, columns=["device", "busy_ns", "compute_ns", "window_ns", "utilization",
+                                       "compute_utilization"])
+    gap_table = (pd.concat(gap_parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if gap_parts else
+                 pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                               ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id"]}))
+    busy = Coverage(*union(np.concatenate(starts_all), np.concatenate(ends_all))) if starts_all else Coverage(
+        np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return util, gap_table, busy
 
 
 def top_kernels(kernels: pd.DataFrame, n: int = 10) -> pd.DataFrame:

@@ -12,7 +12,13 @@ def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     if s.size == 0:
         return s, e
     order = np.argsort(s, kind="stable")  # timsort: near-linear on traces, which are mostly in time order
-    s, e = s[order], e[order]
+    return union_sorted(s[order], e[order])
+
+
+def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """union() of intervals already sorted by start."""
+    if s.size == 0:
+        return s, e
     reach = np.maximum.accumulate(e)
     new_group = np.empty(s.size, dtype=bool)
     new_group[0] = True

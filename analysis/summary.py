@@ -35,7 +35,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     opts = opts or Options()
     from .diagnosis import Context, diagnose
     say = progress or (lambda msg: None)
-    trace.prefetch("api_rows")       # SQLite scans without the GIL: these overlap the GPU-side work
+    # SQLite scans without the GIL: these load on background threads while this one does the GPU side
+    trace.prefetch("api_rows")
     trace.prefetch("osrt", "nvtx")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
@@ -61,7 +62,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         in_win = ops if inside.all() else ops[inside]  # no copy of millions of rows when nothing is cut
         out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
                          "source": "user" if opts.window else "first to last GPU operation"}
-        util = gpu.utilization(in_win, window)
+        util, gap_table, busy = gpu.device_pass(in_win, window, opts.min_gap_ns)
         names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
         util["name"] = util["device"].map(names)
         tables["utilization"] = util
@@ -69,8 +70,6 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                       "compute_utilization": float(util["compute_utilization"].mean()),
                       "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
                       "devices": _records(util)}
-        gap_table = gpu.idle_gaps(in_win, window, opts.min_gap_ns)
-        busy = Coverage(*union(in_win["start_ns"].to_numpy(), in_win["end_ns"].to_numpy()))
 
     # --- copies -----------------------------------------------------------------------------------
     say("joining copies to their API calls")

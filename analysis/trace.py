@@ -362,8 +362,8 @@ def _empty(cols) -> pd.DataFrame:
 
 
 def _timed(df: pd.DataFrame) -> pd.DataFrame:
-    df["start_ns"] = df["start_ns"].astype("int64", copy=False)
-    df["end_ns"] = df["end_ns"].astype("int64", copy=False)
+    df["start_ns"] = df["start_ns"].astype("int64")
+    df["end_ns"] = df["end_ns"].astype("int64")
     df["duration_ns"] = df["end_ns"] - df["start_ns"]
     return df
 
