@@ -40,7 +40,7 @@ API_ROWS = """
 SELECT r.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
        r.globalTid AS api_global_tid, r.nameId AS api_name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
-WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY){sync}{extra}"""
+WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{sync})"""  # one probe per row
 
 RUNTIME_FOR_CORRELATIONS = """
 SELECT correlationId AS correlation_id, globalTid AS global_tid, start AS api_start_ns

@@ -228,9 +228,9 @@ class Trace:
         """Runtime rows behind every copy and every host wait, in one scan of the runtime table."""
         if not (self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and self.has("CUPTI_ACTIVITY_KIND_MEMCPY")):
             return _empty(["correlation_id", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
-        sync = (" OR r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)"
+        sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
-        df = self.query(sql.API_ROWS.format(sync=sync, extra=""), connection=self._connection())
+        df = self.query(sql.API_ROWS.format(sync=sync), connection=self._connection())
         ids = df.pop("api_name_id")
         df["api_name"] = ids.map(self.strings(ids.unique(), connection=self._connection())).fillna("?")
         return df
