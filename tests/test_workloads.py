@@ -146,3 +146,19 @@ def test_checksums_agree_between_torch_and_numpy_and_chunks():
     y = x.clone()
     y.view(-1)[17] += 1.0
     assert checksum_update(0, y.numpy()) != whole
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_torchrun_ranks_on_cpu(ranks, tmp_path):
+    """torchrun with the gloo backend: each rank its share of the output workers, totals and integrity on rank 0."""
+    out = tmp_path / "d.json"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "-m", "workloads",
+                        "--stage", "bufpool", *TINY[:-2], "--output-workers", "4", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = json.loads(out.read_text())
+    assert [x["rank"] for x in rec["ranks"]] == list(range(ranks))
+    assert [x["config"]["output_workers"] for x in rec["ranks"]] == [4 // ranks] * ranks
+    assert len({x["config"]["seed"] for x in rec["ranks"]}) == ranks  # every rank reads its own data
+    assert rec["throughput"]["world_size"] == ranks and rec["throughput"]["steps"] == 3 * ranks
+    assert rec["integrity"]["ok"] and rec["integrity"]["expected_batches"] == 4 * ranks

@@ -45,8 +45,11 @@ def main(json_path, **kw):
     from .runtime import ResourceError, run
     from .workers import WorkerDied
 
-    click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
-               f"{cfg.warmup} warm-up + {cfg.steps} measured steps on {cfg.device}", err=True)
+    import os
+    if os.environ.get("RANK", "0") == "0":
+        click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
+                   f"{cfg.warmup} warm-up + {cfg.steps} measured steps on {cfg.device}"
+                   + (f", {os.environ['WORLD_SIZE']} ranks" if "WORLD_SIZE" in os.environ else ""), err=True)
     try:
         record = run(cfg, log=click.echo)
     except (ResourceError, WorkerDied) as e:
@@ -57,6 +60,8 @@ def main(json_path, **kw):
         if type(e).__name__ == "OutOfMemoryError":
             raise SystemExit(f"workloads: GPU out of memory at batch {cfg.batch}; lower --batch or --img")
         raise
+    if record.get("rank", 0) != 0 and "ranks" not in record:
+        return  # under torchrun rank 0 reports for every rank
     if json_path:
         with open(json_path, "w") as f:
             json.dump(record, f, indent=2)
@@ -64,6 +69,9 @@ def main(json_path, **kw):
     status = "skipped (no output copy)" if not integ["checked"] else (
         "ok" if integ["ok"] else f"FAILED: {integ['n_missing']} missing, {integ['n_duplicated']} duplicated, "
                                  f"{integ['n_mismatched']} mismatched")
+    if "ranks" in record:
+        click.echo(f"{len(record['ranks'])} ranks: " + ", ".join(f"rank {r['rank']} {r['throughput']['steps_per_s']:.3f} "
+                                                                 f"steps/s" for r in record["ranks"]))
     click.echo(f"{cfg.stage}: {t['steps_per_s']:.3f} steps/s ({t['samples_per_s']:.1f} samples/s, "
                f"{t['output_gb_per_s']:.2f} GB/s of output); integrity {status}")
     if integ["checked"] and not integ["ok"]:

@@ -41,19 +41,20 @@ def _shm_free() -> int:
         return 1 << 62
 
 
-def preflight(cfg: RunConfig) -> None:
-    """Refuse sizes that cannot fit, before any model is built."""
+def preflight(cfg: RunConfig, ranks_per_host: int = 1) -> None:
+    """Refuse sizes that cannot fit, before any model is built (host memory is shared by every rank)."""
     out = cfg.output_bytes()
     gib = 1 << 30
+    per_host = f" on each of {ranks_per_host} ranks" if ranks_per_host > 1 else ""
     if cfg.stage in SHARED_STAGES:
-        host = cfg.n_buffers * out
-        what = f"{cfg.n_buffers} shared output buffers of {out / gib:.2f} GiB"
+        host = cfg.n_buffers * out * ranks_per_host
+        what = f"{cfg.n_buffers} shared output buffers of {out / gib:.2f} GiB{per_host}"
     elif cfg.stage == "multiproc":
-        host = (cfg.output_workers + 2) * out
-        what = f"up to {cfg.output_workers + 2} queued outputs of {out / gib:.2f} GiB"
+        host = (cfg.output_workers + 2) * out * ranks_per_host
+        what = f"up to {cfg.output_workers + 2} queued outputs of {out / gib:.2f} GiB{per_host}"
     else:
-        host = 2 * out
-        what = f"two outputs of {out / gib:.2f} GiB"
+        host = 2 * out * ranks_per_host
+        what = f"two outputs of {out / gib:.2f} GiB{per_host}"
     if host > _mem_available():
         raise ResourceError(f"{what} need {host / gib:.1f} GiB of host memory but {_mem_available() / gib:.1f} GiB "
                             "is available; lower --batch, --buffers or --output-workers")
@@ -76,9 +77,14 @@ def _sync(device):
 
 
 def run(cfg: RunConfig, log=print) -> dict:
+    from . import distributed as dd
+
     cfg.validate()
-    preflight(cfg)
-    device = torch.device(cfg.device)
+    rank = dd.current()
+    cfg = dd.share(cfg, rank)
+    preflight(cfg, ranks_per_host=rank.world)
+    dd.init(rank, cfg.device)
+    device = torch.device(cfg.device, rank.local) if cfg.device == "cuda" else torch.device("cpu")
     model = build_model(cfg, device)
     stage = stage_class(cfg.stage)(cfg, device)
     total = cfg.warmup + cfg.steps
@@ -95,6 +101,7 @@ def run(cfg: RunConfig, log=print) -> dict:
                 if i == cfg.warmup:
                     stage.drain()
                     _sync(device)
+                    dd.barrier(rank)  # every rank starts its measured window together
                     if cfg.profile and device.type == "cuda":
                         torch.cuda.profiler.start()
                     t0 = time.perf_counter()
@@ -107,7 +114,7 @@ def run(cfg: RunConfig, log=print) -> dict:
                             expected[i] = checksum_tensor(output)
                     stage.handle(i, output)
                 del output, batch
-                if i < cfg.warmup or i % 10 == 9:
+                if rank.is_main and (i < cfg.warmup or i % 10 == 9):
                     log(f"  step {i + 1}/{total}{' (warm-up)' if i < cfg.warmup else ''}", file=sys.stderr)
             stage.drain()
             _sync(device)
@@ -120,7 +127,7 @@ def run(cfg: RunConfig, log=print) -> dict:
             integrity = IntegrityReport(expected_batches=0, checked=False)
     finally:
         stage.close()
-    return {
+    record = {
         "stage": cfg.stage,
         "config": cfg.as_dict(),
         "throughput": {"steps": cfg.steps, "seconds": elapsed, "steps_per_s": cfg.steps / elapsed,
@@ -130,7 +137,11 @@ def run(cfg: RunConfig, log=print) -> dict:
         "integrity": integrity.as_dict(),
         "environment": environment(device),
         "wall_s": time.time() - started,
+        "rank": rank.rank,
     }
+    record = dd.gather(rank, record)
+    dd.finish(rank)
+    return record
 
 
 def environment(device) -> dict:

@@ -1,0 +1,97 @@
+"""Data-parallel inference under torchrun: one process per GPU, each with its share of the workers.
+
+torch.distributed does the process management (gloo on CPU, NCCL on GPUs). Outside torchrun
+(no RANK in the environment) everything here is a no-op and the run is the single-process one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int = 0
+    world: int = 1
+    local: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1 or "RANK" in os.environ
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def current() -> Rank:
+    return Rank(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def init(rank: Rank, device_type: str) -> None:
+    if not rank.distributed:
+        return
+    import torch
+    import torch.distributed as dist
+
+    if device_type == "cuda":
+        torch.cuda.set_device(rank.local)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+
+
+def share(cfg, rank: Rank):
+    """This rank's config: its share of the loader and output workers, its own data (seed), its own GPU."""
+    if not rank.distributed:
+        return cfg
+    return dataclasses.replace(cfg, output_workers=max(1, cfg.output_workers // rank.world),
+                               loader_workers=cfg.loader_workers // rank.world,
+                               seed=cfg.seed + 1000 * rank.rank)
+
+
+def barrier(rank: Rank) -> None:
+    if rank.distributed:
+        import torch.distributed as dist
+        dist.barrier()
+
+
+def gather(rank: Rank, record: dict) -> dict:
+    """Rank 0 gets every rank's record and the totals; other ranks get their own record back."""
+    if not rank.distributed:
+        return record
+    import torch.distributed as dist
+
+    records = [None] * rank.world
+    dist.all_gather_object(records, record)
+    if not rank.is_main:
+        return record
+    seconds = max(r["throughput"]["seconds"] for r in records)
+    steps = sum(r["throughput"]["steps"] for r in records)
+    samples = sum(r["throughput"]["steps"] * r["config"]["batch"] for r in records)
+    out_bytes = sum(r["throughput"]["steps"] * r["output_bytes_per_batch"] for r in records)
+    integ = [r["integrity"] for r in records]
+    total = {
+        "world_size": rank.world, "steps": steps, "seconds": seconds, "steps_per_s": steps / seconds,
+        "samples_per_s": samples / seconds, "output_gb_per_s": out_bytes / seconds / 1e9,
+        "per_rank_steps_per_s": [r["throughput"]["steps_per_s"] for r in records],
+    }
+    merged = dict(records[0])
+    merged["ranks"] = records
+    merged["throughput"] = {**total, "steps": steps}
+    merged["integrity"] = {**integ[0], "checked": all(i["checked"] for i in integ),
+                           "ok": all(i["ok"] for i in integ),
+                           "expected_batches": sum(i["expected_batches"] for i in integ),
+                           "processed": sum(i["processed"] for i in integ),
+                           "n_missing": sum(i["n_missing"] for i in integ),
+                           "n_duplicated": sum(i["n_duplicated"] for i in integ),
+                           "n_mismatched": sum(i["n_mismatched"] for i in integ),
+                           "per_rank_ok": [i["ok"] for i in integ]}
+    return merged
+
+
+def finish(rank: Rank) -> None:
+    if rank.distributed:
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
