@@ -48,8 +48,9 @@ def where():
 @click.option("--trace", default="cuda,nvtx,osrt", show_default=True)
 @click.option("--sample", is_flag=True, help="CPU sampling (off by default: keeps traces small)")
 @click.option("--ctxsw", is_flag=True, help="trace context switches")
+@click.option("--gpus", default=1, show_default=True, help="ranks under torchrun, one per GPU, in one trace")
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
-def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, workload_args):
+def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, workload_args):
     """Trace one workload STAGE under nsys; extra args go to `python -m workloads`."""
     from workloads.config import STAGES
     from .checks import has_gpu, nvtx_package_version, nvtx_unrecorded_warning
@@ -63,15 +64,18 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, workload_a
     if "--device" not in workload_args and not has_gpu():
         fail("no NVIDIA GPU on this machine (no nvidia-smi, no /dev/nvidiactl); stage traces need one. "
              "For CPU-only programs use `python -m profiling run --no-capture-range -- CMD`")
-    base = next_free_base(Path(out_dir) / stage, stage, force)
-    cmd = workload_command(stage, ["--steps", str(steps), "--warmup", str(warmup), *workload_args])
+    if gpus < 1:
+        fail("--gpus must be at least 1")
+    name = stage if gpus == 1 else f"{stage}-x{gpus}gpu"
+    base = next_free_base(Path(out_dir) / name, name, force)
+    cmd = workload_command(stage, ["--steps", str(steps), "--warmup", str(warmup), *workload_args], gpus=gpus)
     click.echo(f"profiling: {quote(cmd)} -> {base}.nsys-rep", err=True)
     try:
         rec = profile(n, ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw,
                                         env=environment_for_profile()))
     except ProfileError as e:
         fail(str(e), 1)
-    rec.update({"stage": stage, "steps": steps, "warmup": warmup})
+    rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus})
     from .checks import check_trace
     rec["checks"] = check_trace(Path(rec["files"]["sqlite"]), expect_nvtx=True, nsys=n)
     write_record(base, rec)

@@ -106,8 +106,11 @@ def write_record(base: Path, record: dict) -> Path:
     return path
 
 
-def workload_command(stage: str, args: list[str], python: str = sys.executable) -> list[str]:
-    return [python, "-m", "workloads", "--stage", stage, "--profile", *args]
+def workload_command(stage: str, args: list[str], python: str = sys.executable, gpus: int = 1) -> list[str]:
+    """The stage's command; with gpus > 1, one process per GPU under torchrun (nsys follows the children,
+    so one multi-process trace holds every rank, each on its own device)."""
+    launcher = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus)] if gpus > 1 else [python]
+    return [*launcher, "-m", "workloads", "--stage", stage, "--profile", *args]
 
 
 def quote(cmd: list[str]) -> str:

@@ -55,3 +55,11 @@ def test_stage_without_gpu_is_refused_clearly(nsys):
 def test_unknown_stage_is_refused(nsys):
     r = run_cli("-m", "profiling", "stage", "warp-speed")
     assert r.returncode == 2 and "unknown stage" in r.stderr
+
+
+def test_multi_gpu_command_uses_torchrun():
+    from profiling.runner import workload_command
+    one = workload_command("pinned", ["--steps", "3"], python="py")
+    two = workload_command("pinned", ["--steps", "3"], python="py", gpus=2)
+    assert one == ["py", "-m", "workloads", "--stage", "pinned", "--profile", "--steps", "3"]
+    assert two[:5] == ["py", "-m", "torch.distributed.run", "--nproc-per-node", "2"] and two[5:] == one[1:]

@@ -149,4 +149,5 @@ def environment(device) -> dict:
            "host": platform.node(), "cpus": os.cpu_count()}
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
+        env["gpu_index"] = device.index if device.index is not None else torch.cuda.current_device()
     return env
