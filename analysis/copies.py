@@ -58,11 +58,6 @@ def big_copies(copies: pd.DataFrame, kind: str = "DtoH", min_fraction: float = 0
     return d[d["bytes"] >= min_fraction * d["bytes"].max()]
 
 
-def per_copy_bandwidth(copies: pd.DataFrame, kind: str = "DtoH") -> pd.DataFrame:
-    d = big_copies(copies, kind)
-    return d[["start_ns", "duration_ns", "bytes", "gbps", "src_kind", "dst_kind", "stream", "sync", "overlapped"]]
-
-
 def stream_of_compute(kernels: pd.DataFrame) -> int | None:
     """The stream that ran most kernel time (the compute stream)."""
     if kernels.empty:

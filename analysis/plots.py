@@ -56,6 +56,14 @@ def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame
               frameon=False, borderaxespad=0.1)
 
 
+def save(fig, path, dpi: int = 110):
+    """Lay out, write and close a figure; returns the path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
     if steps is None or len(steps) == 0:
         return None
@@ -85,10 +93,7 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
     fig, ax = plt.subplots(figsize=(12, 3.6))
     timeline(ax, trace.kernels, tables["memcpy"], trace.nvtx, span[0], span[1], launch,
              title or f"timeline: last {n_steps} steps")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_gaps(analysis, path, title: str = ""):
@@ -103,10 +108,7 @@ def plot_gaps(analysis, path, title: str = ""):
         ax.text(0.5, 0.5, "no idle gaps above the threshold", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylabel("gap length (ms)")
     ax.set_title(title or f"GPU idle gaps >= {analysis.summary['gaps']['threshold_ns'] / 1e6:g} ms", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
@@ -131,7 +133,4 @@ def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
     a2.set_ylabel("GB/s")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)

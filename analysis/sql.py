@@ -62,7 +62,6 @@ SYNC_CALLS = """
 SELECT r.start AS start_ns, r.globalTid AS global_tid, r.nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r CROSS JOIN CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s ON r.correlationId = s.correlationId"""
 
-STRINGS = "SELECT id, value FROM StringIds"
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
 PROCESSES = "SELECT globalPid AS global_pid, pid, name FROM PROCESSES"

@@ -93,10 +93,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
     tables["steps"] = step_table
     n_steps = len(step_table)
+    idle_per_step = float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None
     out["steps"] = {"regex": opts.step_regex, "count": n_steps,
                     "per_second": cpu.steps_per_second(step_table, window[1] if window else None),
                     "mean_ns": float(step_table["duration_ns"].mean()) if n_steps else None,
-                    "mean_gpu_idle_ns": float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None}
+                    "mean_gpu_idle_ns": idle_per_step}
 
     # --- gaps with their CPU context --------------------------------------------------------------
     say("finding what the CPU did during gaps")
@@ -126,7 +127,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     tables["gap_ranges"], tables["gap_osrt"] = covered, osrt_gaps
     total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
     out["gaps"] = {"threshold_ns": opts.min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
-                   "per_step_ns": float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None,
+                   "per_step_ns": idle_per_step,
                    "top": top, "covered_by": _records(covered.head(opts.top)), "osrt": _records(osrt_gaps.head(opts.top))}
 
     # --- kernels and NVTX -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.plots import COLORS, timeline  # noqa: E402
+from analysis.plots import COLORS, save, timeline  # noqa: E402
 
 STAGE_COLORS = {"naive-input": "#8C8C8C", "baseline": "#C44E52", "multiproc": "#DD8452", "bufpool": "#CCB974",
                 "async": "#8172B2", "streams": "#64B5CD", "pinned": "#55A868", "pinned-long": "#3A7D4A",
@@ -36,20 +36,16 @@ def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}"
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)
     ax.set_ylim(0, max(float(d[col].max()) * 1.18, (ref or 0) * 1.1))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def throughput(df, path):
     mixed = not (df["throughput_source"] == "bench (unprofiled)").all()
     src = "hatched: from the trace, profiled" if mixed else "unprofiled bench"
     ceil = df.loc[df["stage"] == "ceiling", "steps_per_s"]
-    out = _bar(df, "steps_per_s", f"Throughput per stage (steps/s; {src})", "steps/s", path,
-               ref=float(ceil.iloc[0]) if len(ceil) else None, ref_label="compute ceiling",
-               hatch=["//" if s == "trace" else "" for s in df.loc[df["steps_per_s"].notna(), "throughput_source"]])
-    return out
+    return _bar(df, "steps_per_s", f"Throughput per stage (steps/s; {src})", "steps/s", path,
+                ref=float(ceil.iloc[0]) if len(ceil) else None, ref_label="compute ceiling",
+                hatch=["//" if s == "trace" else "" for s in df.loc[df["steps_per_s"].notna(), "throughput_source"]])
 
 
 def utilization(df, path):
@@ -67,10 +63,7 @@ def utilization(df, path):
     ax.set_ylim(0, 115)
     ax.legend(fontsize=8, loc="upper left", ncol=2)
     ax.set_title("GPU utilisation per stage (from the traces)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def gaps(df, path):
@@ -84,7 +77,7 @@ def dtoh(df, path, link_gbps=55.0):
     x = np.arange(len(d))
     hatches = ["" if m == "Pinned" else "//" for m in d["dtoh_memory"]]
     for ax, col, unit in ((a1, "dtoh_ms", "ms per copy"), (a2, "dtoh_gbps", "GB/s")):
-        bars = ax.bar(x, d[col], color=[_color(s) for s in d["stage"]], hatch=None)
+        bars = ax.bar(x, d[col], color=[_color(s) for s in d["stage"]])
         for b, h, v in zip(bars, hatches, d[col]):
             b.set_hatch(h)
             ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:.1f}", ha="center", va="bottom", fontsize=7)
@@ -95,12 +88,9 @@ def dtoh(df, path, link_gbps=55.0):
     a2.text(-0.45, link_gbps * 1.02, f"link {link_gbps:g} GB/s", ha="left", va="bottom", fontsize=8)
     a2.set_ylim(0, link_gbps * 1.2)
     a1.set_yscale("log")
-    a1.set_title("DtoH duration per 1.41 GB output (log scale)" if len(d) else "DtoH", fontsize=10)
+    a1.set_title("DtoH duration per output copy (log scale)", fontsize=10)
     a2.set_title("DtoH bandwidth (hatched = Pageable, solid = Pinned)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def overlap(df, path):
@@ -124,7 +114,4 @@ def timelines(items: list[tuple[str, object, object]], path):
         timeline(ax, trace.kernels, analysis.tables["memcpy"], nvtx, int(last["start_ns"]), int(last["end_ns"]), tid,
                  title=f"{stage}: {last['name']}, {last['duration_ns'] / 1e6:,.0f} ms")
         ax.title.set_color(_color(stage))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=100)
