@@ -75,13 +75,24 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, work
                                         env=environment_for_profile()))
     except ProfileError as e:
         fail(str(e), 1)
-    rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus})
+    rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
+                "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
+                "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
     from .checks import check_trace
     rec["checks"] = check_trace(Path(rec["files"]["sqlite"]), expect_nvtx=True, nsys=n)
     write_record(base, rec)
     for w in rec["checks"]:
         click.echo(f"profile: warning: {w}", err=True)
     click.echo(rec["files"]["sqlite"])
+
+
+def _gpu_names(sqlite: Path) -> list[str]:
+    from analysis import Trace, TraceError
+    try:
+        with Trace.open(sqlite) as t:
+            return sorted(set(t.gpus["name"].astype(str)))
+    except TraceError:
+        return []
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

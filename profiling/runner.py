@@ -44,8 +44,9 @@ def next_free_base(directory: Path, name: str, force: bool) -> Path:
     return base
 
 
-def _stream(proc, sink: list[str], echo) -> None:
-    """Echo the child's output (nsys progress included) while keeping the last lines for errors."""
+def _stream(proc, sink: list[str], echo, marks: dict | None = None) -> None:
+    """Echo the child's output (nsys progress included), keep the last lines for errors, and note when the
+    capture ended (nsys prints "Generating '...qdstrm'" as it starts importing)."""
     buf = b""
     while True:
         chunk = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
@@ -53,6 +54,8 @@ def _stream(proc, sink: list[str], echo) -> None:
             break
         if echo:
             echo(chunk)
+        if marks is not None and "import_started" not in marks and b".qdstrm" in chunk:
+            marks["import_started"] = time.time()
         buf += chunk
         if len(buf) > 1 << 20:
             buf = buf[-(1 << 19):]
@@ -70,13 +73,18 @@ def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:
     t0 = time.time()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=req.env)
     lines: list[str] = []
-    _stream(proc, lines, echo)
+    marks: dict = {}
+    _stream(proc, lines, echo, marks)
     rc = proc.wait()
-    profile_s = time.time() - t0
+    t_end = time.time()
+    profile_s = t_end - t0
     rep = req.out_base.with_name(req.out_base.name + ".nsys-rep")
     qdstrm = req.out_base.with_name(req.out_base.name + ".qdstrm")
     record = {"command": req.command, "nsys_command": args, "nsys": {"path": nsys.path, "version": nsys.version},
               "exit_code": rc, "durations_s": {"profile": round(profile_s, 2)}}
+    if "import_started" in marks:
+        record["durations_s"]["capture"] = round(marks["import_started"] - t0, 2)
+        record["durations_s"]["import"] = round(t_end - marks["import_started"], 2)
     from .checks import diagnose_profile_failure
     if not rep.exists():
         raise ProfileError(diagnose_profile_failure(lines, rc, qdstrm, nsys, req))

@@ -98,3 +98,32 @@ def test_program_failing_under_nsys_shows_its_last_lines(nsys, tmp_path):
         assert rec and rec["program_exit_code"] == 7
     else:
         assert "about to fail" in r.stderr
+
+
+def test_run_record_splits_capture_and_import(recorded):
+    d = json.loads((recorded / "steps.run.json").read_text())["durations_s"]
+    assert d["capture"] > 0 and d["import"] >= 0
+    assert abs(d["capture"] + d["import"] - d["profile"]) < 0.05
+
+
+def test_nsys_rep_input_is_exported_to_the_cache(recorded, nsys, tmp_path):
+    import os
+    from conftest import sha256
+    rep = recorded / "steps.nsys-rep"
+    before = sha256(rep)
+    listing = sorted(p.name for p in recorded.iterdir())
+    env = {**os.environ, "NSYS_TRANSFER_CACHE": str(tmp_path / "cache")}
+    r = run_cli("-m", "analysis", str(rep), "--json", str(tmp_path / "r.json"), env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["steps"]["count"] == 4
+    assert list((tmp_path / "cache").glob("*.sqlite")), "the export goes to the cache"
+    assert sha256(rep) == before and sorted(p.name for p in recorded.iterdir()) == listing
+
+
+def test_trace_check_warns_when_nvtx_is_missing(public_traces, nsys):
+    from profiling.checks import check_trace
+    no_nvtx = next(p for p in public_traces if p.name.startswith("ncar"))
+    warnings = check_trace(no_nvtx, expect_nvtx=True, nsys=nsys)
+    assert any("no NVTX ranges" in w for w in warnings)
+    with_nvtx = next(p for p in public_traces if p.name.startswith("nsightful"))
+    assert not any("NVTX" in w for w in check_trace(with_nvtx, expect_nvtx=True, nsys=nsys))
