@@ -111,7 +111,12 @@ def timelines(items: list[tuple[str, object, object]], path):
         last = st.sort_values("start_ns").iloc[-1]
         nvtx = trace.nvtx
         tid = int(nvtx.loc[nvtx["name"] == last["name"], "global_tid"].iloc[0])
-        timeline(ax, trace.kernels, analysis.tables["memcpy"], nvtx, int(last["start_ns"]), int(last["end_ns"]), tid,
-                 title=f"{stage}: {last['name']}, {last['duration_ns'] / 1e6:,.0f} ms")
+        # an asynchronous step's range ends before its GPU work: show one step period (1 / steps per second)
+        rate = analysis.summary["steps"]["per_second"]
+        period = int(1e9 / rate) if rate else int(last["duration_ns"])
+        end = int(last["start_ns"]) + max(int(last["duration_ns"]), period)
+        timeline(ax, trace.kernels, analysis.tables["memcpy"], nvtx, int(last["start_ns"]), end, tid,
+                 title=f"{stage}: {last['name']} (range {last['duration_ns'] / 1e6:,.0f} ms; "
+                       f"step period {period / 1e6:,.0f} ms)")
         ax.title.set_color(_color(stage))
     return save(fig, path, dpi=100)
