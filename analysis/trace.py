@@ -21,6 +21,7 @@ from .inputs import resolve_input
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
+ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -69,6 +70,10 @@ class Trace:
             self.close()
             raise TraceError(f"{self.source}: an SQLite file, but not an Nsight Systems export (no StringIds or "
                              "nsys tables); export one with `nsys export --type=sqlite REPORT.nsys-rep`")
+        if not (self.tables & ACTIVITY_TABLES):
+            self.close()
+            raise TraceError(f"{self.source}: an nsys export with no CUDA, NVTX or OS runtime tables, so nothing to "
+                             "analyse; profile with `nsys profile --trace=cuda,nvtx,osrt` (or `make profile`)")
 
     @classmethod
     def open(cls, path: str | os.PathLike, nsys=None) -> "Trace":

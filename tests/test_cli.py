@@ -67,11 +67,21 @@ def _bad(tmp_path, h200, tmp_copy):
     cases["not-nsys"] = tmp_path / "other.sqlite"
     (tmp_path / "bad.sqlite.xz").write_bytes(b"\xfd7zXZ\x00" + os.urandom(200))
     cases["bad-xz"] = tmp_path / "bad.sqlite.xz"
+    bare = tmp_path / "no-activity.sqlite"  # a real export with its activity tables dropped
+    bare.write_bytes(data)
+    con = sqlite3.connect(bare)
+    for t in [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
+                                        "(name LIKE 'CUPTI%' OR name IN ('NVTX_EVENTS', 'OSRT_API'))")]:
+        con.execute(f"DROP TABLE {t}")
+    con.commit()
+    con.close()
+    cases["no-activity"] = bare
     return cases
 
 
 EXPECT = {"missing": "no such file", "directory": "is a directory", "empty": "empty", "random": "not an SQLite",
-          "truncated": "truncated", "not-nsys": "not an Nsight Systems export", "bad-xz": "damaged .xz"}
+          "truncated": "truncated", "not-nsys": "not an Nsight Systems export", "bad-xz": "damaged .xz",
+          "no-activity": "no CUDA, NVTX or OS runtime tables"}
 
 
 def test_bad_input_one_line_no_traceback_input_untouched(tmp_path, h200, tmp_copy, monkeypatch):
