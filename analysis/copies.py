@@ -58,6 +58,34 @@ def big_copies(copies: pd.DataFrame, kind: str = "DtoH", min_fraction: float = 0
     return d[d["bytes"] >= min_fraction * d["bytes"].max()]
 
 
+def host_bandwidth(copies: pd.DataFrame, window: tuple[int, int], kind: str = "DtoH",
+                   bin_ns: int = 10_000_000, max_bins: int = 200_000) -> pd.DataFrame:
+    """Bytes moving between host and devices per time bin, summed over every device of the trace.
+
+    Each copy's bytes are spread evenly over its duration; the cumulative bytes are piecewise linear between copy
+    starts and ends, so interpolating them at the bin edges is exact, in O((copies + bins) log). Bins grow when
+    the window would need more than `max_bins`. Columns: bin_start_ns, bin_ns, bytes, gbps. With several GPUs this
+    is the host-side load they share (link, memory bandwidth), which no single device's view shows.
+    """
+    lo, hi = window
+    bin_ns = max(bin_ns, -(-(hi - lo) // max_bins))
+    edges = np.arange(lo, hi + bin_ns, bin_ns, dtype=np.int64)
+    d = copies[copies["copy_kind"] == kind]
+    if d.empty:
+        moved = np.zeros(len(edges) - 1)
+    else:
+        s, e = d["start_ns"].to_numpy(), np.maximum(d["end_ns"].to_numpy(), d["start_ns"].to_numpy() + 1)
+        rate = d["bytes"].to_numpy(dtype=float) / (e - s)
+        t = np.concatenate((s, e))
+        dr = np.concatenate((rate, -rate))
+        order = np.argsort(t, kind="stable")
+        t, dr = t[order], dr[order]
+        r = np.cumsum(dr)                                          # rate after each event
+        cum = np.concatenate(([0.0], np.cumsum(r[:-1] * np.diff(t))))  # bytes moved up to each event
+        moved = np.diff(np.interp(edges, t, cum))
+    return pd.DataFrame({"bin_start_ns": edges[:-1], "bin_ns": bin_ns, "bytes": moved, "gbps": moved / bin_ns})
+
+
 def stream_of_compute(kernels: pd.DataFrame) -> int | None:
     """The stream that ran most kernel time (the compute stream)."""
     if kernels.empty:

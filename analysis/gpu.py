@@ -52,12 +52,17 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
     rows, gap_parts = [], []
     starts_all, ends_all = [], []
     dev = ops["device"].to_numpy()
-    for device in np.unique(dev):
-        m = dev == device
+    devices = np.unique(dev)
+    act = pd.Categorical(ops["activity"])  # categorical from gpu_ops(); an empty frame may be plain
+    cats = list(act.categories)
+    kernel_code = cats.index("kernel") if "kernel" in cats else -1
+    codes = np.asarray(act.codes)
+    for device in devices:
+        m = slice(None) if len(devices) == 1 else dev == device  # one device: no copy of every column
         s_raw, e_raw = ops["start_ns"].to_numpy()[m], ops["end_ns"].to_numpy()[m]
         order = np.argsort(s_raw, kind="stable")
         s, e = np.clip(s_raw[order], lo, hi), np.clip(e_raw[order], lo, hi)
-        kern = (np.asarray(ops["activity"])[m] == "kernel")[order]
+        kern = (codes[m] == kernel_code)[order]
         bs, be = union_sorted(s, e)
         ks, ke = union_sorted(s[kern], e[kern])
         busy, compute = int((be - bs).sum()), int((ke - ks).sum())
@@ -78,8 +83,12 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
     gap_table = (pd.concat(gap_parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if gap_parts else
                  pd.DataFrame({c: pd.Series(dtype="int64") for c in
                                ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id"]}))
-    busy = Coverage(*union(np.concatenate(starts_all), np.concatenate(ends_all))) if starts_all else Coverage(
-        np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if len(starts_all) == 1:  # already disjoint and sorted
+        busy = Coverage(starts_all[0], ends_all[0])
+    elif starts_all:
+        busy = Coverage(*union(np.concatenate(starts_all), np.concatenate(ends_all)))
+    else:
+        busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
     return util, gap_table, busy
 
 

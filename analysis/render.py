@@ -42,6 +42,10 @@ def text_report(s: dict) -> str:
             L.append(f"{label}: {m['count']} copies, {m['bytes'] / 1e9:.2f} GB, total {_ms(m['total_ns'])}, "
                      f"max {_ms(m['max_ns'])}, {m['gbps']:.1f} GB/s; host memory: {kinds}; "
                      f"{m['sync']} sync / {m['async']} async; overlapped kernels {_pct(m['overlap_fraction'])}")
+    h = s["memcpy"].get("dtoh_host")
+    if h and s["memcpy"]["dtoh"]["count"]:
+        L.append(f"host-side DtoH (all devices, {h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, "
+                 f"mean {h['mean_gbps']:.1f} GB/s over the window")
     k = s["kernels"]
     if k["count"]:
         L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "

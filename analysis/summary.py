@@ -21,6 +21,7 @@ class Options:
     window: tuple[int, int] | None = None
     top: int = 10
     pipeline_depth: int = 10
+    bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
     link_gbps: float = 55.0
 
 
@@ -36,8 +37,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     from .diagnosis import Context, diagnose
     say = progress or (lambda msg: None)
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
-    trace.prefetch("api_rows")
-    trace.prefetch("osrt", "nvtx")
+    trace.prefetch("osrt")              # the longest load: its own thread from the start
+    trace.prefetch("api_rows", "nvtx")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
@@ -74,6 +75,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # --- copies -----------------------------------------------------------------------------------
     say("joining copies to their API calls")
     gap_ids = gap_table.nlargest(900, "duration_ns")["next_correlation_id"] if len(gap_table) else []
+    if len(gap_table):  # which thread launched the work ending each gap: a runtime-table scan, in the background
+        trace.prefetch_call("launch", trace.launch_threads, gap_ids)
     copies = cp.copy_table(memcpys, trace.memcpy_api, kernels) if len(memcpys) else memcpys.assign(
         sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
         api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
@@ -83,6 +86,12 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
                      "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, kernels),
                      "compute_stream": cp.stream_of_compute(kernels)}
+    if window is not None:
+        host = cp.host_bandwidth(copies, window, "DtoH", opts.bin_ns)
+        tables["dtoh_host_timeline"] = host
+        out["memcpy"]["dtoh_host"] = {"bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns, "peak_gbps": float(host["gbps"].max()) if len(host) else 0.0,
+                                      "mean_gbps": float(host["bytes"].sum() / (window[1] - window[0])),
+                                      "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
 
     say("waiting for NVTX and OS runtime")
     trace.wait("osrt", "nvtx")
@@ -102,7 +111,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # --- gaps with their CPU context --------------------------------------------------------------
     say("finding what the CPU did during gaps")
     tables["gaps"] = gap_table
-    launch = trace.launch_threads(gap_ids) if len(gap_table) else None
+    launch = trace.result("launch") if len(gap_table) else None
     tid_of = dict(zip(launch["correlation_id"], launch["global_tid"])) if launch is not None and len(launch) else {}
     launch_tids = set(tid_of.values())
     launch_pids = {(t >> 24) & 0xFFFFFF for t in launch_tids}

@@ -60,6 +60,7 @@ class Trace:
         uri = f"file:{urllib.request.pathname2url(str(self.path.resolve()))}?mode=ro&immutable=1"
         self._uri, self._owner, self._local, self._prefetching = uri, threading.get_ident(), threading.local(), {}
         self._extra_cons: list[sqlite3.Connection] = []
+        self._results: dict[str, dict] = {}
         try:
             self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")  # some exports hold invalid UTF-8
@@ -129,6 +130,27 @@ class Trace:
             con.text_factory = self.con.text_factory
             self._extra_cons.append(con)
         return con
+
+    def prefetch_call(self, key: str, fn, *args) -> None:
+        """Run fn(*args) on a background thread; `result(key)` joins it and returns its value."""
+        box: dict = {}
+
+        def work():
+            try:
+                box["value"] = fn(*args)
+            except BaseException as e:  # re-raised on the caller's thread
+                box["error"] = e
+        t = threading.Thread(target=work, name=f"prefetch-{key}", daemon=True)
+        self._prefetching[key] = t
+        self._results[key] = box
+        t.start()
+
+    def result(self, key: str):
+        self.wait(key)
+        box = self._results.pop(key)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def prefetch(self, *names: str) -> threading.Thread:
         """Load the named frames (e.g. "osrt", "nvtx") on a background thread: SQLite scans without the GIL,
@@ -295,7 +317,7 @@ class Trace:
         if not ids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["correlation_id", "global_tid", "api_start_ns"])
         parts = [self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(ids[k:k + 900]))),
-                            ids[k:k + 900]) for k in range(0, len(ids), 900)]
+                            ids[k:k + 900], connection=self._connection()) for k in range(0, len(ids), 900)]
         return pd.concat(parts, ignore_index=True)
 
     @cached_property

@@ -50,3 +50,15 @@ def test_pinned_stage_metrics_near_the_machine(analyzed):
     assert s["memcpy"]["dtoh"]["gbps"] > 0.95 * 55
     assert s["memcpy"]["dtoh"]["overlap_fraction"] > 0.5
     assert s["gpu"]["compute_utilization"] > 0.9
+
+
+def test_host_dtoh_bandwidth_timeline(analyzed):
+    """Host-side DtoH per 10 ms bin: at link speed inside the pinned copies, total bytes conserved."""
+    for stage, lo, hi in (("pinned-long", 50, 56), ("baseline", 1.0, 1.6)):
+        a = analyzed[stage]
+        h = a.summary["memcpy"]["dtoh_host"]
+        assert lo <= h["peak_gbps"] <= hi, (stage, h)
+        t = a.tables["dtoh_host_timeline"]
+        c = a.tables["memcpy"]
+        assert abs(t["bytes"].sum() - c.loc[c["copy_kind"] == "DtoH", "bytes"].sum()) < 1e-6 * t["bytes"].sum()
+        assert h["mean_gbps"] < h["peak_gbps"] and h["devices"] == [0]
