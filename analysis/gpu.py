@@ -17,8 +17,7 @@ def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame)
             np.concatenate([np.full(len(df), i, dtype=np.int8) for i, (df, _) in enumerate(parts)]),
             categories=[a for _, a in parts])
         return pd.DataFrame(cols)
-    if not parts:
-        return pd.DataFrame({"start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64"),
+    return pd.DataFrame({"start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64"),
                              "device": pd.Series(dtype="int64"), "correlation_id": pd.Series(dtype="int64"),
                              "activity": pd.Series(dtype=object)})
     return pd.concat(parts, ignore_index=True)

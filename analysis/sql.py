@@ -28,13 +28,6 @@ SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId 
        m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
-# The API call behind each copy: one join, so a trace with millions of runtime rows is scanned once.
-MEMCPY_API = """
-SELECT m.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
-       r.globalTid AS api_global_tid, r.nameId AS api_name_id
-FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r CROSS JOIN CUPTI_ACTIVITY_KIND_MEMCPY AS m ON r.correlationId = m.correlationId"""
-# CROSS JOIN keeps the runtime table (millions of rows) as the outer loop, scanned once; SQLite indexes the small side.
-
 # One scan of the runtime table for the calls behind the copies and the host waits.
 API_ROWS = """
 SELECT r.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
@@ -56,11 +49,6 @@ NVTX_DOMAINS = """
 SELECT n.domainId AS domain_id, {text} AS domain
 FROM NVTX_EVENTS AS n {join}
 WHERE n.eventType = 75"""
-
-# Host-side waits (cudaStreamSynchronize, cudaDeviceSynchronize, ...) with the thread that waited.
-SYNC_CALLS = """
-SELECT r.start AS start_ns, r.globalTid AS global_tid, r.nameId AS name_id
-FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r CROSS JOIN CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s ON r.correlationId = s.correlationId"""
 
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"

@@ -89,9 +89,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     if window is not None:
         host = cp.host_bandwidth(copies, window, "DtoH", opts.bin_ns)
         tables["dtoh_host_timeline"] = host
-        out["memcpy"]["dtoh_host"] = {"bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns, "peak_gbps": float(host["gbps"].max()) if len(host) else 0.0,
-                                      "mean_gbps": float(host["bytes"].sum() / (window[1] - window[0])),
-                                      "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
+        out["memcpy"]["dtoh_host"] = {
+            "bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
+            "peak_gbps": float(host["gbps"].max()) if len(host) else 0.0,
+            "mean_gbps": float(host["bytes"].sum() / (window[1] - window[0])),
+            "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
 
     say("waiting for NVTX and OS runtime")
     trace.wait("osrt", "nvtx")

@@ -97,20 +97,20 @@ class Trace:
             self.con.close()
             self.con = None
 
-    def query(self, statement: str, params=(), connection=None) -> pd.DataFrame:
+    def query(self, statement: str, params=()) -> pd.DataFrame:
         try:
-            cur = (connection or self.con).execute(statement, params)
+            cur = self._connection().execute(statement, params)
             cols = [d[0] for d in cur.description]
             return pd.DataFrame.from_records(cur.fetchall(), columns=cols)
         except sqlite3.DatabaseError as e:
             raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
 
     def int_columns(self, table: str, columns: dict[str, str], where: str = "") -> pd.DataFrame:
-        """Integer columns of a big table, one SQL scan per column, parsed in C by numpy.
+        """Integer columns of a big table, in one SQL scan, parsed in C by numpy.
 
         Building a Python tuple per row (what `query()` does) costs ~4x the time and several times the
         memory on millions of rows; `group_concat` keeps the work inside SQLite and numpy. NULL reads as -1.
-        Scans run in rowid order, so the columns line up.
+        Every group_concat walks the same scan, so the columns line up.
         """
         select = ", ".join(f"group_concat(IFNULL({expr}, -1))" for expr in columns.values())
         try:
@@ -177,10 +177,10 @@ class Trace:
         return table in self.tables
 
     def columns(self, table: str) -> set[str]:
-        return {r[0] for r in self.con.execute(sql.COLUMNS, (table,))} if self.has(table) else set()
+        return {r[0] for r in self._connection().execute(sql.COLUMNS, (table,))} if self.has(table) else set()
 
     def count(self, table: str) -> int:
-        return self.con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
+        return self._connection().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
 
     def require(self, table: str, needed_for: str, how: str) -> None:
         if not self.has(table):
@@ -191,17 +191,17 @@ class Trace:
     def metadata(self) -> dict:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if self.has(table):
-                return dict(self.con.execute(sql.META.format(table=table)).fetchall())
+                return dict(self._connection().execute(sql.META.format(table=table)).fetchall())
         return {}
 
     @cached_property
     def nsys_version(self) -> str:
         return self.metadata.get("EXPORT_PRODUCT_VERSION", "2020.x or older (no export metadata)")
 
-    def strings(self, ids, connection=None) -> dict[int, str]:
+    def strings(self, ids) -> dict[int, str]:
         ids = sorted({int(i) for i in ids if i is not None and not pd.isna(i)})
         out: dict[int, str] = {}
-        con = connection or self._connection()
+        con = self._connection()
         for k in range(0, len(ids), 900):  # SQLite's parameter limit
             chunk = ids[k:k + 900]
             out.update(con.execute(sql.STRINGS_FOR.format(ids=",".join("?" * len(chunk))), chunk).fetchall())
@@ -209,7 +209,7 @@ class Trace:
 
     def _enum(self, table: str, fallback: dict[int, str], col: str = "label") -> dict[int, str]:
         if self.has(table) and col in self.columns(table):
-            return {**fallback, **dict(self.con.execute(sql.ENUM.format(col=col, table=table)).fetchall())}
+            return {**fallback, **dict(self._connection().execute(sql.ENUM.format(col=col, table=table)).fetchall())}
         return fallback
 
     # --- typed frames -----------------------------------------------------------------------------
@@ -257,9 +257,9 @@ class Trace:
             return _empty(["correlation_id", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
         sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
-        df = self.query(sql.API_ROWS.format(sync=sync), connection=self._connection())
+        df = self.query(sql.API_ROWS.format(sync=sync))
         ids = df.pop("api_name_id")
-        df["api_name"] = ids.map(self.strings(ids.unique(), connection=self._connection())).fillna("?")
+        df["api_name"] = ids.map(self.strings(ids.unique())).fillna("?")
         return df
 
     @cached_property
@@ -308,7 +308,7 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "correlation_id", "name"])
         df = self.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", sql.RUNTIME_COLUMNS)
-        df["name"] = df.pop("name_id").map(self.strings(df["name_id"].unique())).fillna("?")
+        df["name"] = self._names(df.pop("name_id"))
         return _timed(df)
 
     def launch_threads(self, correlation_ids) -> pd.DataFrame:
@@ -317,7 +317,7 @@ class Trace:
         if not ids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["correlation_id", "global_tid", "api_start_ns"])
         parts = [self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(ids[k:k + 900]))),
-                            ids[k:k + 900], connection=self._connection()) for k in range(0, len(ids), 900)]
+                            ids[k:k + 900]) for k in range(0, len(ids), 900)]
         return pd.concat(parts, ignore_index=True)
 
     @cached_property

@@ -42,14 +42,15 @@ def main(json_path, **kw):
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
+    from .distributed import current
     from .runtime import ResourceError, run
     from .workers import WorkerDied
 
-    import os
-    if os.environ.get("RANK", "0") == "0":
+    rank = current()
+    if rank.is_main:
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
                    f"{cfg.warmup} warm-up + {cfg.steps} measured steps on {cfg.device}"
-                   + (f", {os.environ['WORLD_SIZE']} ranks" if "WORLD_SIZE" in os.environ else ""), err=True)
+                   + (f", {rank.world} ranks" if rank.distributed else ""), err=True)
     try:
         record = run(cfg, log=click.echo)
     except (ResourceError, WorkerDied) as e:
@@ -60,7 +61,7 @@ def main(json_path, **kw):
         if type(e).__name__ == "OutOfMemoryError":
             raise SystemExit(f"workloads: GPU out of memory at batch {cfg.batch}; lower --batch or --img")
         raise
-    if record.get("rank", 0) != 0 and "ranks" not in record:
+    if not rank.is_main:
         return  # under torchrun rank 0 reports for every rank
     if json_path:
         with open(json_path, "w") as f:

@@ -78,7 +78,7 @@ def gather(rank: Rank, record: dict) -> dict:
     }
     merged = dict(records[0])
     merged["ranks"] = records
-    merged["throughput"] = {**total, "steps": steps}
+    merged["throughput"] = total
     merged["integrity"] = {**integ[0], "checked": all(i["checked"] for i in integ),
                            "ok": all(i["ok"] for i in integ),
                            "expected_batches": sum(i["expected_batches"] for i in integ),

@@ -80,7 +80,7 @@ class OutputWorkers:
         self.results: list[tuple[int, int]] = []
         self.buffers = buffers or []
         self.split = split if self.buffers else 1
-        self._partial: dict[int, list[int]] = {}
+        self._partial: dict[int, tuple[int, int]] = {}  # batch id -> (checksum so far, slices seen)
         self.remaining = ctx.Array("i", max(1, len(self.buffers)))
         for i in range(len(self.buffers)):
             self.free_q.put(i)
