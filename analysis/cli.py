@@ -24,8 +24,23 @@ def _window(value):
     return a, b
 
 
+def _probe(path: Path | None) -> dict | None:
+    """A `python -m workloads.linkprobe --json` record, checked enough to use."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text())
+        ok = isinstance(data, dict) and isinstance(data.get("verdict"), dict)
+    except (OSError, ValueError) as e:
+        _fail(f"--probe {path}: cannot read it as JSON ({e})")
+    if not ok:
+        _fail(f"--probe {path}: not a link-probe record (no 'verdict'); make one with "
+              "`python -m workloads.linkprobe --json FILE` on the GPU machine")
+    return data
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="write the summary JSON here (docs/json-schema.md)")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False, path_type=Path), help="write the tables as CSV into this folder")
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="write PNG charts into this folder")
@@ -35,10 +50,23 @@ def _window(value):
 @click.option("--top", default=10, show_default=True, help="rows in the top-N lists")
 @click.option("--pipeline-depth", default=10, show_default=True, help="for the short-capture rule")
 @click.option("--link-gbps", default=55.0, show_default=True, help="host link speed, for the pageable-memcpy rule")
+@click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="link-probe JSON of the machine (python -m workloads.linkprobe): measured shared DtoH capacity")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
-def main(trace, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, top, pipeline_depth, link_gbps, quiet):
-    """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep)."""
+def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, top, pipeline_depth, link_gbps,
+         probe_path, quiet):
+    """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
+
+    With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
+    also compares the GPUs and names the resource that limits them."""
     import re
+
+    probe = _probe(probe_path)
+    if len(traces) > 1:
+        if window:
+            _fail("--window applies to one trace; with several traces each GPU is analysed over its own steps")
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, quiet)
+    trace = traces[0]
 
     try:
         re.compile(step_regex)
@@ -56,6 +84,13 @@ def main(trace, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, to
         with Trace.open(trace) as t:
             a = analyze(t, Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=win, top=top,
                                    pipeline_depth=pipeline_depth, link_gbps=link_gbps), progress)
+            ranks = None
+            if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
+                from .ranks import RankOptions, analyze_ranks
+                ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex,
+                                                       link_gbps=link_gbps, probe=probe), progress=progress)
+                a.summary["ranks"] = ranks.summary
+                a.tables.update(_rank_tables(ranks))
             if plot_dir:
                 from . import plots
                 plot_dir.mkdir(parents=True, exist_ok=True)
@@ -63,6 +98,8 @@ def main(trace, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, to
                 plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
                 plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
                 plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps, title=stem)
+                if ranks is not None:
+                    plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:
@@ -76,8 +113,54 @@ def main(trace, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, to
             df.to_csv(csv_dir / f"{name}.csv", index=False)
     if not quiet:
         click.echo(text_report(a.summary))
+        if "ranks" in a.summary:
+            from .render import ranks_report
+            click.echo(ranks_report(a.summary["ranks"]))
     if progress:
         progress("done")
+
+
+def _rank_tables(ranks) -> dict:
+    return {"gpus": ranks.devices, "dtoh_host_by_gpu": ranks.host, "dtoh_copies_by_gpu": ranks.copies,
+            "dtoh_contention": ranks.tables["contention"]}
+
+
+def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, quiet):
+    """Several traces (one per rank, say): every GPU side by side on one clock."""
+    from contextlib import ExitStack
+
+    from .ranks import RankOptions, analyze_ranks
+    from .render import ranks_report
+    from .trace import Trace
+
+    t_start = time.time()
+    progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
+        if sys.stderr.isatty() else None
+    labels = [p.name.split(".")[0] for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"{i}:{lb}" for i, lb in enumerate(labels)]
+    try:
+        with ExitStack() as stack:
+            opened = [stack.enter_context(Trace.open(p)) for p in paths]
+            r = analyze_ranks(opened, RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex,
+                                                  link_gbps=link_gbps, probe=probe), labels, progress)
+            if plot_dir:
+                from . import plots
+                plot_dir.mkdir(parents=True, exist_ok=True)
+                plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
+    except TraceError as e:
+        _fail(str(e))
+    except (OSError, MemoryError) as e:
+        _fail(str(e))
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(r.summary, indent=2))
+    if csv_dir:
+        csv_dir.mkdir(parents=True, exist_ok=True)
+        for name, df in _rank_tables(r).items():
+            df.to_csv(csv_dir / f"{name}.csv", index=False)
+    if not quiet:
+        click.echo(ranks_report(r.summary))
 
 
 def _fail(msg: str):

@@ -5,11 +5,13 @@ import numpy as np
 import pandas as pd
 
 from .intervals import Coverage, union
+from .trace import process_keys
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
     """Each copy joined to its API call (api_name, sync, tid) with overlap_ns: time a kernel ran on the same device."""
-    df = memcpys.merge(api, on="correlation_id", how="left")
+    keys = process_keys(memcpys)
+    df = memcpys.merge(api if "pid" in keys else api.drop(columns="pid", errors="ignore"), on=keys, how="left")
     df["sync"] = df["sync"].astype("boolean")
     # the call returned only once the copy had finished: the launching thread was held for it
     df["blocking"] = (df["api_end_ns"] >= df["end_ns"]).astype("boolean")

@@ -8,19 +8,18 @@ from .intervals import Coverage, gaps, union, union_sorted
 
 
 def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> pd.DataFrame:
-    """Every GPU operation as (start_ns, end_ns, device, activity, correlation_id)."""
+    """Every GPU operation as (start_ns, end_ns, device, activity, correlation_id, pid)."""
     parts = [(df, a) for df, a in ((kernels, "kernel"), (memcpys, "memcpy"), (memsets, "memset")) if len(df)]
     if parts:  # numpy concatenation: pandas' concat of millions of rows costs several times more
-        cols = {c: np.concatenate([df[c].to_numpy(np.int64) for df, _ in parts])
-                for c in ("start_ns", "end_ns", "device", "correlation_id")}
+        cols = {c: np.concatenate([df[c].to_numpy(np.int64) if c in df else np.full(len(df), -1, np.int64)
+                                   for df, _ in parts])
+                for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")}
         cols["activity"] = pd.Categorical.from_codes(
             np.concatenate([np.full(len(df), i, dtype=np.int8) for i, (df, _) in enumerate(parts)]),
             categories=[a for _, a in parts])
         return pd.DataFrame(cols)
-    return pd.DataFrame({"start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64"),
-                             "device": pd.Series(dtype="int64"), "correlation_id": pd.Series(dtype="int64"),
-                             "activity": pd.Series(dtype=object)})
-    return pd.concat(parts, ignore_index=True)
+    return pd.DataFrame({**{c: pd.Series(dtype="int64") for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")},
+                         "activity": pd.Series(dtype=object)})
 
 
 def analysis_window(ops: pd.DataFrame, user: tuple[int, int] | None = None) -> tuple[int, int] | None:
@@ -40,7 +39,8 @@ def utilization(ops: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
 def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd.DataFrame:
     """Per device, stretches of the window with no GPU operation, at least min_gap_ns long.
 
-    Columns: device, start_ns, end_ns, duration_ns, next_correlation_id (the op that ends the gap, -1 at the end).
+    Columns: device, start_ns, end_ns, duration_ns, next_correlation_id and next_pid (the op that ends the gap and
+    its process; -1 at the end).
     """
     return device_pass(ops, window, min_gap_ns)[1]
 
@@ -71,8 +71,9 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
         g = gaps(bs, be, lo, hi, min_gap_ns)
         if len(g):
             nxt = np.searchsorted(s_raw[order], g["end_ns"].to_numpy(), side="left")
-            corr = ops["correlation_id"].to_numpy()[m][order]
-            g["next_correlation_id"] = np.where(nxt < len(s), corr[np.clip(nxt, 0, len(s) - 1)], -1)
+            at = np.clip(nxt, 0, len(s) - 1)
+            for col in ("correlation_id", "pid"):
+                g[f"next_{col}"] = np.where(nxt < len(s), ops[col].to_numpy()[m][order][at], -1)
             g.insert(0, "device", int(device))
             gap_parts.append(g)
         starts_all.append(bs)
@@ -81,7 +82,7 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
                                        "compute_utilization"])
     gap_table = (pd.concat(gap_parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if gap_parts else
                  pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                               ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id"]}))
+                               ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id", "next_pid"]}))
     if len(starts_all) == 1:  # already disjoint and sorted
         busy = Coverage(starts_all[0], ends_all[0])
     elif starts_all:

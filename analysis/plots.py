@@ -134,3 +134,41 @@ def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
     if title:
         fig.suptitle(title, fontsize=10)
     return save(fig, path)
+
+
+def plot_ranks(ranks, path, title: str = ""):
+    """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
+    time, stacked per GPU, against the shared capacity (right)."""
+    d, host, hs = ranks.devices, ranks.host, ranks.summary["host_dtoh"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4), gridspec_kw={"width_ratios": [1, 2]})
+    x = np.arange(len(d))
+    a1.bar(x - 0.2, 100 * d["compute_utilization"], 0.4, color=COLORS["kernel"], label="kernels, % of steps")
+    a1.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=COLORS["DtoH"], label="DtoH copies, % of steps")
+    for i, r in enumerate(d.itertuples()):
+        a1.text(i - 0.2, 100 * r.compute_utilization, f"{100 * r.compute_utilization:.0f}", ha="center", va="bottom",
+                fontsize=7)
+        if r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps:
+            a1.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
+    a1.set_xticks(x)
+    a1.set_xticklabels(d["gpu"], fontsize=8)
+    a1.set_ylim(0, 118)
+    a1.set_ylabel("% of the GPU's steps")
+    a1.legend(fontsize=7, loc="upper right")
+    a1.set_title("Per GPU", fontsize=10)
+    if len(host):
+        t0 = host["bin_start_ns"].min()
+        piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
+        ms = (piv.index.to_numpy() - t0) / 1e6
+        a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], labels=list(piv.columns), step="post",
+                     colors=["#C44E52", "#DD8452", "#CCB974", "#8172B2", "#64B5CD", "#55A868", "#937860", "#4C72B0"][
+                         :len(piv.columns)], alpha=0.85)
+        a2.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
+        a2.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
+                f"({hs['capacity_source']})", fontsize=7, va="bottom")
+        a2.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
+        a2.legend(fontsize=7, loc="upper right")
+    a2.set_xlabel("ms")
+    a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
+    a2.set_title("DtoH into host memory, all GPUs (stacked)", fontsize=10)
+    fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["resource"], fontsize=11)
+    return save(fig, path)

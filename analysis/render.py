@@ -61,3 +61,32 @@ def text_report(s: dict) -> str:
     elif g:
         L.append("diagnosis: no transfer problem found")
     return "\n".join(L)
+
+
+def ranks_report(r: dict) -> str:
+    """Several GPUs (analysis.ranks summary): one line per GPU, the shared host-side DtoH load, the verdict."""
+    L = []
+    if len(r["traces"]) > 1:
+        L.append("traces on one clock (session start): " + ", ".join(
+            f"{t['label']}={t['path']} (+{t['clock_offset_ns'] / 1e9:.3f} s)" for t in r["traces"]))
+    L.append(f"{len(r['gpus'])} GPUs, each over its own steps:")
+    for g in r["gpus"]:
+        idle = (f"; kernels wait mostly in '{g['idle_mostly_in']}' ({_pct(g['idle_share'])} of their gaps)"
+                if g.get("idle_mostly_in") and (g.get("idle_share") or 0) >= 0.2 else "")
+        rate = f"{g['steps_per_s']:.2f} steps/s" if g.get("steps_per_s") else "no steps"
+        dtoh = (f"DtoH {g['dtoh_bytes'] / 1e9:.1f} GB at {g['dtoh_gbps']:.1f} GB/s "
+                f"({_pct(g['dtoh_pinned_share'])} pinned)" if g.get("dtoh_gbps") else "no DtoH")
+        L.append(f"  {g['gpu']} (pid {g['pid']}): {rate}; busy {_pct(g['utilization'])}, kernels "
+                 f"{_pct(g['compute_utilization'])}; {dtoh}{idle}")
+    h = r["host_dtoh"]
+    L.append(f"host-side DtoH, all GPUs ({h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, mean "
+             f"{h['mean_gbps']:.1f} GB/s; shared capacity {h['capacity_gbps']:.1f} GB/s ({h['capacity_source']})")
+    for c in r["contention"]:
+        if c["gbps_together"] is not None:
+            L.append(f"  {c['memory']} copies while another GPU copies ({c['copies_together']} of {c['copies']}): "
+                     f"{c['gbps_together']:.1f} GB/s" + (f" = {c['slowdown']:.2f} x solo {c['solo_gbps']:.1f} GB/s "
+                                                        f"({c['solo_source']})" if c["slowdown"] else ""))
+    lim = r["limit"]
+    L.append(f"limit: [{lim['resource']}] {lim['verdict']}")
+    L.append(f"      -> {lim['next']}")
+    return "\n".join(L)

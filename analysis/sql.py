@@ -13,6 +13,10 @@ MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5
             6: "Managed Static", 7: "Unknown"}
 NVTX_PUSHPOP, NVTX_STARTEND = 59, 60
 
+# CUPTI correlation ids are unique only within a process: in a multi-process (torchrun) trace every join of a GPU
+# operation to its API call also matches the process. The OS pid sits in bits 24-47 of globalPid and globalTid.
+PID_OF = "(({col} >> 24) & 16777215)"
+
 # Big tables are read column by column (Trace.int_columns): output name -> SQL column.
 KERNEL_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
                   "correlation_id": "correlationId"}
@@ -24,19 +28,20 @@ OSRT_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid
 
 MEMCPYS = """
 SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId AS stream,
-       m.correlationId AS correlation_id, m.globalPid AS global_pid, m.bytes AS bytes,
+       m.correlationId AS correlation_id, {pid} AS pid, m.bytes AS bytes,
        m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
 # One scan of the runtime table for the calls behind the copies and the host waits.
 API_ROWS = """
-SELECT r.correlationId AS correlation_id, r.start AS api_start_ns, r."end" AS api_end_ns,
-       r.globalTid AS api_global_tid, r.nameId AS api_name_id
+SELECT r.correlationId AS correlation_id, ((r.globalTid >> 24) & 16777215) AS pid, r.start AS api_start_ns,
+       r."end" AS api_end_ns, r.globalTid AS api_global_tid, r.nameId AS api_name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
 WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{sync})"""  # one probe per row
 
 RUNTIME_FOR_CORRELATIONS = """
-SELECT correlationId AS correlation_id, globalTid AS global_tid, start AS api_start_ns
+SELECT correlationId AS correlation_id, ((globalTid >> 24) & 16777215) AS pid, globalTid AS global_tid,
+       start AS api_start_ns
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN ({ids})"""
 
 NVTX = """
@@ -53,6 +58,7 @@ WHERE n.eventType = 75"""
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
 PROCESSES = "SELECT globalPid AS global_pid, pid, name FROM PROCESSES"
+SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"
 GPUS = "SELECT {id_col} AS device, name FROM TARGET_INFO_GPU"
 ENUM = "SELECT id, {col} AS name FROM {table}"
 TABLES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"

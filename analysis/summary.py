@@ -114,7 +114,16 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("finding what the CPU did during gaps")
     tables["gaps"] = gap_table
     launch = trace.result("launch") if len(gap_table) else None
-    tid_of = dict(zip(launch["correlation_id"], launch["global_tid"])) if launch is not None and len(launch) else {}
+    # (pid, correlation id) -> launching thread; ids repeat across the processes of a multi-rank trace
+    tid_of = (dict(zip(zip(launch["pid"], launch["correlation_id"]), launch["global_tid"]))
+              if launch is not None and len(launch) else {})
+    if tid_of and (gap_table["next_pid"] < 0).all():  # an export without globalPid: ids alone
+        tid_of = {k[1]: v for k, v in tid_of.items()}
+        gap_key = gap_table["next_correlation_id"]
+    else:
+        gap_key = pd.Series(list(zip(gap_table["next_pid"], gap_table["next_correlation_id"])), index=gap_table.index,
+                            dtype=object)
+    gap_table = gap_table.assign(launch_key=gap_key) if len(gap_table) else gap_table
     launch_tids = set(tid_of.values())
     launch_pids = {(t >> 24) & 0xFFFFFF for t in launch_tids}
     if len(osrt) and launch_pids and len(gap_table):
@@ -128,11 +137,10 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     per_thread = {tid: osrt_launch_proc[osrt_launch_proc["global_tid"].to_numpy() == tid] for tid in launch_tids}
     top = []
     for g in gap_table.nlargest(opts.top, "duration_ns").to_dict("records"):
-        tid = tid_of.get(g["next_correlation_id"])
+        tid = tid_of.get(g["launch_key"])
         ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, osrt.iloc[0:0]), tid)
         top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
-                    "launch_tid": (int(tid_of[g["next_correlation_id"]]) & 0xFFFFFF) if g["next_correlation_id"] in tid_of else None,
-                    **ctx})
+                    "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})
     covered = cpu.gap_cover_by_range(gap_table, nvtx, launch_tids, opts.step_regex)
     osrt_gaps = cpu.osrt_in_gaps(gap_table, osrt_launch_proc)
     tables["gap_ranges"], tables["gap_osrt"] = covered, osrt_gaps

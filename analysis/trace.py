@@ -198,6 +198,14 @@ class Trace:
     def nsys_version(self) -> str:
         return self.metadata.get("EXPORT_PRODUCT_VERSION", "2020.x or older (no export metadata)")
 
+    @cached_property
+    def session_start_utc_ns(self) -> int | None:
+        """When the capture session began (UTC ns): trace timestamps count from it; None in exports without it."""
+        if not self.has("TARGET_INFO_SESSION_START_TIME"):
+            return None
+        row = self._connection().execute(sql.SESSION_START).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
     def strings(self, ids) -> dict[int, str]:
         ids = sorted({int(i) for i in ids if i is not None and not pd.isna(i)})
         out: dict[int, str] = {}
@@ -215,12 +223,13 @@ class Trace:
     # --- typed frames -----------------------------------------------------------------------------
     @cached_property
     def kernels(self) -> pd.DataFrame:
-        """start_ns, end_ns, duration_ns, device, stream, correlation_id, global_pid, name."""
+        """start_ns, end_ns, duration_ns, device, stream, correlation_id, pid (of the launching process), name."""
         if not self.has("CUPTI_ACTIVITY_KIND_KERNEL"):
-            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "name"])
+            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
         name_col = "shortName" if "shortName" in cols else "demangledName"
-        df = self.int_columns("CUPTI_ACTIVITY_KIND_KERNEL", {**sql.KERNEL_COLUMNS, "name_id": name_col})
+        df = self.int_columns("CUPTI_ACTIVITY_KIND_KERNEL", {**sql.KERNEL_COLUMNS, "pid": self._pid_expr(cols),
+                                                             "name_id": name_col})
         df["name"] = self._names(df.pop("name_id"))
         return _timed(df)
 
@@ -237,11 +246,12 @@ class Trace:
     @cached_property
     def memcpys(self) -> pd.DataFrame:
         """One row per copy: timing, bytes, copy_kind (HtoD, DtoH, ...), src_kind/dst_kind (Pageable, Pinned, Device, ...), gbps."""
-        cols = ["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "bytes", "copy_kind",
+        cols = ["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes", "copy_kind",
                 "src_kind", "dst_kind", "gbps"]
         if not self.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
             return _empty(cols)
-        df = _timed(self.query(sql.MEMCPYS))
+        pid = self._pid_expr(self.columns("CUPTI_ACTIVITY_KIND_MEMCPY"), "m.globalPid")
+        df = _timed(self.query(sql.MEMCPYS.format(pid=pid)))
         copy_kind = {k: _short_copy_kind(v) for k, v in self._enum("ENUM_CUDA_MEMCPY_OPER", sql.COPY_KIND).items()}
         mem_kind = self._enum("ENUM_CUDA_MEM_KIND", sql.MEM_KIND)
         df["copy_kind"] = df.pop("copy_kind_id").map(copy_kind).fillna("Unknown")
@@ -254,7 +264,7 @@ class Trace:
     def api_rows(self) -> pd.DataFrame:
         """Runtime rows behind every copy and every host wait, in one scan of the runtime table."""
         if not (self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and self.has("CUPTI_ACTIVITY_KIND_MEMCPY")):
-            return _empty(["correlation_id", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
+            return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
         sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
         df = self.query(sql.API_ROWS.format(sync=sync))
@@ -270,10 +280,12 @@ class Trace:
         synchronize right after it (what torch's `.cpu()` and `copy_()` without non_blocking do).
         """
         if not (self.has("CUPTI_ACTIVITY_KIND_MEMCPY") and self.has("CUPTI_ACTIVITY_KIND_RUNTIME")):
-            return _empty(["correlation_id", "api_start_ns", "api_end_ns", "api_global_tid", "api_name", "sync", "tid"])
+            return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name", "sync",
+                           "tid"])
         self.wait("api_rows")
         rows = self.api_rows
-        df = rows[rows["correlation_id"].isin(self.memcpys["correlation_id"])].copy()
+        keys = process_keys(self.memcpys)
+        df = rows.merge(self.memcpys[keys].drop_duplicates(), on=keys, how="inner")
         df["tid"] = df["api_global_tid"] & 0xFFFFFF
         df["sync"] = ~df["api_name"].str.contains("Async", regex=False) | self._synchronized_after(df, rows)
         return df.reset_index(drop=True)
@@ -299,8 +311,14 @@ class Trace:
     @cached_property
     def memsets(self) -> pd.DataFrame:
         if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
-            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "bytes"])
-        return _timed(self.int_columns("CUPTI_ACTIVITY_KIND_MEMSET", sql.MEMSET_COLUMNS))
+            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes"])
+        cols = self.columns("CUPTI_ACTIVITY_KIND_MEMSET")
+        return _timed(self.int_columns("CUPTI_ACTIVITY_KIND_MEMSET", {**sql.MEMSET_COLUMNS, "pid": self._pid_expr(cols)}))
+
+    @staticmethod
+    def _pid_expr(columns: set[str], col: str = "globalPid") -> str:
+        """The launching process's OS pid, or -1 where an export has no globalPid (joins then use ids alone)."""
+        return sql.PID_OF.format(col=col) if "globalPid" in columns else "-1"
 
     @cached_property
     def runtime(self) -> pd.DataFrame:
@@ -315,7 +333,7 @@ class Trace:
         """correlation_id -> global_tid of the runtime call that launched it (for a few ids)."""
         ids = sorted({int(i) for i in correlation_ids})
         if not ids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-            return _empty(["correlation_id", "global_tid", "api_start_ns"])
+            return _empty(["correlation_id", "pid", "global_tid", "api_start_ns"])
         parts = [self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(ids[k:k + 900]))),
                             ids[k:k + 900]) for k in range(0, len(ids), 900)]
         return pd.concat(parts, ignore_index=True)
@@ -383,8 +401,15 @@ def _short_copy_kind(label: str) -> str:
     return label
 
 
+def process_keys(gpu_rows: pd.DataFrame) -> list[str]:
+    """Join keys from GPU rows to runtime rows: (pid, correlation_id); correlation ids repeat across processes."""
+    if "pid" in gpu_rows and (gpu_rows["pid"].to_numpy() >= 0).all():
+        return ["pid", "correlation_id"]
+    return ["correlation_id"]
+
+
 def _empty(cols) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "device", "stream", "bytes", "tid"))
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "device", "stream", "bytes", "tid", "pid"))
                                       else "object") for c in cols})
 
 

@@ -10,8 +10,9 @@ import click
 from analysis.errors import TraceError
 
 from . import charts, render
-from .collect import BUNDLED, ReportInputError, find_bench, find_traces
-from .compare import results_table, stage_row
+from .collect import (BUNDLED, ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_scaling, find_traces,
+                      split_multi_gpu)
+from .compare import gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
           ("GPU idle time per step", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),
@@ -24,21 +25,32 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="bench JSON (`make bench`); default: bench.json in the given folders")
 @click.option("--link-gbps", default=55.0, show_default=True)
-def main(paths, out_dir, bench_path, link_gbps):
+@click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="link-probe JSON (python -m workloads.linkprobe); default: probe.json in the given folders")
+def main(paths, out_dir, bench_path, link_gbps, probe_path):
     """Compare stages: one trace per stage from run folders (runs/<stage>/<stage>.sqlite), files, or, with no
-    argument, the H200 traces bundled with the toolkit."""
+    argument, the H200 traces bundled with the toolkit. Multi-GPU runs (`make profile GPUS=N`: <stage>-x<N>gpu)
+    get their own section: every GPU side by side and the shared resource that limits them."""
     from analysis import Trace
     from analysis.summary import Options, analyze
 
     paths = list(paths)
     try:
-        traces = find_traces(paths)
+        traces, multi = split_multi_gpu(find_traces(paths))
+        if not paths:
+            multi = bundled_multi_gpu()
         bench = find_bench(paths, bench_path)
+        probe, probe_file = find_probe(paths, probe_path)
+        scaling = scaling_summary(find_scaling(paths)[0])
     except ReportInputError as e:
         _fail(str(e))
+    if not traces and not multi:
+        _fail("no traces to compare")
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, timeline_items, opened = [], [], []
+    gpus_md, gpu_charts = "", {}
     try:
+        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps)
         for i, (stage, path) in enumerate(traces.items(), 1):
             click.echo(f"compare-traces: [{i}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
@@ -48,13 +60,14 @@ def main(paths, out_dir, bench_path, link_gbps):
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
         df = results_table(rows)
-        click.echo("compare-traces: drawing charts", err=True)
-        charts.throughput(df, out_dir / "throughput.png")
-        charts.utilization(df, out_dir / "utilization.png")
-        charts.gaps(df, out_dir / "gaps.png")
-        charts.dtoh(df, out_dir / "dtoh.png", link_gbps)
-        charts.overlap(df, out_dir / "overlap.png")
-        charts.timelines(timeline_items, out_dir / "timelines.png")
+        if len(df):
+            click.echo("compare-traces: drawing charts", err=True)
+            charts.throughput(df, out_dir / "throughput.png")
+            charts.utilization(df, out_dir / "utilization.png")
+            charts.gaps(df, out_dir / "gaps.png")
+            charts.dtoh(df, out_dir / "dtoh.png", link_gbps)
+            charts.overlap(df, out_dir / "overlap.png")
+            charts.timelines(timeline_items, out_dir / "timelines.png")
     except TraceError as e:
         _fail(str(e))
     finally:
@@ -64,14 +77,58 @@ def main(paths, out_dir, bench_path, link_gbps):
     env = next((b.get("environment") for b in bench.values() if b.get("environment")), None)
     note = (f"Traces: {src}." + (f" Throughput: unprofiled bench on {env.get('gpu')} (torch {env.get('torch')}, "
                                  f"{env.get('cpus')} CPUs)." if env else ""))
-    chart_map = dict(CHARTS)
-    md = render.markdown(df, {t: n for t, n in CHARTS}, {s: str(p) for s, p in traces.items()}, note)
+    chart_map = dict(CHARTS) if len(df) else {}
+    sources = {s: str(p) for s, p in {**traces, **multi}.items()}
+    md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts)
     (out_dir / "report.md").write_text(md)
-    (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df), df, {t: n for t, n in CHARTS}, note))
-    (out_dir / "results.json").write_text(json.dumps(df.drop(columns=["diagnosis"]).to_dict("records"), indent=2,
-                                                     default=float) + "\n")
-    click.echo(render.results_markdown(df))
-    click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {len(chart_map)} PNGs in {out_dir}")
+    (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df), df, chart_map, note, gpus_md,
+                                                          gpu_charts))
+    (out_dir / "results.json").write_text(json.dumps(df.drop(columns=["diagnosis"], errors="ignore").to_dict("records"),
+                                                     indent=2, default=float) + "\n")
+    if len(df):
+        click.echo(render.results_markdown(df))
+    if gpus_md:
+        click.echo(gpus_md)
+    click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {len(chart_map) + len(gpu_charts)} "
+               f"PNGs in {out_dir}")
+
+
+def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps) -> tuple[str, dict]:
+    """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown."""
+    from analysis import Trace
+    from analysis.plots import plot_ranks
+    from analysis.ranks import RankOptions, analyze_ranks
+
+    rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
+    for i, (run, path) in enumerate(multi.items(), 1):
+        click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} ({path.name})", err=True)
+        with Trace.open(path) as t:
+            r = analyze_ranks([t], RankOptions(link_gbps=link_gbps, probe=probe))
+        rows += gpu_rows(run, r)
+        verdicts[run] = r.summary["limit"]
+        ranks_json[run] = r.summary
+        name = f"gpus_{run}.png"
+        plot_ranks(r, out_dir / name, title=run)
+        chart_files[f"{run}: every GPU and the host-side DtoH they share"] = name
+    if not rows:
+        return "", {}
+    (out_dir / "gpus.json").write_text(json.dumps({"scaling": scaling, "runs": ranks_json}, indent=2) + "\n")
+    note = ""
+    if probe:
+        v = probe.get("verdict", {})
+        note = ("Link probe (`python -m workloads.linkprobe`, unprofiled" + (f", {_shown(probe_file)}" if probe_file else "")
+                + "): " + "; ".join(f"{m} DtoH {sum(x['solo_gbps']) / len(x['solo_gbps']):.1f} GB/s per GPU alone, "
+                                    f"{x['together_gbps']:.1f} GB/s all GPUs at once ({x['scaling']:.2f} x the sum)"
+                                    for m, x in sorted(v.items(), reverse=True) if x.get("together_gbps")) + ".")
+    return render.gpus_markdown(rows, verdicts, scaling, note), chart_files
+
+
+def _shown(path: Path) -> str:
+    """A path as the reader knows it: relative to the working folder when it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _fail(msg):

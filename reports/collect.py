@@ -66,3 +66,42 @@ def find_bench(paths: list[Path], explicit: Path | None) -> dict[str, dict]:
     if explicit:
         raise ReportInputError(f"{explicit}: no such bench file; run `make bench` to make one")
     return {}
+
+
+BUNDLED_GPUS = Path(__file__).resolve().parent / "data" / "h200x2"
+MULTI_GPU = re.compile(r"-x(\d+)(?:gpu)?$")
+
+
+def split_multi_gpu(traces: dict[str, Path]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """(single-GPU stages, multi-GPU runs): `make profile GPUS=N` names its run <stage>-x<N>gpu."""
+    single = {s: p for s, p in traces.items() if not MULTI_GPU.search(s)}
+    return single, {s: p for s, p in traces.items() if MULTI_GPU.search(s)}
+
+
+def bundled_multi_gpu() -> dict[str, Path]:
+    return {_stage_of(p)[0]: p for p in sorted(BUNDLED_GPUS.glob("*.sqlite.xz")) if MULTI_GPU.search(_stage_of(p)[0])}
+
+
+def _json_in(paths: list[Path], name: str) -> tuple[dict | None, Path | None]:
+    for folder in [p for p in paths if p.is_dir()] if paths else [BUNDLED_GPUS]:
+        for c in sorted(folder.rglob(name)):
+            try:
+                return json.loads(c.read_text()), c
+            except json.JSONDecodeError as e:
+                raise ReportInputError(f"{c}: not valid JSON ({e})") from None
+    return None, None
+
+
+def find_probe(paths: list[Path], explicit: Path | None) -> tuple[dict | None, Path | None]:
+    """The link-probe record (python -m workloads.linkprobe --json): --probe, probe.json in the folders, or bundled."""
+    if explicit:
+        if not explicit.exists():
+            raise ReportInputError(f"{explicit}: no such probe file; make one with `python -m workloads.linkprobe --json`")
+        data, _ = _json_in([explicit.parent], explicit.name)
+        return data, explicit
+    return _json_in(paths, "probe.json")
+
+
+def find_scaling(paths: list[Path]) -> tuple[dict | None, Path | None]:
+    """Unprofiled single-GPU vs N-GPU run (benchmarks/h200x2_ranks.sh: ranks.json), when there is one."""
+    return _json_in(paths, "ranks.json")

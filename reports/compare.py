@@ -37,3 +37,31 @@ def results_table(rows: list[dict]) -> pd.DataFrame:
     ceil = df.loc[df["stage"] == "ceiling", "steps_per_s"]
     df["of_ceiling"] = df["steps_per_s"] / ceil.iloc[0] if len(ceil) and ceil.iloc[0] else None
     return df
+
+
+def gpu_rows(run: str, ranks) -> list[dict]:
+    """One row per GPU of a multi-GPU run, plus the run's shared-resource verdict on each row."""
+    s = ranks.summary
+    worst = min((c for c in s["contention"] if c["slowdown"] is not None), key=lambda c: c["slowdown"], default=None)
+    out = []
+    for g in s["gpus"]:
+        out.append({"run": run, "gpu": g["gpu"], "steps_per_s": g["steps_per_s"], "utilization": g["utilization"],
+                    "compute_utilization": g["compute_utilization"], "dtoh_gbps": g["dtoh_gbps"],
+                    "dtoh_pinned_share": g["dtoh_pinned_share"], "idle_mostly_in": g["idle_mostly_in"],
+                    "idle_share": g["idle_share"], "host_peak_gbps": s["host_dtoh"]["peak_gbps"],
+                    "capacity_gbps": s["host_dtoh"]["capacity_gbps"],
+                    "slowdown": worst["slowdown"] if worst else None, "limit": s["limit"]["resource"]})
+    return out
+
+
+def scaling_summary(record: dict | None) -> dict | None:
+    """From benchmarks/h200x2_ranks.sh's ranks.json: N-GPU total against N x the single-GPU run (unprofiled)."""
+    if not record or "one" not in record or "all" not in record:
+        return None
+    one, total = record["one"]["throughput"]["steps_per_s"], record["all"]["throughput"]
+    n = total.get("world_size", len(total.get("per_rank_steps_per_s", [])) or 1)
+    return {"stage": record["all"].get("stage"), "gpus": n, "single_steps_per_s": one,
+            "total_steps_per_s": total["steps_per_s"], "per_rank_steps_per_s": total.get("per_rank_steps_per_s"),
+            "efficiency": total["steps_per_s"] / (n * one) if one else None,
+            "integrity_ok": record["all"]["integrity"]["ok"], "gpu": record["one"].get("environment", {}).get("gpu"),
+            "cpus": record["one"].get("environment", {}).get("cpus")}

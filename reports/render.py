@@ -34,7 +34,8 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str) -> str:
+def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str, gpus_md: str = "",
+             gpu_charts: dict[str, str] | None = None) -> str:
     parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
              "steps/s: " + ("; ".join(f"{r['stage']}: {r['throughput_source']}" for r in df.to_dict("records")
                                       if r["throughput_source"] != "bench (unprofiled)") or
@@ -42,12 +43,18 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
              ". Every other column comes from the stage's trace.", ""]
     for title, name in charts.items():
         parts += [f"## {title}", "", f"![{title}]({name})", ""]
-    parts += ["## Diagnosis", "", diagnosis_markdown(df), "## Traces", ""]
+    parts += ["## Diagnosis", "", diagnosis_markdown(df)]
+    if gpus_md:
+        parts += ["## Several GPUs", "", gpus_md]
+        for title, name in (gpu_charts or {}).items():
+            parts += [f"![{title}]({name})", ""]
+    parts += ["## Traces", ""]
     parts += [f"- {s}: `{p}`" for s, p in sources.items()]
     return "\n".join(parts) + "\n"
 
 
-def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str) -> str:
+def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str, gpus_md: str = "",
+              gpu_charts: dict[str, str] | None = None) -> str:
     rows = []
     header = md_table.splitlines()[0].strip("|").split("|")
     for line in md_table.splitlines()[2:]:
@@ -64,4 +71,53 @@ def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str
             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
             f"<h1>Transfer bottlenecks by stage</h1><p>{html.escape(note)}</p><table><tr>"
             + "".join(f"<th>{html.escape(h.strip())}</th>" for h in header) + "</tr>" + "".join(rows) + "</table>"
-            + imgs + "<h2>Diagnosis</h2>" + "".join(diag) + "</body></html>")
+            + imgs + "<h2>Diagnosis</h2>" + "".join(diag) + _gpus_html(gpus_md, gpu_charts or {}) + "</body></html>")
+
+
+def _gpus_html(gpus_md: str, charts: dict[str, str]) -> str:
+    """The Markdown section as HTML: its table as a table, its other lines as paragraphs."""
+    if not gpus_md:
+        return ""
+    lines, out, table = gpus_md.splitlines(), [], []
+    for line in lines + [""]:
+        if line.startswith("|"):
+            if not set(line) <= set("|-"):
+                table.append(line)
+            continue
+        if table:
+            head, *body = table
+            cell = lambda tag, row: "".join(f"<{tag}>{html.escape(c.strip())}</{tag}>" for c in row.strip("|").split("|"))
+            out.append("<table><tr>" + cell("th", head) + "</tr>" + "".join(f"<tr>{cell('td', r)}</tr>" for r in body)
+                       + "</table>")
+            table = []
+        if line.strip():
+            out.append(f"<p>{html.escape(line.strip().lstrip('- ').replace('**', ''))}</p>")
+    imgs = "".join(f"<img src='{n}' alt='{html.escape(t)}' style='max-width:100%'>" for t, n in charts.items())
+    return "<h2>Several GPUs</h2>" + "".join(out) + imgs
+
+
+def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: dict | None, probe_note: str) -> str:
+    """The 'Several GPUs' section: scaling (unprofiled), one row per GPU (traces), each run's limit."""
+    out = []
+    if scaling:
+        out += [f"Unprofiled: `{scaling['stage']}` on {scaling['gpus']} GPUs ran {scaling['total_steps_per_s']:.2f} "
+                f"steps/s in total against {scaling['single_steps_per_s']:.2f} on one GPU: "
+                f"**{scaling['efficiency']:.2f} x N x single** (goal >= 0.9); per rank "
+                + ", ".join(f"{x:.2f}" for x in scaling["per_rank_steps_per_s"] or [])
+                + f"; integrity {'ok' if scaling['integrity_ok'] else 'FAILED'} "
+                  f"({scaling['gpu']}, {scaling['cpus']} CPUs).", ""]
+    if probe_note:
+        out += [probe_note, ""]
+    out += ["| run | GPU | steps/s (trace) | busy | kernels | DtoH GB/s | pinned | kernels wait in | host DtoH peak | "
+            "copies while others copy | limit |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        wait = (f"{r['idle_mostly_in']} ({r['idle_share']:.0%})" if r["idle_mostly_in"] and (r["idle_share"] or 0) >= 0.2
+                else "")
+        out.append("| " + " | ".join([
+            r["run"], r["gpu"], _f(r["steps_per_s"], "{:.2f}"), _f(r["utilization"], "{:.0%}"),
+            _f(r["compute_utilization"], "{:.0%}"), _f(r["dtoh_gbps"], "{:.1f}"), _f(r["dtoh_pinned_share"], "{:.0%}"),
+            wait, _f(r["host_peak_gbps"], "{:.0f} GB/s"), _f(r["slowdown"], "{:.2f} x solo"), r["limit"]]) + " |")
+    out.append("")
+    for run, lim in verdicts.items():
+        out.append(f"- **{run}**: [{lim['resource']}] {lim['verdict']}.  \n  *Next:* {lim['next']}")
+    return "\n".join(out) + "\n"

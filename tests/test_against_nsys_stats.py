@@ -7,7 +7,7 @@ import pytest
 
 from analysis import Trace
 from analysis.cpu import nvtx_summary
-from conftest import SHARED_TRACES
+from conftest import ROOT, SHARED_TRACES
 
 REPORTS = "cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,nvtx_sum"
 
@@ -35,6 +35,12 @@ def _local_copy(path, tmp_path):
 @pytest.mark.parametrize("name", ["baseline", "streams", "pinned", "multiproc", "pinned-long"])
 def test_h200_totals_match_nsys_stats(nsys, h200, tmp_path, name):
     _check(nsys, _local_copy(h200[name], tmp_path), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["pinned-x2", "streams-x2"])
+def test_two_rank_totals_match_nsys_stats(nsys, tmp_path, name):
+    """One trace, two processes whose correlation ids collide: every copy still counted once."""
+    _check(nsys, _local_copy(ROOT / "reports" / "data" / "h200x2" / f"{name}.sqlite.xz", tmp_path), tmp_path)
 
 
 def test_public_totals_match_nsys_stats(nsys, public_traces, tmp_path):

@@ -1,7 +1,7 @@
 """compare-traces on the bundled real H200 traces (the README's main job on a machine without a GPU)."""
 import json
 
-from conftest import H200, run_cli, sha256
+from conftest import H200, ROOT, run_cli, sha256
 
 CHARTS = ["dtoh.png", "gaps.png", "overlap.png", "throughput.png", "timelines.png", "utilization.png"]
 
@@ -27,6 +27,12 @@ def test_bundled_report(tmp_path):
     assert rows["pinned"]["of_ceiling"] >= 0.9 and rows["pinned"]["dtoh_memory"] == "Pinned"
     assert rows["streams"]["dtoh_memory"] == "Pageable" and rows["baseline"]["dtoh_gbps"] < 4
     assert {p.name: sha256(p) for p in H200.iterdir()} == before
+    # several GPUs: the bundled 2 x H200 runs, each GPU side by side and the limit named
+    assert "## Several GPUs" in md and "1.00 x N x single" in md
+    assert "| pinned-x2 | GPU 1 |" in md and "[gpu-compute]" in md and "[rank-pipeline]" in md
+    assert (out / "gpus_pinned-x2.png").read_bytes()[:4] == b"\x89PNG" and "src='gpus_streams-x2.png'" in html
+    gpus = json.loads((out / "gpus.json").read_text())
+    assert gpus["scaling"]["efficiency"] >= 0.9 and set(gpus["runs"]) == {"pinned-x2", "streams-x2"}
 
 
 def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
@@ -40,6 +46,14 @@ def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
     rows = {r["stage"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())}
     assert set(rows) == {"baseline", "pinned"} and rows["pinned"]["captured_steps"] == 12
     assert rows["pinned"]["throughput_source"] == "trace"
+    # a multi-GPU run from `make profile GPUS=2` gets the GPU section, not a stage row
+    (runs / "pinned-x2gpu").mkdir()
+    (runs / "pinned-x2gpu" / "pinned-x2gpu.sqlite.xz").write_bytes((ROOT / "reports/data/h200x2/pinned-x2.sqlite.xz").read_bytes())
+    r = run_cli("-m", "reports", str(runs), "--out", str(tmp_path / "o2"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {r["stage"] for r in json.loads((tmp_path / "o2" / "results.json").read_text())} == {"baseline", "pinned"}
+    md = (tmp_path / "o2" / "report.md").read_text()
+    assert "| pinned-x2gpu | GPU 0 |" in md and "Link probe" not in md  # no bundled figures mixed into a user's runs
     r = run_cli("-m", "reports", str(tmp_path / "nothing-here"))
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("-m", "reports", str(runs), "--bench", str(tmp_path / "missing.json"))

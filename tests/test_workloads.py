@@ -162,3 +162,17 @@ def test_torchrun_ranks_on_cpu(ranks, tmp_path):
     assert len({x["config"]["seed"] for x in rec["ranks"]}) == ranks  # every rank reads its own data
     assert rec["throughput"]["world_size"] == ranks and rec["throughput"]["steps"] == 3 * ranks
     assert rec["integrity"]["ok"] and rec["integrity"]["expected_batches"] == 4 * ranks
+
+
+def test_worker_counts_under_torchrun_default_per_gpu_else_shared():
+    from workloads.config import RunConfig
+    from workloads.distributed import Rank, share, worker_totals
+    # unset: each of 4 ranks gets the single-GPU default; set: the total is divided among them
+    totals = worker_totals(None, None, 4)
+    cfg = RunConfig(device="cpu", **totals)
+    assert share(cfg, Rank(2, 4, 2)).output_workers == RunConfig().output_workers
+    assert share(cfg, Rank(2, 4, 2)).loader_workers == RunConfig().loader_workers
+    mine = share(RunConfig(device="cpu", **worker_totals(6, 8, 4)), Rank(1, 4, 1))
+    assert (mine.loader_workers, mine.output_workers) == (1, 2)
+    assert worker_totals(None, None, 1) == {"loader_workers": RunConfig().loader_workers,
+                                            "output_workers": RunConfig().output_workers}

@@ -22,8 +22,10 @@ D = RunConfig()
 @click.option("--layers", type=int, default=D.layers, show_default=True, help="encoder layers")
 @click.option("--steps", type=int, default=D.steps, show_default=True, help="measured steps")
 @click.option("--warmup", type=int, default=D.warmup, show_default=True)
-@click.option("--loader-workers", type=int, default=D.loader_workers, show_default=True)
-@click.option("--output-workers", type=int, default=D.output_workers, show_default=True)
+@click.option("--loader-workers", type=int, default=None,
+              help=f"DataLoader workers in total; default {D.loader_workers} per GPU (rank)")
+@click.option("--output-workers", type=int, default=None,
+              help=f"output workers in total, shared out among ranks; default {D.output_workers} per GPU (rank)")
 @click.option("--buffers", type=int, default=D.buffers, show_default=True, help="output buffer pool; 0 = workers + 2")
 @click.option("--postprocess", default=D.postprocess, show_default=True, help="devnull or npy:DIR")
 @click.option("--chunk-mb", type=int, default=D.chunk_mb, show_default=True,
@@ -38,15 +40,16 @@ D = RunConfig()
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the run record here")
 def main(json_path, **kw):
     """Run one pipeline stage of the article (or beyond it) and report throughput and integrity."""
+    from .distributed import current, worker_totals
+    rank = current()
+    kw.update(worker_totals(kw["loader_workers"], kw["output_workers"], rank.world))
     try:
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
-    from .distributed import current
     from .runtime import ResourceError, run
     from .workers import WorkerDied
 
-    rank = current()
     if rank.is_main:
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
                    f"{cfg.warmup} warm-up + {cfg.steps} measured steps on {cfg.device}"

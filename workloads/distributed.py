@@ -41,6 +41,15 @@ def init(rank: Rank, device_type: str) -> None:
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
 
 
+def worker_totals(loader_workers: int | None, output_workers: int | None, world: int) -> dict:
+    """Worker counts for the whole job. Unset: the single-GPU default on every GPU (so N GPUs get N x the workers of
+    the single-GPU run); set: a total that share() divides among the ranks."""
+    from .config import RunConfig
+    d = RunConfig()
+    return {"loader_workers": d.loader_workers * world if loader_workers is None else loader_workers,
+            "output_workers": d.output_workers * world if output_workers is None else output_workers}
+
+
 def share(cfg, rank: Rank):
     """This rank's config: its share of the loader and output workers, its own data (seed), its own GPU."""
     if not rank.distributed:

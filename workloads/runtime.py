@@ -120,6 +120,7 @@ def run(cfg: RunConfig, log=print) -> dict:
             _sync(device)
             elapsed = time.perf_counter() - t0
             if cfg.profile and device.type == "cuda":
+                dd.barrier(rank)  # nsys ends a multi-process capture at the first stop: stop together
                 torch.cuda.profiler.stop()
         if stage.copies_output:
             integrity = compare({i: int(v.item()) for i, v in expected.items()}, list(stage.results()))

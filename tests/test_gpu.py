@@ -1,0 +1,68 @@
+"""On a GPU machine only (skipped elsewhere; CI has no GPU): torchrun on one GPU and on every GPU, the link probe,
+and a multi-rank capture analysed per device. docs/benchmarks.md records the runs on the lent H200 machines."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+SMALL = ["--batch", "8", "--steps", "4", "--warmup", "1"]
+
+
+def _torchrun(n: int, tmp_path, *args):
+    out = tmp_path / f"ranks{n}.json"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), "-m", "workloads",
+                        "--stage", "pinned", *SMALL, *args, "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_torchrun_world_size_one_on_gpu(tmp_path):
+    rec = _torchrun(1, tmp_path)
+    assert rec["throughput"]["world_size"] == 1 and len(rec["ranks"]) == 1
+    assert rec["ranks"][0]["config"]["output_workers"] == 8  # the single-GPU default, not a share of it
+    assert rec["integrity"]["ok"] and rec["integrity"]["expected_batches"] == 5
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_torchrun_every_gpu_each_rank_its_own_device(tmp_path):
+    n = torch.cuda.device_count()
+    rec = _torchrun(n, tmp_path)
+    assert sorted(r["environment"]["gpu_index"] for r in rec["ranks"]) == list(range(n))
+    assert rec["integrity"]["ok"] and rec["integrity"]["per_rank_ok"] == [True] * n
+
+
+def test_linkprobe_pinned_beats_pageable(tmp_path):
+    out = tmp_path / "probe.json"
+    r = subprocess.run([sys.executable, "-m", "workloads.linkprobe", "--mb", "256", "--repeat", "3", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    v = json.loads(out.read_text())["verdict"]
+    assert min(v["pinned"]["solo_gbps"]) > max(v["pageable"]["solo_gbps"])
+
+
+def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
+    from profiling.locate import NsysNotFound, find_nsys
+    try:
+        find_nsys()
+    except NsysNotFound as e:
+        pytest.skip(str(e))
+    n = torch.cuda.device_count()
+    r = subprocess.run([sys.executable, "-m", "profiling", "stage", "pinned", "--gpus", str(n), "--steps", "3",
+                        "--warmup", "1", "--out-dir", str(tmp_path), "--batch", "8"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    from analysis import Trace
+    from analysis.ranks import analyze_ranks
+    with Trace.open(r.stdout.strip().splitlines()[-1]) as t:
+        ranks = analyze_ranks([t])
+    assert sorted(ranks.devices["device"]) == list(range(n))
+    assert (ranks.devices["dtoh_bytes"] > 0).all()

@@ -1,0 +1,108 @@
+"""Several GPUs, on real traces: a torchrun capture of 2 x H200 (one nsys, two ranks), the link probe traced on
+both GPUs, and separate single-GPU traces put on one clock."""
+import json
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import Trace
+from analysis.inputs import resolve_input
+from analysis.ranks import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
+from conftest import ROOT, run_cli
+
+X2 = ROOT / "reports" / "data" / "h200x2"
+PROBE = json.loads((X2 / "probe.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def x2():
+    return {p.name.split(".")[0]: p for p in X2.glob("*.sqlite.xz")}
+
+
+def _ranks(path, **kw):
+    with Trace.open(path) as t:
+        return analyze_ranks([t], RankOptions(**kw))
+
+
+def test_copies_join_their_own_process_api_calls(x2):
+    """Correlation ids repeat across the ranks' processes: each copy must meet its own call, once."""
+    local, _ = resolve_input(x2["pinned-x2"])
+    with sqlite3.connect(f"file:{local}?mode=ro", uri=True) as db:
+        n_rows, n_ids = db.execute("SELECT count(*), count(DISTINCT correlationId) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
+    assert n_ids < n_rows  # the trap is really in this trace
+    from analysis.copies import copy_table
+    with Trace.open(x2["pinned-x2"]) as t:
+        table = copy_table(t.memcpys, t.memcpy_api, t.kernels)
+        assert len(table) == n_rows
+        assert table["api_name"].notna().all()
+        assert ((table["api_global_tid"].to_numpy() >> 24) & 0xFFFFFF == table["pid"].to_numpy()).all()
+
+
+def test_torchrun_capture_every_gpu_compute_bound(x2):
+    r = _ranks(x2["pinned-x2"], probe=PROBE)
+    d = r.devices
+    assert list(d["device"]) == [0, 1] and d["pid"].nunique() == 2  # one rank per GPU
+    assert (d["steps"] == 12).all() and (d["dtoh_pinned_share"] == 1.0).all()
+    assert (d["compute_utilization"] > 0.9).all()
+    assert r.summary["limit"]["resource"] == "gpu-compute"
+    pinned = r.tables["contention"].set_index("memory").loc["Pinned"]
+    assert 0.85 < pinned["slowdown"] < 1.05 and pinned["solo_source"] == "link probe"
+    # two GPUs copying at once: the host sees more than one link's worth, never more than two
+    h = r.summary["host_dtoh"]
+    assert 60 < h["peak_gbps"] < 2 * 56 and h["capacity_source"].startswith("measured")
+
+
+def test_article_streams_on_two_gpus_is_limited_inside_each_rank(x2):
+    r = _ranks(x2["streams-x2"])
+    assert r.summary["limit"]["resource"] == "rank-pipeline"
+    assert (r.devices["idle_mostly_in"] == "copy to CPU").all() and (r.devices["dtoh_pinned_share"] == 0).all()
+    assert "pin" in r.summary["limit"]["next"]
+    assert r.summary["host_dtoh"]["peak_gbps"] < 40  # pageable copies leave the shared bandwidth mostly unused
+
+
+def test_link_probe_trace_measures_sharing_and_the_rule_follows_it(x2):
+    r = _ranks(x2["linkprobe"])
+    c = r.tables["contention"].set_index("memory")
+    assert set(c.index) == {"Pinned", "Pageable"}
+    assert (c["copies_together"] > 0).all() and c["gbps_alone"].notna().all()
+    assert 50 < c.loc["Pinned", "gbps_alone"] < 60 and c.loc["Pageable", "gbps_alone"] < 20
+    slow = c.loc["Pinned", "slowdown"]
+    assert 0.85 < slow < 1.0  # a mild shared limit, measured from the copies themselves
+    assert r.summary["limit"]["resource"] != "host-dtoh-bandwidth"
+    strict = _ranks(x2["linkprobe"], slowdown_threshold=slow + 0.01)
+    assert strict.summary["limit"]["resource"] == "host-dtoh-bandwidth"
+
+
+def test_separate_traces_share_one_clock(h200):
+    with Trace.open(h200["pinned"]) as a, Trace.open(h200["streams"]) as b:
+        starts = [a.session_start_utc_ns, b.session_start_utc_ns]
+        r = analyze_ranks([a, b], labels=["pinned", "streams"])
+    offsets = [t["clock_offset_ns"] for t in r.summary["traces"]]
+    assert offsets == session_offsets(starts) and min(offsets) == 0 and max(offsets) == abs(starts[0] - starts[1])
+    assert list(r.devices["gpu"]) == ["pinned:GPU 0", "streams:GPU 0"]
+    assert not r.summary["concurrent"] and r.summary["limit"]["resource"] == "not-concurrent"
+    assert (r.copies["concurrent_fraction"] == 0).all()
+
+
+def test_concurrent_fraction_counts_only_other_gpus():
+    copies = pd.DataFrame({"gpu": ["a", "a", "b"], "start_ns": [0, 100, 50], "end_ns": [100, 200, 150]})
+    assert np.allclose(concurrent_fraction(copies), [0.5, 0.5, 1.0])
+
+
+def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
+    r = run_cli("-m", "analysis", str(x2["pinned-x2"]), "--probe", str(X2 / "probe.json"), "--json",
+                str(tmp_path / "a.json"), "--plots", str(tmp_path / "p"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "limit: [gpu-compute]" in r.stdout and "GPU 1 (pid" in r.stdout
+    s = json.loads((tmp_path / "a.json").read_text())
+    assert s["ranks"]["schema"] == "nsys-transfer.ranks/1" and len(s["ranks"]["gpus"]) == 2
+    assert (tmp_path / "p" / "pinned-x2_gpus.png").stat().st_size > 10_000
+    r = run_cli("-m", "analysis", str(h200["pinned"]), str(h200["streams"]), "--json", str(tmp_path / "b.json"))
+    assert r.returncode == 0 and json.loads((tmp_path / "b.json").read_text())["limit"]["resource"] == "not-concurrent"
+    bad = tmp_path / "probe.json"
+    bad.write_text("{}")
+    for args in ([str(x2["pinned-x2"]), "--probe", str(bad)], [str(h200["pinned"]), str(h200["streams"]), "--window", "1:2"]):
+        r = run_cli("-m", "analysis", *args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 3, r.stderr
