@@ -9,6 +9,7 @@ MODEL   ?=
 OUT     ?= runs
 FORCE   ?=
 GPUS    ?= 1
+PER_RANK ?=
 REPORT  ?= out/report
 STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
@@ -18,7 +19,7 @@ MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 help:
 	@echo "make report                 comparison report (PNGs, Markdown, HTML) from runs/ or the bundled H200 traces"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
-	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1]   trace one stage (GPU + nsys)"
+	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
 	@echo "make nsys                   install Nsight Systems into .nsys/ (no system change)"
 	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
@@ -49,7 +50,7 @@ report: $(VENV)/.base
 	$(BIN)/compare-traces --out $(REPORT) $(if $(wildcard $(OUT)/*/*.sqlite),$(OUT),)
 
 profile: $(VENV)/.full nsys
-	$(BIN)/python -m profiling stage $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(FORCE),--force,) $(MODEL_ARG)
+	$(BIN)/python -m profiling stage $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
 
 profile-all: $(VENV)/.full nsys
 	@for s in $(STAGES); do $(BIN)/python -m profiling stage $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done

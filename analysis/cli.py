@@ -129,16 +129,14 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
     """Several traces (one per rank, say): every GPU side by side on one clock."""
     from contextlib import ExitStack
 
-    from .ranks import RankOptions, analyze_ranks
+    from .ranks import RankOptions, analyze_ranks, trace_labels
     from .render import ranks_report
     from .trace import Trace
 
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None
-    labels = [p.name.split(".")[0] for p in paths]
-    if len(set(labels)) < len(labels):
-        labels = [f"{i}:{lb}" for i, lb in enumerate(labels)]
+    labels = trace_labels([p.name for p in paths])
     try:
         with ExitStack() as stack:
             opened = [stack.enter_context(Trace.open(p)) for p in paths]

@@ -7,6 +7,7 @@ of its kernel time; that process's NVTX step ranges are its steps and its ranges
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +55,15 @@ def session_offsets(starts: list[int | None]) -> list[int]:
     known = [s for s in starts if s is not None]
     base = min(known) if known else 0
     return [s - base if s is not None else 0 for s in starts]
+
+
+def trace_labels(names: list[str]) -> list[str]:
+    """Short unique labels for traces given by file name: 'x.rank1.sqlite.xz' -> 'rank1', 'pinned.sqlite' -> 'pinned'."""
+    bare = []
+    for n in names:
+        m = re.search(r"\.(rank\d+)(?:\.|$)", n)
+        bare.append(m.group(1) if m else n.split(".")[0])
+    return bare if len(set(bare)) == len(bare) else [f"{i}:{b}" for i, b in enumerate(bare)]
 
 
 def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:

@@ -9,8 +9,8 @@ import click
 
 from . import bench as bench_mod
 from .locate import NsysNotFound, find_nsys
-from .runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile, quote,
-                     workload_command, write_record)
+from .runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile, profile_per_rank,
+                     quote, workload_command, write_record)
 
 
 def fail(msg: str, code: int = 2):
@@ -49,8 +49,9 @@ def where():
 @click.option("--sample", is_flag=True, help="CPU sampling (off by default: keeps traces small)")
 @click.option("--ctxsw", is_flag=True, help="trace context switches")
 @click.option("--gpus", default=1, show_default=True, help="ranks under torchrun, one per GPU, in one trace")
+@click.option("--per-rank", is_flag=True, help="with --gpus N: one nsys session and trace per rank (.rank0, .rank1, ...)")
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
-def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, workload_args):
+def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, workload_args):
     """Trace one workload STAGE under nsys; extra args go to `python -m workloads`."""
     from workloads.config import STAGES
     from .checks import has_gpu, nvtx_package_version, nvtx_unrecorded_warning
@@ -66,24 +67,28 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, work
              "For CPU-only programs use `python -m profiling run --no-capture-range -- CMD`")
     if gpus < 1:
         fail("--gpus must be at least 1")
-    name = stage if gpus == 1 else f"{stage}-x{gpus}gpu"
+    if per_rank and gpus < 2:
+        fail("--per-rank needs --gpus 2 or more")
+    name = stage if gpus == 1 else f"{stage}-x{gpus}{'rank' if per_rank else 'gpu'}"
     base = next_free_base(Path(out_dir) / name, name, force)
-    cmd = workload_command(stage, ["--steps", str(steps), "--warmup", str(warmup), *workload_args], gpus=gpus)
-    click.echo(f"profiling: {quote(cmd)} -> {base}.nsys-rep", err=True)
+    args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args]
+    cmd = workload_command(stage, args, gpus=0 if per_rank else gpus)
+    req = ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
+    click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
     try:
-        rec = profile(n, ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw,
-                                        env=environment_for_profile()))
+        rec = profile_per_rank(n, req, gpus) if per_rank else profile(n, req)
     except ProfileError as e:
         fail(str(e), 1)
     rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
                 "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
                 "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
     from .checks import check_trace
-    rec["checks"] = check_trace(Path(rec["files"]["sqlite"]), expect_nvtx=True, nsys=n)
+    sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
+    rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
     write_record(base, rec)
     for w in rec["checks"]:
         click.echo(f"profile: warning: {w}", err=True)
-    click.echo(rec["files"]["sqlite"])
+    click.echo("\n".join(sqlites))
 
 
 def _gpu_names(sqlite: Path) -> list[str]:

@@ -63,13 +63,34 @@ def _stream(proc, sink: list[str], echo, marks: dict | None = None) -> None:
     sink.extend(line for line in text.splitlines() if line.strip())
 
 
-def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:
-    echo = echo if echo is not None else (lambda b: (sys.stderr.buffer.write(b), sys.stderr.flush()))
-    args = [nsys.path, "profile", f"--trace={req.trace}", f"--output={req.out_base}", "--force-overwrite=true",
+def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]:
+    """`nsys profile ...` up to (not including) the profiled command."""
+    args = [nsys.path, "profile", f"--trace={req.trace}", f"--output={output}", "--force-overwrite=true",
             f"--sample={'cpu' if req.sample else 'none'}", f"--cpuctxsw={'process-tree' if req.ctxsw else 'none'}"]
     if req.capture_range:
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    args += req.extra_nsys_args + list(req.command)
+    return args + req.extra_nsys_args
+
+
+def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:
+    """One nsys session around req.command (a torchrun command too: nsys follows every rank into one trace)."""
+    return _run_and_export(nsys, req, nsys_profile_args(nsys, req, str(req.out_base)) + list(req.command),
+                           [req.out_base], echo)
+
+
+def profile_per_rank(nsys: Nsys, req: ProfileRequest, gpus: int, echo=None) -> dict:
+    """One nsys session per rank: torchrun starts `nsys profile ... <command>` once per GPU (`--no-python`), and
+    each writes <out_base>.rank<RANK>; req.command is the per-rank program. analyze-trace puts the traces on one
+    clock by their session starts."""
+    output = f"{req.out_base}.rank%q{{RANK}}"  # nsys expands %q{VAR} from the rank's environment
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus), "--no-python",
+           *nsys_profile_args(nsys, req, output), *req.command]
+    bases = [req.out_base.with_name(f"{req.out_base.name}.rank{r}") for r in range(gpus)]
+    return _run_and_export(nsys, req, cmd, bases, echo)
+
+
+def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: list[Path], echo) -> dict:
+    echo = echo if echo is not None else (lambda b: (sys.stderr.buffer.write(b), sys.stderr.flush()))
     t0 = time.time()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=req.env)
     lines: list[str] = []
@@ -78,20 +99,22 @@ def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:
     rc = proc.wait()
     t_end = time.time()
     profile_s = t_end - t0
-    rep = req.out_base.with_name(req.out_base.name + ".nsys-rep")
-    qdstrm = req.out_base.with_name(req.out_base.name + ".qdstrm")
     record = {"command": req.command, "nsys_command": args, "nsys": {"path": nsys.path, "version": nsys.version},
               "exit_code": rc, "durations_s": {"profile": round(profile_s, 2)}}
     if "import_started" in marks:
         record["durations_s"]["capture"] = round(marks["import_started"] - t0, 2)
         record["durations_s"]["import"] = round(t_end - marks["import_started"], 2)
     from .checks import diagnose_profile_failure
-    if not rep.exists():
-        raise ProfileError(diagnose_profile_failure(lines, rc, qdstrm, nsys, req))
+    reps = [b.with_name(b.name + ".nsys-rep") for b in bases]
+    for b, rep in zip(bases, reps):
+        if not rep.exists():
+            raise ProfileError(diagnose_profile_failure(lines, rc, b.with_name(b.name + ".qdstrm"), nsys, req))
     t1 = time.time()
-    sqlite = export_sqlite(nsys, rep)
+    sqlites = [export_sqlite(nsys, rep) for rep in reps]
     record["durations_s"]["export"] = round(time.time() - t1, 2)
-    record["files"] = {"nsys_rep": str(rep), "sqlite": str(sqlite)}
+    record["files"] = {"nsys_rep": str(reps[0]), "sqlite": str(sqlites[0])}
+    if len(bases) > 1:
+        record["files"]["ranks"] = [{"nsys_rep": str(r), "sqlite": str(q)} for r, q in zip(reps, sqlites)]
     record["program_exit_code"] = rc  # nsys returns the profiled program's exit code
     record["last_lines"] = lines[-15:]
     return record
@@ -116,7 +139,8 @@ def write_record(base: Path, record: dict) -> Path:
 
 def workload_command(stage: str, args: list[str], python: str = sys.executable, gpus: int = 1) -> list[str]:
     """The stage's command; with gpus > 1, one process per GPU under torchrun (nsys follows the children,
-    so one multi-process trace holds every rank, each on its own device)."""
+    so one multi-process trace holds every rank, each on its own device). gpus = 0: the per-rank program alone,
+    for profile_per_rank (torchrun starts it inside one nsys per rank)."""
     launcher = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus)] if gpus > 1 else [python]
     return [*launcher, "-m", "workloads", "--stage", stage, "--profile", *args]
 

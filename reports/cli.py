@@ -10,8 +10,7 @@ import click
 from analysis.errors import TraceError
 
 from . import charts, render
-from .collect import (BUNDLED, ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_scaling, find_traces,
-                      split_multi_gpu)
+from .collect import BUNDLED, ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
 from .compare import gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
@@ -36,7 +35,7 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
 
     paths = list(paths)
     try:
-        traces, multi = split_multi_gpu(find_traces(paths))
+        traces, multi = find_runs(paths)
         if not paths:
             multi = bundled_multi_gpu()
         bench = find_bench(paths, bench_path)
@@ -78,7 +77,7 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
     note = (f"Traces: {src}." + (f" Throughput: unprofiled bench on {env.get('gpu')} (torch {env.get('torch')}, "
                                  f"{env.get('cpus')} CPUs)." if env else ""))
     chart_map = dict(CHARTS) if len(df) else {}
-    sources = {s: str(p) for s, p in {**traces, **multi}.items()}
+    sources = {**{s: str(p) for s, p in traces.items()}, **{s: ", ".join(map(str, ps)) for s, ps in multi.items()}}
     md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts)
     (out_dir / "report.md").write_text(md)
     (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df), df, chart_map, note, gpus_md,
@@ -97,13 +96,18 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
     """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown."""
     from analysis import Trace
     from analysis.plots import plot_ranks
-    from analysis.ranks import RankOptions, analyze_ranks
+    from analysis.ranks import RankOptions, analyze_ranks, trace_labels
+
+    from contextlib import ExitStack
 
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
-    for i, (run, path) in enumerate(multi.items(), 1):
-        click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} ({path.name})", err=True)
-        with Trace.open(path) as t:
-            r = analyze_ranks([t], RankOptions(link_gbps=link_gbps, probe=probe))
+    for i, (run, paths) in enumerate(multi.items(), 1):
+        click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
+                   f"({', '.join(p.name for p in paths)})", err=True)
+        with ExitStack() as stack:
+            opened = [stack.enter_context(Trace.open(p)) for p in paths]
+            labels = None if len(paths) == 1 else trace_labels([p.name for p in paths])
+            r = analyze_ranks(opened, RankOptions(link_gbps=link_gbps, probe=probe), labels)
         rows += gpu_rows(run, r)
         verdicts[run] = r.summary["limit"]
         ranks_json[run] = r.summary

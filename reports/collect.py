@@ -8,6 +8,9 @@ from pathlib import Path
 BUNDLED = Path(__file__).resolve().parent / "data" / "h200"
 ORDER = ["naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling"]
 TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".nsys-rep")
+BUNDLED_GPUS = Path(__file__).resolve().parent / "data" / "h200x2"
+MULTI_GPU = re.compile(r"-x(\d+)(?:gpu)?$")      # one torchrun trace: `make profile GPUS=N` names it <stage>-x<N>gpu
+RANK_FILE = re.compile(r"^(.*)\.rank(\d+)$")     # per-rank traces: <name>.rank0, .rank1, ...
 
 
 class ReportInputError(ValueError):
@@ -16,16 +19,39 @@ class ReportInputError(ValueError):
 
 def _stage_of(path: Path) -> tuple[str, int]:
     """'streams-2.sqlite' -> ('streams', 2); 'pinned-long.sqlite.xz' -> ('pinned-long', 1)."""
-    name = path.name
-    for suf in TRACE_SUFFIXES:
-        if name.endswith(suf):
-            name = name[: -len(suf)]
+    name = _bare(path)
     m = re.match(r"^(.*?)-(\d+)$", name)
     return (m.group(1), int(m.group(2))) if m else (name, 1)
 
 
-def find_traces(paths: list[Path]) -> dict[str, Path]:
-    """stage -> trace; the newest numbered run wins; a .sqlite beats the .nsys-rep beside it."""
+def _bare(path: Path) -> str:
+    name = path.name
+    for suf in TRACE_SUFFIXES:
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def find_runs(paths: list[Path]) -> tuple[dict[str, Path], dict[str, list[Path]]]:
+    """(stage -> trace, multi-GPU run -> its traces). Per stage the newest numbered run wins and a .sqlite beats the
+    .nsys-rep beside it. A multi-GPU run is one torchrun trace (<stage>-x<N>gpu) or the per-rank traces of one run
+    (<name>.rank0, .rank1, ...: `make profile GPUS=N PER_RANK=1`)."""
+    files = _trace_files(paths)
+    groups: dict[str, dict[int, Path]] = {}
+    for f in files:
+        m = RANK_FILE.match(_bare(f))
+        if m and not (f.name.endswith(".nsys-rep") and f.with_name(_bare(f) + ".sqlite").exists()):
+            groups.setdefault(m.group(1), {})[int(m.group(2))] = f
+    stages = _best_per_stage([f for f in files if not RANK_FILE.match(_bare(f))])
+    if not stages and not groups:
+        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}; run `make profile-all` first")
+    single, multi = split_multi_gpu(stages)
+    runs = {s: [p] for s, p in multi.items()}
+    runs.update({name: [g[r] for r in sorted(g)] for name, g in sorted(groups.items())})
+    return single, runs
+
+
+def _trace_files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths or [BUNDLED]:
         if not p.exists():
@@ -36,14 +62,16 @@ def find_traces(paths: list[Path]) -> dict[str, Path]:
             files.append(p)
         else:
             raise ReportInputError(f"{p}: not a trace (.sqlite, .sqlite.xz or .nsys-rep) or a folder of them")
+    return files
+
+
+def _best_per_stage(files: list[Path]) -> dict[str, Path]:
     best: dict[str, tuple[int, int, Path]] = {}
     for f in files:
         stage, n = _stage_of(f)
         rank = (n, 0 if f.name.endswith(".nsys-rep") else 1)
         if stage not in best or rank > best[stage][:2]:
             best[stage] = (*rank, f)
-    if not best:
-        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}; run `make profile-all` first")
     return {s: best[s][2] for s in sorted(best, key=stage_sort_key)}
 
 
@@ -68,8 +96,6 @@ def find_bench(paths: list[Path], explicit: Path | None) -> dict[str, dict]:
     return {}
 
 
-BUNDLED_GPUS = Path(__file__).resolve().parent / "data" / "h200x2"
-MULTI_GPU = re.compile(r"-x(\d+)(?:gpu)?$")
 
 
 def split_multi_gpu(traces: dict[str, Path]) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -78,8 +104,8 @@ def split_multi_gpu(traces: dict[str, Path]) -> tuple[dict[str, Path], dict[str,
     return single, {s: p for s, p in traces.items() if MULTI_GPU.search(s)}
 
 
-def bundled_multi_gpu() -> dict[str, Path]:
-    return {_stage_of(p)[0]: p for p in sorted(BUNDLED_GPUS.glob("*.sqlite.xz")) if MULTI_GPU.search(_stage_of(p)[0])}
+def bundled_multi_gpu() -> dict[str, list[Path]]:
+    return find_runs([BUNDLED_GPUS])[1]
 
 
 def _json_in(paths: list[Path], name: str) -> tuple[dict | None, Path | None]:

@@ -106,3 +106,51 @@ def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
     for args in ([str(x2["pinned-x2"]), "--probe", str(bad)], [str(h200["pinned"]), str(h200["streams"]), "--window", "1:2"]):
         r = run_cli("-m", "analysis", *args)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 3, r.stderr
+
+
+def test_per_rank_traces_recorded_by_nsys_line_up_on_one_clock(nsys, tmp_path):
+    """torchrun starts one nsys per rank (profile_per_rank); each rank marks a wall-clock instant with NVTX. After
+    session_offsets the marks sit as far apart in the traces as they were on the wall clock."""
+    import os
+    import sys
+
+    from profiling.runner import ProfileRequest, profile_per_rank
+    req = ProfileRequest([sys.executable, str(ROOT / "tests" / "programs" / "rank_marks.py"), str(tmp_path)],
+                         tmp_path / "marks", trace="nvtx,osrt", capture_range=False, env=dict(os.environ))
+    rec = profile_per_rank(nsys, req, 2, echo=lambda b: None)
+    files = [r["sqlite"] for r in rec["files"]["ranks"]]
+    assert [os.path.basename(f) for f in files] == ["marks.rank0.sqlite", "marks.rank1.sqlite"]
+    traces = [Trace.open(f) for f in files]
+    try:
+        offsets = session_offsets([t.session_start_utc_ns for t in traces])
+        marks = [int(t.nvtx.loc[t.nvtx["name"] == "mark", "start_ns"].iloc[0]) + o for t, o in zip(traces, offsets)]
+        assert len({t.nvtx["global_tid"].iloc[0] >> 24 for t in traces}) == 2  # two processes, one per trace
+    finally:
+        for t in traces:
+            t.close()
+    walls = [int((tmp_path / f"rank{r}.ns").read_text()) for r in range(2)]
+    assert walls[1] - walls[0] > 200e6  # the program spaced the marks ~0.3 s apart
+    assert abs((marks[1] - marks[0]) - (walls[1] - walls[0])) < 2e6  # aligned to better than 2 ms
+
+
+def test_per_rank_gpu_traces_of_one_run(x2):
+    """`make profile GPUS=2 PER_RANK=1` on 2 x H200: one nsys per rank. Their captures began 54 ms apart (each
+    rank's cudaProfilerStart waits for its own nsys), so the ranks ran out of phase and their copies interleaved:
+    on one clock no copy overlaps another GPU's and each runs at the full solo rate."""
+    paths = sorted(X2.glob("pinned-x2rank.rank*.sqlite.xz"))
+    from analysis.ranks import trace_labels
+    traces = [Trace.open(p) for p in paths]
+    try:
+        r = analyze_ranks(traces, RankOptions(probe=PROBE), trace_labels([p.name for p in paths]))
+    finally:
+        for t in traces:
+            t.close()
+    assert r.summary["concurrent"] and list(r.devices["gpu"]) == ["rank0:GPU 0", "rank1:GPU 1"]
+    offsets = [t["clock_offset_ns"] for t in r.summary["traces"]]
+    assert 10e6 < max(offsets) < 1e9 and min(offsets) == 0
+    assert (r.copies["concurrent_fraction"] == 0).all() and (r.copies["gbps"] > 54).all()
+    assert r.summary["host_dtoh"]["peak_gbps"] < 60 and r.summary["limit"]["resource"] == "gpu-compute"
+    # without the offsets the copies would seem to overlap: the alignment is what separates them
+    shift = r.copies["trace"].map({t["label"]: t["clock_offset_ns"] for t in r.summary["traces"]})
+    unaligned = r.copies.assign(start_ns=r.copies["start_ns"] - shift, end_ns=r.copies["end_ns"] - shift)
+    assert (concurrent_fraction(unaligned) > 0.3).sum() >= 12

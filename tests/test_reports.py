@@ -32,7 +32,8 @@ def test_bundled_report(tmp_path):
     assert "| pinned-x2 | GPU 1 |" in md and "[gpu-compute]" in md and "[rank-pipeline]" in md
     assert (out / "gpus_pinned-x2.png").read_bytes()[:4] == b"\x89PNG" and "src='gpus_streams-x2.png'" in html
     gpus = json.loads((out / "gpus.json").read_text())
-    assert gpus["scaling"]["efficiency"] >= 0.9 and set(gpus["runs"]) == {"pinned-x2", "streams-x2"}
+    assert gpus["scaling"]["efficiency"] >= 0.9 and set(gpus["runs"]) == {"pinned-x2", "streams-x2", "pinned-x2rank"}
+    assert "| pinned-x2rank | rank1:GPU 1 |" in md  # per-rank traces of one run, grouped
 
 
 def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
