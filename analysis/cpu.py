@@ -24,8 +24,21 @@ def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("total_ns", ascending=False, ignore_index=True)[cols]
 
 
-def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | None, copies: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per step range matched by regex, with GPU busy time, DtoH bytes/time and child-range times."""
+def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | dict | None, copies: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per step range matched by regex, with GPU busy time, DtoH bytes/time and child-range times.
+
+    busy: the GPU's busy Coverage, or {pid: Coverage of the GPU that process drives} for a multi-rank trace; then
+    each process's steps are measured against its own GPU and its own copies (a `pid` column says whose step)."""
+    if isinstance(busy, dict):
+        pid = (nvtx["global_tid"].to_numpy() >> 24) & 0xFFFFFF
+        parts = []
+        for p in np.unique(pid):
+            mine = copies[copies["pid"].to_numpy() == p] if copies is not None and "pid" in copies else copies
+            part = steps(nvtx[pid == p], regex, busy.get(int(p)), mine)
+            parts.append(part.assign(pid=int(p)))
+        parts = [x for x in parts if len(x)]
+        return (pd.concat(parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if parts else
+                pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"]))
     if nvtx.empty:
         return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
     pat = re.compile(regex)

@@ -92,6 +92,25 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
     return util, gap_table, busy
 
 
+def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:
+    """device -> pid that launched most kernel time on it (the rank driving that GPU). Columns: device, pid."""
+    if kernels.empty:
+        return pd.DataFrame({"device": pd.Series(dtype="int64"), "pid": pd.Series(dtype="int64")})
+    t = kernels.groupby(["device", "pid"], as_index=False)["duration_ns"].sum()
+    t = t.sort_values("duration_ns", ascending=False).drop_duplicates("device")
+    return t[["device", "pid"]].sort_values("device", ignore_index=True)
+
+
+def busy_by_device(ops: pd.DataFrame, window: tuple[int, int]) -> dict[int, Coverage]:
+    """device -> Coverage of its busy time (kernels, copies, memsets) within the window."""
+    lo, hi = window
+    out = {}
+    for device in np.unique(ops["device"].to_numpy()):
+        d = ops[ops["device"].to_numpy() == device]
+        out[int(device)] = Coverage(*union(np.clip(d["start_ns"].to_numpy(), lo, hi), np.clip(d["end_ns"].to_numpy(), lo, hi)))
+    return out
+
+
 def top_kernels(kernels: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """Kernels grouped by name: count, total_ns, mean_ns, min_ns, max_ns, pct of kernel time."""
     if kernels.empty:

@@ -66,15 +66,6 @@ def trace_labels(names: list[str]) -> list[str]:
     return bare if len(set(bare)) == len(bare) else [f"{i}:{b}" for i, b in enumerate(bare)]
 
 
-def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:
-    """device -> pid that launched most kernel time on it (the rank driving that GPU). Columns: device, pid."""
-    if kernels.empty:
-        return pd.DataFrame({"device": pd.Series(dtype="int64"), "pid": pd.Series(dtype="int64")})
-    t = kernels.groupby(["device", "pid"], as_index=False)["duration_ns"].sum()
-    t = t.sort_values("duration_ns", ascending=False).drop_duplicates("device")
-    return t[["device", "pid"]].sort_values("device", ignore_index=True)
-
-
 def concurrent_fraction(copies: pd.DataFrame, key: str = "gpu") -> np.ndarray:
     """Per copy: the share of its duration during which a copy of another GPU (other `key`) was running."""
     out = np.zeros(len(copies))
@@ -214,7 +205,7 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
     trace_window = gpu.analysis_window(ops)
     if trace_window is None:
         return [], None
-    owner = dict(driving_process(kernels).itertuples(index=False, name=None))
+    owner = dict(gpu.driving_process(kernels).itertuples(index=False, name=None))
     nvtx_pid = (nvtx["global_tid"].to_numpy() >> 24) & 0xFFFFFF if len(nvtx) else np.zeros(0, np.int64)
     rows = []
     for dev in sorted(int(x) for x in ops["device"].unique()):
@@ -225,7 +216,7 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
         outputs = cp.big_copies(memcpys[(memcpys["device"] == dev) & (memcpys["start_ns"] >= steps["start_ns"].min())]
                                 if len(steps) else memcpys.iloc[0:0], "DtoH")
         window = step_window(steps, dev_ops, outputs) or trace_window
-        util, _, _ = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
+        util, idle_gaps, _ = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
         # what the compute engine waited for: gaps between kernels, covered by the rank's own NVTX ranges
         kern = dev_ops[np.asarray(dev_ops["activity"] == "kernel")]
         _, compute_gaps, _ = gpu.device_pass(kern, window, opts.min_gap_ns) if len(kern) else (None, kern, None)
@@ -242,6 +233,7 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
             "window_source": "steps" if len(steps) else "first to last GPU operation",
             "utilization": float(u["utilization"]), "compute_utilization": float(u["compute_utilization"]),
             "compute_idle_ns": int(span - u["compute_ns"]),
+            "idle_gaps": int(len(idle_gaps)), "idle_gap_ns": int(idle_gaps["duration_ns"].sum()),
             "idle_mostly_in": str(cover["name"].iloc[0]) if len(cover) else None,
             "idle_share": float(cover["share"].iloc[0]) if len(cover) else None,
             "steps": int(len(steps)), "steps_per_s": float(len(steps) / (span / 1e9)) if len(steps) and span else None,

@@ -77,7 +77,7 @@ def ranks_report(r: dict) -> str:
         dtoh = (f"DtoH {g['dtoh_bytes'] / 1e9:.1f} GB at {g['dtoh_gbps']:.1f} GB/s "
                 f"({_pct(g['dtoh_pinned_share'])} pinned)" if g.get("dtoh_gbps") else "no DtoH")
         L.append(f"  {g['gpu']} (pid {g['pid']}): {rate}; busy {_pct(g['utilization'])}, kernels "
-                 f"{_pct(g['compute_utilization'])}; {dtoh}{idle}")
+                 f"{_pct(g['compute_utilization'])}, {g['idle_gaps']} idle gaps ({_ms(g['idle_gap_ns'])}); {dtoh}{idle}")
     h = r["host_dtoh"]
     L.append(f"host-side DtoH, all GPUs ({h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, mean "
              f"{h['mean_gbps']:.1f} GB/s; shared capacity {h['capacity_gbps']:.1f} GB/s ({h['capacity_source']})")

@@ -101,7 +101,13 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt), **out}
 
     # --- steps ------------------------------------------------------------------------------------
-    step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
+    if busy is not None and len(out["gpu"]["devices"]) > 1:  # several ranks: each step against its own GPU
+        per_device = gpu.busy_by_device(in_win, window)
+        owners = gpu.driving_process(kernels)
+        busy_of = {int(p): per_device[int(d)] for d, p in owners.itertuples(index=False, name=None) if int(d) in per_device}
+        step_table = cpu.steps(nvtx, opts.step_regex, busy_of, copies)
+    else:
+        step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
     tables["steps"] = step_table
     n_steps = len(step_table)
     idle_per_step = float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None

@@ -154,3 +154,14 @@ def test_per_rank_gpu_traces_of_one_run(x2):
     shift = r.copies["trace"].map({t["label"]: t["clock_offset_ns"] for t in r.summary["traces"]})
     unaligned = r.copies.assign(start_ns=r.copies["start_ns"] - shift, end_ns=r.copies["end_ns"] - shift)
     assert (concurrent_fraction(unaligned) > 0.3).sum() >= 12
+
+
+def test_steps_of_a_multi_rank_trace_are_measured_against_their_own_gpu(x2):
+    """Each rank's step ranges get its own GPU's busy time and its own copies, never the other rank's."""
+    from analysis.summary import analyze
+    with Trace.open(x2["pinned-x2"]) as t:
+        st = analyze(t).tables["steps"]
+    assert st.groupby("pid").size().tolist() == [12, 12]
+    with_copy = st[st["dtoh_bytes"] > 0]
+    assert (with_copy["dtoh_bytes"] == 1409286144).all() and len(with_copy) >= 12  # one output per step, not two
+    assert st["gpu_idle_ns"].notna().all()
