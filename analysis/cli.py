@@ -39,6 +39,21 @@ def _probe(path: Path | None) -> dict | None:
     return data
 
 
+def _run_record(path: Path | None, trace: Path) -> dict | None:
+    """--run, else the workload record `profile stage` wrote beside the trace; checked enough to use."""
+    from .inputs import run_record_beside
+    path = path or run_record_beside(trace)
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        _fail(f"--run {path}: cannot read it as JSON ({e})")
+    if not isinstance(data, dict) or "throughput" not in data:
+        _fail(f"--run {path}: not a workload record (no 'throughput'); `python -m workloads --json FILE` writes one")
+    return data
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="write the summary JSON here (docs/json-schema.md)")
@@ -52,9 +67,11 @@ def _probe(path: Path | None) -> dict | None:
 @click.option("--link-gbps", default=55.0, show_default=True, help="host link speed, for the pageable-memcpy rule")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON of the machine (python -m workloads.linkprobe): measured shared DtoH capacity")
+@click.option("--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="the workload's record (python -m workloads --json; default: <trace>.workload.json beside it)")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, top, pipeline_depth, link_gbps,
-         probe_path, quiet):
+         probe_path, run_path, quiet):
     """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
@@ -62,10 +79,11 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     import re
 
     probe = _probe(probe_path)
+    run = _run_record(run_path, traces[0])
     if len(traces) > 1:
         if window:
             _fail("--window applies to one trace; with several traces each GPU is analysed over its own steps")
-        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, quiet)
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet)
     trace = traces[0]
 
     try:
@@ -88,7 +106,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
             if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
                 from .ranks import RankOptions, analyze_ranks
                 ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex,
-                                                       link_gbps=link_gbps, probe=probe), progress=progress)
+                                                       link_gbps=link_gbps, probe=probe, run=run), progress=progress)
                 a.summary["ranks"] = ranks.summary
                 a.tables.update(_rank_tables(ranks))
             if plot_dir:
@@ -125,7 +143,7 @@ def _rank_tables(ranks) -> dict:
             "dtoh_contention": ranks.tables["contention"]}
 
 
-def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, quiet):
+def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet):
     """Several traces (one per rank, say): every GPU side by side on one clock."""
     from contextlib import ExitStack
 
@@ -141,7 +159,7 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
         with ExitStack() as stack:
             opened = [stack.enter_context(Trace.open(p)) for p in paths]
             r = analyze_ranks(opened, RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex,
-                                                  link_gbps=link_gbps, probe=probe), labels, progress)
+                                                  link_gbps=link_gbps, probe=probe, run=run), labels, progress)
             if plot_dir:
                 from . import plots
                 plot_dir.mkdir(parents=True, exist_ok=True)

@@ -88,10 +88,12 @@ def gap_cover_by_range(gap_table: pd.DataFrame, nvtx: pd.DataFrame, tids, exclud
     d = nvtx[nvtx["global_tid"].isin(list(tids))]
     if d.empty:
         return pd.DataFrame(columns=["name", "gap_ns", "share"])
-    covered = cov.within(d["start_ns"].to_numpy(), d["end_ns"].to_numpy())
-    t = pd.DataFrame({"name": d["name"].to_numpy(), "gap_ns": covered})
-    t = t[~t["name"].str.contains(exclude_regex, regex=True)] if exclude_regex else t
-    t = t.groupby("name", as_index=False)["gap_ns"].sum()
+    if exclude_regex:
+        d = d[~d["name"].str.contains(exclude_regex, regex=True)]
+    # per name, the union of its ranges: two threads in the same range at once (two ranks) count the gap once
+    rows = [(name, int(cov.within(*union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())).sum()))
+            for name, g in d.groupby("name", sort=False)]
+    t = pd.DataFrame(rows, columns=["name", "gap_ns"])
     t["share"] = t["gap_ns"] / cov.total if cov.total else 0.0
     return t[t["gap_ns"] > 0].sort_values("gap_ns", ascending=False, ignore_index=True)
 

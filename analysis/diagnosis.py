@@ -24,6 +24,7 @@ RANGE_FIXES = {
     "copy to cpu": "stop allocating a fresh output per batch: copy into a pool of pre-allocated shared-memory buffers recycled through a queue (stage bufpool)",
     "queue output": "send a buffer index through the queue, not the tensor (which is copied into new shared memory on every put): pre-allocated shared buffers (stage bufpool)",
     "get batch": "load input in DataLoader workers with pin_memory=True and copy the next batch on a side stream while this one computes (the prefetcher of stage baseline)",
+    "drain outputs": "the output workers were still behind when the GPU finished (the run's end waited for their backlog): in steady state the buffers run out and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)",
 }
 
 

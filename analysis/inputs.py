@@ -77,3 +77,11 @@ def _export_report(path: Path, nsys=None) -> Path:
         raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); {hint}")
     tmp.rename(out)
     return out
+
+
+def run_record_beside(trace: Path) -> Path | None:
+    """The workload's own record that `profile stage` writes beside its trace: runs/x/x.sqlite ->
+    runs/x/x.workload.json; per-rank traces x.rank0.sqlite share x.workload.json."""
+    stem = trace.name.split(".")[0]
+    candidate = trace.with_name(f"{stem}.workload.json")
+    return candidate if candidate.is_file() else None

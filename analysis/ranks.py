@@ -27,7 +27,10 @@ class RankOptions:
     link_gbps: one GPU's DtoH link speed into pinned memory, used when no probe is given.
     probe: a `python -m workloads.linkprobe --json` record of the same machine: measured solo and all-GPU DtoH
     rates per host memory kind (the shared capacity). busy_threshold: GPUs at least this busy are compute-bound.
-    slowdown_threshold: copies that run below this share of their solo rate while other GPUs copy are contended."""
+    slowdown_threshold: copies that run below this share of their solo rate while other GPUs copy are contended.
+    backlog_steps: a rank still draining its outputs this many step periods after its last step's copy has an
+    output side slower than its GPU. run: the workload's record (`python -m workloads --json`; `profile stage`
+    writes <base>.workload.json), whose host_cpu says how busy the CPUs the ranks share were."""
     min_gap_ns: int = 1_000_000
     step_regex: str = cpu.DEFAULT_STEP_REGEX
     bin_ns: int = 10_000_000
@@ -35,6 +38,8 @@ class RankOptions:
     probe: dict | None = None
     busy_threshold: float = 0.85
     slowdown_threshold: float = 0.85
+    backlog_steps: float = 2.0
+    run: dict | None = None
 
 
 @dataclass
@@ -109,6 +114,16 @@ def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,
                                        "solo_gbps", "solo_source", "slowdown"])
 
 
+def run_summary(run: dict | None) -> dict | None:
+    """The workload record's figures next to the trace's: unprofiled or profiled, as it was run."""
+    if not run:
+        return None
+    t = run.get("throughput", {})
+    return {"steps_per_s": t.get("steps_per_s"), "per_rank_steps_per_s": t.get("per_rank_steps_per_s"),
+            "profiled": bool(run.get("config", {}).get("profile")), "host_cpu": run.get("host_cpu"),
+            "integrity_ok": run.get("integrity", {}).get("ok")}
+
+
 def _gbps(copies: pd.DataFrame) -> float | None:
     total = copies["duration_ns"].sum()
     return float(copies["bytes"].sum() / total) if len(copies) and total else None
@@ -135,8 +150,10 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
 
     resource: gpu-compute (every GPU's kernels run at least busy_threshold of its steps), host-dtoh-bandwidth
     (copies run below slowdown_threshold of their solo rate while other GPUs copy, and the GPUs wait), rank-pipeline
-    (GPUs wait, nothing shared is slowed: the cause is inside each rank), single-gpu (nothing is shared) or
-    not-concurrent (separate traces whose captures do not overlap in time: sharing cannot be seen)."""
+    (GPUs wait, nothing shared is slowed: the cause is inside each rank), host-cpu (GPUs busy, every rank's outputs
+    backlogged and the shared CPUs saturated, per the run record), output-backlog (the same without a run record or
+    with idle CPUs), single-gpu (nothing is shared) or not-concurrent (separate traces whose captures do not overlap
+    in time: sharing cannot be seen)."""
     n = len(devices)
     compute_min = float(devices["compute_utilization"].min()) if n else 0.0
     worst = cont.dropna(subset=["slowdown"]).sort_values("slowdown").head(1)
@@ -158,6 +175,30 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
                            "share cannot be measured; each GPU's own row still holds",
                 "evidence": evidence, "next": "record the ranks together: `make profile STAGE=... GPUS=N`"}
     contended = slow is not None and slow < opts.slowdown_threshold
+    backlog = devices["backlog_steps"].dropna()
+    backlog_min = float(backlog.min()) if len(backlog) == n else 0.0
+    cpu = (opts.run or {}).get("host_cpu")
+    if backlog_min:
+        evidence.append(f"after their last step the ranks still drained outputs for "
+                        f"{', '.join(f'{r.drain_ns / 1e6:,.0f} ms' for r in devices.itertuples())} "
+                        f"(>= {backlog_min:.1f} step periods)")
+    if cpu:
+        evidence.append(f"host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of {cpu['cpus']}) over the run")
+    if compute_min >= opts.busy_threshold and backlog_min >= opts.backlog_steps:
+        if cpu and cpu["busy"] >= 0.9:
+            return {"resource": "host-cpu",
+                    "verdict": f"the GPUs finished their steps with every rank's output workers {backlog_min:.1f}+ "
+                               f"steps behind, while the {cpu['cpus']} CPUs they share were {cpu['busy']:.0%} busy: the "
+                               "host's cores saturate; in a longer run the buffers run out and the GPUs wait",
+                    "evidence": evidence,
+                    "next": "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before "
+                            "the copy shrinks what the workers serialise)"}
+        return {"resource": "output-backlog",
+                "verdict": f"the GPUs finished their steps with every rank's output workers {backlog_min:.1f}+ steps "
+                           "behind: the output side is slower than the GPUs, and a longer run would make them wait",
+                "evidence": evidence,
+                "next": "more output workers per rank if cores are free (the run record's host_cpu says), else less "
+                        "work per output; capture more steps than the buffer pool to see the steady state"}
     if compute_min >= opts.busy_threshold:
         verdict = (f"every GPU runs kernels at least {compute_min:.0%} of the time: the GPUs themselves limit "
                    "throughput; " + (f"DtoH copies are slowed to {slow:.2f} x solo by sharing the host, hidden behind "
@@ -200,6 +241,17 @@ def step_window(steps: pd.DataFrame, ops: pd.DataFrame, outputs: pd.DataFrame) -
     return lo, max(last, int(queued.max()) if len(queued) else last)
 
 
+def output_drain(nvtx: pd.DataFrame, ops: pd.DataFrame, outputs_done_ns: int) -> tuple[int, str]:
+    """How long the rank still waited for its output workers after its last step's output reached the host: the
+    `drain outputs` NVTX range when the trace has it, else the rank's last GPU operation (the barrier before the
+    capture stops, issued once its queue is drained). (drain_ns, source)."""
+    d = nvtx[nvtx["name"] == "drain outputs"] if len(nvtx) else nvtx
+    if len(d):
+        return max(0, int(d["end_ns"].max()) - outputs_done_ns), "NVTX 'drain outputs'"
+    last = int(ops["end_ns"].max()) if len(ops) else outputs_done_ns
+    return max(0, last - outputs_done_ns), "last GPU operation"
+
+
 def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, opts: RankOptions):
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
     trace_window = gpu.analysis_window(ops)
@@ -227,6 +279,8 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
         copy_cov = Coverage(*union(d["start_ns"].to_numpy(), d["end_ns"].to_numpy()))
         u = util.iloc[0]
         span = window[1] - window[0]
+        drain_ns, drain_source = output_drain(mine, dev_ops, window[1])
+        period = span / len(steps) if len(steps) else None
         rows.append({
             "trace": label, "device": dev, "gpu": f"{label}:GPU {dev}" if label else f"GPU {dev}",
             "name": gpu_names.get(dev), "pid": pid, "window_start_ns": window[0], "window_ns": span,
@@ -242,6 +296,8 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
             "dtoh_pinned_share": float(d.loc[d["dst_kind"] == "Pinned", "bytes"].sum() / d["bytes"].sum())
             if d["bytes"].sum() else None,
             "dtoh_busy_share": copy_cov.total / span if span else 0.0,
+            "drain_ns": drain_ns, "drain_source": drain_source,
+            "backlog_steps": drain_ns / period if period else None,
         })
     return rows, trace_window
 
@@ -304,5 +360,6 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
         "host_dtoh": host_summary,
         "contention": _records(cont),
         "limit": limit,
+        "run": run_summary(opts.run),
     }
     return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total})

@@ -86,6 +86,12 @@ def ranks_report(r: dict) -> str:
             L.append(f"  {c['memory']} copies while another GPU copies ({c['copies_together']} of {c['copies']}): "
                      f"{c['gbps_together']:.1f} GB/s" + (f" = {c['slowdown']:.2f} x solo {c['solo_gbps']:.1f} GB/s "
                                                         f"({c['solo_source']})" if c["slowdown"] else ""))
+    run = r.get("run")
+    if run and run.get("steps_per_s"):
+        cpu = run.get("host_cpu")
+        L.append(f"run record ({'profiled' if run['profiled'] else 'unprofiled'}): {run['steps_per_s']:.2f} steps/s in "
+                 f"total, drain included" + (f"; host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of "
+                                             f"{cpu['cpus']})" if cpu else ""))
     lim = r["limit"]
     L.append(f"limit: [{lim['resource']}] {lim['verdict']}")
     L.append(f"      -> {lim['next']}")

@@ -71,7 +71,8 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
         fail("--per-rank needs --gpus 2 or more")
     name = stage if gpus == 1 else f"{stage}-x{gpus}{'rank' if per_rank else 'gpu'}"
     base = next_free_base(Path(out_dir) / name, name, force)
-    args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args]
+    workload_json = base.with_name(base.name + ".workload.json")  # throughput, integrity, host CPU load
+    args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
     cmd = workload_command(stage, args, gpus=0 if per_rank else gpus)
     req = ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
     click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
@@ -79,6 +80,8 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
         rec = profile_per_rank(n, req, gpus) if per_rank else profile(n, req)
     except ProfileError as e:
         fail(str(e), 1)
+    if workload_json.exists():
+        rec["files"]["workload"] = str(workload_json)
     rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
                 "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
                 "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})

@@ -107,7 +107,7 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
         with ExitStack() as stack:
             opened = [stack.enter_context(Trace.open(p)) for p in paths]
             labels = None if len(paths) == 1 else trace_labels([p.name for p in paths])
-            r = analyze_ranks(opened, RankOptions(link_gbps=link_gbps, probe=probe), labels)
+            r = analyze_ranks(opened, RankOptions(link_gbps=link_gbps, probe=probe, run=_run_beside(paths[0])), labels)
         rows += gpu_rows(run, r)
         verdicts[run] = r.summary["limit"]
         ranks_json[run] = r.summary
@@ -125,6 +125,16 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
                                     f"{x['together_gbps']:.1f} GB/s all GPUs at once ({x['scaling']:.2f} x the sum)"
                                     for m, x in sorted(v.items(), reverse=True) if x.get("together_gbps")) + ".")
     return render.gpus_markdown(rows, verdicts, scaling, note), chart_files
+
+
+def _run_beside(trace: Path) -> dict | None:
+    from analysis.inputs import run_record_beside
+    path = run_record_beside(trace)
+    try:
+        return json.loads(path.read_text()) if path else None
+    except (OSError, ValueError):
+        click.echo(f"compare-traces: {path}: not readable JSON; its run's host CPU load is left out", err=True)
+        return None
 
 
 def _shown(path: Path) -> str:

@@ -129,5 +129,5 @@ def find_probe(paths: list[Path], explicit: Path | None) -> tuple[dict | None, P
 
 
 def find_scaling(paths: list[Path]) -> tuple[dict | None, Path | None]:
-    """Unprofiled single-GPU vs N-GPU run (benchmarks/h200x2_ranks.sh: ranks.json), when there is one."""
-    return _json_in(paths, "ranks.json")
+    """Unprofiled single-GPU vs N-GPU runs (benchmarks/h200x2_cpus.sh: scaling.json), when there are some."""
+    return _json_in(paths, "scaling.json")

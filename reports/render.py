@@ -96,16 +96,22 @@ def _gpus_html(gpus_md: str, charts: dict[str, str]) -> str:
     return "<h2>Several GPUs</h2>" + "".join(out) + imgs
 
 
-def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: dict | None, probe_note: str) -> str:
+def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dict], probe_note: str) -> str:
     """The 'Several GPUs' section: scaling (unprofiled), one row per GPU (traces), each run's limit."""
     out = []
     if scaling:
-        out += [f"Unprofiled: `{scaling['stage']}` on {scaling['gpus']} GPUs ran {scaling['total_steps_per_s']:.2f} "
-                f"steps/s in total against {scaling['single_steps_per_s']:.2f} on one GPU: "
-                f"**{scaling['efficiency']:.2f} x N x single** (goal >= 0.9); per rank "
-                + ", ".join(f"{x:.2f}" for x in scaling["per_rank_steps_per_s"] or [])
-                + f"; integrity {'ok' if scaling['integrity_ok'] else 'FAILED'} "
-                  f"({scaling['gpu']}, {scaling['cpus']} CPUs).", ""]
+        out += ["Unprofiled scaling (goal >= 0.9 x N x single):", "",
+                "| stage | CPUs | 1 GPU steps/s | N GPUs steps/s | per rank | x N x single | host CPUs busy (1 GPU / N) "
+                "| integrity | limit |", "|---|---|---|---|---|---|---|---|---|"]
+        for sc in scaling:
+            cpu = lambda c: f"{c['busy']:.0%} of {c['cpus']}" if c else "-"  # noqa: E731
+            out.append("| " + " | ".join([
+                str(sc["stage"]), sc["label"] or str(sc["cpus"]), f"{sc['single_steps_per_s']:.2f}",
+                f"{sc['total_steps_per_s']:.2f} ({sc['gpus']} GPUs)",
+                ", ".join(f"{x:.2f}" for x in sc["per_rank_steps_per_s"] or []), f"**{sc['efficiency']:.2f}**",
+                f"{cpu(sc['host_cpu_single'])} / {cpu(sc['host_cpu'])}", "ok" if sc["integrity_ok"] else "FAILED",
+                sc["limit"]]) + " |")
+        out.append("")
     if probe_note:
         out += [probe_note, ""]
     out += ["| run | GPU | steps/s (trace) | busy | kernels | DtoH GB/s | pinned | kernels wait in | host DtoH peak | "

@@ -165,3 +165,33 @@ def test_steps_of_a_multi_rank_trace_are_measured_against_their_own_gpu(x2):
     with_copy = st[st["dtoh_bytes"] > 0]
     assert (with_copy["dtoh_bytes"] == 1409286144).all() and len(with_copy) >= 12  # one output per step, not two
     assert st["gpu_idle_ns"].notna().all()
+
+
+def test_output_backlog_and_saturated_host_cpus(x2):
+    """`pinned` on both GPUs confined to 8 cores (taskset): the GPUs finish their steps while every rank's output
+    workers are several steps behind; the run record beside the trace says the 8 cores were saturated."""
+    path = x2["pinned-cpu8-x2gpu"]
+    run = json.loads((X2 / "pinned-cpu8-x2gpu.workload.json").read_text())
+    assert run["host_cpu"]["cpus"] == 8 and run["host_cpu"]["busy"] >= 0.9
+    r = _ranks(path, run=run)
+    d = r.devices
+    assert (d["drain_source"] == "NVTX 'drain outputs'").all() and (d["backlog_steps"] >= 2).all()
+    assert (d["compute_utilization"] > 0.9).all()  # over its steps the GPU looks fine: the backlog is what tells
+    assert r.summary["limit"]["resource"] == "host-cpu" and r.summary["run"]["host_cpu"]["cpus"] == 8
+    assert _ranks(path).summary["limit"]["resource"] == "output-backlog"  # no run record: the CPUs are not known
+    idle = dict(run, host_cpu={"cpus": 8, "busy": 0.5, "busy_cores": 4.0})
+    assert _ranks(path, run=idle).summary["limit"]["resource"] == "output-backlog"
+    # with all 32 cores the backlog is under one step and the GPUs are the limit
+    full = _ranks(x2["pinned-x2"])
+    assert (full.devices["backlog_steps"] < 1).all() and full.summary["limit"]["resource"] == "gpu-compute"
+
+
+def test_drain_reported_once_per_gap_across_ranks(x2):
+    """Both ranks sit in 'drain outputs' at once: the share of idle time it covers stays a share (<= 100%)."""
+    from analysis.summary import analyze
+    with Trace.open(x2["pinned-cpu8-x2gpu"]) as t:
+        s = analyze(t).summary
+    drain = next(c for c in s["gaps"]["covered_by"] if c["name"] == "drain outputs")
+    assert 0.3 < drain["share"] <= 1.0
+    finding = next(f for f in s["diagnosis"] if f["rule"] == "gpu-idle-cpu-bound")
+    assert "output workers" in finding["suggestion"]

@@ -28,11 +28,14 @@ def test_bundled_report(tmp_path):
     assert rows["streams"]["dtoh_memory"] == "Pageable" and rows["baseline"]["dtoh_gbps"] < 4
     assert {p.name: sha256(p) for p in H200.iterdir()} == before
     # several GPUs: the bundled 2 x H200 runs, each GPU side by side and the limit named
-    assert "## Several GPUs" in md and "1.00 x N x single" in md
+    assert "## Several GPUs" in md and "| **1.00** |" in md
+    assert "| **0.71** |" in md and "host CPU cores: 7.8 of 8 busy" in md  # the 8-core run: the shared cores saturate
     assert "| pinned-x2 | GPU 1 |" in md and "[gpu-compute]" in md and "[rank-pipeline]" in md
     assert (out / "gpus_pinned-x2.png").read_bytes()[:4] == b"\x89PNG" and "src='gpus_streams-x2.png'" in html
     gpus = json.loads((out / "gpus.json").read_text())
-    assert gpus["scaling"]["efficiency"] >= 0.9 and set(gpus["runs"]) == {"pinned-x2", "streams-x2", "pinned-x2rank"}
+    assert [round(x["efficiency"], 2) for x in gpus["scaling"]] == [1.0, 0.71]
+    assert set(gpus["runs"]) == {"pinned-x2", "streams-x2", "pinned-x2rank", "pinned-cpu8-x2gpu"}
+    assert gpus["runs"]["pinned-cpu8-x2gpu"]["limit"]["resource"] == "host-cpu"  # its workload record lies beside it
     assert "| pinned-x2rank | rank1:GPU 1 |" in md  # per-rank traces of one run, grouped
 
 

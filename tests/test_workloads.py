@@ -47,6 +47,7 @@ def test_cpu_stages_run_with_integrity(stage, tmp_path):
     else:
         assert integ["ok"] and integ["processed"] == integ["expected_batches"] == 4
     assert rec["environment"]["torch"] == torch.__version__
+    assert 0 < rec["host_cpu"]["busy"] <= 1 and rec["host_cpu"]["cpus"] == len(os.sched_getaffinity(0))
     assert not _procs_with("--seed\x004242"), "output workers left behind"
     assert _shm() <= shm_before, "shared-memory segments left behind"
 
@@ -176,3 +177,14 @@ def test_worker_counts_under_torchrun_default_per_gpu_else_shared():
     assert (mine.loader_workers, mine.output_workers) == (1, 2)
     assert worker_totals(None, None, 1) == {"loader_workers": RunConfig().loader_workers,
                                             "output_workers": RunConfig().output_workers}
+
+
+def test_host_cpu_load_is_measured_on_the_allowed_cpus():
+    """A process confined to one CPU that spins for 0.5 s reads that CPU as nearly fully busy."""
+    code = ("import json, os, time; from workloads import hostload; "
+            "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); a = hostload.read(); t = time.time()\n"
+            "while time.time() - t < 0.5: pass\nprint(json.dumps(hostload.busy_fraction(a, hostload.read())))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    load = json.loads(r.stdout)
+    assert load["cpus"] == 1 and load["busy"] > 0.8

@@ -76,8 +76,10 @@ def main(json_path, **kw):
     if "ranks" in record:
         click.echo(f"{len(record['ranks'])} ranks: " + ", ".join(f"rank {r['rank']} {r['throughput']['steps_per_s']:.3f} "
                                                                  f"steps/s" for r in record["ranks"]))
+    cpu = record.get("host_cpu")
     click.echo(f"{cfg.stage}: {t['steps_per_s']:.3f} steps/s ({t['samples_per_s']:.1f} samples/s, "
-               f"{t['output_gb_per_s']:.2f} GB/s of output); integrity {status}")
+               f"{t['output_gb_per_s']:.2f} GB/s of output); integrity {status}"
+               + (f"; host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of {cpu['cpus']})" if cpu else ""))
     if integ["checked"] and not integ["ok"]:
         sys.exit(1)
 

@@ -85,9 +85,12 @@ def gather(rank: Rank, record: dict) -> dict:
         "samples_per_s": samples / seconds, "output_gb_per_s": out_bytes / seconds / 1e9,
         "per_rank_steps_per_s": [r["throughput"]["steps_per_s"] for r in records],
     }
+    loads = [r["host_cpu"] for r in records if r.get("host_cpu")]
+    merged_cpu = max(loads, key=lambda x: x["busy"]) if loads else None  # one host: every rank read the same CPUs
     merged = dict(records[0])
     merged["ranks"] = records
     merged["throughput"] = total
+    merged["host_cpu"] = merged_cpu
     merged["integrity"] = {**integ[0], "checked": all(i["checked"] for i in integ),
                            "ok": all(i["ok"] for i in integ),
                            "expected_batches": sum(i["expected_batches"] for i in integ),

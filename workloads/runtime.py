@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from . import hostload
 from .config import RunConfig
 from .data import Prefetcher, SyncBatches, make_loader
 from .integrity import IntegrityReport, checksum_tensor, compare
@@ -104,6 +105,7 @@ def run(cfg: RunConfig, log=print) -> dict:
                     dd.barrier(rank)  # every rank starts its measured window together
                     if cfg.profile and device.type == "cuda":
                         torch.cuda.profiler.start()
+                    cpu0 = hostload.read()
                     t0 = time.perf_counter()
                 with nvtx_range(f"Batch {i}"):
                     with nvtx_range("get batch"):
@@ -116,9 +118,11 @@ def run(cfg: RunConfig, log=print) -> dict:
                 del output, batch
                 if rank.is_main and (i < cfg.warmup or i % 10 == 9):
                     log(f"  step {i + 1}/{total}{' (warm-up)' if i < cfg.warmup else ''}", file=sys.stderr)
-            stage.drain()
-            _sync(device)
+            with nvtx_range("drain outputs"):  # the output workers' backlog when the last step's GPU work is done
+                stage.drain()
+                _sync(device)
             elapsed = time.perf_counter() - t0
+            host_cpu = hostload.busy_fraction(cpu0, hostload.read())
             if cfg.profile and device.type == "cuda":
                 dd.barrier(rank)  # nsys ends a multi-process capture at the first stop: stop together
                 torch.cuda.profiler.stop()
@@ -135,6 +139,7 @@ def run(cfg: RunConfig, log=print) -> dict:
                        "samples_per_s": cfg.steps * cfg.batch / elapsed,
                        "output_gb_per_s": cfg.steps * cfg.output_bytes() / elapsed / 1e9},
         "output_bytes_per_batch": cfg.output_bytes(),
+        "host_cpu": host_cpu,  # the CPUs this process may use, over the measured window (all ranks share them)
         "integrity": integrity.as_dict(),
         "environment": environment(device),
         "wall_s": time.time() - started,
