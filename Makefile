@@ -10,17 +10,19 @@ OUT     ?= runs
 FORCE   ?=
 GPUS    ?= 1
 PER_RANK ?=
+CPUS    ?=
 REPORT  ?= out/report
 STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
-.PHONY: install install-workloads nsys test report profile profile-all bench benchmark-analysis clean help
+.PHONY: install install-workloads nsys test report profile profile-all scaling bench benchmark-analysis clean help
 
 help:
 	@echo "make report                 comparison report (PNGs, Markdown, HTML) from runs/ or the bundled H200 traces"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
+	@echo "make scaling STAGE=pinned GPUS=2 [CPUS=0-7]   1 GPU against N GPUs unprofiled -> runs/scaling.json (the report reads it)"
 	@echo "make nsys                   install Nsight Systems into .nsys/ (no system change)"
 	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
 
@@ -54,6 +56,9 @@ profile: $(VENV)/.full nsys
 
 profile-all: $(VENV)/.full nsys
 	@for s in $(STAGES); do $(BIN)/python -m profiling stage $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done
+
+scaling: $(VENV)/.full
+	$(BIN)/python -m profiling scaling --stage $(STAGE) --gpus $(GPUS) $(if $(CPUS),--cpus $(CPUS),) --out $(OUT)/scaling.json $(MODEL_ARG)
 
 bench: $(VENV)/.full
 	$(BIN)/python -m profiling bench --out $(OUT)/bench.json $(MODEL_ARG)

@@ -14,10 +14,12 @@ import time
 ARTICLE_ORDER = ["ceiling", "naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned"]
 
 
-def run_stage(stage: str, args: list[str], log=print, timeout_s: float | None = None, label: str = "") -> dict:
+def run_stage(stage: str, args: list[str], log=print, timeout_s: float | None = None, label: str = "",
+              launcher: list[str] | None = None) -> dict:
+    """One unprofiled run of a stage in its own process; launcher: what starts Python (torchrun, taskset ...)."""
     with tempfile.TemporaryDirectory() as tmp:
         rec_path = os.path.join(tmp, "run.json")
-        cmd = [sys.executable, "-m", "workloads", "--stage", stage, *args, "--json", rec_path]
+        cmd = [*(launcher or [sys.executable]), "-m", "workloads", "--stage", stage, *args, "--json", rec_path]
         t = time.time()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
@@ -56,3 +58,32 @@ def table(records: list[dict]) -> str:
         lines[-1] += (" n/a |" if not integ["checked"] else (" ok |" if integ["ok"] else " FAILED |"))
         lines[-1] += f" {r['throughput']['steps']} |"
     return "\n".join(lines)
+
+
+def scaling_launchers(gpus: int, cpus: str | None) -> tuple[list[str], list[str]]:
+    """(one GPU, N GPUs under torchrun), both confined to the CPU list `cpus` (taskset syntax) when given."""
+    pin = ["taskset", "-c", cpus] if cpus else []
+    return [*pin, sys.executable], [*pin, sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus)]
+
+
+def scaling_row(scenario: dict) -> dict | None:
+    """N-GPU total against N x the one-GPU run, the CPUs' load in both, and what limits scaling when it falls short."""
+    one, every = scenario.get("one"), scenario.get("all")
+    if not (one and every and "throughput" in one and "throughput" in every):
+        return None
+    single, total = one["throughput"]["steps_per_s"], every["throughput"]
+    n = total.get("world_size", 1)
+    eff = total["steps_per_s"] / (n * single) if single else None
+    cpu = every.get("host_cpu")
+    if eff is None or eff >= 0.9:
+        limit = "scales (>= 0.9 x N x single)"
+    elif cpu and cpu["busy"] >= 0.9:
+        limit = f"host CPU cores: {cpu['busy_cores']:.1f} of {cpu['cpus']} busy ({cpu['busy']:.0%}) with {n} GPUs"
+    else:
+        limit = ("not the host CPUs" + (f" ({cpu['busy']:.0%} busy)" if cpu else " (no CPU reading)")
+                 + ": see the traces' per-GPU rows")
+    return {"label": scenario.get("label", ""), "stage": every.get("stage"), "gpus": n, "single_steps_per_s": single,
+            "total_steps_per_s": total["steps_per_s"], "per_rank_steps_per_s": total.get("per_rank_steps_per_s"),
+            "efficiency": eff, "integrity_ok": every["integrity"]["ok"] and one["integrity"]["ok"],
+            "gpu": one.get("environment", {}).get("gpu"), "cpus": one.get("environment", {}).get("cpus"),
+            "host_cpu_single": one.get("host_cpu"), "host_cpu": cpu, "limit": limit}

@@ -144,5 +144,45 @@ def bench(stages, out, timeout_s, label, workload_args):
     click.echo(md)
 
 
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--stage", "stage_name", default="pinned", show_default=True)
+@click.option("--gpus", default=2, show_default=True, help="ranks for the N-GPU run (torchrun)")
+@click.option("--cpus", default=None, help="confine both runs to these CPUs (taskset list, e.g. 0-7)")
+@click.option("--label", default=None, help="scenario name in the file (default: the CPU list)")
+@click.option("--out", default="runs/scaling.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--timeout", "timeout_s", default=900.0, show_default=True, help="seconds per run")
+@click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
+def scaling(stage_name, gpus, cpus, label, out, timeout_s, workload_args):
+    """One GPU against N GPUs (torchrun), unprofiled: appends a scenario to OUT (the report reads it)."""
+    import shutil
+
+    from workloads.config import STAGES
+    if stage_name not in STAGES:
+        fail(f"unknown stage {stage_name!r}; choose one of {', '.join(STAGES)}")
+    if gpus < 2:
+        fail("--gpus must be at least 2 (the single-GPU run is always made)")
+    if cpus and not shutil.which("taskset"):
+        fail("--cpus needs `taskset` (util-linux) on PATH")
+    one_cmd, all_cmd = bench_mod.scaling_launchers(gpus, cpus)
+    label = label or (f"CPUs {cpus}" if cpus else "all CPUs")
+    one = bench_mod.run_stage(stage_name, list(workload_args), log=click.echo, timeout_s=timeout_s,
+                              label=f"{label}, 1 GPU", launcher=one_cmd)
+    every = bench_mod.run_stage(stage_name, list(workload_args), log=click.echo, timeout_s=timeout_s,
+                                label=f"{label}, {gpus} GPUs", launcher=all_cmd)
+    path = Path(out)
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {"scenarios": []}
+    except ValueError:
+        fail(f"{path}: exists but is not JSON; give another --out")
+    data.setdefault("scenarios", []).append({"label": label, "one": one, "all": every})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    row = bench_mod.scaling_row({"label": label, "one": one, "all": every})
+    if row is None:
+        fail(f"a run failed ({(one.get('error') or every.get('error') or ['?'])[0]}); recorded in {path}", 1)
+    click.echo(f"{label}: 1 GPU {row['single_steps_per_s']:.3f}, {gpus} GPUs {row['total_steps_per_s']:.3f} steps/s = "
+               f"{row['efficiency']:.2f} x N x single; {row['limit']}; written to {path}")
+
+
 if __name__ == "__main__":
     main()

@@ -114,7 +114,7 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
         name = f"gpus_{run}.png"
         plot_ranks(r, out_dir / name, title=run)
         chart_files[f"{run}: every GPU and the host-side DtoH they share"] = name
-    if not rows:
+    if not rows and not scaling:
         return "", {}
     (out_dir / "gpus.json").write_text(json.dumps({"scaling": scaling, "runs": ranks_json}, indent=2) + "\n")
     note = ""

@@ -56,27 +56,9 @@ def gpu_rows(run: str, ranks) -> list[dict]:
 
 def scaling_summary(record: dict | None) -> list[dict]:
     """Unprofiled N-GPU totals against N x the single-GPU run, one row per scenario: from a {"one", "all"} record
-    (benchmarks/h200x2_ranks.sh) or {"scenarios": [{"label", "one", "all"}, ...]} (benchmarks/h200x2_cpus.sh)."""
+    (benchmarks/h200x2_ranks.sh) or {"scenarios": [{"label", "one", "all"}, ...]} (`make scaling`)."""
+    from profiling.bench import scaling_row
     if not record:
         return []
-    scenarios = record.get("scenarios") or [{"label": "", **record}]
-    return [_scaling_row(s) for s in scenarios if s.get("one") and s.get("all")]
-
-
-def _scaling_row(s: dict) -> dict:
-    one, total = s["one"]["throughput"]["steps_per_s"], s["all"]["throughput"]
-    n = total.get("world_size", len(total.get("per_rank_steps_per_s", [])) or 1)
-    eff = total["steps_per_s"] / (n * one) if one else None
-    cpu = s["all"].get("host_cpu")
-    if eff is None or eff >= 0.9:
-        limit = "scales (>= 0.9 x N x single)"
-    elif cpu and cpu["busy"] >= 0.9:
-        limit = f"host CPU cores: {cpu['busy_cores']:.1f} of {cpu['cpus']} busy ({cpu['busy']:.0%}) with {n} GPUs"
-    else:
-        limit = "not the host CPUs" + (f" ({cpu['busy']:.0%} busy)" if cpu else " (no CPU reading)") + \
-            ": see the traces' per-GPU rows"
-    return {"label": s.get("label", ""), "stage": s["all"].get("stage"), "gpus": n, "single_steps_per_s": one,
-            "total_steps_per_s": total["steps_per_s"], "per_rank_steps_per_s": total.get("per_rank_steps_per_s"),
-            "efficiency": eff, "integrity_ok": s["all"]["integrity"]["ok"],
-            "gpu": s["one"].get("environment", {}).get("gpu"), "cpus": s["one"].get("environment", {}).get("cpus"),
-            "host_cpu_single": s["one"].get("host_cpu"), "host_cpu": cpu, "limit": limit}
+    rows = [scaling_row(s) for s in (record.get("scenarios") or [{"label": "", **record}])]
+    return [r for r in rows if r]

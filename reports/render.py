@@ -114,6 +114,8 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
         out.append("")
     if probe_note:
         out += [probe_note, ""]
+    if not rows:
+        return "\n".join(out) + "\n"
     out += ["| run | GPU | steps/s (trace) | busy | kernels | DtoH GB/s | pinned | kernels wait in | host DtoH peak | "
             "copies while others copy | limit |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -1,4 +1,5 @@
 """profiling/: finding nsys, the checks that explain failures, and refusing what cannot work here."""
+import json
 import os
 import stat
 
@@ -63,3 +64,26 @@ def test_multi_gpu_command_uses_torchrun():
     two = workload_command("pinned", ["--steps", "3"], python="py", gpus=2)
     assert one == ["py", "-m", "workloads", "--stage", "pinned", "--profile", "--steps", "3"]
     assert two[:5] == ["py", "-m", "torch.distributed.run", "--nproc-per-node", "2"] and two[5:] == one[1:]
+
+
+def test_scaling_on_one_cpu_names_the_saturated_cores(tmp_path, h200):
+    """`profile scaling` for real on CPU (gloo ranks): confined to one core, two ranks cannot double the throughput,
+    and both the command and the report say the host's cores are the limit."""
+    runs = tmp_path / "runs"
+    cpu = str(min(os.sched_getaffinity(0)))
+    r = run_cli("-m", "profiling", "scaling", "--stage", "bufpool", "--gpus", "2", "--cpus", cpu, "--out",
+                str(runs / "scaling.json"), "--device", "cpu", "--batch", "2", "--img", "64", "--classes", "3",
+                "--steps", "3", "--warmup", "1", "--loader-workers", "1", "--output-workers", "2", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "host CPU cores" in r.stdout
+    sc = json.loads((runs / "scaling.json").read_text())["scenarios"][0]
+    assert sc["one"]["host_cpu"]["cpus"] == 1 and sc["all"]["throughput"]["world_size"] == 2
+    assert sc["all"]["integrity"]["ok"]
+    (runs / "pinned").mkdir()
+    (runs / "pinned" / "pinned.sqlite.xz").write_bytes(h200["pinned"].read_bytes())
+    r = run_cli("-m", "reports", str(runs), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Several GPUs" in md and f"| bufpool | CPUs {cpu} |" in md and "host CPU cores: " in md
+    r = run_cli("-m", "profiling", "scaling", "--stage", "nope")
+    assert r.returncode == 2 and "unknown stage" in r.stderr and "Traceback" not in r.stderr
