@@ -33,7 +33,7 @@ def test_bundled_report(tmp_path):
     assert "| pinned-x2 | GPU 1 |" in md and "[gpu-compute]" in md and "[rank-pipeline]" in md
     assert (out / "gpus_pinned-x2.png").read_bytes()[:4] == b"\x89PNG" and "src='gpus_streams-x2.png'" in html
     gpus = json.loads((out / "gpus.json").read_text())
-    assert [round(x["efficiency"], 2) for x in gpus["scaling"]] == [1.0, 0.71]
+    assert [round(x["efficiency"], 2) for x in gpus["scaling"]] == [1.0, 0.71, 1.03, 0.83]
     assert set(gpus["runs"]) == {"pinned-x2", "streams-x2", "pinned-x2rank", "pinned-cpu8-x2gpu"}
     assert gpus["runs"]["pinned-cpu8-x2gpu"]["limit"]["resource"] == "host-cpu"  # its workload record lies beside it
     assert "| pinned-x2rank | rank1:GPU 1 |" in md  # per-rank traces of one run, grouped
