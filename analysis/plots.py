@@ -17,7 +17,7 @@ NVTX_DEFAULT = "#9E9E9E"
 def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame, t0: int, t1: int,
              launch_tid: int | None = None, title: str = ""):
     """A row per stream (kernels and copies) and rows for the launching thread's NVTX ranges, like nsys' view."""
-    rows, labels = [], []
+    labels = []
     ms = lambda ns: (np.asarray(ns) - t0) / 1e6  # noqa: E731
     k = kernels[(kernels["end_ns"] > t0) & (kernels["start_ns"] < t1)]
     c = copies[(copies["end_ns"] > t0) & (copies["start_ns"] < t1)]

@@ -10,7 +10,7 @@ import click
 from analysis.errors import TraceError
 
 from . import charts, render
-from .collect import BUNDLED, ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
+from .collect import ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
 from .compare import gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),

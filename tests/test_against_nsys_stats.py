@@ -7,7 +7,7 @@ import pytest
 
 from analysis import Trace
 from analysis.cpu import nvtx_summary
-from conftest import ROOT, SHARED_TRACES
+from conftest import ROOT
 
 REPORTS = "cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,nvtx_sum"
 

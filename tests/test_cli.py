@@ -3,7 +3,6 @@ import json
 import os
 import sqlite3
 
-import pytest
 
 from conftest import run_cli, sha256
 

@@ -1,7 +1,6 @@
 """Loading real exports of every nsys version we know (2020.3 to 2023.4 here; public ones up to 2025.3)."""
 import sqlite3
 
-import pytest
 
 from analysis import Trace
 from analysis.sql import NVTX_PUSHPOP, NVTX_STARTEND

@@ -46,13 +46,13 @@ def probe(nbytes: int, repeat: int, devices: list[int], memories=("pinned", "pag
             times: dict[int, float] = {}
             go = threading.Barrier(len(devices))
 
-            def one(d):
+            def one(d, src, dst):
                 go.wait()
-                times[d] = _copy_loop(srcs[d], dsts[d], repeat)
+                times[d] = _copy_loop(src, dst, repeat)
 
             with nvtx_range(f"{memory} DtoH all GPUs together"):
                 t0 = time.perf_counter()
-                threads = [threading.Thread(target=one, args=(d,)) for d in devices]
+                threads = [threading.Thread(target=one, args=(d, srcs[d], dsts[d])) for d in devices]
                 for t in threads:
                     t.start()
                 for t in threads:
