@@ -32,7 +32,7 @@ def _probe(path: Path | None) -> dict | None:
         data = json.loads(path.read_text())
         ok = isinstance(data, dict) and isinstance(data.get("verdict"), dict)
     except (OSError, ValueError) as e:
-        _fail(f"--probe {path}: cannot read it as JSON ({e})")
+        _fail(f"--probe {path}: cannot read it ({e})")
     if not ok:
         _fail(f"--probe {path}: not a link-probe record (no 'verdict'); make one with "
               "`python -m workloads.linkprobe --json FILE` on the GPU machine")
@@ -48,7 +48,7 @@ def _run_record(path: Path | None, trace: Path) -> dict | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        _fail(f"--run {path}: cannot read it as JSON ({e})")
+        _fail(f"--run {path}: cannot read it ({e})")
     if not isinstance(data, dict) or "throughput" not in data:
         _fail(f"--run {path}: not a workload record (no 'throughput'); `python -m workloads --json FILE` writes one")
     return data

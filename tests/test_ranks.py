@@ -195,3 +195,10 @@ def test_drain_reported_once_per_gap_across_ranks(x2):
     assert 0.3 < drain["share"] <= 1.0
     finding = next(f for f in s["diagnosis"] if f["rule"] == "gpu-idle-cpu-bound")
     assert "output workers" in finding["suggestion"]
+
+
+def test_bad_inputs_for_several_traces_get_one_line(tmp_path, h200):
+    for args in ([str(h200["pinned"]), str(tmp_path / "missing.sqlite")],
+                 [str(h200["pinned"]), "--run", str(tmp_path / "missing.json")]):
+        r = run_cli("-m", "analysis", *args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
