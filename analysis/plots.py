@@ -162,11 +162,18 @@ def plot_ranks(ranks, path, title: str = ""):
         a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], labels=list(piv.columns), step="post",
                      colors=["#C44E52", "#DD8452", "#CCB974", "#8172B2", "#64B5CD", "#55A868", "#937860", "#4C72B0"][
                          :len(piv.columns)], alpha=0.85)
+        # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
+        shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
+        for i, r in enumerate(d.itertuples()):
+            if r.drain_ns and r.drain_ns > 0:
+                end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
+                a2.axvspan(end, end + r.drain_ns / 1e6, ymin=0.9 - 0.05 * i, ymax=0.94 - 0.05 * i, color="#999999",
+                           label="outputs still draining" if i == 0 else None)
         a2.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
         a2.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
                 f"({hs['capacity_source']})", fontsize=7, va="bottom")
         a2.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
-        a2.legend(fontsize=7, loc="upper right")
+        a2.legend(fontsize=7, loc="center right")
     a2.set_xlabel("ms")
     a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
     a2.set_title("DtoH into host memory, all GPUs (stacked)", fontsize=10)

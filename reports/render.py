@@ -74,6 +74,11 @@ def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str
             + imgs + "<h2>Diagnosis</h2>" + "".join(diag) + _gpus_html(gpus_md, gpu_charts or {}) + "</body></html>")
 
 
+def _plain(text: str) -> str:
+    """Markdown emphasis and code marks dropped, for HTML text."""
+    return text.strip().replace("**", "").replace("*", "").replace("`", "")
+
+
 def _gpus_html(gpus_md: str, charts: dict[str, str]) -> str:
     """The Markdown section as HTML: its table as a table, its other lines as paragraphs."""
     if not gpus_md:
@@ -86,12 +91,12 @@ def _gpus_html(gpus_md: str, charts: dict[str, str]) -> str:
             continue
         if table:
             head, *body = table
-            cell = lambda tag, row: "".join(f"<{tag}>{html.escape(c.strip())}</{tag}>" for c in row.strip("|").split("|"))
+            cell = lambda tag, row: "".join(f"<{tag}>{html.escape(_plain(c))}</{tag}>" for c in row.strip("|").split("|"))
             out.append("<table><tr>" + cell("th", head) + "</tr>" + "".join(f"<tr>{cell('td', r)}</tr>" for r in body)
                        + "</table>")
             table = []
         if line.strip():
-            out.append(f"<p>{html.escape(line.strip().lstrip('- ').replace('**', ''))}</p>")
+            out.append(f"<p>{html.escape(_plain(line.lstrip('- ')))}</p>")
     imgs = "".join(f"<img src='{n}' alt='{html.escape(t)}' style='max-width:100%'>" for t, n in charts.items())
     return "<h2>Several GPUs</h2>" + "".join(out) + imgs
 
