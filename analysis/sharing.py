@@ -67,10 +67,10 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
 
     resource: gpu-compute (every GPU's kernels run at least busy_threshold of its steps), host-dtoh-bandwidth
     (copies run below slowdown_threshold of their solo rate while other GPUs copy, and the GPUs wait), rank-pipeline
-    (GPUs wait, nothing shared is slowed: the cause is inside each rank), host-cpu (GPUs busy, every rank's outputs
-    backlogged and the shared CPUs saturated, per the run record), output-backlog (the same without a run record or
-    with idle CPUs), single-gpu (nothing is shared) or not-concurrent (separate traces whose captures do not overlap
-    in time: sharing cannot be seen)."""
+    (GPUs wait, nothing shared is slowed: the cause is inside each rank), host-cpu (the run record's shared CPUs are
+    saturated while the GPUs wait, or while every rank's outputs are backlogged), output-backlog (backlogged outputs
+    without a run record or with idle CPUs), single-gpu (nothing is shared) or not-concurrent (separate traces whose
+    captures do not overlap in time: sharing cannot be seen)."""
     n = len(devices)
     compute_min = float(devices["compute_utilization"].min()) if n else 0.0
     worst = cont.dropna(subset=["slowdown"]).sort_values("slowdown").head(1)
@@ -133,6 +133,13 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
     idle = devices.sort_values("compute_utilization").iloc[0]
     why = (f", waiting mostly in '{idle['idle_mostly_in']}' ({idle['idle_share']:.0%} of its compute gaps)"
            if isinstance(idle.get("idle_mostly_in"), str) else "")
+    if cpu and cpu["busy"] >= 0.9:
+        return {"resource": "host-cpu",
+                "verdict": f"{idle['gpu']} runs kernels {idle['compute_utilization']:.0%} of the time{why}, while the "
+                           f"{cpu['cpus']} CPUs the ranks share were {cpu['busy']:.0%} busy: the host's cores saturate",
+                "evidence": evidence,
+                "next": "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before the "
+                        "copy); then the rank's own diagnosis (analyze-trace) names what is left"}
     pageable = (idle.get("dtoh_pinned_share") is not None and idle["dtoh_pinned_share"] < 0.5)
     return {"resource": "rank-pipeline",
             "verdict": f"{idle['gpu']} runs kernels {idle['compute_utilization']:.0%} of the time{why}, while "

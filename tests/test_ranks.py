@@ -202,3 +202,12 @@ def test_bad_inputs_for_several_traces_get_one_line(tmp_path, h200):
                  [str(h200["pinned"]), "--run", str(tmp_path / "missing.json")]):
         r = run_cli("-m", "analysis", *args)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_waiting_gpus_with_saturated_cpus_name_the_cores(x2):
+    """The article's streams on 2 GPUs waits inside each rank; what the run record says of the shared CPUs decides
+    between the rank's own pipeline and the host's cores."""
+    def with_cpu(busy):
+        return {"throughput": {"steps_per_s": 4.3}, "host_cpu": {"cpus": 32, "busy": busy, "busy_cores": 32 * busy}}
+    assert _ranks(x2["streams-x2"], run=with_cpu(0.95)).summary["limit"]["resource"] == "host-cpu"
+    assert _ranks(x2["streams-x2"], run=with_cpu(0.40)).summary["limit"]["resource"] == "rank-pipeline"
