@@ -1,6 +1,8 @@
 """What the GPU did: busy/compute utilisation per device, idle gaps, top kernels."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -33,7 +35,7 @@ def analysis_window(ops: pd.DataFrame, user: tuple[int, int] | None = None) -> t
 
 def utilization(ops: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
     """Per device: busy_ns (kernels+copies+memsets union), compute_ns (kernels union), window_ns, ratios."""
-    return device_pass(ops, window, 0)[0]
+    return device_pass(ops, window, 0).util
 
 
 def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd.DataFrame:
@@ -42,14 +44,21 @@ def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd
     Columns: device, start_ns, end_ns, duration_ns, next_correlation_id and next_pid (the op that ends the gap and
     its process; -1 at the end).
     """
-    return device_pass(ops, window, min_gap_ns)[1]
+    return device_pass(ops, window, min_gap_ns).gaps
 
 
-def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
-    """utilization(), idle_gaps() and the all-device busy Coverage from one sort per device (large traces)."""
+class DevicePass(NamedTuple):
+    util: pd.DataFrame                    # utilization()
+    gaps: pd.DataFrame                    # idle_gaps()
+    busy: Coverage                        # busy time of any device
+    busy_by_device: dict[int, Coverage]   # each device's busy time
+
+
+def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
+    """utilization(), idle_gaps() and the busy Coverages from one sort per device (large traces)."""
     lo, hi = window
     rows, gap_parts = [], []
-    starts_all, ends_all = [], []
+    by_device: dict[int, Coverage] = {}
     dev = ops["device"].to_numpy()
     devices = np.unique(dev)
     act = pd.Categorical(ops["activity"])  # categorical from gpu_ops(); an empty frame may be plain
@@ -76,20 +85,20 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int):
                 g[f"next_{col}"] = np.where(nxt < len(s), ops[col].to_numpy()[m][order][at], -1)
             g.insert(0, "device", int(device))
             gap_parts.append(g)
-        starts_all.append(bs)
-        ends_all.append(be)
+        by_device[int(device)] = Coverage(bs, be)
     util = pd.DataFrame(rows, columns=["device", "busy_ns", "compute_ns", "window_ns", "utilization",
                                        "compute_utilization"])
     gap_table = (pd.concat(gap_parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if gap_parts else
                  pd.DataFrame({c: pd.Series(dtype="int64") for c in
                                ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id", "next_pid"]}))
-    if len(starts_all) == 1:  # already disjoint and sorted
-        busy = Coverage(starts_all[0], ends_all[0])
-    elif starts_all:
-        busy = Coverage(*union(np.concatenate(starts_all), np.concatenate(ends_all)))
+    covs = list(by_device.values())
+    if len(covs) == 1:  # already disjoint and sorted
+        busy = covs[0]
+    elif covs:
+        busy = Coverage(*union(np.concatenate([c.s for c in covs]), np.concatenate([c.e for c in covs])))
     else:
         busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return util, gap_table, busy
+    return DevicePass(util, gap_table, busy, by_device)
 
 
 def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -99,16 +108,6 @@ def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:
     t = kernels.groupby(["device", "pid"], as_index=False)["duration_ns"].sum()
     t = t.sort_values("duration_ns", ascending=False).drop_duplicates("device")
     return t[["device", "pid"]].sort_values("device", ignore_index=True)
-
-
-def busy_by_device(ops: pd.DataFrame, window: tuple[int, int]) -> dict[int, Coverage]:
-    """device -> Coverage of its busy time (kernels, copies, memsets) within the window."""
-    lo, hi = window
-    out = {}
-    for device in np.unique(ops["device"].to_numpy()):
-        d = ops[ops["device"].to_numpy() == device]
-        out[int(device)] = Coverage(*union(np.clip(d["start_ns"].to_numpy(), lo, hi), np.clip(d["end_ns"].to_numpy(), lo, hi)))
-    return out
 
 
 def top_kernels(kernels: pd.DataFrame, n: int = 10) -> pd.DataFrame:

@@ -141,10 +141,11 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
         outputs = cp.big_copies(memcpys[(memcpys["device"] == dev) & (memcpys["start_ns"] >= steps["start_ns"].min())]
                                 if len(steps) else memcpys.iloc[0:0], "DtoH")
         window = step_window(steps, dev_ops, outputs) or trace_window
-        util, idle_gaps, _ = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
+        passed = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
+        util, idle_gaps = passed.util, passed.gaps
         # what the compute engine waited for: gaps between kernels, covered by the rank's own NVTX ranges
         kern = dev_ops[np.asarray(dev_ops["activity"] == "kernel")]
-        _, compute_gaps, _ = gpu.device_pass(kern, window, opts.min_gap_ns) if len(kern) else (None, kern, None)
+        compute_gaps = gpu.device_pass(kern, window, opts.min_gap_ns).gaps if len(kern) else kern
         cover = (cpu.gap_cover_by_range(compute_gaps, mine, set(mine["global_tid"]), opts.step_regex)
                  if len(mine) and len(compute_gaps) else pd.DataFrame(columns=["name", "share"]))
         d = memcpys[(memcpys["device"] == dev) & (memcpys["copy_kind"] == "DtoH")]

@@ -63,7 +63,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         in_win = ops if inside.all() else ops[inside]  # no copy of millions of rows when nothing is cut
         out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
                          "source": "user" if opts.window else "first to last GPU operation"}
-        util, gap_table, busy = gpu.device_pass(in_win, window, opts.min_gap_ns)
+        passed = gpu.device_pass(in_win, window, opts.min_gap_ns)
+        util, gap_table, busy = passed.util, passed.gaps, passed.busy
         names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
         util["name"] = util["device"].map(names)
         tables["utilization"] = util
@@ -102,9 +103,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
     # --- steps ------------------------------------------------------------------------------------
     if busy is not None and len(out["gpu"]["devices"]) > 1:  # several ranks: each step against its own GPU
-        per_device = gpu.busy_by_device(in_win, window)
         owners = gpu.driving_process(kernels)
-        busy_of = {int(p): per_device[int(d)] for d, p in owners.itertuples(index=False, name=None) if int(d) in per_device}
+        busy_of = {int(p): passed.busy_by_device[int(d)] for d, p in owners.itertuples(index=False, name=None)
+                   if int(d) in passed.busy_by_device}
         step_table = cpu.steps(nvtx, opts.step_regex, busy_of, copies)
     else:
         step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
