@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .intervals import Coverage, union
+from .trace import pid_of
 
 DEFAULT_STEP_REGEX = r"^Batch \d+"
 
@@ -30,7 +31,7 @@ def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | dict | None, copies: 
     busy: the GPU's busy Coverage, or {pid: Coverage of the GPU that process drives} for a multi-rank trace; then
     each process's steps are measured against its own GPU and its own copies (a `pid` column says whose step)."""
     if isinstance(busy, dict):
-        pid = (nvtx["global_tid"].to_numpy() >> 24) & 0xFFFFFF
+        pid = pid_of(nvtx["global_tid"].to_numpy())
         parts = []
         for p in np.unique(pid):
             mine = copies[copies["pid"].to_numpy() == p] if copies is not None and "pid" in copies else copies

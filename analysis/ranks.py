@@ -18,6 +18,7 @@ from . import cpu, gpu
 from .intervals import Coverage, union
 from .sharing import contention, gbps_of, limiting_resource, shared_capacity
 from .summary import _records
+from .trace import pid_of
 
 SCHEMA = "nsys-transfer.ranks/1"
 
@@ -131,7 +132,7 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
     if trace_window is None:
         return [], None
     owner = dict(gpu.driving_process(kernels).itertuples(index=False, name=None))
-    nvtx_pid = (nvtx["global_tid"].to_numpy() >> 24) & 0xFFFFFF if len(nvtx) else np.zeros(0, np.int64)
+    nvtx_pid = pid_of(nvtx["global_tid"].to_numpy()) if len(nvtx) else np.zeros(0, np.int64)
     rows = []
     for dev in sorted(int(x) for x in ops["device"].unique()):
         pid = owner.get(dev)

@@ -33,16 +33,16 @@ SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId 
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
 # One scan of the runtime table for the calls behind the copies and the host waits.
-API_ROWS = """
-SELECT r.correlationId AS correlation_id, ((r.globalTid >> 24) & 16777215) AS pid, r.start AS api_start_ns,
+API_ROWS = f"""
+SELECT r.correlationId AS correlation_id, {PID_OF.format(col="r.globalTid")} AS pid, r.start AS api_start_ns,
        r."end" AS api_end_ns, r.globalTid AS api_global_tid, r.nameId AS api_name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
-WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{sync})"""  # one probe per row
+WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{{sync}})"""  # one probe per row
 
-RUNTIME_FOR_CORRELATIONS = """
-SELECT correlationId AS correlation_id, ((globalTid >> 24) & 16777215) AS pid, globalTid AS global_tid,
+RUNTIME_FOR_CORRELATIONS = f"""
+SELECT correlationId AS correlation_id, {PID_OF.format(col="globalTid")} AS pid, globalTid AS global_tid,
        start AS api_start_ns
-FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN ({ids})"""
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN ({{ids}})"""
 
 NVTX = """
 SELECT n.start AS start_ns, n."end" AS end_ns, n.eventType AS event_type, n.globalTid AS global_tid,

@@ -9,7 +9,7 @@ import pandas as pd
 from . import copies as cp
 from . import cpu, gpu
 from .intervals import Coverage, union
-from .trace import Trace
+from .trace import Trace, pid_of
 
 SCHEMA = "nsys-transfer.analysis/1"
 
@@ -121,22 +121,18 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("finding what the CPU did during gaps")
     tables["gaps"] = gap_table
     launch = trace.result("launch") if len(gap_table) else None
-    # (pid, correlation id) -> launching thread; ids repeat across the processes of a multi-rank trace
-    tid_of = (dict(zip(zip(launch["pid"], launch["correlation_id"]), launch["global_tid"]))
+    # (pid, correlation id) -> launching thread: ids repeat across the processes of a multi-rank trace; an export
+    # without globalPid has pid -1 on every gap, and then the ids alone decide
+    by_pid = len(gap_table) > 0 and bool((gap_table["next_pid"] >= 0).any())
+    tid_of = ({(int(p) if by_pid else -1, int(c)): t for p, c, t in
+               zip(launch["pid"], launch["correlation_id"], launch["global_tid"])}
               if launch is not None and len(launch) else {})
-    if tid_of and (gap_table["next_pid"] < 0).all():  # an export without globalPid: ids alone
-        tid_of = {k[1]: v for k, v in tid_of.items()}
-        gap_key = gap_table["next_correlation_id"]
-    else:
-        gap_key = pd.Series(list(zip(gap_table["next_pid"], gap_table["next_correlation_id"])), index=gap_table.index,
-                            dtype=object)
-    gap_table = gap_table.assign(launch_key=gap_key) if len(gap_table) else gap_table
     launch_tids = set(tid_of.values())
-    launch_pids = {(t >> 24) & 0xFFFFFF for t in launch_tids}
+    launch_pids = {pid_of(t) for t in launch_tids}
     if len(osrt) and launch_pids and len(gap_table):
         # only calls of the launching process that touch an idle gap matter here: select them once
         gcov = Coverage(*union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy()))
-        keep = np.isin((osrt["global_tid"].to_numpy() >> 24) & 0xFFFFFF, list(launch_pids))
+        keep = np.isin(pid_of(osrt["global_tid"].to_numpy()), list(launch_pids))
         keep &= gcov.touches(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())
         osrt_launch_proc = osrt[keep]
     else:
@@ -144,7 +140,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     per_thread = {tid: osrt_launch_proc[osrt_launch_proc["global_tid"].to_numpy() == tid] for tid in launch_tids}
     top = []
     for g in gap_table.nlargest(opts.top, "duration_ns").to_dict("records"):
-        tid = tid_of.get(g["launch_key"])
+        tid = tid_of.get((int(g["next_pid"]) if by_pid else -1, int(g["next_correlation_id"])))
         ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, osrt.iloc[0:0]), tid)
         top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
                     "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})

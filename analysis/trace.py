@@ -373,7 +373,7 @@ class Trace:
             return _empty(["global_tid", "thread_name", "tid", "pid"])
         df = self.query(sql.THREAD_NAMES).drop_duplicates("global_tid", keep="last")
         df["tid"] = df["global_tid"] & 0xFFFFFF
-        df["pid"] = (df["global_tid"].to_numpy() >> 24) & 0xFFFFFF
+        df["pid"] = pid_of(df["global_tid"].to_numpy())
         return df
 
     @cached_property
@@ -399,6 +399,11 @@ def _short_copy_kind(label: str) -> str:
         if a in words and b in words:
             return f"{prefix}{words[a]}to{words[b]}"
     return label
+
+
+def pid_of(global_id):
+    """The OS pid inside nsys' globalTid / globalPid (bits 24-47); ints or numpy arrays (the SQL twin: sql.PID_OF)."""
+    return (global_id >> 24) & 0xFFFFFF
 
 
 def process_keys(gpu_rows: pd.DataFrame) -> list[str]:
