@@ -24,34 +24,15 @@ def _window(value):
     return a, b
 
 
-def _probe(path: Path | None) -> dict | None:
-    """A `python -m workloads.linkprobe --json` record, checked enough to use."""
+def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
+    """A JSON record given by `flag`, checked enough to use; one line and exit 2 when it is not."""
+    from .inputs import read_record
     if path is None:
         return None
     try:
-        data = json.loads(path.read_text())
-        ok = isinstance(data, dict) and isinstance(data.get("verdict"), dict)
-    except (OSError, ValueError) as e:
-        _fail(f"--probe {path}: cannot read it ({e})")
-    if not ok:
-        _fail(f"--probe {path}: not a link-probe record (no 'verdict'); make one with "
-              "`python -m workloads.linkprobe --json FILE` on the GPU machine")
-    return data
-
-
-def _run_record(path: Path | None, trace: Path) -> dict | None:
-    """--run, else the workload record `profile stage` wrote beside the trace; checked enough to use."""
-    from .inputs import run_record_beside
-    path = path or run_record_beside(trace)
-    if path is None:
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        _fail(f"--run {path}: cannot read it ({e})")
-    if not isinstance(data, dict) or "throughput" not in data:
-        _fail(f"--run {path}: not a workload record (no 'throughput'); `python -m workloads --json FILE` writes one")
-    return data
+        return read_record(path, key, what, how)
+    except TraceError as e:
+        _fail(f"{flag} {e}")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,8 +59,11 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     also compares the GPUs and names the resource that limits them."""
     import re
 
-    probe = _probe(probe_path)
-    run = _run_record(run_path, traces[0])
+    from .inputs import run_record_beside
+    probe = _record("--probe", probe_path, "verdict", "a link-probe record",
+                    "make one with `python -m workloads.linkprobe --json FILE` on the GPU machine")
+    run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
+                  "`python -m workloads --json FILE` writes one")
     if len(traces) > 1:
         if window:
             _fail("--window applies to one trace; with several traces each GPU is analysed over its own steps")

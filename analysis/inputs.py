@@ -79,6 +79,19 @@ def _export_report(path: Path, nsys=None) -> Path:
     return out
 
 
+def read_record(path: Path, key: str, what: str, how: str) -> dict:
+    """A JSON record that must be an object whose `key` holds an object; TraceError saying what is wrong and `how`
+    to make one."""
+    import json
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise TraceError(f"{path}: cannot read it ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), dict):
+        raise TraceError(f"{path}: not {what} (no '{key}'); {how}")
+    return data
+
+
 def run_record_beside(trace: Path) -> Path | None:
     """The workload's own record that `profile stage` writes beside its trace: runs/x/x.sqlite ->
     runs/x/x.workload.json; per-rank traces x.rank0.sqlite share x.workload.json."""

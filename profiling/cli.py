@@ -73,7 +73,7 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
     base = next_free_base(Path(out_dir) / name, name, force)
     workload_json = base.with_name(base.name + ".workload.json")  # throughput, integrity, host CPU load
     args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
-    cmd = workload_command(stage, args, gpus=0 if per_rank else gpus)
+    cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
     req = ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
     click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
     try:

@@ -139,8 +139,8 @@ def write_record(base: Path, record: dict) -> Path:
 
 def workload_command(stage: str, args: list[str], python: str = sys.executable, gpus: int = 1) -> list[str]:
     """The stage's command; with gpus > 1, one process per GPU under torchrun (nsys follows the children,
-    so one multi-process trace holds every rank, each on its own device). gpus = 0: the per-rank program alone,
-    for profile_per_rank (torchrun starts it inside one nsys per rank)."""
+    so one multi-process trace holds every rank, each on its own device). profile_per_rank takes the gpus=1
+    command and starts it under torchrun, inside one nsys per rank."""
     launcher = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus)] if gpus > 1 else [python]
     return [*launcher, "-m", "workloads", "--stage", stage, "--profile", *args]
 

@@ -128,12 +128,14 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
 
 
 def _run_beside(trace: Path) -> dict | None:
-    from analysis.inputs import run_record_beside
+    """The workload record `profile stage` wrote beside the trace; a bad one is reported and left out."""
+    from analysis.inputs import read_record, run_record_beside
     path = run_record_beside(trace)
     try:
-        return json.loads(path.read_text()) if path else None
-    except (OSError, ValueError):
-        click.echo(f"compare-traces: {path}: not readable JSON; its run's host CPU load is left out", err=True)
+        return read_record(path, "throughput", "a workload record", "`python -m workloads --json FILE` writes one") \
+            if path else None
+    except TraceError as e:
+        click.echo(f"compare-traces: {e}; its run's host CPU load is left out", err=True)
         return None
 
 

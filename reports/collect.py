@@ -85,17 +85,12 @@ def find_bench(paths: list[Path], explicit: Path | None) -> dict[str, dict]:
     candidates = [explicit] if explicit else [p / "bench.json" for p in (paths or [BUNDLED]) if p.is_dir()]
     for c in candidates:
         if c and c.exists():
-            try:
-                data = json.loads(c.read_text())
-            except json.JSONDecodeError as e:
-                raise ReportInputError(f"{c}: not valid JSON ({e})") from None
-            records = data.get("records", data if isinstance(data, list) else [])
+            data = _read_json(c)
+            records = data if isinstance(data, list) else data.get("records", [])
             return {(r.get("label") or r["stage"]): r for r in records if "throughput" in r}
     if explicit:
         raise ReportInputError(f"{explicit}: no such bench file; run `make bench` to make one")
     return {}
-
-
 
 
 def split_multi_gpu(traces: dict[str, Path]) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -108,13 +103,18 @@ def bundled_multi_gpu() -> dict[str, list[Path]]:
     return find_runs([BUNDLED_GPUS])[1]
 
 
+def _read_json(path: Path) -> dict | list:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ReportInputError(f"{path}: not valid JSON ({e})") from None
+
+
 def _json_in(paths: list[Path], name: str) -> tuple[dict | None, Path | None]:
+    """The first file called `name` in the given folders (or the bundled 2-GPU data when none is given)."""
     for folder in [p for p in paths if p.is_dir()] if paths else [BUNDLED_GPUS]:
         for c in sorted(folder.rglob(name)):
-            try:
-                return json.loads(c.read_text()), c
-            except json.JSONDecodeError as e:
-                raise ReportInputError(f"{c}: not valid JSON ({e})") from None
+            return _read_json(c), c
     return None, None
 
 
@@ -123,8 +123,7 @@ def find_probe(paths: list[Path], explicit: Path | None) -> tuple[dict | None, P
     if explicit:
         if not explicit.exists():
             raise ReportInputError(f"{explicit}: no such probe file; make one with `python -m workloads.linkprobe --json`")
-        data, _ = _json_in([explicit.parent], explicit.name)
-        return data, explicit
+        return _read_json(explicit), explicit
     return _json_in(paths, "probe.json")
 
 

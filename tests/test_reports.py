@@ -60,5 +60,10 @@ def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
     assert "| pinned-x2gpu | GPU 0 |" in md and "Link probe" not in md  # no bundled figures mixed into a user's runs
     r = run_cli("-m", "reports", str(tmp_path / "nothing-here"))
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    listed = tmp_path / "bench-list.json"  # a bare list of bench records is read as well as {"records": [...]}
+    listed.write_text(json.dumps(json.loads((H200 / "bench.json").read_text())["records"]))
+    r = run_cli("-m", "reports", str(runs), "--bench", str(listed), "--out", str(tmp_path / "o3"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "o3" / "results.json").read_text())[0]["throughput_source"] == "bench (unprofiled)"
     r = run_cli("-m", "reports", str(runs), "--bench", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "bench" in r.stderr
