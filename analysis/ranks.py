@@ -64,6 +64,11 @@ def session_offsets(starts: list[int | None]) -> list[int]:
     return [s - base if s is not None else 0 for s in starts]
 
 
+def gpu_key(label: str, device: int) -> str:
+    """How a GPU is named in rows, copies and charts: 'GPU 1', or 'rank1:GPU 1' when several traces are compared."""
+    return f"{label}:GPU {device}" if label else f"GPU {device}"
+
+
 def trace_labels(names: list[str]) -> list[str]:
     """Short unique labels for traces given by file name: 'x.rank1.sqlite.xz' -> 'rank1', 'pinned.sqlite' -> 'pinned'."""
     bare = []
@@ -157,7 +162,7 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
         drain_ns, drain_source = output_drain(mine, dev_ops, window[1])
         period = span / len(steps) if len(steps) else None
         rows.append({
-            "trace": label, "device": dev, "gpu": f"{label}:GPU {dev}" if label else f"GPU {dev}",
+            "trace": label, "device": dev, "gpu": gpu_key(label, dev),
             "name": gpu_names.get(dev), "pid": pid, "window_start_ns": window[0], "window_ns": span,
             "window_source": "steps" if len(steps) else "first to last GPU operation",
             "utilization": float(u["utilization"]), "compute_utilization": float(u["compute_utilization"]),
@@ -199,7 +204,7 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
         for dev, d in memcpys[memcpys["copy_kind"] == "DtoH"].groupby("device"):
             b = cp.big_copies(d, "DtoH")
             big.append(b.assign(start_ns=b["start_ns"] + off, end_ns=b["end_ns"] + off, trace=label,
-                                gpu=f"{label}:GPU {dev}" if label else f"GPU {dev}", host_kind=b["dst_kind"]))
+                                gpu=gpu_key(label, dev), host_kind=b["dst_kind"]))
     devices = pd.DataFrame(rows)
     if devices.empty:
         from .errors import TraceError
