@@ -2,10 +2,8 @@
 # The `pinned` stage after splitting each batch across the output workers: unprofiled against the compute ceiling
 # in one run (30 measured steps, article configuration), the split=1 ablation, and fresh 3- and 12-step captures.
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/nvtx-*.whl >/dev/null 2>&1
-tar xJf .carry/nsys.tar.xz -C /tmp && export NSYS=/tmp/nsys/target-linux-x64/nsys
-OUT=${OUT:-out}; mkdir -p "$OUT" /tmp/b /tmp/runs
+. benchmarks/device_env.sh
+mkdir -p "$OUT" /tmp/b /tmp/runs
 python3 -m profiling bench --stages ceiling,pinned --out /tmp/b/main.json --timeout 120 --steps 30 --warmup 5 2>&1 >/dev/null | tee "$OUT/pinned.log"
 python3 -m profiling bench --stages pinned --label pinned-split1 --out /tmp/b/split1.json --timeout 100 --steps 30 --warmup 5 --split 1 2>&1 >/dev/null | tee -a "$OUT/pinned.log"
 for spec in "pinned 3" "pinned-long 12"; do set -- $spec

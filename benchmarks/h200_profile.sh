@@ -2,10 +2,8 @@
 # Capture every stage under nsys on the GPU machine (3 steps, article configuration) and pack the
 # SQLite exports (xz) into $OUT/traces.tar; also the unsafe-handoff integrity demo on `pinned`.
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/nvtx-*.whl >/dev/null 2>&1
-tar xJf .carry/nsys.tar.xz -C /tmp && export NSYS=/tmp/nsys/target-linux-x64/nsys
-OUT=${OUT:-out}; mkdir -p "$OUT" /tmp/runs
+. benchmarks/device_env.sh
+mkdir -p "$OUT" /tmp/runs
 start=$(date +%s); budget=${BUDGET_S:-570}
 left() { echo $(( budget - ($(date +%s) - start) )); }
 echo "== unsafe hand-off on pinned (must FAIL integrity)"
