@@ -94,11 +94,11 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
 
 def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps) -> tuple[str, dict]:
     """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown."""
+    from contextlib import ExitStack
+
     from analysis import Trace
     from analysis.plots import plot_ranks
     from analysis.ranks import RankOptions, analyze_ranks, trace_labels
-
-    from contextlib import ExitStack
 
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
     for i, (run, paths) in enumerate(multi.items(), 1):

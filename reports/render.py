@@ -101,6 +101,10 @@ def _gpus_html(gpus_md: str, charts: dict[str, str]) -> str:
     return "<h2>Several GPUs</h2>" + "".join(out) + imgs
 
 
+def _cpu_load(c: dict | None) -> str:
+    return f"{c['busy']:.0%} of {c['cpus']}" if c else "-"
+
+
 def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dict], probe_note: str) -> str:
     """The 'Several GPUs' section: scaling (unprofiled), one row per GPU (traces), each run's limit."""
     out = []
@@ -109,12 +113,11 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
                 "| stage | CPUs | 1 GPU steps/s | N GPUs steps/s | per rank | x N x single | host CPUs busy (1 GPU / N) "
                 "| integrity | limit |", "|---|---|---|---|---|---|---|---|---|"]
         for sc in scaling:
-            cpu = lambda c: f"{c['busy']:.0%} of {c['cpus']}" if c else "-"  # noqa: E731
             out.append("| " + " | ".join([
                 str(sc["stage"]), sc["label"] or str(sc["cpus"]), f"{sc['single_steps_per_s']:.2f}",
                 f"{sc['total_steps_per_s']:.2f} ({sc['gpus']} GPUs)",
                 ", ".join(f"{x:.2f}" for x in sc["per_rank_steps_per_s"] or []), f"**{sc['efficiency']:.2f}**",
-                f"{cpu(sc['host_cpu_single'])} / {cpu(sc['host_cpu'])}", "ok" if sc["integrity_ok"] else "FAILED",
+                f"{_cpu_load(sc['host_cpu_single'])} / {_cpu_load(sc['host_cpu'])}", "ok" if sc["integrity_ok"] else "FAILED",
                 sc["limit"]]) + " |")
         out.append("")
     if probe_note:
