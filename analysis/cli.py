@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from . import cpu
 from .errors import TraceError
 
 
@@ -41,18 +42,20 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False, path_type=Path), help="write the tables as CSV into this folder")
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="write PNG charts into this folder")
 @click.option("--min-gap-ms", default=1.0, show_default=True, help="smallest idle gap reported")
-@click.option("--step-regex", default=r"^Batch \d+", show_default=True, help="NVTX ranges that are steps")
+@click.option("--step-regex", default=None, help="NVTX ranges that are steps (default: detected, e.g. 'Batch 7', 'step 12')")
 @click.option("--window", "window", default=None, help="analyse only START_NS:END_NS")
 @click.option("--top", default=10, show_default=True, help="rows in the top-N lists")
 @click.option("--pipeline-depth", default=10, show_default=True, help="for the short-capture rule")
-@click.option("--link-gbps", default=55.0, show_default=True, help="host link speed, for the pageable-memcpy rule")
+@click.option("--link-gbps", default=None, type=float,
+              help="host link speed in GB/s (default: from the trace's GPU, its PCIe generation, and its fastest copy)")
+@click.option("--all", "show_all", is_flag=True, help="show low-impact findings too")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON of the machine (python -m workloads.linkprobe): measured shared DtoH capacity")
 @click.option("--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
               help="the workload's record (python -m workloads --json; default: <trace>.workload.json beside it)")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, top, pipeline_depth, link_gbps,
-         probe_path, run_path, quiet):
+         show_all, probe_path, run_path, quiet):
     """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
@@ -71,7 +74,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     trace = traces[0]
 
     try:
-        re.compile(step_regex)
+        re.compile(step_regex or "")
     except re.error as e:
         _fail(f"--step-regex {step_regex!r} is not a valid regular expression ({e})")
     win = _window(window)
@@ -79,18 +82,23 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
     try:
+        from .program import toolkit_record
         from .render import text_report
         from .summary import Options, analyze
         from .trace import Trace
 
         with Trace.open(trace) as t:
             a = analyze(t, Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=win, top=top,
-                                   pipeline_depth=pipeline_depth, link_gbps=link_gbps), progress)
+                                   pipeline_depth=pipeline_depth, link_gbps=link_gbps,
+                                   run_record=toolkit_record(str(trace))), progress)
+            link_gbps = a.summary["trace"]["link"]["gbps"]
             ranks = None
             if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
                 from .ranks import RankOptions, analyze_ranks
-                ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex,
-                                                       link_gbps=link_gbps, probe=probe, run=run), progress=progress)
+                ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
+                                                       step_regex=a.summary["steps"]["regex"] or cpu.DEFAULT_STEP_REGEX,
+                                                       link_gbps=link_gbps or 55.0, probe=probe, run=run),
+                                      progress=progress)
                 a.summary["ranks"] = ranks.summary
                 a.tables.update(_rank_tables(ranks))
             if plot_dir:
@@ -99,7 +107,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
                 stem = trace.name.split(".")[0]
                 plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
                 plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
-                plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps, title=stem)
+                plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps or 0.0, title=stem)
                 if ranks is not None:
                     plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
     except TraceError as e:
@@ -114,7 +122,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
         for name, df in a.tables.items():
             df.to_csv(csv_dir / f"{name}.csv", index=False)
     if not quiet:
-        click.echo(text_report(a.summary))
+        click.echo(text_report(a.summary, show_all))
         if "ranks" in a.summary:
             from .render import ranks_report
             click.echo(ranks_report(a.summary["ranks"]))
@@ -142,8 +150,9 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
     try:
         with ExitStack() as stack:
             opened = [stack.enter_context(Trace.open(p)) for p in paths]
-            r = analyze_ranks(opened, RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex,
-                                                  link_gbps=link_gbps, probe=probe, run=run), labels, progress)
+            r = analyze_ranks(opened, RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
+                                                  step_regex=step_regex or cpu.DEFAULT_STEP_REGEX,
+                                                  link_gbps=link_gbps or 55.0, probe=probe, run=run), labels, progress)
             if plot_dir:
                 from . import plots
                 plot_dir.mkdir(parents=True, exist_ok=True)

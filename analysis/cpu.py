@@ -7,9 +7,40 @@ import numpy as np
 import pandas as pd
 
 from .intervals import Coverage, union
+from .program import base_name, family, is_operator_range
 from .trace import pid_of
 
 DEFAULT_STEP_REGEX = r"^Batch \d+"
+REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
+COUNTER = re.compile(r"\d+")
+
+
+def step_template(name: str) -> str | None:
+    """'Batch 7' -> '^Batch \\d+$', 'Step 90 to 100' -> '^Step \\d+ to \\d+$'; None without a counter."""
+    parts = COUNTER.split(name)
+    if len(parts) < 2:
+        return None
+    return "^" + r"\d+".join(REGEX_SPECIAL.sub(r"\\\1", p) for p in parts) + "$"
+
+
+def detect_step_regex(nvtx: pd.DataFrame, tids=None) -> str | None:
+    """The step range among NVTX names that repeat with a counter (`Batch 7`, `step 12`, `ProfilerStep#3`,
+    `request 2`): the template whose ranges cover the most time, on the launching threads when they have one.
+    PyTorch operator ranges (`aten::mm, seq = 12, ...`) are not steps."""
+    if nvtx.empty:
+        return None
+    for scope in ([nvtx[nvtx["global_tid"].isin(list(tids))]] if tids else []) + [nvtx]:
+        names = scope["name"].astype(str)
+        templates = names.map(lambda n: None if is_operator_range(n) else step_template(n))
+        ok = templates.notna()
+        if not ok.any():
+            continue
+        t = pd.DataFrame({"template": templates[ok], "name": names[ok], "duration_ns": scope["duration_ns"][ok]})
+        g = t.groupby("template").agg(count=("name", "size"), distinct=("name", "nunique"), total=("duration_ns", "sum"))
+        g = g[(g["count"] >= 2) & (g["distinct"] >= 2)]
+        if len(g):
+            return str(g["total"].idxmax())
+    return None
 
 
 def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
@@ -18,7 +49,8 @@ def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
     cols = ["name", "kind", "count", "total_ns", "mean_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
     if nvtx.empty:
         return pd.DataFrame(columns=cols)
-    named = nvtx.assign(name=nvtx["name"].where(nvtx["domain"] == "", nvtx["domain"] + ":" + nvtx["name"]))
+    base = nvtx["name"].astype(str).map(base_name)  # PyTorch's per-call counters would make every call its own name
+    named = nvtx.assign(name=base.where(nvtx["domain"] == "", nvtx["domain"] + ":" + base))
     g = named.groupby(["name", "kind"], sort=False)["duration_ns"]
     out = g.agg(count="count", total_ns="sum", mean_ns="mean", med_ns="median", min_ns="min", max_ns="max",
                 std_ns="std").reset_index()
@@ -62,9 +94,10 @@ def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | dict | None, copies: 
     # time in each direct child range (get batch, compute, copy to CPU, ...)
     children = nvtx[nvtx["parent"].isin(st.index)]
     if len(children):
+        children = children.assign(name=children["name"].astype(str).map(family))
         piv = children.pivot_table(index="parent", columns="name", values="duration_ns", aggfunc="sum")
-        for name in piv.columns:
-            st[f"{name} ns"] = piv[name].reindex(st.index).fillna(0).astype("int64").to_numpy()
+        cols = {f"{name} ns": piv[name].reindex(st.index).fillna(0).astype("int64").to_numpy() for name in piv.columns}
+        st = pd.concat([st, pd.DataFrame(cols, index=st.index)], axis=1)
     return st.drop(columns=["parent", "depth"], errors="ignore").reset_index(drop=True)
 
 

@@ -1,12 +1,14 @@
-"""Diagnosis rules: each reads the computed analysis and, when it fires, names the evidence and the next fix.
+"""Diagnosis rules: each reads the computed analysis and, when it fires, says what it costs and the next fix.
 
-Every rule is a class with a stable `id`; `check(ctx)` returns a Finding or None. Findings carry
-`rule`, `severity` (high, medium, info), `evidence` (numbers from this trace), `suggestion` (the fix,
-and the workload stage that applies it), and `impact_ns` (what it costs, for ordering).
+The findings contract (docs/json-schema.md): every finding has `rule` (a stable id), `severity`, `impact_ns` (the time
+it costs: GPU idle time it explains, host time blocked, or copy time a fix would save), `impact_fraction` (impact over
+the analysis window), `subject` (the NVTX range, API call or copy direction it is about; None if none), `evidence`
+(numbers from this trace) and `suggestion` (the fix, in the program's own terms). Severity follows from the impact:
+high >= 10% of the window, medium >= 2%, low below; `info` only for notes on the capture that cost no time. The list
+is ordered by impact, largest first, after the notes that say the trace itself cannot be trusted.
 
-Options (Context): pipeline_depth (steps a capture needs before back-pressure can show; default 10,
-the article's 8 output workers + 2 buffers), link_gbps (host link speed for "how far from the limit";
-default 55, measured on the H200's PCIe gen5 x16).
+Idle time is attributed once (analysis/idle.py), so the idle rules never count the same nanosecond twice; the copy
+rules count copy time, which is GPU time spent copying, not idle time.
 """
 from __future__ import annotations
 
@@ -16,15 +18,25 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from .copies import big_copies, stream_of_compute
+from .machine import MIN_PROBE_BYTES
 
+HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
+NOISE_SHARE = 0.001
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
-MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|shm_open|ftruncate)$")
+# the fixes of this toolkit's own workloads, by the NVTX range where the GPU waited (named only for its own traces)
 RANGE_FIXES = {
-    "process output": "move post-processing off the launching thread into worker processes fed by a queue (stage multiproc)",
-    "copy to cpu": "stop allocating a fresh output per batch: copy into a pool of pre-allocated shared-memory buffers recycled through a queue (stage bufpool)",
-    "queue output": "send a buffer index through the queue, not the tensor (which is copied into new shared memory on every put): pre-allocated shared buffers (stage bufpool)",
-    "get batch": "load input in DataLoader workers with pin_memory=True and copy the next batch on a side stream while this one computes (the prefetcher of stage baseline)",
-    "drain outputs": "the output workers were still behind when the GPU finished (the run's end waited for their backlog): in steady state the buffers run out and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)",
+    "process output": ("move post-processing off the launching thread into worker processes fed by a queue",
+                       "multiproc"),
+    "copy to CPU": ("stop allocating a fresh output per batch: copy into a pool of pre-allocated shared-memory buffers "
+                    "recycled through a queue", "bufpool"),
+    "queue output": ("send a buffer index through the queue, not the tensor (which is copied into new shared memory on "
+                     "every put): pre-allocated shared buffers", "bufpool"),
+    "get batch": ("load input in DataLoader workers with pin_memory=True and copy the next batch on a side stream while "
+                  "this one computes (the prefetcher)", "baseline"),
+    "drain outputs": ("the output workers were still behind when the GPU finished: in steady state the buffers run out "
+                      "and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), "
+                      "else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)", None),
 }
 
 
@@ -32,9 +44,11 @@ RANGE_FIXES = {
 class Finding:
     rule: str
     severity: str
+    impact_ns: int
+    impact_fraction: float
+    subject: str | None
     evidence: str
     suggestion: str
-    impact_ns: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -45,148 +59,364 @@ class Context:
     summary: dict
     tables: dict
     pipeline_depth: int = 10
-    link_gbps: float = 55.0
 
     @property
     def copies(self) -> pd.DataFrame:
         return self.tables.get("memcpy", pd.DataFrame())
 
+    @property
+    def idle(self) -> pd.DataFrame:
+        return self.tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"]))
+
+    @property
+    def link_gbps(self) -> float | None:
+        return self.summary["trace"].get("link", {}).get("gbps")
+
+    @property
+    def program(self) -> dict:
+        return self.summary["trace"].get("program") or {"framework": "cuda", "toolkit": False}
+
+    @property
+    def pytorch(self) -> bool:
+        return self.program.get("framework") == "pytorch"
+
     def window_ns(self) -> int:
         return int(self.summary.get("window", {}).get("duration_ns") or 0)
+
+    def steps(self) -> int:
+        return int(self.summary["steps"]["count"] or 0)
+
+    def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
+        """A finding with its severity and share of the window derived from its impact."""
+        win, impact = self.window_ns(), int(max(impact_ns, 0))
+        share = impact / win if win else 0.0
+        sev = severity or ("high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low")
+        return Finding(rule, sev, impact, round(share, 4), subject, evidence, suggestion)
+
+    def advice(self, pytorch: str, cuda: str, stage: str | None = None) -> str:
+        """The fix in the program's terms; this toolkit's stage that applies it only for its own traces."""
+        text = pytorch if self.pytorch else cuda
+        return f"{text} (see stage {stage})" if stage and self.program.get("toolkit") else text
+
+    def share_of_window(self, ns) -> str:
+        win = self.window_ns()
+        return f"{100 * ns / win:.0f}% of the window" if win else "the whole capture"
+
+    def per_step(self, ns) -> str:
+        n = self.steps()
+        return f", {_ms(ns / n)} per step" if n else ""
+
+    def link_pct(self, gbps: float) -> str:
+        link = self.link_gbps
+        return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
 
 
 def _ms(ns) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
+def _us(ns) -> str:
+    return f"{ns / 1e3:,.1f} us"
+
+
 def _gb(b) -> str:
     return f"{b / 1e9:.2f} GB"
 
 
+def _api(name: str) -> str:
+    """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize."""
+    return re.sub(r"(_v\d+|_ptsz|_ptds)+$", "", str(name))
+
+
+def _calls_text(calls: dict, n: int = 3) -> str:
+    return ", ".join(f"{k} {_ms(v)}" for k, v in list(calls.items())[:n])
+
+
+def _idle_of(ctx: Context, cause: str) -> pd.DataFrame:
+    t = ctx.idle
+    return t[t["cause"] == cause] if len(t) else t
+
+
+def _devices(ctx: Context) -> dict:
+    return (ctx.summary.get("idle") or {}).get("devices", {})
+
+
+class IncompleteTrace:
+    """The capture lost a large part of its CUDA events: every other figure is then wrong, so this comes first."""
+    id = "incomplete-trace"
+    first = True
+
+    def check(self, ctx: Context) -> list[Finding]:
+        integ = ctx.summary["trace"].get("integrity") or {}
+        if integ.get("verdict") != "lossy":
+            return []
+        return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"),
+                            "do not trust the GPU figures of this trace: capture it with an Nsight Systems that "
+                            "supports this CUDA driver (`python -m profiling where` says which; set NSYS=/path/to/nsys)",
+                            severity="high")]
+
+
+class InputBound:
+    """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data."""
+    id = "input-bound"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        rows = _idle_of(ctx, "input")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        subject = rows["subject"].dropna().iloc[0] if rows["subject"].notna().any() else None
+        calls = {}
+        for d in _devices(ctx).values():
+            for k, v in d.get("input_calls", {}).items():
+                calls[k] = calls.get(k, 0) + v
+        calls = dict(sorted(calls.items(), key=lambda kv: -kv[1]))
+        workers = ctx.program.get("dataloader_workers") or {}
+        producers = (f"; producers in the trace: {workers['threads']} DataLoader worker threads (pt_data_worker) in "
+                     f"{workers['processes']} processes" if workers.get("threads") else "")
+        where = f"inside '{subject}'" if subject else "outside any NVTX phase range"
+        ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the "
+              f"launching thread was blocked waiting ({_calls_text(calls)}) {where}{producers}")
+        return [ctx.finding(self.id, impact, subject or (next(iter(calls), None)), ev, self._fix(ctx, subject, workers))]
+
+    @staticmethod
+    def _fix(ctx: Context, subject, workers) -> str:
+        if ctx.program.get("toolkit") and subject in RANGE_FIXES:
+            text, stage = RANGE_FIXES[subject]
+            return ctx.advice(text, text, stage)
+        if workers.get("threads"):
+            return (f"the DataLoader's worker processes ({workers['processes']}) do not produce batches as fast as the GPU "
+                    "consumes them: raise num_workers (up to the idle cores), keep persistent_workers=True and "
+                    "prefetch_factor >= 2, and make each sample cheaper (decode and resize on the GPU, e.g. "
+                    "torchvision.io.decode_jpeg(..., device='cuda') or NVIDIA DALI, or pre-resized data)")
+        return ctx.advice("load input in DataLoader worker processes (num_workers > 0, pin_memory=True) so the next batch "
+                          "is ready while the GPU computes, or produce it ahead on more threads with a deeper queue",
+                          "the thread waits for another thread or process to hand it data: produce input ahead (more "
+                          "producers, a deeper queue) and overlap loading with GPU work (double-buffered "
+                          "cudaMemcpyAsync on a second stream)")
+
+
 class GpuIdleCpuBound:
-    """GPU idle gaps covered by a CPU NVTX range on the launching thread: name the range and its fix."""
+    """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
+    finding per range), or outside any range."""
     id = "gpu-idle-cpu-bound"
-    min_gap_share = 0.05   # of the window
-    min_range_share = 0.10  # of the gap time
+    min_share = 0.005  # of the window: below this a range is noise
 
     def check(self, ctx: Context) -> list[Finding]:
-        gaps, win = ctx.summary["gaps"], ctx.window_ns()
-        if not win or gaps["total_ns"] < self.min_gap_share * win:
+        out, win = [], ctx.window_ns()
+        rows = pd.concat([_idle_of(ctx, "cpu-range"), _idle_of(ctx, "cpu")])
+        if rows.empty or not win:
             return []
-        out = []
-        steps = ctx.summary["steps"]["count"] or 0
-        for r in gaps["covered_by"]:
-            if r["share"] < self.min_range_share:
+        for subject, g in rows.groupby(rows["subject"].fillna(""), sort=False):
+            ns = int(g["idle_ns"].sum())
+            if ns < self.min_share * win:
                 continue
-            fix = RANGE_FIXES.get(r["name"].lower(), f"move the work in '{r['name']}' off the launching thread or "
-                                                     "overlap it with GPU work")
-            per_step = f", {_ms(r['gap_ns'] / steps)} per step" if steps else ""
-            out.append(Finding(self.id, "high" if r["share"] >= 0.3 else "medium",
-                               f"the GPU sat idle {_ms(gaps['total_ns'])} ({100 * gaps['total_ns'] / win:.0f}% of the "
-                               f"window); for {100 * r['share']:.0f}% of that time ({_ms(r['gap_ns'])}{per_step}) the "
-                               f"launching thread was inside '{r['name']}'", fix, int(r["gap_ns"])))
-        return out
-
-
-class PageableMemcpy:
-    """Copies to or from pageable host memory: staged through a driver buffer, slower, and never truly async."""
-    id = "pageable-memcpy"
-    fresh_gbps = 4.0  # below this a DtoH copy into pageable memory is paying page faults on fresh pages
-
-    def check(self, ctx: Context) -> list[Finding]:
-        out = []
-        for kind, host_col in (("DtoH", "dst_kind"), ("HtoD", "src_kind")):
-            d = big_copies(ctx.copies, kind)
-            if d.empty:
-                continue
-            pg = d[d[host_col] == "Pageable"]
-            if pg.empty:
-                continue
-            gbps = pg["bytes"].sum() / pg["duration_ns"].sum()
-            n_async = int((pg["sync"] == False).sum())  # noqa: E712
-            n_block = int((pg["blocking"] == True).sum())  # noqa: E712
-            compute = stream_of_compute(ctx.tables.get("kernels_all", pd.DataFrame())) if "kernels_all" in ctx.tables else None
-            side = compute is not None and bool((pg["stream"] != compute).all())
-            ev = (f"{len(pg)} of {len(d)} {kind} copies ({_gb(pg['bytes'].mean())} each) {'into' if kind == 'DtoH' else 'from'} "
-                  f"Pageable memory at {gbps:.1f} GB/s ({100 * gbps / ctx.link_gbps:.0f}% of the {ctx.link_gbps:.0f} GB/s link)")
-            if kind == "HtoD":
-                fix = "pin the input (DataLoader pin_memory=True) and copy it with non_blocking=True on a side stream (the prefetcher of stage baseline)"
-            elif gbps < self.fresh_gbps:
-                ev += "; that rate means every copy lands in freshly allocated memory and pays its page faults"
-                fix = "copy into pre-allocated output buffers reused across batches (stage bufpool), then pin them"
-            elif n_async:
-                ev += (f"; {n_async} were issued asynchronously yet {n_block} held the calling thread until they finished"
-                       f"{' although they run on a side stream' if side else ''}: the code asked for pinned memory it does not have")
-                fix = ("torch's share_memory_() moves a pin_memory=True tensor to a new shared mapping and drops the pinning; "
-                       "pin the shared buffers in place with cudaHostRegister (torch.cuda.cudart().cudaHostRegister) (stage pinned)")
+            if subject:
+                ev = (f"the GPU sat idle {_ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+                      f"{_ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'")
+                out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
             else:
-                fix = ("pin the destination buffers and copy with non_blocking=True, one CUDA event per buffer "
-                       "(stage async; for shared buffers pin in place with cudaHostRegister as stage pinned does)")
-            lost = pg["duration_ns"].sum() - pg["bytes"].sum() / ctx.link_gbps
-            out.append(Finding(self.id, "high" if gbps < 0.5 * ctx.link_gbps else "medium", ev, fix, int(max(lost, 0))))
+                ev = (f"the GPU sat idle {_ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+                      f"{_ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was busy outside any NVTX "
+                      "range and not waiting for a CUDA call")
+                out.append(ctx.finding(self.id, ns, None, ev, ctx.advice(
+                    "mark the loop's phases with NVTX ranges (torch.cuda.nvtx.range) to see which CPU work the GPU "
+                    "waits for, or sample the CPU (nsys --sample=cpu); then move that work off the launching thread or "
+                    "overlap it with GPU work",
+                    "mark the loop's phases with NVTX ranges (nvtxRangePush/Pop) to see which CPU work the GPU waits "
+                    "for, or sample the CPU (nsys --sample=cpu); then move that work off the launching thread or "
+                    "overlap it with GPU work")))
         return out
 
-
-class SyncMemcpy:
-    """The launching thread asked to wait for the copy (synchronous API, or a stream synchronize right after)."""
-    id = "sync-memcpy"
-
-    def check(self, ctx: Context) -> list[Finding]:
-        d = big_copies(ctx.copies, "DtoH")
-        s = d[d["sync"] == True]  # noqa: E712
-        if s.empty:
-            return []
-        wait = (s["api_end_ns"] - s["api_start_ns"]).sum()
-        return [Finding(self.id, "high", f"{len(s)} of {len(d)} DtoH copies were waited for by the thread that issued "
-                        f"them ({_ms(wait / len(s))} per copy inside the copy call and its synchronize)",
-                        "copy with non_blocking=True into pinned buffers, record a CUDA event per buffer and hand the "
-                        "buffer to the workers from a monitor thread once the event fires (stage async)", int(wait))]
-
-
-class NoCopyComputeOverlap:
-    """DtoH copies that never run while kernels do: on the compute stream, or serialised by the host."""
-    id = "no-copy-compute-overlap"
-    min_overlap = 0.10
-
-    def check(self, ctx: Context) -> list[Finding]:
-        d = big_copies(ctx.copies, "DtoH")
-        if d.empty:
-            return []
-        overlap = d["overlap_ns"].sum() / max(d["duration_ns"].sum(), 1)
-        compute = ctx.summary["memcpy"].get("compute_stream")
-        on_compute = float((d["stream"] == compute).mean()) if compute is not None else 0.0
-        if overlap >= self.min_overlap and on_compute < 0.5:
-            return []
-        ev = (f"{len(d)} DtoH copies ({_ms(d['duration_ns'].sum())}) overlapped kernels for {100 * overlap:.0f}% of their "
-              f"time; {100 * on_compute:.0f}% of them ran on the compute stream {compute}")
-        if on_compute >= 0.5:
-            fix = ("issue the DtoH copy on its own CUDA stream after copy_stream.wait_stream(compute), so it overlaps the "
-                   "next batch's compute (stage streams); keep the output alive for it with record_stream()")
-        else:
-            fix = ("the copies sit on a side stream but the host blocks in them (Pageable destination), so the next batch "
-                   "is launched only afterwards: pin the destination in place (stage pinned)")
-        return [Finding(self.id, "high", ev, fix, int(d["duration_ns"].sum() - d["overlap_ns"].sum()))]
+    @staticmethod
+    def _range_fix(ctx: Context, name: str) -> str:
+        if ctx.program.get("toolkit") and name in RANGE_FIXES:
+            text, stage = RANGE_FIXES[name]
+            return ctx.advice(text, text, stage)
+        return ctx.advice(f"move the work in '{name}' off the launching thread (a worker process or thread fed by a "
+                          "queue) or queue the next step's GPU work before it, so the GPU has work while it runs",
+                          f"move the work in '{name}' off the launching thread or issue the next GPU work (async, on "
+                          "a stream) before it, so the GPU has work while it runs")
 
 
 class MemoryMappingInGaps:
     """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
     id = "memory-mapping-in-gaps"
-    min_share = 0.05
 
     def check(self, ctx: Context) -> list[Finding]:
-        g = ctx.summary["gaps"]
-        osrt = ctx.tables.get("gap_osrt", pd.DataFrame())
-        if osrt.empty or not g["total_ns"]:
+        rows = _idle_of(ctx, "mapping")
+        if rows.empty:
             return []
-        m = osrt[osrt["name"].astype(str).str.match(MAPPING_CALLS)]
-        t = int(m["gap_overlap_ns"].sum()) if len(m) else 0
-        if t < self.min_share * g["total_ns"]:
+        impact = int(rows["idle_ns"].sum())
+        calls = {}
+        for d in _devices(ctx).values():
+            for k, v in d.get("mapping_calls", {}).items():
+                calls[k] = calls.get(k, 0) + v
+        ev = (f"while the GPU was idle the launching process spent {_ms(impact)} ({ctx.share_of_window(impact)}) in "
+              f"memory-mapping calls ({_calls_text(calls, 4)})")
+        return [ctx.finding(self.id, impact, next(iter(calls), None), ev, ctx.advice(
+            "allocate output buffers once and reuse them instead of creating a tensor per step (a tensor sent through "
+            "a torch.multiprocessing queue gets a new shared-memory segment each time: send an index into buffers "
+            "shared once)",
+            "allocate host buffers once and reuse them instead of allocating (and mapping) memory per iteration",
+            "bufpool"))]
+
+
+class HostSync:
+    """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
+    issued the next work."""
+    id = "host-sync"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        rows = _idle_of(ctx, "host-sync")
+        info = ctx.summary.get("idle") or {}
+        if rows.empty or not info.get("sync_calls"):
             return []
-        calls = ", ".join(f"{r['name']} x{r['count']}" for r in m.to_dict("records"))
-        return [Finding(self.id, "high", f"while the GPU was idle the launching process spent {_ms(t)} in memory-mapping "
-                        f"calls ({calls}): {100 * t / g['total_ns']:.0f}% of the gap time",
-                        "allocate output buffers once, share them once, and reuse them (stage bufpool) instead of "
-                        "creating a new tensor (and shared-memory segment) per batch", t)]
+        impact, n = int(rows["idle_ns"].sum()), int(info["sync_calls"])
+        names = ctx.tables.get("sync_names", pd.Series(dtype="int64"))
+        top = ", ".join(f"{_api(k)} x{v}" for k, v in names.head(3).items()) if len(names) else f"{n} calls"
+        steps = ctx.steps()
+        per = f" ({n / steps:.0f} per step)" if steps else ""
+        ev = (f"{n} synchronising calls on the launching thread{per}: {top}; blocked {_ms(info['sync_blocked_ns'])} in "
+              f"them, and the GPU then sat idle {_ms(impact)} ({ctx.share_of_window(impact)}) until the next work "
+              "arrived")
+        subject = _api(names.index[0]) if len(names) else None
+        return [ctx.finding(self.id, impact, subject, ev, ctx.advice(
+            "each sync drains the GPU's queue, then the GPU waits while Python issues the next work: remove per-step "
+            "reads of GPU values (.item(), .cpu(), .tolist(), print or `if` on a tensor, torch.nonzero / boolean "
+            "indexing); keep them on the GPU and read them every N steps, or copy with non_blocking=True into pinned "
+            "memory and wait on a CUDA event only when the value is needed",
+            "each sync drains the GPU's queue, then the GPU waits while the host issues the next work: drop "
+            "cudaDeviceSynchronize/cudaStreamSynchronize and synchronous cudaMemcpy from the loop; use cudaMemcpyAsync "
+            "into pinned memory and wait on an event only when the data is needed", "async"))]
+
+
+class LaunchBound:
+    """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
+    id = "launch-bound"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        rows = _idle_of(ctx, "launch")
+        k = ctx.summary["kernels"]
+        if rows.empty or not k["count"]:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        info = ctx.summary.get("idle") or {}
+        gaps = sum(d.get("short_idle_intervals", 0) for d in _devices(ctx).values())
+        steps = ctx.steps()
+        per = f" ({k['count'] / steps:,.0f} per step)" if steps else ""
+        calls = info.get("launch_calls") or 0
+        launch = (f"; the launching thread made {calls:,} launch calls ({_us(info['launch_api_ns'] / calls)} each)"
+                  if calls else "")
+        ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
+              f"{_ms(ctx.summary['gaps']['threshold_ns'])} between kernels: {k['count']:,} kernels{per}, median "
+              f"{_us(k['median_ns'] or 0)}{launch}")
+        return [ctx.finding(self.id, impact, "kernel launches", ev, ctx.advice(
+            "the kernels are too short for the CPU to keep the GPU fed: capture the step in a CUDA graph "
+            "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse ops with torch.compile, or give each "
+            "kernel more work (a larger batch)",
+            "the kernels are too short for the host to keep the GPU fed: launch the loop as a CUDA graph "
+            "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
+
+
+class PageableMemcpy:
+    """Large copies to or from pageable host memory: staged through a driver buffer, slower, never truly async."""
+    id = "pageable-memcpy"
+    fresh_gbps = 4.0        # below this a DtoH copy into pageable memory is paying page faults on fresh pages
+    pageable_share = 0.25   # reused pageable memory runs at about a quarter of the link (H200: 13.8 of 55 GB/s)
+
+    def check(self, ctx: Context) -> list[Finding]:
+        out = []
+        for kind, host_col in (("DtoH", "dst_kind"), ("HtoD", "src_kind")):
+            d = big_copies(ctx.copies, kind)
+            d = d[d["bytes"] >= MIN_PROBE_BYTES] if len(d) else d
+            pg = d[d[host_col] == "Pageable"] if len(d) else d
+            if len(pg):
+                out.append(self._finding(ctx, kind, d, pg))
+        return out
+
+    def _finding(self, ctx: Context, kind: str, d: pd.DataFrame, pg: pd.DataFrame) -> Finding:
+        dur, nbytes = int(pg["duration_ns"].sum()), int(pg["bytes"].sum())
+        gbps = nbytes / dur if dur else 0.0
+        link = ctx.link_gbps or gbps
+        ev = (f"{len(pg)} of {len(d)} {kind} copies ({_gb(pg['bytes'].mean())} each) "
+              f"{'into' if kind == 'DtoH' else 'from'} pageable host memory at {gbps:.1f} GB/s{ctx.link_pct(gbps)}")
+        if kind == "HtoD":
+            return ctx.finding(self.id, dur - nbytes / link, kind, ev, ctx.advice(
+                "pin the input (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy it with "
+                ".to(device, non_blocking=True), ideally on a side stream while the previous batch computes",
+                "allocate the host buffers with cudaMallocHost (or cudaHostRegister them) and copy with "
+                "cudaMemcpyAsync on a second stream", "baseline"))
+        if gbps < self.fresh_gbps:
+            ev += "; that rate means every copy lands in freshly allocated memory and pays its page faults"
+            return ctx.finding(self.id, dur - nbytes / (self.pageable_share * link), kind, ev, ctx.advice(
+                "copy into output buffers allocated once and reused (out.copy_(t) instead of a fresh t.cpu() per step), "
+                "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
+                "bufpool"))
+        n_async = int((pg["sync"] == False).sum())  # noqa: E712
+        compute = stream_of_compute(ctx.tables.get("kernels_all", pd.DataFrame()))
+        side = compute is not None and bool((pg["stream"] != compute).all())
+        if n_async:
+            ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712
+                   f"thread until they finished{' although they run on a side stream' if side else ''}: the code asked "
+                   "for pinned memory it does not have")
+            fix = ctx.advice("a pin_memory=True tensor moved by share_memory_() (or any copy of it) is no longer pinned; "
+                             "pin the shared buffers in place with torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0), "
+                             "check tensor.is_pinned()",
+                             "register the host buffers with cudaHostRegister (or allocate them with cudaMallocHost)",
+                             "pinned")
+        else:
+            fix = ctx.advice("pin the destination buffers (torch.empty(..., pin_memory=True), or cudaHostRegister for "
+                             "shared memory) and copy with non_blocking=True, then wait on a CUDA event per buffer",
+                             "allocate the host buffers with cudaMallocHost and copy with cudaMemcpyAsync, then wait on "
+                             "an event", "async")
+        # pinned, an async copy on a side stream hides under compute; on the compute stream it only gets faster
+        saving = dur - int(pg["overlap_ns"].sum()) if side and n_async else dur - nbytes / link
+        return ctx.finding(self.id, saving, kind, ev, fix)
+
+
+class SyncMemcpy:
+    """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
+    pageable-memcpy's)."""
+    id = "sync-memcpy"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        d = big_copies(ctx.copies, "DtoH")
+        s = d[(d["sync"] == True) & (d["dst_kind"] == "Pinned") & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
+        if s.empty:
+            return []
+        wait = int((s["api_end_ns"] - s["api_start_ns"]).sum())
+        ev = (f"{len(s)} of {len(d)} DtoH copies into pinned memory were waited for by the thread that issued them "
+              f"({_ms(wait / len(s))} per copy inside the copy call and its synchronize)")
+        return [ctx.finding(self.id, wait, "DtoH", ev, ctx.advice(
+            "copy with non_blocking=True, record a CUDA event per buffer and read the buffer once the event has "
+            "fired (event.query() or a monitor thread), so the thread launches the next step meanwhile",
+            "use cudaMemcpyAsync and cudaEventRecord, and wait on the event only when the data is needed", "async"))]
+
+
+class NoCopyComputeOverlap:
+    """Asynchronously issued DtoH copies that never run while kernels do, because they share the compute stream."""
+    id = "no-copy-compute-overlap"
+    min_overlap = 0.10
+
+    def check(self, ctx: Context) -> list[Finding]:
+        d = big_copies(ctx.copies, "DtoH")
+        d = d[(d["sync"] == False) & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
+        compute = ctx.summary["memcpy"].get("compute_stream")
+        if d.empty or compute is None:
+            return []
+        overlap = d["overlap_ns"].sum() / max(d["duration_ns"].sum(), 1)
+        on_compute = float((d["stream"] == compute).mean())
+        if overlap >= self.min_overlap or on_compute < 0.5:
+            return []
+        ev = (f"{len(d)} asynchronous DtoH copies ({_ms(d['duration_ns'].sum())}) overlapped kernels for "
+              f"{100 * overlap:.0f}% of their time; {100 * on_compute:.0f}% of them ran on the compute stream {compute}")
+        return [ctx.finding(self.id, int(d["duration_ns"].sum() - d["overlap_ns"].sum()), "DtoH", ev, ctx.advice(
+            "issue the copy on its own stream (copy_stream.wait_stream(torch.cuda.current_stream()), then "
+            "out.copy_(t, non_blocking=True) under torch.cuda.stream(copy_stream)) so it overlaps the next step's "
+            "compute; keep t alive for it with t.record_stream(copy_stream)",
+            "issue the copies on a second cudaStream_t, ordered after the compute by cudaStreamWaitEvent, so they "
+            "overlap the next iteration's kernels", "streams"))]
 
 
 class ShortCapture:
@@ -194,33 +424,42 @@ class ShortCapture:
     id = "short-capture"
 
     def check(self, ctx: Context) -> list[Finding]:
-        n = ctx.summary["steps"]["count"] or 0
-        if n == 0 or n >= ctx.pipeline_depth or ctx.summary["memcpy"]["dtoh"]["count"] == 0:
+        n = ctx.steps()
+        if not ctx.program.get("toolkit") or n == 0 or n >= ctx.pipeline_depth or \
+                ctx.summary["memcpy"]["dtoh"]["count"] == 0:
             return []
-        return [Finding(self.id, "info", f"{n} steps captured, fewer than the pipeline depth of {ctx.pipeline_depth} "
-                        "(output buffers): the capture starts with every buffer free, so it shows no back-pressure from "
-                        "the output workers", f"capture at least {ctx.pipeline_depth + 2} steps for steady state "
-                        f"(make profile STAGE=... STEPS={ctx.pipeline_depth + 2}); take throughput from `make bench`", 0)]
+        return [ctx.finding(self.id, 0, "the capture", f"{n} steps captured, fewer than the pipeline depth of "
+                            f"{ctx.pipeline_depth} (output buffers): the capture starts with every buffer free, so it "
+                            "shows no back-pressure from the output workers",
+                            f"capture at least {ctx.pipeline_depth + 2} steps for steady state (make profile "
+                            f"STAGE=... STEPS={ctx.pipeline_depth + 2}); take throughput from `make bench`",
+                            severity="info")]
 
 
 class NvtxMissing:
-    """No NVTX ranges: gaps cannot be attributed to CPU work."""
+    """No NVTX ranges: idle time cannot be tied to the program's phases."""
     id = "nvtx-missing"
 
     def check(self, ctx: Context) -> list[Finding]:
         if ctx.summary["nvtx"]["count"]:
             return []
-        return [Finding(self.id, "medium", "the trace has no NVTX ranges, so idle GPU time cannot be tied to CPU work",
-                        "wrap each step and its phases in NVTX ranges (nvtx.annotate) and trace with --trace=nvtx; with "
-                        "nsys 2023.4 or older use the nvtx package < 0.2.12, whose ranges it records", 0)]
+        return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so idle GPU time cannot be tied "
+                            "to the program's phases", ctx.advice(
+                                "wrap each step and its phases in NVTX ranges (torch.cuda.nvtx.range(...) or "
+                                "nvtx.annotate) and trace with --trace=cuda,nvtx,osrt",
+                                "wrap each iteration and its phases in NVTX ranges (nvtxRangePushA/nvtxRangePop) and "
+                                "trace with --trace=cuda,nvtx,osrt"), severity="info")]
 
 
-RULES = [GpuIdleCpuBound(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), MemoryMappingInGaps(),
-         ShortCapture(), NvtxMissing()]
-SEVERITY_ORDER = {"high": 0, "medium": 1, "info": 2}
+RULES = [IncompleteTrace(), InputBound(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
+         PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), ShortCapture(), NvtxMissing()]
 
 
 def diagnose(ctx: Context) -> list[dict]:
-    findings = [f for rule in RULES for f in rule.check(ctx)]
-    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -f.impact_ns))
-    return [f.as_dict() for f in findings]
+    """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
+    NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
+    floor = NOISE_SHARE * ctx.window_ns()
+    found = [(getattr(rule, "first", False), f) for rule in RULES for f in rule.check(ctx)
+             if f.severity == "info" or getattr(rule, "first", False) or f.impact_ns >= floor]
+    found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))
+    return [f.as_dict() for _, f in found]

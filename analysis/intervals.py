@@ -72,3 +72,32 @@ def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0
     gs, ge = np.maximum(gs, lo), np.minimum(ge, hi)
     keep = (ge - gs) >= max(min_ns, 1)
     return pd.DataFrame({"start_ns": gs[keep], "end_ns": ge[keep], "duration_ns": (ge - gs)[keep]})
+
+
+def _combine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep_b: bool):
+    """Sweep over the boundaries of two disjoint sorted unions: the parts of `a` inside `b` (keep_b) or outside it."""
+    (as_, ae), (bs, be) = a, b
+    if as_.size == 0:
+        return as_, ae
+    t = np.concatenate((as_, ae, bs, be)).astype(np.int64)
+    da = np.concatenate((np.ones(as_.size), -np.ones(ae.size), np.zeros(bs.size + be.size))).astype(np.int8)
+    db = np.concatenate((np.zeros(as_.size + ae.size), np.ones(bs.size), -np.ones(be.size))).astype(np.int8)
+    order = np.argsort(t, kind="stable")
+    t, in_a, in_b = t[order], np.cumsum(da[order]) > 0, np.cumsum(db[order]) > 0
+    # the state after each boundary holds until the next one
+    keep = in_a[:-1] & (in_b[:-1] if keep_b else ~in_b[:-1]) & (t[1:] > t[:-1])
+    return union_sorted(t[:-1][keep], t[1:][keep])
+
+
+def intersect(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """Time in both of two disjoint sorted unions (each a (starts, ends) pair)."""
+    return _combine(a, b, True)
+
+
+def subtract(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """Time in union `a` and not in union `b`."""
+    return _combine(a, b, False)
+
+
+def total(u) -> int:
+    return int((u[1] - u[0]).sum())

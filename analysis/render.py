@@ -10,7 +10,25 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def text_report(s: dict) -> str:
+SHOWN = ("high", "medium", "info")
+
+
+def finding_lines(findings: list[dict], show_all: bool = False) -> list[str]:
+    """High and medium findings (and capture notes) with their cost; how many lower ones there are."""
+    L, hidden = [], 0
+    for d in findings:
+        if not show_all and d["severity"] not in SHOWN:
+            hidden += 1
+            continue
+        cost = f" ({_ms(d['impact_ns'])}, {100 * d['impact_fraction']:.0f}%)" if d["impact_ns"] else ""
+        L.append(f"  [{d['severity']}] {d['rule']}{cost}: {d['evidence']}")
+        L.append(f"      -> {d['suggestion']}")
+    if hidden:
+        L.append(f"  ({hidden} lower-impact finding{'s' if hidden > 1 else ''} not shown; --all shows them)")
+    return L
+
+
+def text_report(s: dict, show_all: bool = False) -> str:
     L = []
     t = s["trace"]
     gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
@@ -26,8 +44,12 @@ def text_report(s: dict) -> str:
                             for d in g["devices"]) if len(g["devices"]) > 1 else ""))
     else:
         L.append("no GPU activity in this trace (NVTX / OS runtime only)")
+    link = t.get("link") or {}
+    if link.get("gbps"):
+        L.append(f"host link: {link['gbps']:.1f} GB/s ({link['source']})")
     if st["count"]:
-        L.append(f"steps: {st['count']} matching {st['regex']!r}, {st['per_second']:.2f} steps/s, "
+        L.append(f"steps: {st['count']} matching {st['regex']!r} ({st.get('source', 'given')}), "
+                 f"{st['per_second']:.2f} steps/s, "
                  f"mean {_ms(st['mean_ns'])}" + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step"
                                                  if st["mean_gpu_idle_ns"] is not None else ""))
     gp = s["gaps"]
@@ -54,10 +76,8 @@ def text_report(s: dict) -> str:
         L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
     if s.get("diagnosis"):
-        L.append("diagnosis:")
-        for d in s["diagnosis"]:
-            L.append(f"  [{d['severity']}] {d['rule']}: {d['evidence']}")
-            L.append(f"      -> {d['suggestion']}")
+        L.append("diagnosis (by what each costs):")
+        L += finding_lines(s["diagnosis"], show_all)
     elif g:
         L.append("diagnosis: no transfer problem found")
     return "\n".join(L)

@@ -55,11 +55,19 @@ SELECT n.domainId AS domain_id, {text} AS domain
 FROM NVTX_EVENTS AS n {join}
 WHERE n.eventType = 75"""
 
+# Per thread and API name: how many CUDA API calls and how long (launching threads, launch overhead).
+API_BY_THREAD = """
+SELECT globalTid AS global_tid, nameId AS name_id, COUNT(*) AS count, SUM("end" - start) AS total_ns
+FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY globalTid, nameId"""
+SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%'"
+SYNC_CALLS = """
+SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
 PROCESSES = "SELECT globalPid AS global_pid, pid, name FROM PROCESSES"
 SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"
-GPUS = "SELECT {id_col} AS device, name FROM TARGET_INFO_GPU"
+GPUS = "SELECT {id_col} AS device, name, {chip} AS chip FROM TARGET_INFO_GPU"
 ENUM = "SELECT id, {col} AS name FROM {table}"
 TABLES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
 COLUMNS = "SELECT name FROM pragma_table_info(?)"

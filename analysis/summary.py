@@ -7,9 +7,13 @@ import numpy as np
 import pandas as pd
 
 from . import copies as cp
-from . import cpu, gpu
+from . import cpu, gpu, idle, program
+from .diagnosis import Context, diagnose
 from .intervals import Coverage, union
+from .machine import host_link
 from .trace import Trace, pid_of
+
+LAUNCH_API = r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)"
 
 SCHEMA = "nsys-transfer.analysis/1"
 
@@ -17,12 +21,13 @@ SCHEMA = "nsys-transfer.analysis/1"
 @dataclass
 class Options:
     min_gap_ns: int = 1_000_000
-    step_regex: str = cpu.DEFAULT_STEP_REGEX
+    step_regex: str | None = None       # None: detected from the NVTX names (cpu.detect_step_regex)
     window: tuple[int, int] | None = None
     top: int = 10
     pipeline_depth: int = 10
     bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
-    link_gbps: float = 55.0
+    link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
+    run_record: dict | None = None      # this toolkit's run record beside the trace, if any
 
 
 @dataclass
@@ -34,54 +39,108 @@ class Analysis:
 
 def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysis:
     opts = opts or Options()
-    from .diagnosis import Context, diagnose
     say = progress or (lambda msg: None)
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
     trace.prefetch("osrt")              # the longest load: its own thread from the start
-    trace.prefetch("api_rows", "nvtx")
+    trace.prefetch("api_rows", "nvtx", "threads")
+    trace.prefetch("api_by_thread", "sync_calls")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
-    window = gpu.analysis_window(ops, opts.window)
+    trace.wait("nvtx")
+    nvtx = trace.nvtx
+    step_regex, step_source = _step_regex(nvtx, opts)
+    window = _window(ops, nvtx, step_regex, opts.window)
     tables: dict[str, pd.DataFrame] = {}
     out: dict = {"schema": SCHEMA}
 
-    # --- GPU (NVTX and OS runtime are still loading on the other core) ---------------------------
     say("computing utilisation and gaps")
+    passed = _gpu_section(trace, ops, window, opts, out, tables)
+    say("joining copies to their API calls")
+    if passed is not None and len(passed.gaps):  # which thread launched the work ending each gap, in the background
+        gap_ids = passed.gaps.nlargest(900, "duration_ns")["next_correlation_id"]
+        trace.prefetch_call("launch", trace.launch_threads, gap_ids)
+    copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
+
+    say("waiting for NVTX and OS runtime")
+    trace.wait("osrt", "threads")
+    osrt = trace.osrt
+    out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt), **out}
+    out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
+    out["trace"]["program"] = program.describe(trace.threads, nvtx, kernels["name"].unique() if len(kernels) else [],
+                                               opts.run_record)
+    _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables)
+
+    say("finding what the CPU did during gaps")
+    launch = trace.result("launch") if passed is not None and len(passed.gaps) else None
+    tids = _launch_threads(passed, launch, trace.api_by_thread)
+    _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, tables)
+    say("attributing idle time")
+    _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables)
+
+    tk = gpu.top_kernels(kernels, opts.top)
+    tables["kernels_top"] = tk
+    out["kernels"] = {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
+                      "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None,
+                      "top": _records(tk)}
+    ns = cpu.nvtx_summary(nvtx)
+    tables["nvtx_summary"] = ns
+    out["nvtx"] = {"count": int(len(nvtx)), "ranges": _records(ns.head(max(opts.top, 20)))}
+    say("diagnosing")
+    out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
+    return Analysis(out, tables)
+
+
+def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
+    if opts.step_regex:
+        return opts.step_regex, "given"
+    found = cpu.detect_step_regex(nvtx)
+    return (found, "detected") if found else (None, "none found")
+
+
+def _window(ops: pd.DataFrame, nvtx: pd.DataFrame, step_regex: str | None, user) -> tuple[int, int] | None:
+    """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs."""
+    window = gpu.analysis_window(ops, user)
+    if window is None or user or not step_regex or nvtx.empty:
+        return window
+    st = nvtx[nvtx["name"].astype(str).str.contains(step_regex, regex=True)]
+    if st.empty:
+        return window
+    return min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max()))
+
+
+def _gpu_section(trace, ops, window, opts, out, tables):
+    """Utilisation per device and the idle gaps; None when the trace has no GPU activity."""
     if window is None:
         trace.wait("osrt", "nvtx")
-        nvtx, osrt = trace.nvtx, trace.osrt
-        span = pd.concat([nvtx[["start_ns", "end_ns"]], osrt[["start_ns", "end_ns"]]])
+        span = pd.concat([trace.nvtx[["start_ns", "end_ns"]], trace.osrt[["start_ns", "end_ns"]]])
         out["window"] = ({"start_ns": int(span["start_ns"].min()), "end_ns": int(span["end_ns"].max()),
                           "source": "cpu (no GPU activity)"} if len(span) else {"source": "empty trace"})
         out["gpu"] = None
-        gap_table = gpu.idle_gaps(ops.iloc[0:0], (0, 1), opts.min_gap_ns)
-        busy = None
-    else:
-        lo, hi = window
-        inside = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
-        in_win = ops if inside.all() else ops[inside]  # no copy of millions of rows when nothing is cut
-        out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
-                         "source": "user" if opts.window else "first to last GPU operation"}
-        passed = gpu.device_pass(in_win, window, opts.min_gap_ns)
-        util, gap_table, busy = passed.util, passed.gaps, passed.busy
-        names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
-        util["name"] = util["device"].map(names)
-        tables["utilization"] = util
-        out["gpu"] = {"utilization": float(util["utilization"].mean()),
-                      "compute_utilization": float(util["compute_utilization"].mean()),
-                      "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
-                      "devices": _records(util)}
+        return None
+    lo, hi = window
+    inside = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
+    in_win = ops if inside.all() else ops[inside]  # no copy of millions of rows when nothing is cut
+    out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
+                     "source": "user" if opts.window else "first to last GPU operation or step range"}
+    passed = gpu.device_pass(in_win, window, opts.min_gap_ns)
+    util = passed.util
+    names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
+    util["name"] = util["device"].map(names)
+    tables["utilization"] = util
+    out["gpu"] = {"utilization": float(util["utilization"].mean()),
+                  "compute_utilization": float(util["compute_utilization"].mean()),
+                  "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
+                  "devices": _records(util)}
+    return passed
 
-    # --- copies -----------------------------------------------------------------------------------
-    say("joining copies to their API calls")
-    gap_ids = gap_table.nlargest(900, "duration_ns")["next_correlation_id"] if len(gap_table) else []
-    if len(gap_table):  # which thread launched the work ending each gap: a runtime-table scan, in the background
-        trace.prefetch_call("launch", trace.launch_threads, gap_ids)
+
+def _copies_section(trace, memcpys, kernels, window, opts, out, tables) -> pd.DataFrame:
     copies = cp.copy_table(memcpys, trace.memcpy_api, kernels) if len(memcpys) else memcpys.assign(
         sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
         api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
-        api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"))
+        api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"),
+        api_global_tid=pd.Series(dtype="int64"))
     tables["memcpy"] = copies
     out["memcpy"] = {"dtoh": cp.copy_summary(copies, "DtoH"), "htod": cp.copy_summary(copies, "HtoD"),
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
@@ -95,39 +154,55 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
             "peak_gbps": float(host["gbps"].max()) if len(host) else 0.0,
             "mean_gbps": float(host["bytes"].sum() / (window[1] - window[0])),
             "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
+    return copies
 
-    say("waiting for NVTX and OS runtime")
-    trace.wait("osrt", "nvtx")
-    nvtx, osrt = trace.nvtx, trace.osrt
-    out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt), **out}
 
-    # --- steps ------------------------------------------------------------------------------------
-    if busy is not None and len(out["gpu"]["devices"]) > 1:  # several ranks: each step against its own GPU
+def _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables):
+    busy = passed.busy if passed is not None else None
+    if not step_regex:
+        step_table = pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
+    elif busy is not None and len(out["gpu"]["devices"]) > 1:  # several ranks: each step against its own GPU
         owners = gpu.driving_process(kernels)
         busy_of = {int(p): passed.busy_by_device[int(d)] for d, p in owners.itertuples(index=False, name=None)
                    if int(d) in passed.busy_by_device}
-        step_table = cpu.steps(nvtx, opts.step_regex, busy_of, copies)
+        step_table = cpu.steps(nvtx, step_regex, busy_of, copies)
     else:
-        step_table = cpu.steps(nvtx, opts.step_regex, busy, copies)
+        step_table = cpu.steps(nvtx, step_regex, busy, copies)
     tables["steps"] = step_table
     n_steps = len(step_table)
     idle_per_step = float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None
-    out["steps"] = {"regex": opts.step_regex, "count": n_steps,
+    out["steps"] = {"regex": step_regex, "source": step_source, "count": n_steps,
                     "per_second": cpu.steps_per_second(step_table, window[1] if window else None),
                     "mean_ns": float(step_table["duration_ns"].mean()) if n_steps else None,
                     "mean_gpu_idle_ns": idle_per_step}
 
-    # --- gaps with their CPU context --------------------------------------------------------------
-    say("finding what the CPU did during gaps")
-    tables["gaps"] = gap_table
-    launch = trace.result("launch") if len(gap_table) else None
-    # (pid, correlation id) -> launching thread: ids repeat across the processes of a multi-rank trace; an export
-    # without globalPid has pid -1 on every gap, and then the ids alone decide
-    by_pid = len(gap_table) > 0 and bool((gap_table["next_pid"] >= 0).any())
+
+def _launch_threads(passed, launch, api_by_thread) -> dict:
+    """{(pid, correlation id): launching thread} of the gaps' next operations, and the launching threads per device:
+    those of the gaps, else the thread that issued the most kernel launches."""
+    by_pid = passed is not None and len(passed.gaps) > 0 and bool((passed.gaps["next_pid"] >= 0).any())
     tid_of = ({(int(p) if by_pid else -1, int(c)): t for p, c, t in
                zip(launch["pid"], launch["correlation_id"], launch["global_tid"])}
               if launch is not None and len(launch) else {})
-    launch_tids = set(tid_of.values())
+    launches = api_by_thread[api_by_thread["name"].astype(str).str.match(LAUNCH_API)] if len(api_by_thread) else api_by_thread
+    busiest = launches.groupby("global_tid")["count"].sum().sort_values(ascending=False)
+    fallback = {int(busiest.index[0])} if len(busiest) else set()
+    per_device: dict[int, set] = {}
+    if passed is not None and len(passed.gaps):
+        g = passed.gaps
+        for dev, p, c in zip(g["device"], g["next_pid"], g["next_correlation_id"]):
+            t = tid_of.get((int(p) if by_pid else -1, int(c)))
+            if t is not None:
+                per_device.setdefault(int(dev), set()).add(int(t))
+    devices = passed.util["device"] if passed is not None else []
+    return {"by_gap": tid_of, "by_pid": by_pid, "devices": {int(d): per_device.get(int(d)) or fallback for d in devices},
+            "all": set(tid_of.values()) or fallback}
+
+
+def _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, tables):
+    gap_table = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
+    tables["gaps"] = gap_table
+    tid_of, by_pid, launch_tids = tids["by_gap"], tids["by_pid"], set(tids["by_gap"].values())
     launch_pids = {pid_of(t) for t in launch_tids}
     if len(osrt) and launch_pids and len(gap_table):
         # only calls of the launching process that touch an idle gap matter here: select them once
@@ -144,25 +219,59 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, osrt.iloc[0:0]), tid)
         top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
                     "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})
-    covered = cpu.gap_cover_by_range(gap_table, nvtx, launch_tids, opts.step_regex)
+    covered = cpu.gap_cover_by_range(gap_table, nvtx, launch_tids, step_regex)
     osrt_gaps = cpu.osrt_in_gaps(gap_table, osrt_launch_proc)
     tables["gap_ranges"], tables["gap_osrt"] = covered, osrt_gaps
     total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
     out["gaps"] = {"threshold_ns": opts.min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
-                   "per_step_ns": idle_per_step,
+                   "per_step_ns": out["steps"]["mean_gpu_idle_ns"],
                    "top": top, "covered_by": _records(covered.head(opts.top)), "osrt": _records(osrt_gaps.head(opts.top))}
 
-    # --- kernels and NVTX -------------------------------------------------------------------------
-    tk = gpu.top_kernels(kernels, opts.top)
-    tables["kernels_top"] = tk
-    out["kernels"] = {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
-                      "top": _records(tk)}
-    ns = cpu.nvtx_summary(nvtx)
-    tables["nvtx_summary"] = ns
-    out["nvtx"] = {"count": int(len(nvtx)), "ranges": _records(ns)}
-    say("diagnosing")
-    out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth, opts.link_gbps))
-    return Analysis(out, tables)
+
+def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables):
+    """Every idle nanosecond of each device given to one cause (analysis/idle.py)."""
+    if passed is None:
+        out["idle"] = None
+        return
+    syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
+    parts, details = [], {}
+    for dev, busy in passed.busy_by_device.items():
+        t, d = idle.attribute(busy, window, tids["devices"].get(dev, set()), osrt, nvtx, syncs, cuda_calls,
+                              step_regex, opts.min_gap_ns, dev)
+        parts.append(t)
+        details[str(dev)] = d
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)
+    tables["idle"] = table
+    mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
+    tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else pd.Series(dtype="int64")
+    launches = trace.api_by_thread
+    mine = launches[launches["global_tid"].isin(list(tids["all"]))] if len(launches) else launches
+    is_launch = mine["name"].astype(str).str.match(LAUNCH_API) if len(mine) else pd.Series(dtype=bool)
+    out["idle"] = {"causes": _records(table), "devices": details,
+                   "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
+                   "launch_calls": int(mine.loc[is_launch, "count"].sum()) if len(mine) else 0,
+                   "launch_api_ns": int(mine.loc[is_launch, "total_ns"].sum()) if len(mine) else 0,
+                   "sync_calls": int(len(mine_syncs)),
+                   "sync_blocked_ns": int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0}
+
+
+def _host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Synchronising calls (explicit syncs and small blocking copies: `.item()`, `.cpu()` of a scalar) and every
+    CUDA call that can hold the thread (those plus all copy calls). Big copies have their own rules."""
+    cols = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
+    c = copies.dropna(subset=["api_start_ns"]) if len(copies) else copies
+    if len(c):
+        c = c.assign(start_ns=c["api_start_ns"].astype("int64"), end_ns=c["api_end_ns"].astype("int64"),
+                     global_tid=c["api_global_tid"].astype("int64"), name=c["api_name"].astype(str))
+        c = c.assign(duration_ns=c["end_ns"] - c["start_ns"])
+        big = pd.concat([cp.big_copies(copies, k) for k in ("DtoH", "HtoD")]).index
+        small_blocking = c[(c["blocking"] == True) & ~c.index.isin(big)]  # noqa: E712
+    else:
+        small_blocking = pd.DataFrame(columns=cols)
+    syncs = pd.concat([sync_api[cols], small_blocking[cols] if len(small_blocking) else small_blocking],
+                      ignore_index=True) if len(sync_api) or len(small_blocking) else pd.DataFrame(columns=cols)
+    all_calls = pd.concat([syncs, c[cols]], ignore_index=True) if len(c) else syncs
+    return syncs, all_calls
 
 
 def summarize(trace: Trace, **kw) -> dict:

@@ -6,6 +6,7 @@ The file is opened with SQLite's `mode=ro&immutable=1`: no journal, no lock, no 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import urllib.request
@@ -23,6 +24,7 @@ NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_A
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
+SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -309,6 +311,29 @@ class Trace:
         return out
 
     @cached_property
+    def api_by_thread(self) -> pd.DataFrame:
+        """CUDA API calls per thread and name: global_tid, name, count, total_ns (one grouped scan)."""
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return _empty(["global_tid", "name", "count", "total_ns"])
+        df = self.query(sql.API_BY_THREAD)
+        ids = df.pop("name_id")
+        df["name"] = ids.map(self.strings(ids.unique())).fillna("?")
+        return df
+
+    @cached_property
+    def sync_calls(self) -> pd.DataFrame:
+        """Calls that block the host until the GPU catches up: stream/device/event/context synchronize."""
+        cols = ["start_ns", "end_ns", "duration_ns", "global_tid", "correlation_id", "name"]
+        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return _empty(cols)
+        names = {i: v for i, v in self._connection().execute(sql.SYNC_NAME_IDS) if SYNC_API.match(v)}
+        if not names:
+            return _empty(cols)
+        df = self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names)))
+        df["name"] = df.pop("name_id").map(names)
+        return _timed(df)
+
+    @cached_property
     def memsets(self) -> pd.DataFrame:
         if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes"])
@@ -383,10 +408,11 @@ class Trace:
     @cached_property
     def gpus(self) -> pd.DataFrame:
         if not self.has("TARGET_INFO_GPU"):
-            return _empty(["device", "name"])
+            return _empty(["device", "name", "chip"])
         cols = self.columns("TARGET_INFO_GPU")
         id_col = "id" if "id" in cols else "deviceId"
-        return self.query(sql.GPUS.format(id_col=id_col)).drop_duplicates("device")
+        chip = "chipName" if "chipName" in cols else "NULL"  # 2020 exports have no chip name
+        return self.query(sql.GPUS.format(id_col=id_col, chip=chip)).drop_duplicates("device")
 
 
 def _short_copy_kind(label: str) -> str:

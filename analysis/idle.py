@@ -1,0 +1,156 @@
+"""Where the GPU's idle time went: each idle nanosecond of a device is given to one cause, by what its launching
+thread was doing at that instant, so no time is counted twice.
+
+    GPU      ####........####..####..........######
+    thread   [launch]  poll()  [sync][Python]  [ 'process output' range ]
+                        ^input  ^host-sync      ^cpu-range (deepest user NVTX range)
+
+Order of precedence, first match wins:
+  mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
+  input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls
+  cpu-range   a long gap (>= min_gap) inside a user NVTX range (the deepest one; steps and PyTorch operator ranges
+              are not phases)
+  host-sync   the gap began while the thread waited in a synchronising CUDA call (it drained the GPU's queue)
+  launch      a short gap (< min_gap) between kernels while the thread issues work
+  cpu         a long gap with the thread busy outside any range
+Columns of the result: cause, subject, idle_ns, device.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .intervals import Coverage, gaps, intersect, subtract, total, union
+from .program import family, is_operator_range
+from .trace import pid_of
+
+WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
+                        r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"
+                        r"pthread_cond_clockwait|pthread_join|pthread_mutex_lock|pthread_mutex_timedlock|"
+                        r"pthread_rwlock_(rd|wr)lock|waitpid|wait4|waitid|msgrcv|mq_receive|mq_timedreceive|sigwait\w*)$")
+MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|"
+                           r"shm_open|ftruncate)$")
+COLUMNS = ["cause", "subject", "idle_ns", "device"]
+Union = tuple[np.ndarray, np.ndarray]
+
+
+def _calls(osrt: pd.DataFrame, pattern: re.Pattern) -> tuple[Union, pd.DataFrame]:
+    names = pd.Series(pd.Categorical(osrt["name"]).categories.astype(str))
+    wanted = set(names[names.str.match(pattern)])
+    rows = osrt[osrt["name"].astype(str).isin(wanted)] if wanted else osrt.iloc[0:0]
+    return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()), rows
+
+
+def _by_name(u: Union, rows: pd.DataFrame) -> dict[str, int]:
+    """Time of `u` inside the calls of each name (calls of one thread do not overlap)."""
+    if rows.empty or u[0].size == 0:
+        return {}
+    inside = Coverage(*u).within(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
+    t = pd.Series(inside, index=rows["name"].astype(str).to_numpy()).groupby(level=0).sum()
+    return {str(k): int(v) for k, v in t.sort_values(ascending=False).items() if v > 0}
+
+
+def user_ranges(nvtx: pd.DataFrame, threads, step_regex: str | None) -> pd.DataFrame:
+    """NVTX ranges on the threads that mark phases of the program: not steps, not PyTorch operators."""
+    d = nvtx[nvtx["global_tid"].isin(list(threads))]
+    if d.empty:
+        return d
+    keep = ~d["name"].astype(str).map(is_operator_range)
+    if step_regex:
+        keep &= ~d["name"].astype(str).str.contains(step_regex, regex=True)
+    return d[keep]
+
+
+def deepest_range_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
+    """Time of `u` given to the deepest range open at each instant, summed per family of names (counters as N)."""
+    if ranges.empty or u[0].size == 0:
+        return pd.Series(dtype="int64")
+    r = ranges.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False])
+    s, e, tid = r["start_ns"].to_numpy(), r["end_ns"].to_numpy(), r["global_tid"].to_numpy()
+    within = Coverage(*u).within(s, e)
+    child_time = np.zeros(len(r), dtype=np.int64)
+    stack: list[int] = []
+    for i in range(len(r)):  # nesting among these ranges only: subtract each range's time from its parent
+        while stack and (tid[stack[-1]] != tid[i] or e[stack[-1]] <= s[i]):
+            stack.pop()
+        if stack and e[i] <= e[stack[-1]]:
+            child_time[stack[-1]] += within[i]
+        stack.append(i)
+    own = pd.Series(within - child_time, index=r["name"].astype(str).map(family).to_numpy())
+    own = own.groupby(level=0).sum()
+    return own[own > 0].sort_values(ascending=False)
+
+
+def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFrame, nvtx: pd.DataFrame,
+              sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
+              device: int = 0) -> tuple[pd.DataFrame, dict]:
+    """The idle time of one device by cause (see the module doc), and the details each rule quotes."""
+    lo, hi = window
+    holes = gaps(busy.s, busy.e, lo, hi, 0)
+    idle: Union = (holes["start_ns"].to_numpy(), holes["end_ns"].to_numpy())
+    is_long = holes["duration_ns"].to_numpy() >= min_gap_ns
+    mine = osrt[osrt["global_tid"].isin(list(threads))] if len(osrt) else osrt
+    # mapping by any thread of the launching process: a queue's feeder thread maps shared memory while the launching
+    # thread waits for it
+    process = osrt[np.isin(pid_of(osrt["global_tid"].to_numpy()), [pid_of(t) for t in threads])] if len(osrt) else osrt
+    in_cuda = _thread_union(cuda_calls, threads)  # OS calls made inside a CUDA call belong to that call
+    waits, wait_rows = _calls(mine, WAIT_CALLS)
+    maps, map_rows = _calls(process, MAPPING_CALLS)
+    waits = subtract(waits, in_cuda)
+
+    mapping_u, rest = intersect(idle, maps), subtract(idle, maps)
+    input_u, rest = intersect(rest, waits), subtract(rest, waits)
+    rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
+    rest_short = subtract(rest, rest_long)
+    ranges = user_ranges(nvtx, threads, step_regex)
+    in_ranges = union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
+    range_u, rest_long = intersect(rest_long, in_ranges), subtract(rest_long, in_ranges)
+    marks = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
+    marks = marks[~marks["name"].astype(str).map(is_operator_range)] if len(marks) else marks
+    after_sync = _after_sync(idle, _thread_rows(sync_calls, threads), np.sort(marks["start_ns"].to_numpy()))
+    sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
+    sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
+
+    rows = [("input", _range_subject(input_u, ranges), total(input_u)), ("mapping", None, total(mapping_u))]
+    rows += [("cpu-range", name, int(t)) for name, t in deepest_range_time(range_u, ranges).items()]
+    rows += [("host-sync", None, total(sync_long) + total(sync_short)), ("launch", None, total(launch_u)),
+             ("cpu", None, total(rest_long))]
+    table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
+    details = {"idle_ns": total(idle), "idle_intervals": int(len(holes)), "short_idle_intervals": int((~is_long).sum()),
+               "input_calls": _by_name(input_u, wait_rows), "mapping_calls": _by_name(mapping_u, map_rows),
+               "after_sync_intervals": int(after_sync[0].size)}
+    return table, details
+
+
+def _thread_rows(calls: pd.DataFrame, threads) -> pd.DataFrame:
+    return calls[calls["global_tid"].isin(list(threads))] if len(calls) else calls
+
+
+def _thread_union(calls: pd.DataFrame, threads) -> Union:
+    rows = _thread_rows(calls, threads)
+    return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
+
+
+def _after_sync(idle: Union, syncs: pd.DataFrame, range_starts: np.ndarray) -> Union:
+    """The idle time after a synchronising call returned: the GPU drained while the host waited, then stayed idle until
+    the host issued more work, or until the thread entered an NVTX range (other work, which other causes explain)."""
+    if syncs.empty or idle[0].size == 0:
+        return idle[0][:0], idle[1][:0]
+    ends = np.sort(syncs["end_ns"].to_numpy())
+    i = np.searchsorted(ends, idle[0], side="left")
+    hit = (i < ends.size) & (ends[np.clip(i, 0, ends.size - 1)] <= idle[1])
+    s, e, sync_end = idle[0][hit], idle[1][hit], ends[np.clip(i, 0, ends.size - 1)][hit]
+    if range_starts.size:
+        j = np.searchsorted(range_starts, sync_end, side="left")
+        nxt = np.where(j < range_starts.size, range_starts[np.clip(j, 0, range_starts.size - 1)], e)
+        e = np.minimum(e, np.maximum(nxt, sync_end))
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def _range_subject(u: Union, ranges: pd.DataFrame) -> str | None:
+    """The deepest user range holding most of `u`, if one holds at least half of it."""
+    t = deepest_range_time(u, ranges)
+    return str(t.index[0]) if len(t) and t.iloc[0] >= 0.5 * total(u) else None

@@ -1,0 +1,65 @@
+"""What program the trace holds, so advice speaks of its own mechanisms: PyTorch or plain CUDA, this toolkit's own
+workload stages or someone else's program, and who produces the launching thread's input (DataLoader workers)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+# PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
+PYTORCH_THREAD = re.compile(r"^pt_")
+PYTORCH_KERNEL = re.compile(r"at::native|at_cuda_detail|vectorized_elementwise_kernel|unrolled_elementwise_kernel")
+DATALOADER_WORKER = "pt_data_worker"
+# emit_nvtx / record_function ranges: "aten::mm, seq = 12, op_id = 34" (op names carry a namespace)
+OPERATOR_RANGE = re.compile(r"^[A-Za-z_][\w.]*::\w")
+COUNTER = re.compile(r"\d+")
+PYTORCH_RANGE = re.compile(r"^aten::|, seq = \d+|, op_id = \d+")
+OPERATOR_COUNTERS = re.compile(r"(, (seq|op_id|sizes|input_op_ids|stashed seq) = .*)$")
+# the range names of this toolkit's workloads (workloads/ranges.py and the stages)
+TOOLKIT_RANGES = {"get batch", "compute", "copy to CPU", "process output", "queue output", "drain outputs"}
+
+
+def base_name(name: str) -> str:
+    """An NVTX name without PyTorch's per-call counters: 'aten::mm, seq = 12, op_id = 34' -> 'aten::mm'."""
+    return OPERATOR_COUNTERS.sub("", name) if ", " in name else name
+
+
+def family(name: str) -> str:
+    """Ranges that differ only by counters are one thing to a reader: 'IO 190' -> 'IO N', 'aten::mm, seq = 3' ->
+    'aten::mm'."""
+    return COUNTER.sub("N", base_name(name))
+
+
+def is_operator_range(name: str) -> bool:
+    """A PyTorch operator range (emit_nvtx, record_function of an op), not a phase the user marked."""
+    return bool(OPERATOR_RANGE.match(name))
+
+
+def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record: dict | None) -> dict:
+    """{framework: pytorch|cuda, toolkit_stage: str|None, toolkit: bool, dataloader_workers: {threads, processes}}."""
+    names = set(threads["thread_name"].astype(str)) if len(threads) else set()
+    nvtx_names = set(nvtx["name"].astype(str).unique()) if len(nvtx) else set()
+    pytorch = (any(PYTORCH_THREAD.match(n) for n in names) or any(PYTORCH_RANGE.search(n) for n in nvtx_names)
+               or any(PYTORCH_KERNEL.search(str(k)) for k in kernel_names))
+    stage = (run_record or {}).get("stage")
+    toolkit = bool(stage) or len(nvtx_names & TOOLKIT_RANGES) >= 2
+    workers = threads[threads["thread_name"] == DATALOADER_WORKER] if len(threads) else threads
+    return {"framework": "pytorch" if pytorch or toolkit else "cuda", "toolkit": toolkit, "toolkit_stage": stage,
+            "dataloader_workers": {"threads": int(len(workers)),
+                                   "processes": int(workers["pid"].nunique()) if len(workers) else 0}}
+
+
+def toolkit_record(trace_path: str) -> dict | None:
+    """The run record `profile` writes beside its trace (<base>.run.json), if it names one of our stages."""
+    p = Path(trace_path)
+    stem = p.name.split(".")[0]
+    for candidate in (p.with_name(f"{stem}.run.json"),):
+        try:
+            data = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("stage"), str):
+            return data
+    return None
