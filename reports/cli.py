@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from analysis.errors import TraceError
+from analysis.program import toolkit_record
 
 from . import charts, render
 from .collect import ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
@@ -23,7 +24,8 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
 @click.option("--out", "out_dir", default="out/report", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="bench JSON (`make bench`); default: bench.json in the given folders")
-@click.option("--link-gbps", default=55.0, show_default=True)
+@click.option("--link-gbps", default=None, type=float,
+              help="host link speed in GB/s (default: each trace's own, from its GPU and fastest copy)")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON (python -m workloads.linkprobe); default: probe.json in the given folders")
 def main(paths, out_dir, bench_path, link_gbps, probe_path):
@@ -49,12 +51,13 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
     rows, timeline_items, opened = [], [], []
     gpus_md, gpu_charts = "", {}
     try:
-        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps)
+        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps or 55.0)
         for i, (stage, path) in enumerate(traces.items(), 1):
             click.echo(f"compare-traces: [{i}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
             opened.append(t)
-            a = analyze(t, Options(link_gbps=link_gbps))
+            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))))
+            link_gbps = link_gbps or a.summary["trace"]["link"]["gbps"]  # the chart's line: the traces' own link
             rows.append(stage_row(stage, a, bench.get(stage)))
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
@@ -64,7 +67,7 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
             charts.throughput(df, out_dir / "throughput.png")
             charts.utilization(df, out_dir / "utilization.png")
             charts.gaps(df, out_dir / "gaps.png")
-            charts.dtoh(df, out_dir / "dtoh.png", link_gbps)
+            charts.dtoh(df, out_dir / "dtoh.png", link_gbps or 55.0)
             charts.overlap(df, out_dir / "overlap.png")
             charts.timelines(timeline_items, out_dir / "timelines.png")
     except TraceError as e:

@@ -22,14 +22,28 @@ def results_markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _cost(d: dict) -> str:
+    """A finding's severity and what it costs, as the analysis ordered them."""
+    return (f"{d['severity']}, {d['impact_ns'] / 1e6:,.1f} ms = {100 * d['impact_fraction']:.0f}% of the window"
+            if d.get("impact_ns") else d["severity"])
+
+
+def shown(findings: list[dict]) -> list[dict]:
+    """The findings a reader acts on (the analysis's order: by impact); low ones are counted, not listed."""
+    return [d for d in findings if d["severity"] != "low"]
+
+
 def diagnosis_markdown(df: pd.DataFrame) -> str:
     out = []
     for r in df.to_dict("records"):
         out.append(f"### {r['stage']}")
-        if not r["diagnosis"]:
-            out.append("No finding: nothing in this trace points at a transfer problem.")
-        for d in r["diagnosis"]:
-            out.append(f"- **{d['rule']}** ({d['severity']}): {d['evidence']}.  \n  *Fix:* {d['suggestion']}")
+        if not shown(r["diagnosis"]):
+            out.append("No finding of note: nothing in this trace costs 2% of the window or more.")
+        for d in shown(r["diagnosis"]):
+            out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n  *Fix:* {d['suggestion']}")
+        low = len(r["diagnosis"]) - len(shown(r["diagnosis"]))
+        if low:
+            out.append(f"- ({low} low-impact finding{'s' if low > 1 else ''} not listed: analyze-trace --all shows them)")
         out.append("")
     return "\n".join(out)
 
@@ -61,9 +75,9 @@ def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str
         rows.append("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in line.strip("|").split("|")) + "</tr>")
     diag = []
     for r in df.to_dict("records"):
-        items = "".join(f"<li><b>{html.escape(d['rule'])}</b> ({d['severity']}): {html.escape(d['evidence'])}."
-                        f"<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>" for d in r["diagnosis"]) or \
-            "<li>No finding.</li>"
+        items = "".join(f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(_cost(d))}): {html.escape(d['evidence'])}."
+                        f"<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>" for d in shown(r["diagnosis"])) or \
+            "<li>No finding of note.</li>"
         diag.append(f"<h3>{html.escape(r['stage'])}</h3><ul>{items}</ul>")
     imgs = "".join(f"<h2>{html.escape(t)}</h2><img src='{n}' style='max-width:100%'>" for t, n in charts.items())
     return ("<!doctype html><html><head><meta charset='utf-8'><title>Transfer bottlenecks by stage</title>"
