@@ -288,7 +288,11 @@ class HostSync:
             "memory and wait on a CUDA event only when the value is needed",
             "each sync drains the GPU's queue, then the GPU waits while the host issues the next work: drop "
             "cudaDeviceSynchronize/cudaStreamSynchronize and synchronous cudaMemcpy from the loop; use cudaMemcpyAsync "
-            "into pinned memory and wait on an event only when the data is needed", "async"))]
+            "into pinned memory and wait on an event only when the data is needed", "async")
+            if ctx.program.get("framework") != "openacc" else
+            "each compute region waits for the GPU before the host launches the next: add async(n) clauses to the "
+            "parallel/kernels regions and data updates, and one `!$acc wait` (or #pragma acc wait) where the host needs "
+            "the results, e.g. once per time step")]
 
 
 class LaunchBound:

@@ -12,6 +12,8 @@ import pandas as pd
 PYTORCH_THREAD = re.compile(r"^pt_")
 PYTORCH_KERNEL = re.compile(r"at::native|at_cuda_detail|vectorized_elementwise_kernel|unrolled_elementwise_kernel")
 DATALOADER_WORKER = "pt_data_worker"
+# NVHPC names the kernel of each OpenACC compute region <function>_<line>_gpu (and _gpu__red for its reduction)
+OPENACC_KERNEL = re.compile(r"_\d+_gpu(__red)?$")
 # emit_nvtx / record_function ranges: "aten::mm, seq = 12, op_id = 34" (op names carry a namespace)
 OPERATOR_RANGE = re.compile(r"^[A-Za-z_][\w.]*::\w")
 COUNTER = re.compile(r"\d+")
@@ -38,7 +40,7 @@ def is_operator_range(name: str) -> bool:
 
 
 def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record: dict | None) -> dict:
-    """{framework: pytorch|cuda, toolkit_stage: str|None, toolkit: bool, dataloader_workers: {threads, processes}}."""
+    """{framework: pytorch|openacc|cuda, toolkit_stage: str|None, toolkit: bool, dataloader_workers: {threads, processes}}."""
     names = set(threads["thread_name"].astype(str)) if len(threads) else set()
     nvtx_names = set(nvtx["name"].astype(str).unique()) if len(nvtx) else set()
     pytorch = (any(PYTORCH_THREAD.match(n) for n in names) or any(PYTORCH_RANGE.search(n) for n in nvtx_names)
@@ -46,7 +48,10 @@ def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record
     stage = (run_record or {}).get("stage")
     toolkit = bool(stage) or len(nvtx_names & TOOLKIT_RANGES) >= 2
     workers = threads[threads["thread_name"] == DATALOADER_WORKER] if len(threads) else threads
-    return {"framework": "pytorch" if pytorch or toolkit else "cuda", "toolkit": toolkit, "toolkit_stage": stage,
+    kernels = [str(k) for k in kernel_names]
+    openacc = bool(kernels) and sum(bool(OPENACC_KERNEL.search(k)) for k in kernels) >= 0.5 * len(kernels)
+    framework = "pytorch" if pytorch or toolkit else "openacc" if openacc else "cuda"
+    return {"framework": framework, "toolkit": toolkit, "toolkit_stage": stage,
             "dataloader_workers": {"threads": int(len(workers)),
                                    "processes": int(workers["pid"].nunique()) if len(workers) else 0}}
 

@@ -94,6 +94,7 @@ def test_host_sync_on_programs_that_synchronise_every_kernel(publics, analyzed):
     after each kernel: the GPU drains and waits for the host each time."""
     acc = top_cost(publics["ncar"]["diagnosis"])
     assert acc["rule"] == "host-sync" and acc["severity"] == "high" and acc["subject"] == "cuStreamSynchronize"
+    assert publics["ncar"]["trace"]["program"]["framework"] == "openacc" and "async(" in acc["suggestion"]
     clover = top_cost(publics["pipit"]["diagnosis"])
     assert clover["rule"] == "host-sync" and clover["subject"] == "cudaDeviceSynchronize"
     for stage in ("pinned-long", "ceiling"):
