@@ -47,9 +47,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
-    trace.wait("nvtx")
+    trace.wait("nvtx", "api_by_thread")
     nvtx = trace.nvtx
-    step_regex, step_source = _step_regex(nvtx, opts)
+    step_regex, step_source = _step_regex(nvtx, opts, trace.api_by_thread)
     window = _window(ops, nvtx, step_regex, opts.window)
     tables: dict[str, pd.DataFrame] = {}
     out: dict = {"schema": SCHEMA}
@@ -91,10 +91,10 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     return Analysis(out, tables)
 
 
-def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
+def _step_regex(nvtx: pd.DataFrame, opts: Options, api_by_thread: pd.DataFrame) -> tuple[str | None, str]:
     if opts.step_regex:
         return opts.step_regex, "given"
-    found = cpu.detect_step_regex(nvtx)
+    found = cpu.detect_step_regex(nvtx, _busiest_launcher(api_by_thread))
     return (found, "detected") if found else (None, "none found")
 
 
@@ -184,9 +184,7 @@ def _launch_threads(passed, launch, api_by_thread) -> dict:
     tid_of = ({(int(p) if by_pid else -1, int(c)): t for p, c, t in
                zip(launch["pid"], launch["correlation_id"], launch["global_tid"])}
               if launch is not None and len(launch) else {})
-    launches = api_by_thread[api_by_thread["name"].astype(str).str.match(LAUNCH_API)] if len(api_by_thread) else api_by_thread
-    busiest = launches.groupby("global_tid")["count"].sum().sort_values(ascending=False)
-    fallback = {int(busiest.index[0])} if len(busiest) else set()
+    fallback = _busiest_launcher(api_by_thread)
     per_device: dict[int, set] = {}
     if passed is not None and len(passed.gaps):
         g = passed.gaps
@@ -197,6 +195,15 @@ def _launch_threads(passed, launch, api_by_thread) -> dict:
     devices = passed.util["device"] if passed is not None else []
     return {"by_gap": tid_of, "by_pid": by_pid, "devices": {int(d): per_device.get(int(d)) or fallback for d in devices},
             "all": set(tid_of.values()) or fallback}
+
+
+def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
+    """The thread that issued the most kernel launches (empty without CUDA API rows)."""
+    if api_by_thread.empty:
+        return set()
+    launches = api_by_thread[api_by_thread["name"].astype(str).str.match(LAUNCH_API)]
+    busiest = launches.groupby("global_tid")["count"].sum().sort_values(ascending=False)
+    return {int(busiest.index[0])} if len(busiest) else set()
 
 
 def _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, tables):
