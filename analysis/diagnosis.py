@@ -141,6 +141,15 @@ def _devices(ctx: Context) -> dict:
     return (ctx.summary.get("idle") or {}).get("devices", {})
 
 
+def _calls_of(ctx: Context, key: str) -> dict[str, int]:
+    """Idle time inside each OS call, summed over the devices, largest first."""
+    calls: dict[str, int] = {}
+    for d in _devices(ctx).values():
+        for k, v in d.get(key, {}).items():
+            calls[k] = calls.get(k, 0) + v
+    return dict(sorted(calls.items(), key=lambda kv: -kv[1]))
+
+
 class IncompleteTrace:
     """The capture lost a large part of its CUDA events: every other figure is then wrong, so this comes first."""
     id = "incomplete-trace"
@@ -166,11 +175,7 @@ class InputBound:
             return []
         impact = int(rows["idle_ns"].sum())
         subject = rows["subject"].dropna().iloc[0] if rows["subject"].notna().any() else None
-        calls = {}
-        for d in _devices(ctx).values():
-            for k, v in d.get("input_calls", {}).items():
-                calls[k] = calls.get(k, 0) + v
-        calls = dict(sorted(calls.items(), key=lambda kv: -kv[1]))
+        calls = _calls_of(ctx, "input_calls")
         workers = ctx.program.get("dataloader_workers") or {}
         producers = (f"; producers in the trace: {workers['threads']} DataLoader worker threads (pt_data_worker) in "
                      f"{workers['processes']} processes" if workers.get("threads") else "")
@@ -248,10 +253,7 @@ class MemoryMappingInGaps:
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
-        calls = {}
-        for d in _devices(ctx).values():
-            for k, v in d.get("mapping_calls", {}).items():
-                calls[k] = calls.get(k, 0) + v
+        calls = _calls_of(ctx, "mapping_calls")
         ev = (f"while the GPU was idle the launching process spent {_ms(impact)} ({ctx.share_of_window(impact)}) in "
               f"memory-mapping calls ({_calls_text(calls, 4)})")
         return [ctx.finding(self.id, impact, next(iter(calls), None), ev, ctx.advice(
