@@ -1,0 +1,58 @@
+"""Idle time attributed once: interval set operations, and on real traces every idle nanosecond goes to one cause."""
+import numpy as np
+import pytest
+
+from analysis import Trace
+from analysis.intervals import intersect, subtract, union
+from analysis.machine import host_link, pcie_generation
+from analysis.program import base_name, family
+from analysis.summary import analyze
+
+
+def _mask(u, n):
+    m = np.zeros(n, dtype=bool)
+    for s, e in zip(*u):
+        m[s:e] = True
+    return m
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_intersect_and_subtract_match_a_bitmap(seed):
+    rng = np.random.default_rng(seed)
+    a = union(*(lambda s: (s, s + rng.integers(0, 30, s.size)))(rng.integers(0, 500, 40)))
+    b = union(*(lambda s: (s, s + rng.integers(0, 30, s.size)))(rng.integers(0, 500, 40)))
+    ma, mb = _mask(a, 600), _mask(b, 600)
+    assert (_mask(intersect(a, b), 600) == (ma & mb)).all()
+    assert (_mask(subtract(a, b), 600) == (ma & ~mb)).all()
+
+
+def test_every_idle_nanosecond_has_one_cause(h200, public_traces):
+    for path in [h200["baseline"], h200["pinned-long"], *public_traces]:
+        with Trace.open(path) as t:
+            s = analyze(t).summary
+        for dev, d in s["idle"]["devices"].items():
+            given = sum(c["idle_ns"] for c in s["idle"]["causes"] if str(c["device"]) == dev)
+            assert given == d["idle_ns"], (path.name, dev)
+        busy = sum(x["busy_ns"] for x in s["gpu"]["devices"])
+        assert busy + sum(d["idle_ns"] for d in s["idle"]["devices"].values()) == \
+            s["window"]["duration_ns"] * len(s["gpu"]["devices"]), path.name
+
+
+def test_pcie_generation_table():
+    assert pcie_generation("GH100", "NVIDIA H200") == (5, "chip GH100")
+    assert pcie_generation("AD104", "NVIDIA GeForce RTX 4070")[0] == 4
+    assert pcie_generation("GA100", None)[0] == 4 and pcie_generation("GV100", None)[0] == 3
+    assert pcie_generation(None, "Quadro RTX 8000")[0] == 3
+    assert pcie_generation(None, "Mystery GPU") == (None, "unknown GPU Mystery GPU")
+
+
+def test_unknown_gpu_without_pinned_copies_has_no_link():
+    import pandas as pd
+    link = host_link(pd.DataFrame({"name": ["Mystery GPU"], "chip": [None]}), pd.DataFrame())
+    assert link["gbps"] is None and "unknown GPU" in link["source"]
+
+
+def test_pytorch_counters_are_dropped():
+    assert base_name("aten::mm, seq = 12, op_id = 34") == "aten::mm"
+    assert base_name("aten::conv2d, sizes = [[64, 3, 224, 224]]") == "aten::conv2d"
+    assert family("IO 190") == "IO N" and family("process output") == "process output"
