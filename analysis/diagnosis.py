@@ -19,6 +19,7 @@ import pandas as pd
 
 from .copies import big_copies, stream_of_compute
 from .machine import MIN_PROBE_BYTES
+from .program import is_operator_range
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 NOISE_SHARE = 0.001
@@ -37,6 +38,14 @@ RANGE_FIXES = {
     "drain outputs": ("the output workers were still behind when the GPU finished: in steady state the buffers run out "
                       "and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), "
                       "else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)", None),
+}
+
+
+# what the GPU waits for inside some PyTorch ops (emit_nvtx names them)
+OPERATOR_FIXES = {
+    "aten::cudnn_convolution": "cuDNN chooses an algorithm the first time it meets each convolution shape (and "
+                               "benchmarks them with torch.backends.cudnn.benchmark=True): this is warm-up; run a few "
+                               "batches of every shape before the part that must be fast, and keep shapes fixed",
 }
 
 
@@ -166,7 +175,8 @@ class IncompleteTrace:
 
 
 class InputBound:
-    """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data."""
+    """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
+    while the DataLoader's pin-memory thread waits for batches its workers are still making."""
     id = "input-bound"
 
     def check(self, ctx: Context) -> list[Finding]:
@@ -174,15 +184,25 @@ class InputBound:
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
-        subject = rows["subject"].dropna().iloc[0] if rows["subject"].notna().any() else None
+        by_subject = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
         calls = _calls_of(ctx, "input_calls")
+        starved = sum(d.get("loader_starved_ns", 0) for d in _devices(ctx).values())
         workers = ctx.program.get("dataloader_workers") or {}
+        parts = []
+        if calls:
+            parts.append(f"the launching thread was blocked waiting ({_calls_text(calls)})")
+        if starved:
+            parts.append(f"for {_ms(starved)} the DataLoader's pin-memory thread waited for batches its worker "
+                         "processes were still making (the launching thread's own wait is a lock nsys does not record)")
+        ranged = [(k, v) for k, v in by_subject.items() if k and k != "DataLoader"]
+        if ranged:
+            parts.append("the thread was inside " + ", ".join(f"'{k}' ({_ms(v)})" for k, v in ranged[:2]))
         producers = (f"; producers in the trace: {workers['threads']} DataLoader worker threads (pt_data_worker) in "
                      f"{workers['processes']} processes" if workers.get("threads") else "")
-        where = f"inside '{subject}'" if subject else "outside any NVTX phase range"
-        ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the "
-              f"launching thread was blocked waiting ({_calls_text(calls)}) {where}{producers}")
-        return [ctx.finding(self.id, impact, subject or (next(iter(calls), None)), ev, self._fix(ctx, subject, workers))]
+        ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) waiting for input: "
+              + "; ".join(parts) + producers)
+        subject = by_subject.index[0] or next(iter(calls), None)
+        return [ctx.finding(self.id, impact, subject, ev, self._fix(ctx, subject, workers))]
 
     @staticmethod
     def _fix(ctx: Context, subject, workers) -> str:
@@ -216,7 +236,14 @@ class GpuIdleCpuBound:
             ns = int(g["idle_ns"].sum())
             if ns < self.min_share * win:
                 continue
-            if subject:
+            if subject and is_operator_range(subject):
+                ev = (f"the GPU sat idle {_ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+                      f"{_ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was inside the PyTorch op "
+                      f"'{subject}' (outside any range of the program's own)")
+                out.append(ctx.finding(self.id, ns, subject, ev, OPERATOR_FIXES.get(subject, (
+                    f"the op '{subject}' keeps the CPU busy while the GPU waits: look for host-side work in it "
+                    "(CPU tensors, data-dependent shapes) or move it off the step's path"))))
+            elif subject:
                 ev = (f"the GPU sat idle {_ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
                       f"{_ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'")
                 out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
@@ -425,6 +452,30 @@ class NoCopyComputeOverlap:
             "overlap the next iteration's kernels", "streams"))]
 
 
+class WarmupInCapture:
+    """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
+    allocator growth) is inside the capture and inflates every finding above."""
+    id = "warmup-in-capture"
+    ratio = 3.0          # first step against the median of the others
+    min_share = 0.05     # of the window
+
+    def check(self, ctx: Context) -> list[Finding]:
+        st = ctx.tables.get("steps", pd.DataFrame())
+        if len(st) < 3:
+            return []
+        first, rest = float(st["duration_ns"].iloc[0]), float(st["duration_ns"].iloc[1:].median())
+        excess = first - rest
+        if first < self.ratio * rest or excess < self.min_share * ctx.window_ns():
+            return []
+        start = int(st["start_ns"].iloc[1])
+        return [ctx.finding(self.id, 0, str(st["name"].iloc[0]),
+                            f"the first step took {_ms(first)}, {first / rest:.0f} x the median of the others "
+                            f"({_ms(rest)}): warm-up is inside the capture, and {_ms(excess)} of the idle time above "
+                            "belongs to it", "capture the steady state: start the capture after a few steps "
+                            "(torch.cuda.profiler.start() with nsys --capture-range=cudaProfilerApi), or analyse from "
+                            f"the second step on: --window {start}:{ctx.summary['window']['end_ns']}", severity="info")]
+
+
 class ShortCapture:
     """Fewer captured steps than the pipeline depth: every buffer starts free, so back-pressure cannot show."""
     id = "short-capture"
@@ -458,7 +509,7 @@ class NvtxMissing:
 
 
 RULES = [IncompleteTrace(), InputBound(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
-         PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), ShortCapture(), NvtxMissing()]
+         PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
 def diagnose(ctx: Context) -> list[dict]:

@@ -7,12 +7,13 @@ thread was doing at that instant, so no time is counted twice.
 
 Order of precedence, first match wins:
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
-  input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls
+  input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls;
+              or, outside user ranges, the DataLoader's pin-memory thread waits for a batch its workers still make
   cpu-range   a long gap (>= min_gap) inside a user NVTX range (the deepest one; steps and PyTorch operator ranges
               are not phases)
   host-sync   the gap began while the thread waited in a synchronising CUDA call (it drained the GPU's queue)
   launch      a short gap (< min_gap) between kernels while the thread issues work
-  cpu         a long gap with the thread busy outside any range
+  cpu         a long gap with the thread busy outside any user range (subject: the PyTorch operator it was in)
 Columns of the result: cause, subject, idle_ns, device.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?
                         r"pthread_rwlock_(rd|wr)lock|waitpid|wait4|waitid|msgrcv|mq_receive|mq_timedreceive|sigwait\w*)$")
 MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|"
                            r"shm_open|ftruncate)$")
+LOADER_RANGE = re.compile(r"DataLoader|DataLoaderIter|__next__")
 COLUMNS = ["cause", "subject", "idle_ns", "device"]
 Union = tuple[np.ndarray, np.ndarray]
 
@@ -85,8 +87,12 @@ def deepest_range_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
 
 def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFrame, nvtx: pd.DataFrame,
               sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
-              device: int = 0) -> tuple[pd.DataFrame, dict]:
-    """The idle time of one device by cause (see the module doc), and the details each rule quotes."""
+              device: int = 0, loader: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """The idle time of one device by cause (see the module doc), and the details each rule quotes.
+
+    loader: {"pin": tids of the DataLoader's pin-memory threads, "workers": tids of its worker processes' main
+    threads}; PyTorch's pin-memory thread waits for the workers, while the launching thread's own wait for it is a
+    timed lock nsys does not trace."""
     lo, hi = window
     holes = gaps(busy.s, busy.e, lo, hi, 0)
     idle: Union = (holes["start_ns"].to_numpy(), holes["end_ns"].to_numpy())
@@ -94,7 +100,9 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
     mine = osrt[osrt["global_tid"].isin(list(threads))] if len(osrt) else osrt
     # mapping by any thread of the launching process: a queue's feeder thread maps shared memory while the launching
     # thread waits for it
+    # (not the DataLoader's pin-memory thread: its mapping is the input hand-off, which the input cause explains)
     process = osrt[np.isin(pid_of(osrt["global_tid"].to_numpy()), [pid_of(t) for t in threads])] if len(osrt) else osrt
+    process = process[~process["global_tid"].isin(list((loader or {}).get("pin", ())))] if len(process) else process
     in_cuda = _thread_union(cuda_calls, threads)  # OS calls made inside a CUDA call belong to that call
     waits, wait_rows = _calls(mine, WAIT_CALLS)
     maps, map_rows = _calls(process, MAPPING_CALLS)
@@ -107,21 +115,51 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
     ranges = user_ranges(nvtx, threads, step_regex)
     in_ranges = union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
     range_u, rest_long = intersect(rest_long, in_ranges), subtract(rest_long, in_ranges)
-    marks = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
-    marks = marks[~marks["name"].astype(str).map(is_operator_range)] if len(marks) else marks
-    after_sync = _after_sync(idle, _thread_rows(sync_calls, threads), np.sort(marks["start_ns"].to_numpy()))
+    starved = subtract(_loader_starved(osrt, loader or {}), in_cuda)
+    loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
+    after_sync = _after_sync(idle, _thread_rows(sync_calls, threads), _range_edges(nvtx, threads))
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
 
-    rows = [("input", _range_subject(input_u, ranges), total(input_u)), ("mapping", None, total(mapping_u))]
-    rows += [("cpu-range", name, int(t)) for name, t in deepest_range_time(range_u, ranges).items()]
+    rows = [("input", _range_subject(input_u, ranges), total(input_u)),
+            ("input", "DataLoader", total(loader_u)), ("mapping", None, total(mapping_u))]
+    # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
+    rows += [("input" if LOADER_RANGE.search(name) else "cpu-range", name, int(t))
+             for name, t in deepest_range_time(range_u, ranges).items()]
     rows += [("host-sync", None, total(sync_long) + total(sync_short)), ("launch", None, total(launch_u)),
-             ("cpu", None, total(rest_long))]
+             ("cpu", _range_subject(rest_long, operator_ranges(nvtx, threads)), total(rest_long))]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
     details = {"idle_ns": total(idle), "idle_intervals": int(len(holes)), "short_idle_intervals": int((~is_long).sum()),
                "input_calls": _by_name(input_u, wait_rows), "mapping_calls": _by_name(mapping_u, map_rows),
-               "after_sync_intervals": int(after_sync[0].size)}
+               "loader_starved_ns": total(loader_u), "after_sync_intervals": int(after_sync[0].size)}
     return table, details
+
+
+def operator_ranges(nvtx: pd.DataFrame, threads) -> pd.DataFrame:
+    """PyTorch operator ranges (emit_nvtx) on the threads: they say which op the thread was in."""
+    d = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
+    return d[d["name"].astype(str).map(is_operator_range)] if len(d) else d
+
+
+def _range_edges(nvtx: pd.DataFrame, threads) -> np.ndarray:
+    """Starts and ends of the threads' non-operator ranges, sorted: where the thread moves to other work."""
+    d = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
+    d = d[~d["name"].astype(str).map(is_operator_range)] if len(d) else d
+    return np.sort(np.concatenate((d["start_ns"].to_numpy(), d["end_ns"].to_numpy())))
+
+
+def _loader_starved(osrt: pd.DataFrame, loader: dict) -> Union:
+    """When the DataLoader's pin-memory thread waits for a batch while at least one worker is still working on one:
+    the input pipeline has nothing ready. When every worker waits too, the consumer is the slow side."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if not loader.get("pin") or not loader.get("workers") or osrt.empty:
+        return empty
+    pin_waits, _ = _calls(osrt[osrt["global_tid"].isin(list(loader["pin"]))], WAIT_CALLS)
+    all_wait = None
+    for w in loader["workers"]:
+        u, _ = _calls(osrt[osrt["global_tid"] == w], WAIT_CALLS)
+        all_wait = u if all_wait is None else intersect(all_wait, u)
+    return subtract(pin_waits, all_wait)
 
 
 def _thread_rows(calls: pd.DataFrame, threads) -> pd.DataFrame:
@@ -135,7 +173,7 @@ def _thread_union(calls: pd.DataFrame, threads) -> Union:
 
 def _after_sync(idle: Union, syncs: pd.DataFrame, range_starts: np.ndarray) -> Union:
     """The idle time after a synchronising call returned: the GPU drained while the host waited, then stayed idle until
-    the host issued more work, or until the thread entered an NVTX range (other work, which other causes explain)."""
+    the host issued more work, or until the thread entered or left an NVTX range (other work, other causes)."""
     if syncs.empty or idle[0].size == 0:
         return idle[0][:0], idle[1][:0]
     ends = np.sort(syncs["end_ns"].to_numpy())

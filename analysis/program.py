@@ -12,6 +12,7 @@ import pandas as pd
 PYTORCH_THREAD = re.compile(r"^pt_")
 PYTORCH_KERNEL = re.compile(r"at::native|at_cuda_detail|vectorized_elementwise_kernel|unrolled_elementwise_kernel")
 DATALOADER_WORKER = "pt_data_worker"
+DATALOADER_PIN = "pt_data_pin"
 # NVHPC names the kernel of each OpenACC compute region <function>_<line>_gpu (and _gpu__red for its reduction)
 OPENACC_KERNEL = re.compile(r"_\d+_gpu(__red)?$")
 # emit_nvtx / record_function ranges: "aten::mm, seq = 12, op_id = 34" (op names carry a namespace)
@@ -54,6 +55,15 @@ def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record
     return {"framework": framework, "toolkit": toolkit, "toolkit_stage": stage,
             "dataloader_workers": {"threads": int(len(workers)),
                                    "processes": int(workers["pid"].nunique()) if len(workers) else 0}}
+
+
+def loader_threads(threads: pd.DataFrame, pids: set) -> dict:
+    """The DataLoader's pin-memory threads in the launching processes, and its worker processes' main threads."""
+    if threads.empty:
+        return {"pin": set(), "workers": set()}
+    pin = threads[(threads["thread_name"] == DATALOADER_PIN) & threads["pid"].isin(list(pids))]
+    workers = threads[(threads["thread_name"] == DATALOADER_WORKER) & (threads["tid"] == threads["pid"])]
+    return {"pin": set(pin["global_tid"].astype("int64")), "workers": set(workers["global_tid"].astype("int64"))}
 
 
 def toolkit_record(trace_path: str) -> dict | None:

@@ -243,8 +243,9 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
     parts, details = [], {}
     for dev, busy in passed.busy_by_device.items():
-        t, d = idle.attribute(busy, window, tids["devices"].get(dev, set()), osrt, nvtx, syncs, cuda_calls,
-                              step_regex, opts.min_gap_ns, dev)
+        launchers = tids["devices"].get(dev, set())
+        t, d = idle.attribute(busy, window, launchers, osrt, nvtx, syncs, cuda_calls, step_regex, opts.min_gap_ns,
+                              dev, program.loader_threads(trace.threads, {pid_of(x) for x in launchers}))
         parts.append(t)
         details[str(dev)] = d
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)
