@@ -1,0 +1,86 @@
+"""Diagnosis of three programs written the way their users write them (tests/programs), captured on the H200 with
+nsys 2024.2 (benchmarks/gpu_programs.sh): the rule that explains most of the GPU's idle time comes first."""
+from pathlib import Path
+
+import pytest
+
+from analysis import Trace
+from analysis.summary import analyze
+
+DATA = Path(__file__).parent / "data" / "programs"
+STAGE_WORDS = ("(see stage", "bufpool", "multiproc", "prefetcher")
+
+
+@pytest.fixture(scope="module")
+def programs():
+    out = {}
+    for name in ("torchvision_loader", "hf_generate", "lightning_predict"):
+        with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
+            out[name] = analyze(t).summary
+    return out
+
+
+def costed(s):
+    return [f for f in s["diagnosis"] if f["severity"] != "info"]
+
+
+def rules_above_low(s):
+    return {f["rule"] for f in costed(s) if f["severity"] in ("high", "medium")}
+
+
+def test_steps_found_in_each_program(programs):
+    want = {"torchvision_loader": (r"^batch \d+$", 20), "hf_generate": (r"^request \d+$", 4),
+            "lightning_predict": (r"^predict_batch \d+$", 10)}
+    for name, (regex, count) in want.items():
+        st = programs[name]["steps"]
+        assert (st["regex"], st["count"], st["source"]) == (regex, count, "detected"), name
+
+
+def test_dataloader_loop_is_input_bound(programs):
+    """2 workers decode and transform 64 images per batch; the GPU needs 10 ms per batch and idles 82% of the window
+    while the pin-memory thread polls for the workers' next batch."""
+    s = programs["torchvision_loader"]
+    top = costed(s)[0]
+    assert top["rule"] == "input-bound" and top["severity"] == "high" and top["impact_fraction"] > 0.5
+    assert "pt_data_worker" in top["evidence"] and "in 2 processes" in top["evidence"]
+    assert "num_workers" in top["suggestion"]
+    assert "launch-bound" not in rules_above_low(s)
+
+
+def test_generate_loop_is_launch_bound(programs):
+    """GPT-2, batch 16: 9,181 kernels per request of median 1.4 us, each launch 12.8 us of CPU: the GPU waits for
+    the launches; generate() also reads a flag from the GPU every token (cudaStreamSynchronize)."""
+    s = programs["hf_generate"]
+    top = costed(s)[0]
+    assert top["rule"] == "launch-bound" and top["severity"] == "high"
+    assert "CUDA graph" in top["suggestion"] and "torch.compile" in top["suggestion"]
+    sync = [f for f in costed(s) if f["rule"] == "host-sync"]
+    assert sync and sync[0]["subject"] == "cudaStreamSynchronize"
+    assert "input-bound" not in {f["rule"] for f in s["diagnosis"]}
+
+
+def test_lightning_predict(programs):
+    """Lightning with emit_nvtx: operator ranges are grouped without their counters, the DataLoader fetch range is
+    input, idle inside cuDNN's first convolutions is named by the op, and the warm-up step is flagged."""
+    s = programs["lightning_predict"]
+    names = [r["name"] for r in s["nvtx"]["ranges"]]
+    assert "aten::conv2d" in names and not any("op_id =" in n or "seq =" in n for n in names)
+    assert costed(s)[0]["rule"] == "input-bound"
+    conv = [f for f in costed(s) if f["subject"] == "aten::cudnn_convolution"]
+    assert conv and "warm-up" in conv[0]["suggestion"]
+    warm = [f for f in s["diagnosis"] if f["rule"] == "warmup-in-capture"]
+    assert warm and warm[0]["severity"] == "info" and "--window" in warm[0]["suggestion"]
+
+
+def test_no_toolkit_advice_and_the_h200_link(programs):
+    for name, s in programs.items():
+        assert s["trace"]["program"] == {**s["trace"]["program"], "framework": "pytorch", "toolkit": False}, name
+        assert s["trace"]["link"]["pcie_gen"] == 5, name
+        for f in s["diagnosis"]:
+            assert not any(w in f["suggestion"] for w in STAGE_WORDS), (name, f)
+
+
+def test_rules_stay_quiet_where_the_evidence_is_not(analyzed):
+    """On the toolkit's pinned stage (GPU 98% busy) neither input-bound nor launch-bound nor host-sync is above low."""
+    for stage in ("pinned-long", "ceiling"):
+        assert not rules_above_low(analyzed[stage].summary) & {"input-bound", "launch-bound", "host-sync"}
