@@ -1,0 +1,358 @@
+"""Can the trace be trusted? Consistency figures computed from the trace alone.
+
+A capture can lose CUDA events without failing: nsys 2023.4 on a CUDA 13 driver recorded 35 kernels of a
+Hugging Face `generate()` call that ran ~9,300 GPU operations, said "Importation succeeded with non-fatal errors",
+and exported anyway. Every figure the analysis prints from such a trace is wrong. CUPTI pairs each GPU operation
+with the API call that launched it by (process, correlation id), so a complete trace has, for every kernel launch,
+copy and memset call, its GPU row, and the other way round; and a program whose CUDA events stop while its NVTX
+ranges and OS runtime calls go on lost them.
+
+`assess(trace)` returns (the summary carries it as `trace.integrity`; docs/json-schema.md):
+
+    {"verdict": "complete" | "lossy",
+     "lost_fraction": float in [0, 1] or None,   # share of the GPU operations the trace should hold and does not
+     "evidence": str,                            # one sentence: what is missing and how much
+     "figures": {...}}                           # the counts behind it (see FIGURES below)
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .errors import TraceError
+from .trace import Trace, outermost_calls, pid_of
+
+# --- thresholds -------------------------------------------------------------------------------------------------
+# Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
+# trace is called lossy. Complete real traces sit at 0.000-0.002 (the bundled H200 stages, the 2-GPU runs and four
+# public exports from nsys 2020.3 to 2025.3: at most a copy or kernel cut off at the capture's edge); the lossy
+# nsys 2023.4 / CUDA 13 capture misses over 90%. 5% leaves room for edge effects of short captures.
+LOST_FRACTION_LOSSY = 0.05
+# Fewer expected operations than this say nothing either way (a capture of 3 launches missing 1 is not evidence).
+MIN_EXPECTED_OPS = 20
+# Time check: the program's own NVTX ranges and OS runtime calls go on while its GPU operations stop. Rates are
+# reported over TIMELINE_BINS equal bins of each process's span (GPU operations vs NVTX/OSRT events per second).
+TIMELINE_BINS = 20
+# A process whose GPU operations stop for good while at least this share of its NVTX/OSRT events still follows (and
+# which ran at least MIN_GPU_OPS before) lost its tail. Complete traces: at most 0.09 (the bundled `multiproc` stage:
+# post-processing after its last copy); the lossy capture: see docs/nsys-versions.md.
+SILENT_TAIL_CPU_SHARE = 0.5
+MIN_GPU_OPS = 100
+# A process's own activity is its NVTX ranges when it has at least this many, else its OS runtime calls.
+MIN_NVTX_RANGES = 20
+# nsys 2024+ exports log "Number of CUDA events collected: N" (DIAGNOSTIC_EVENT): the exported CUDA rows (runtime +
+# kernels + copies + memsets) equal N exactly in complete public exports; fewer rows than that lost some in import.
+IMPORT_LOSS_LOSSY = 0.05
+
+# API names (version suffixes like _v7000 follow) whose call puts an operation on the GPU
+KERNEL_API = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
+              "cudaLaunch_v", "cuLaunchGrid")
+GRAPH_API = ("cudaGraphLaunch", "cuGraphLaunch")
+COPY_API = ("cudaMemcpy", "cuMemcpy")
+MEMSET_API = ("cudaMemset", "cuMemset")
+CAPTURE_BEGIN = re.compile(r"^cu(?:da)?StreamBeginCapture")
+CAPTURE_END = re.compile(r"^cu(?:da)?StreamEndCapture")
+KINDS = ["", "kernel", "graph", "copy", "memset", "capture_begin", "capture_end", "captured"]
+COLLECTED = re.compile(r"Number of CUDA events collected:\s*(\d+)")
+
+FIGURES = """figures:
+  api: {kind: {calls, without_gpu}} for kind in kernel, graph, copy, memset (calls that returned an error, and
+       launches made while their thread captured a CUDA graph, are left out: they run nothing)
+  gpu: {kind: {rows, without_api}} for kernel, copy, memset
+  expected_ops, missing_ops: kernel+graph+copy calls (the larger of API-side and GPU-side counts), and those without
+       their other half
+  shared_correlation_ids: {count, examples[]}: (process, correlation id) pairs held by several API rows (the
+       outermost call is used everywhere)
+  timeline[]: per process with CUDA calls: pid, bin_ns, start_ns, cuda_per_s[], cpu_per_s[], silent_bins,
+       cuda_end_ns, cpu_events_after (NVTX+OSRT after its last CUDA event), cpu_share_after
+  diagnostics: {cuda_events_collected, cuda_rows_exported, messages[]} from DIAGNOSTIC_EVENT (nsys 2024+)
+"""
+
+
+def assess(trace: Trace, pairs: bool = False) -> dict:
+    """Verdict, lost fraction, one-sentence evidence and the figures behind them (module docstring).
+
+    pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
+    `analyze-trace --check` does)."""
+    gpu = _gpu_rows(trace)
+    n_gpu = {k: len(v[0]) for k, v in gpu.items()}
+    kinds = _name_kinds(trace)
+    counts = _call_counts(trace, kinds)
+    fig: dict = {}
+    if (not pairs and "capture_begin" not in kinds.values() and counts["graph"] == 0
+            and counts["kernel"] == n_gpu["kernel"] and counts["copy"] == n_gpu["copy"]):
+        # as many launch and copy calls as kernels and copies: the usual, complete case, decided from one scan of
+        # the runtime table (millions of rows) without loading it. A mismatch, a graph launch or a stream capture
+        # sends the trace to the pairing below.
+        fig["method"] = "counts"
+        fig["api"] = {k: {"calls": counts[k], "without_gpu": max(0, counts[k] - n_gpu.get(k, counts[k]))}
+                      for k in ("kernel", "graph", "copy", "memset")}
+        fig["gpu"] = {k: {"rows": n, "without_api": max(0, n - counts[k])} for k, n in n_gpu.items()}
+        missing_api = missing_gpu = 0
+        fig["shared_correlation_ids"] = {"count": 0, "examples": []}
+    else:
+        fig["method"] = "pairs"
+        api, fig["shared_correlation_ids"] = _api_calls(trace, kinds)
+        fig["api"], fig["gpu"], missing_api, missing_gpu = _pairing(trace, api, gpu)
+    expected_api = sum(fig["api"][k]["calls"] for k in ("kernel", "graph", "copy"))
+    expected_gpu = n_gpu["kernel"] + n_gpu["copy"]
+    fig["expected_ops"] = int(max(expected_api, expected_gpu))
+    fig["missing_ops"] = int(max(missing_api, missing_gpu))
+    fig["timeline"] = _timeline(trace, gpu)
+    fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()))
+    return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
+
+
+# --- loading --------------------------------------------------------------------------------------------------------
+def _gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
+    """kind -> (pid, correlation_id, start_ns, end_ns) arrays of the kernels, copies and memsets."""
+    return {kind: tuple(df[c].to_numpy(np.int64) for c in ("pid", "correlation_id", "start_ns", "end_ns"))
+            for kind, df in (("kernel", trace.kernels), ("copy", trace.memcpys), ("memset", trace.memsets))}
+
+
+def _name_kinds(trace: Trace) -> dict[int, str]:
+    """String ids of the API names that put work on the GPU (and of stream-capture calls) -> their kind."""
+    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return {}
+    rows = trace.query("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")  # LIKE is case-blind: cu, cuda
+    return {int(i): k for i, name in zip(rows["id"], rows["value"].astype(str)) for k in [_kind(name)] if k}
+
+
+def _kind(name: str) -> str:
+    if name.startswith(KERNEL_API):
+        return "kernel"
+    if name.startswith(GRAPH_API):
+        return "graph"
+    if name.startswith(COPY_API):
+        return "copy"
+    if name.startswith(MEMSET_API):
+        return "memset"
+    if CAPTURE_BEGIN.match(name):
+        return "capture_begin"
+    if CAPTURE_END.match(name):
+        return "capture_end"
+    return ""
+
+
+def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:
+    """Calls of each GPU-work kind, and all runtime rows, in one scan: a single CASE per row packs two counts into
+    each 64-bit sum (low and high 32 bits), as fast as a bare scan of the column."""
+    out = {"kernel": 0, "graph": 0, "copy": 0, "memset": 0, "all": 0}
+    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return out
+
+    def packed(low: str, high: str) -> str:
+        whens = [f"WHEN {i} THEN {1 if k == low else 1 << 32}" for i, k in kinds.items() if k in (low, high)]
+        return f"SUM(CASE nameId {' '.join(whens)} ELSE 0 END)" if whens else "0"
+    row = trace.query(f"SELECT {packed('kernel', 'copy')}, {packed('memset', 'graph')}, COUNT(*) "
+                      "FROM CUPTI_ACTIVITY_KIND_RUNTIME").iloc[0]
+    a, b, n = (int(v) if v is not None and v == v else 0 for v in row)
+    out.update(kernel=a & 0xFFFFFFFF, copy=a >> 32, memset=b & 0xFFFFFFFF, graph=b >> 32, all=n)
+    return out
+
+
+def _api_calls(trace: Trace, kinds: dict[int, str]) -> tuple[pd.DataFrame, dict]:
+    """The GPU-work and stream-capture calls (pid, correlation_id, start_ns, end_ns, global_tid, kind, ok), one per
+    (process, correlation id), and the shared-id figure: how many pairs several rows held before that."""
+    cols = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "correlation_id": "correlationId",
+            "name_id": "nameId"}
+    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in [*cols, "pid"]}).assign(
+            kind=pd.Series(dtype=object), ok=pd.Series(dtype=bool)).drop(columns="name_id"), _shared(None)
+    if "returnValue" in trace.columns("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        cols["ret"] = "returnValue"
+    ids = ",".join(str(i) for i in kinds) or "NULL"
+    df = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, f"WHERE nameId IN ({ids})")
+    df["pid"] = pid_of(df["global_tid"].to_numpy())
+    df["kind"] = pd.Categorical(df.pop("name_id").map(kinds).fillna(""), categories=KINDS)
+    df["ok"] = (df.pop("ret").to_numpy() == 0) if "ret" in df else True  # a failed call runs nothing
+    key = _key(df["pid"].to_numpy(), df["correlation_id"].to_numpy(), True)
+    ordered = np.sort(key)
+    dup_keys = ordered[1:][ordered[1:] == ordered[:-1]]
+    shared = {"count": 0, "examples": []}
+    if dup_keys.size:
+        # a nested twin of a call (same process and correlation id) stands for nothing of its own: keep the outermost
+        dup = _isin(key, dup_keys[np.r_[True, dup_keys[1:] != dup_keys[:-1]]])
+        shared = _shared(df[dup])
+        df = pd.concat([df[~dup], outermost_calls(df[dup], "start_ns", "end_ns")]).sort_index().reset_index(drop=True)
+    capture = _in_capture(df)
+    df.loc[capture & df["kind"].isin(["kernel", "copy", "memset"]).to_numpy(), "kind"] = "captured"
+    return df, shared
+
+
+def _in_capture(df: pd.DataFrame) -> np.ndarray:
+    """Rows made by a thread between its cudaStreamBeginCapture and cudaStreamEndCapture: recorded into a graph,
+    not run (their kernels run later under the cudaGraphLaunch's correlation id)."""
+    out = np.zeros(len(df), dtype=bool)
+    begins = df[df["kind"] == "capture_begin"]
+    if begins.empty:
+        return out
+    ends = df[df["kind"] == "capture_end"]
+    tids, starts = df["global_tid"].to_numpy(), df["start_ns"].to_numpy()
+    for tid, b in begins.groupby("global_tid"):
+        e = np.sort(ends.loc[ends["global_tid"] == tid, "start_ns"].to_numpy())
+        rows = np.flatnonzero(tids == tid)
+        t = starts[rows]
+        for start in b["start_ns"].to_numpy():
+            j = np.searchsorted(e, start)
+            stop = e[j] if j < len(e) else np.iinfo(np.int64).max
+            out[rows[(t > start) & (t < stop)]] = True
+    return out
+
+
+def _key(pid: np.ndarray, corr: np.ndarray, by_pid: bool) -> np.ndarray:
+    return (pid.astype(np.int64) << 40) + corr.astype(np.int64) if by_pid else corr.astype(np.int64)
+
+
+def _isin(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """values in sorted_keys, by binary search (np.isin/np.unique hash these packed keys pathologically slowly)."""
+    if sorted_keys.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    i = np.searchsorted(sorted_keys, values)
+    return sorted_keys[np.minimum(i, sorted_keys.size - 1)] == values
+
+
+# --- figures --------------------------------------------------------------------------------------------------------
+def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict):
+    """Each GPU-work call against the GPU rows by (process, correlation id), and each GPU row against the calls.
+    Exports without globalPid (pid -1 on GPU rows) pair by correlation id alone."""
+    by_pid = all((v[0] >= 0).all() for v in gpu.values())
+    gpu_key = {k: _key(v[0], v[1], by_pid) for k, v in gpu.items()}
+    gpu_keys = np.sort(np.concatenate(list(gpu_key.values())))
+    api_keys = np.sort(_key(rows["pid"].to_numpy(), rows["correlation_id"].to_numpy(), by_pid))
+    api_fig, gpu_fig = {}, {}
+    missing_api = 0
+    for kind in ("kernel", "graph", "copy", "memset"):
+        calls = rows[(rows["kind"] == kind).to_numpy() & rows["ok"].to_numpy()]
+        without = int((~_isin(_key(calls["pid"].to_numpy(), calls["correlation_id"].to_numpy(), by_pid),
+                               gpu_keys)).sum())
+        api_fig[kind] = {"calls": int(len(calls)), "without_gpu": without}
+        if kind != "memset":  # zero-byte memsets run nothing (80 of 94 in the public cuDF export): not evidence
+            missing_api += without
+    has_runtime = trace.has("CUPTI_ACTIVITY_KIND_RUNTIME")
+    orphan = {k: ~_isin(v, api_keys) for k, v in gpu_key.items()}
+    if has_runtime and any(o.any() for o in orphan.values()):
+        # launched through an API not listed here? look at every runtime row before calling a GPU row orphaned
+        every = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId"})
+        all_keys = np.sort(_key(pid_of(every["tid"].to_numpy()), every["corr"].to_numpy(), by_pid))
+        orphan = {k: o & ~_isin(gpu_key[k], all_keys) for k, o in orphan.items()}
+    missing_gpu = 0
+    for kind, o in orphan.items():
+        gpu_fig[kind] = {"rows": int(len(o)), "without_api": int(o.sum()) if has_runtime else None}
+        if kind != "memset" and has_runtime:
+            missing_gpu += int(o.sum())
+    return api_fig, gpu_fig, missing_api, missing_gpu
+
+
+def _shared(dup: pd.DataFrame | None) -> dict:
+    """(process, correlation id) pairs held by several GPU-work calls (dup: those calls), with the first few."""
+    if dup is None or dup.empty:
+        return {"count": 0, "examples": []}
+    groups = dup.sort_values("start_ns", kind="stable").groupby(["pid", "correlation_id"], sort=False)
+    return {"count": int(groups.ngroups),
+            "examples": [{"pid": int(p), "correlation_id": int(c), "rows": int(len(g))}
+                         for (p, c), g in list(groups)[:3]]}
+
+
+def _timeline(trace: Trace, gpu: dict) -> list[dict]:
+    """Per process that ran GPU work: its GPU operations and its own activity per second over its span, and how much
+    of that activity follows its last GPU operation. Its activity: its NVTX ranges (the program's own marks of work)
+    where it has at least MIN_NVTX_RANGES, else its OS runtime calls (millions of rows: read only when needed)."""
+    pid = np.concatenate([v[0] for v in gpu.values()])
+    if pid.size == 0:
+        return []
+    start = np.concatenate([v[2] for v in gpu.values()])
+    end = np.concatenate([v[3] for v in gpu.values()])
+    nvtx = trace.nvtx
+    nvtx_pid, nvtx_t = pid_of(nvtx["global_tid"].to_numpy(np.int64)), nvtx["start_ns"].to_numpy(np.int64)
+    osrt: list = []
+    out = []
+    for p in sorted(pd.unique(pid).tolist()):
+        mine = pid == p if p >= 0 else np.ones(pid.size, dtype=bool)
+        g_start, g_end = start[mine], end[mine]
+        cpu, source = (nvtx_t[nvtx_pid == p] if p >= 0 else nvtx_t), "nvtx"
+        if cpu.size < MIN_NVTX_RANGES:
+            if not osrt:
+                o = trace.osrt
+                osrt[:] = [pid_of(o["global_tid"].to_numpy(np.int64)), o["start_ns"].to_numpy(np.int64)]
+            cpu, source = (osrt[1][osrt[0] == p] if p >= 0 else osrt[1]), "osrt"
+        lo = int(min(g_start.min(), cpu.min() if cpu.size else g_start.min()))
+        hi = int(max(g_end.max(), cpu.max() if cpu.size else 0)) + 1
+        bin_ns = max(1, -(-(hi - lo) // TIMELINE_BINS))
+        gpu_n = np.bincount((g_start - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+        cpu_n = np.bincount((cpu - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+        gpu_end = int(g_end.max())
+        after = int((cpu > gpu_end).sum())
+        out.append({"pid": int(p), "start_ns": lo, "bin_ns": int(bin_ns), "activity": source,
+                    "gpu_ops": int(g_start.size), "cpu_events": int(cpu.size),
+                    "gpu_ops_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in gpu_n],
+                    "cpu_events_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in cpu_n],
+                    "gpu_end_ns": gpu_end, "cpu_events_after": after,
+                    "cpu_share_after": round(after / cpu.size, 4) if cpu.size else 0.0})
+    return out
+
+
+def _diagnostics(trace: Trace, exported: int) -> dict:
+    """nsys's own messages stored in the export (2024+): warnings and errors, and its count of CUDA events."""
+    out = {"cuda_events_collected": None, "cuda_rows_exported": int(exported), "messages": []}
+    if not trace.has("DIAGNOSTIC_EVENT"):
+        return out
+    try:
+        found = trace.query("SELECT severity, text FROM DIAGNOSTIC_EVENT ORDER BY timestamp")
+    except TraceError:
+        return out
+    collected = [int(m.group(1)) for t in found["text"].astype(str) for m in [COLLECTED.search(t)] if m]
+    if collected:
+        out["cuda_events_collected"] = int(sum(collected))
+    warn = found[found["severity"].isin([2, 3])]  # ENUM_DIAGNOSTIC_SEVERITY_LEVEL: 2 Warning, 3 Error
+    out["messages"] = [" ".join(str(t).split())[:300] for t in warn["text"].drop_duplicates().head(20)]
+    return out
+
+
+# --- verdict --------------------------------------------------------------------------------------------------------
+def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, expected_gpu: int) -> dict:
+    reasons: list[tuple[float, str]] = []
+    fractions: list[float] = []
+    a = fig["api"]
+    if expected_api >= MIN_EXPECTED_OPS:
+        share = missing_api / expected_api
+        fractions.append(share)
+        if share > LOST_FRACTION_LOSSY:
+            reasons.append((share, f"{missing_api:,} of {expected_api:,} kernel launch and copy calls "
+                                   f"({share:.0%}) have no GPU activity (kernels {a['kernel']['without_gpu']:,} of "
+                                   f"{a['kernel']['calls']:,}, copies {a['copy']['without_gpu']:,} of "
+                                   f"{a['copy']['calls']:,})"))
+    if expected_gpu >= MIN_EXPECTED_OPS and (expected_api or missing_gpu == 0):
+        share = missing_gpu / expected_gpu
+        fractions.append(share)
+        if share > LOST_FRACTION_LOSSY:
+            reasons.append((share, f"{missing_gpu:,} of {expected_gpu:,} kernels and copies ({share:.0%}) have no "
+                                   "CUDA API call"))
+    for tl in fig["timeline"]:
+        if tl["gpu_ops"] >= MIN_GPU_OPS and tl["cpu_share_after"] >= SILENT_TAIL_CPU_SHARE:
+            # at the process's rate of GPU operations per NVTX/OSRT event before the stop, the share of its events
+            # that follow is also the share of its GPU operations missing
+            reasons.append((tl["cpu_share_after"], f"process {tl['pid']}'s GPU operations stop while "
+                                                 f"{tl['cpu_share_after']:.0%} of its NVTX/OS runtime events "
+                                                 f"({tl['cpu_events_after']:,}) follow"))
+    d = fig["diagnostics"]
+    if d["cuda_events_collected"]:
+        share = max(0.0, 1 - d["cuda_rows_exported"] / d["cuda_events_collected"])
+        fractions.append(share)
+        if share > IMPORT_LOSS_LOSSY:
+            reasons.append((share, f"nsys collected {d['cuda_events_collected']:,} CUDA events but the export holds "
+                                   f"{d['cuda_rows_exported']:,} ({share:.0%} lost)"))
+    lost = round(max(fractions), 4) if fractions else None
+    if reasons:
+        reasons.sort(key=lambda r: -r[0])
+        lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
+        evidence = "The capture lost CUDA events: " + "; ".join(r for _, r in reasons) + "."
+        return {"verdict": "lossy", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+    if not (expected_api or expected_gpu):
+        evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
+    else:
+        evidence = (f"Every check passed: {fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies lack "
+                    "their API call or GPU row, and CUDA events continue as long as the program's own activity.")
+    return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
