@@ -68,6 +68,8 @@ FIGURES = """figures:
   timeline[]: per process with CUDA calls: pid, bin_ns, start_ns, cuda_per_s[], cpu_per_s[], silent_bins,
        cuda_end_ns, cpu_events_after (NVTX+OSRT after its last CUDA event), cpu_share_after
   diagnostics: {cuda_events_collected, cuda_rows_exported, messages[]} from DIAGNOSTIC_EVENT (nsys 2024+)
+  capture: {nsys_version, driver_cuda, nsys_newest_cuda, nsys_older_than_driver}: the exporting nsys against the
+       driver the trace recorded (a risk, reported, not a verdict)
 """
 
 
@@ -102,6 +104,7 @@ def assess(trace: Trace, pairs: bool = False) -> dict:
     fig["missing_ops"] = int(max(missing_api, missing_gpu))
     fig["timeline"] = _timeline(trace, gpu)
     fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()))
+    fig["capture"] = _capture(trace)
     return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
 
 
@@ -311,6 +314,30 @@ def _diagnostics(trace: Trace, exported: int) -> dict:
     return out
 
 
+def _capture(trace: Trace) -> dict:
+    """The nsys that exported the trace against the driver it recorded (TARGET_INFO_SYSTEM_ENV.CudaDriverVersion):
+    an nsys older than the driver is a risk, not proof (the bundled H200 stages: 2023.4 on CUDA 13.0, complete)."""
+    from profiling.driver import compare, parse_cuda
+    out = {"nsys_version": trace.nsys_version, "driver_cuda": None, "nsys_newest_cuda": None,
+           "nsys_older_than_driver": None}
+    driver = None
+    if trace.has("TARGET_INFO_SYSTEM_ENV"):
+        try:
+            found = trace.query("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDriverVersion'")
+        except TraceError:
+            found = None
+        if found is not None and len(found):
+            driver = parse_cuda(found["value"].iloc[0])
+    m = re.match(r"(\d{4})\.(\d+)", trace.nsys_version)
+    if m:
+        c = compare(trace.nsys_version, (int(m.group(1)), int(m.group(2))), driver)
+        out.update(driver_cuda=c["driver_cuda"], nsys_newest_cuda=c["nsys_newest_cuda"],
+                   nsys_older_than_driver=c["older_than_driver"] if driver else None)
+    elif driver:
+        out["driver_cuda"] = f"{driver[0]}.{driver[1]}"
+    return out
+
+
 # --- verdict --------------------------------------------------------------------------------------------------------
 def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, expected_gpu: int) -> dict:
     reasons: list[tuple[float, str]] = []
@@ -348,11 +375,20 @@ def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, e
     if reasons:
         reasons.sort(key=lambda r: -r[0])
         lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
-        evidence = "The capture lost CUDA events: " + "; ".join(r for _, r in reasons) + "."
+        evidence = "The capture lost CUDA events: " + "; ".join(r for _, r in reasons) + _capture_note(fig) + "."
         return {"verdict": "lossy", "lost_fraction": lost, "evidence": evidence, "figures": fig}
     if not (expected_api or expected_gpu):
         evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
     else:
         evidence = (f"Every check passed: {fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies lack "
-                    "their API call or GPU row, and CUDA events continue as long as the program's own activity.")
+                    "their API call or GPU row, and GPU operations go on as long as the program's own activity"
+                    + _capture_note(fig) + ".")
     return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+
+
+def _capture_note(fig: dict) -> str:
+    c = fig["capture"]
+    if not c["nsys_older_than_driver"]:
+        return ""
+    return (f" (exported by nsys {c['nsys_version']}, which traces CUDA {c['nsys_newest_cuda'].lstrip('<>=')} at "
+            f"most, on a CUDA {c['driver_cuda']} driver)")
