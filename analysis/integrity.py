@@ -45,6 +45,15 @@ MIN_NVTX_RANGES = 20
 # nsys 2024+ exports log "Number of CUDA events collected: N" (DIAGNOSTIC_EVENT): the exported CUDA rows (runtime +
 # kernels + copies + memsets) equal N exactly in complete public exports; fewer rows than that lost some in import.
 IMPORT_LOSS_LOSSY = 0.05
+# Correlation ids: CUPTI numbers every CUDA API call of a process in order, the ones nsys does not record too (it
+# skips some frequent calls), so a complete trace's ids have small holes and a lossy one has large ones. Largest
+# hole between two GPU operations' ids in complete traces: 1,976 (lightning's model set-up); the lossy nsys 2023.4 /
+# CUDA 13 captures: 32,657 (torchvision DataLoader loop) and 117,086 (transformers generate()). Above
+# GPU_ID_GAP_SUSPECT the process's API ids are read and every hole of at least API_ID_GAP_LOST ids (complete
+# traces: at most 425) during which the process kept running (NVTX or OS runtime events inside it) counts as lost
+# calls, at the id density of the rest of the trace.
+GPU_ID_GAP_SUSPECT = 5000
+API_ID_GAP_LOST = 1000
 
 # API names (version suffixes like _v7000 follow) whose call puts an operation on the GPU
 KERNEL_API = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
@@ -68,6 +77,9 @@ FIGURES = """figures:
   timeline[]: per process with CUDA calls: pid, bin_ns, start_ns, cuda_per_s[], cpu_per_s[], silent_bins,
        cuda_end_ns, cpu_events_after (NVTX+OSRT after its last CUDA event), cpu_share_after
   diagnostics: {cuda_events_collected, cuda_rows_exported, messages[]} from DIAGNOSTIC_EVENT (nsys 2024+)
+  correlation_gaps: {largest_gpu_id_gap, checked, processes[]}: holes in a process's correlation ids while it
+       kept running (pid, api_rows, id_span, largest_gap, gaps, gaps_while_running, ids_lost, est_missing_calls,
+       missing_share); read only when the GPU operations' ids jump by more than GPU_ID_GAP_SUSPECT
   capture: {nsys_version, driver_cuda, nsys_newest_cuda, nsys_older_than_driver}: the exporting nsys against the
        driver the trace recorded (a risk, reported, not a verdict)
 """
@@ -103,6 +115,7 @@ def assess(trace: Trace, pairs: bool = False) -> dict:
     fig["expected_ops"] = int(max(expected_api, expected_gpu))
     fig["missing_ops"] = int(max(missing_api, missing_gpu))
     fig["timeline"] = _timeline(trace, gpu)
+    fig["correlation_gaps"] = _id_gaps(trace, gpu)
     fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()))
     fig["capture"] = _capture(trace)
     return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
@@ -297,6 +310,63 @@ def _timeline(trace: Trace, gpu: dict) -> list[dict]:
     return out
 
 
+def _process_activity(trace: Trace, pid: int) -> np.ndarray:
+    """Sorted start times of a process's NVTX ranges and OS runtime calls."""
+    parts = [df["start_ns"].to_numpy(np.int64)[pid_of(df["global_tid"].to_numpy(np.int64)) == pid]
+             for df in (trace.nvtx, trace.osrt)]
+    return np.sort(np.concatenate(parts))
+
+
+def _id_gaps(trace: Trace, gpu: dict) -> dict:
+    """Holes in each process's correlation ids while it kept running: API calls (with their GPU work) never
+    recorded. Read only where the GPU operations' own ids jump by more than GPU_ID_GAP_SUSPECT."""
+    out = {"largest_gpu_id_gap": 0, "checked": False, "processes": []}
+    pid = np.concatenate([v[0] for v in gpu.values()])
+    corr = np.concatenate([v[1] for v in gpu.values()])
+    suspects = []
+    for p in (pd.unique(pid).tolist() if pid.size else []):
+        ids = np.sort(corr[pid == p] if p >= 0 else corr)
+        ids = ids[ids > 0]
+        if ids.size < 2:
+            continue
+        largest = int((np.diff(ids) - 1).max())
+        out["largest_gpu_id_gap"] = max(out["largest_gpu_id_gap"], largest)
+        if largest > GPU_ID_GAP_SUSPECT and p >= 0:
+            suspects.append(p)
+    if not suspects or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return out
+    out["checked"] = True
+    rt = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
+                                                           "start_ns": "start"})
+    rt_pid = pid_of(rt["tid"].to_numpy())
+    for p in suspects:
+        mine = rt_pid == p
+        order = np.argsort(rt["corr"].to_numpy()[mine], kind="stable")
+        ids = rt["corr"].to_numpy()[mine][order]
+        starts = rt["start_ns"].to_numpy()[mine][order]
+        keep = ids > 0
+        ids, starts = ids[keep], starts[keep]
+        if ids.size < 2:
+            continue
+        holes = np.diff(ids) - 1
+        big = np.flatnonzero(holes >= API_ID_GAP_LOST)
+        activity = _process_activity(trace, p)
+        lo, hi = np.minimum(starts[big], starts[big + 1]), np.maximum(starts[big], starts[big + 1])
+        inside = np.searchsorted(activity, hi) - np.searchsorted(activity, lo, side="right")
+        running = big[inside > 0]
+        span = int(ids[-1] - ids[0] + 1)
+        lost_ids = int(holes[running].sum())
+        share = lost_ids / span  # the share of the process's calls that fell into the holes
+        # recorded calls per id elsewhere, applied to the holes (on the real captures within 25% of the count a
+        # newer nsys recorded for the same program)
+        missing = int(round(ids.size * share / (1 - share))) if share < 1 else None
+        out["processes"].append({
+            "pid": int(p), "api_rows": int(ids.size), "id_span": span, "largest_gap": int(holes.max()),
+            "gaps": int(big.size), "gaps_while_running": int(running.size), "ids_lost": lost_ids,
+            "est_missing_calls": missing, "missing_share": round(share, 4)})
+    return out
+
+
 def _diagnostics(trace: Trace, exported: int) -> dict:
     """nsys's own messages stored in the export (2024+): warnings and errors, and its count of CUDA events."""
     out = {"cuda_events_collected": None, "cuda_rows_exported": int(exported), "messages": []}
@@ -364,6 +434,14 @@ def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, e
             reasons.append((tl["cpu_share_after"], f"process {tl['pid']}'s GPU operations stop while "
                                                  f"{tl['cpu_share_after']:.0%} of its NVTX/OS runtime events "
                                                  f"({tl['cpu_events_after']:,}) follow"))
+    for g in fig["correlation_gaps"]["processes"]:
+        if g["missing_share"] > LOST_FRACTION_LOSSY:
+            reasons.append((g["missing_share"], f"{g['ids_lost']:,} of process {g['pid']}'s {g['id_span']:,} CUDA API "
+                                                f"correlation ids ({g['missing_share']:.0%}) fall in "
+                                                f"{g['gaps_while_running']} holes of {API_ID_GAP_LOST:,}+ ids (up to "
+                                                f"{g['largest_gap']:,}) while it kept running: about "
+                                                f"{g['est_missing_calls'] or 0:,} API calls and their GPU work are "
+                                                f"missing beside the {g['api_rows']:,} recorded"))
     d = fig["diagnostics"]
     if d["cuda_events_collected"]:
         share = max(0.0, 1 - d["cuda_rows_exported"] / d["cuda_events_collected"])
@@ -409,7 +487,7 @@ def record_messages(record: dict) -> list[dict]:
     if isinstance(record.get("nsys_messages"), list):
         return [m for m in record["nsys_messages"] if isinstance(m, dict) and "text" in m]
     from profiling.nsys_messages import parse
-    return parse("\n".join(str(x) for x in record.get("last_lines", []) or []))
+    return parse("\n".join(str(x) for x in record.get("last_lines", []) or []), stage="last lines")
 
 
 SPARK = " ▁▂▃▄▅▆▇█"

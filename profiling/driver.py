@@ -22,7 +22,9 @@ from pathlib import Path
 #   2023.4 -> 12.4  the 2023.4.4 CLI bundles libcupti.so.12.4 as its newest CUPTI (target-linux-x64/); Debian and
 #                   Ubuntu ship it from CUDA Toolkit 12.4.1 (nvidia-cuda-toolkit 12.4.1)
 #   2024.2 -> 12.5  Debian's nsight-systems 2024.2.3.38~12.5.0 comes from CUDA Toolkit 12.5.0:
-#                   https://packages.debian.org/experimental/nsight-systems-target
+#                   https://packages.debian.org/experimental/nsight-systems-target ; and 2024.2.3 itself, on the H200's
+#                   CUDA 13.0 driver, logs "CUDA trace will be collected using libraries for driver version 12.5"
+#                   (tests/data/programs/hf_generate_nsys2024.sqlite.xz, DIAGNOSTIC_EVENT)
 #   2024.6 -> 12.8  nsys 2024.6.2 on CUDA 13.x drivers says "Installed CUDA driver version (13.x) is not supported
 #                   by this build of Nsight Systems. CUDA trace will be collected using libraries for driver version
 #                   12.8" (its DIAGNOSTIC_EVENT table)

@@ -146,3 +146,20 @@ def test_install_script_takes_a_suite_and_refuses_odd_ones(tmp_path):
     r = __import__("subprocess").run(["bash", str(ROOT / "profiling" / "install_nsys.sh"), str(tmp_path / "n"),
                                       "trixie;rm"], capture_output=True, text=True)
     assert r.returncode == 2 and "bad suite" in r.stderr
+
+
+# --- nsys's console output from real GPU captures (tests/data/programs/*.nsys.log, H200, CUDA 13.0 driver) --------
+
+def test_importer_errors_in_real_console_logs():
+    from profiling.nsys_messages import parse
+    logs = ROOT / "tests" / "data" / "programs"
+    hf = parse((logs / "hf_generate_nsys2023.nsys.log").read_text(errors="replace"))
+    texts = [m["text"] for m in hf]
+    assert "Importer error status: Importation succeeded with non-fatal errors." in texts
+    assert "importer: TraceProcessEvent.cpp(45): Unknown runtime API function index: 468" in texts
+    assert "importer: StringStorage.cpp(113): Cannot find string for an exterior index" in texts
+    assert {m["stage"] for m in hf} == {"import"} and {m["kind"] for m in hf} == {"error"}
+    assert len(texts) == len(set(texts)), "repeated blocks are kept once"
+    # the same programs under nsys 2024.2: their own output (lightning's tips, a deprecation warning) is not nsys's
+    for name in ("hf_generate", "lightning_predict", "torchvision_loader"):
+        assert parse((logs / f"{name}_nsys2024.nsys.log").read_text(errors="replace")) == [], name
