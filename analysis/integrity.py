@@ -530,12 +530,14 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
                  f"({TIMELINE_BINS} bins of {tl['bin_ns'] / 1e6:,.1f} ms)")
         L.append(f"    GPU ops |{_spark(tl['gpu_ops_per_s'])}| peak {max(tl['gpu_ops_per_s']):,.0f}/s, "
                  f"{tl['gpu_ops']:,} in all")
-        L.append(f"    {tl['activity']:<7} |{_spark(tl['cpu_events_per_s'])}| peak {max(tl['cpu_events_per_s']):,.0f}/s, "
+        cpu = tl["cpu_events_per_s"]
+        L.append(f"    {tl['activity']:<7} |{_spark(cpu)}| peak {max(cpu):,.0f}/s, "
                  f"{tl['cpu_events']:,} in all; after the last GPU operation: {tl['cpu_events_after']:,} "
                  f"({tl['cpu_share_after']:.1%})")
     d = f["diagnostics"]
     if d["cuda_events_collected"] is not None:
-        L.append(f"  nsys counted {d['cuda_events_collected']:,} CUDA events; the export holds {d['cuda_rows_exported']:,}")
+        L.append(f"  nsys counted {d['cuda_events_collected']:,} CUDA events; "
+                 f"the export holds {d['cuda_rows_exported']:,}")
     for m in d["messages"][:8]:
         L.append(f"  nsys (in the export): {m}")
     trusted = result["verdict"] == "complete"

@@ -130,8 +130,8 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @click.option("--capture-range/--no-capture-range", default=True, help="start at cudaProfilerStart")
 @click.option("--sample", default="none", show_default=True, type=click.Choice(["none", "cpu", "system-wide"]),
               help="CPU sampling (nsys --sample)")
-@click.option("--cpuctxsw", default="none", show_default=True, type=click.Choice(["none", "process-tree", "system-wide"]),
-              help="context-switch trace (nsys --cpuctxsw)")
+@click.option("--cpuctxsw", default="none", show_default=True,
+              type=click.Choice(["none", "process-tree", "system-wide"]), help="context-switch trace (nsys --cpuctxsw)")
 @click.option("--force", is_flag=True)
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)

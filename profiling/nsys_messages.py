@@ -7,7 +7,7 @@ them), so lines are recognised by their shape. Seen from real runs:
     Importer error status: Importation succeeded with non-fatal errors.                         (import, CUDA 13 driver)
     Installed CUDA driver version (13.0) is not supported by this build of Nsight Systems. ...  (injection, 2024+)
     **** Analysis failed with: / Status: TargetProfilingFailed / ... [QuadDCommon::tag_message*] = Unknown runtime
-    API function index: 468 / **** Errors occurred while processing the raw events. ****       (import, 2023.4 on CUDA 13)
+    API function index: 468 / **** Errors occurred while processing the raw events. ****  (import, 2023.4, CUDA 13)
 
 A run whose trace lost events still exits 0 and exports; these lines are the only word nsys gives, so the run
 record keeps them (`nsys_messages`), the run prints them at its end, and `--strict` fails on them.
@@ -20,7 +20,7 @@ import re
 PATTERNS = [
     ("error", re.compile(r"^\s*(?:ERROR|Error|FATAL|Fatal)\b\s*[:!-]")),
     ("error", re.compile(r"Importer error status|non-fatal error|failed to import|Importation failed", re.I)),
-    ("error", re.compile(r"^\*{4}.*\b(?:fail|failed|errors?)\b", re.I)),   # **** Analysis failed with: / Errors occurred
+    ("error", re.compile(r"^\*{4}.*\b(?:fail|failed|errors?)\b", re.I)),   # **** Analysis failed with: ...
     ("error", re.compile(r"^\s*Status:\s*\w*Fail")),                    # Status: TargetProfilingFailed
     ("error", re.compile(r"\[QuadDCommon::tag_message\*\] = ")),        # the importer's exception text
     ("warning", re.compile(r"^\s*(?:WARNING|Warning)\b\s*[:!-]")),
@@ -72,7 +72,8 @@ class MessageSink:
 def _readable(line: str) -> str:
     """The importer's exceptions come as one protobuf line with the message at its end:
     Value: "/dvs/.../TraceProcessEvent.cpp(45): Throw in function ...\\n...[QuadDCommon::tag_message*] = Unknown
-    runtime API function index: 468\\n" -> "importer: TraceProcessEvent.cpp(45): Unknown runtime API function index: 468"."""
+    runtime API function index: 468\\n"
+    -> "importer: TraceProcessEvent.cpp(45): Unknown runtime API function index: 468"."""
     m = re.search(r"\[QuadDCommon::tag_message\*\] = (.*?)(?:\\n|\"|$)", line)
     if not m:
         return line

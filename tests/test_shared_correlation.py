@@ -27,7 +27,8 @@ def add_nested_api_rows(sqlite, gpu_table: str, nested_name: str) -> int:
         exprs = {"start": "r.start + 1", "end": 'r."end" - 1', "nameId": str(name_id)}
         select = ", ".join(exprs.get(c, f'r."{c}"') for c in cols)
         names = ", ".join(f'"{c}"' for c in cols)
-        cur = con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({names}) SELECT {select} FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r "
+        cur = con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME ({names}) "
+                          f"SELECT {select} FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r "
                           f"WHERE r.correlationId IN (SELECT correlationId FROM {gpu_table})")
         con.commit()
         return cur.rowcount
