@@ -23,7 +23,7 @@ help:
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
 	@echo "make scaling STAGE=pinned GPUS=2 [CPUS=0-7]   1 GPU against N GPUs unprofiled -> runs/scaling.json (the report reads it)"
-	@echo "make nsys                   install Nsight Systems into .nsys/ (no system change)"
+	@echo "make nsys [NSYS_SUITE=experimental]   install Nsight Systems into .nsys/ (no system change); checks it against the driver"
 	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
 
 $(BIN)/python:
@@ -43,7 +43,7 @@ install-workloads: $(VENV)/.full
 
 nsys:
 	@if $(BIN)/python -c "from profiling.locate import find_nsys; find_nsys()" >/dev/null 2>&1; then \
-	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys; fi
+	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m profiling.driver; fi
 
 test: $(VENV)/.full nsys
 	$(BIN)/python -m pytest -q

@@ -54,14 +54,18 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
               help="the workload's record (python -m workloads --json; default: <trace>.workload.json beside it)")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
+@click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
+              "time, nsys's messages from the run record beside it) and exit 1 when it is not to be trusted")
 def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, top, pipeline_depth, link_gbps,
-         show_all, probe_path, run_path, quiet):
+         show_all, probe_path, run_path, quiet, check):
     """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
     also compares the GPUs and names the resource that limits them."""
     import re
 
+    if check:
+        return _check(traces)
     from .inputs import run_record_beside
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m workloads.linkprobe --json FILE` on the GPU machine")
@@ -170,6 +174,33 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
             df.to_csv(csv_dir / f"{name}.csv", index=False)
     if not quiet:
         click.echo(ranks_report(r.summary))
+
+
+def _check(traces) -> None:
+    """analyze-trace --check: each trace's own consistency figures; exit 1 when one is not to be trusted."""
+    from .inputs import read_record
+    from .integrity import assess, capture_record_beside, check_report
+    from .trace import Trace
+    trusted = True
+    for path in traces:
+        try:
+            with Trace.open(path) as t:
+                result = assess(t, pairs=True)
+        except TraceError as e:
+            _fail(str(e))
+        except (OSError, MemoryError) as e:
+            _fail(f"{path}: {e}")
+        rec_path = capture_record_beside(path)
+        record = None
+        if rec_path is not None:
+            try:
+                record = read_record(rec_path, "nsys", "a run record", "`python -m profiling` writes one")
+            except TraceError as e:
+                click.echo(f"analyze-trace: ignoring {e}", err=True)
+        text, ok = check_report(result, str(path), rec_path, record)
+        click.echo(text)
+        trusted &= ok
+    sys.exit(0 if trusted else 1)
 
 
 def _fail(msg: str):

@@ -32,7 +32,9 @@ SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId 
        m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
-# One scan of the runtime table for the calls behind the copies and the host waits.
+# One scan of the runtime table for the calls behind the copies and the host waits. Several rows can share a
+# (process, correlation id) (a call and a nested one, e.g. `cudaMemcpy` + `cudaMemcpy_v3020` in a 2022.2 export):
+# Trace keeps the outermost one (trace.outermost_calls), so every GPU operation joins to one call.
 API_ROWS = f"""
 SELECT r.correlationId AS correlation_id, {PID_OF.format(col="r.globalTid")} AS pid, r.start AS api_start_ns,
        r."end" AS api_end_ns, r.globalTid AS api_global_tid, r.nameId AS api_name_id
@@ -41,7 +43,7 @@ WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{{
 
 RUNTIME_FOR_CORRELATIONS = f"""
 SELECT correlationId AS correlation_id, {PID_OF.format(col="globalTid")} AS pid, globalTid AS global_tid,
-       start AS api_start_ns
+       start AS api_start_ns, "end" AS api_end_ns
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN ({{ids}})"""
 
 NVTX = """

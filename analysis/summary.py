@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from . import copies as cp
-from . import cpu, gpu, idle, program
+from . import cpu, gpu, idle, integrity, program
 from .diagnosis import Context, diagnose
 from .intervals import Coverage, union
 from .machine import host_link
@@ -290,7 +290,8 @@ def _trace_info(trace: Trace, kernels, memcpys, nvtx, osrt) -> dict:
     return {"path": trace.source, "nsys_version": trace.nsys_version,
             "gpus": _records(trace.gpus) if len(trace.gpus) else [],
             "counts": {"kernels": int(len(kernels)), "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
-                       "osrt_calls": int(len(osrt))}}
+                       "osrt_calls": int(len(osrt))},
+            "integrity": integrity.assess(trace)}
 
 
 def _records(df: pd.DataFrame) -> list[dict]:

@@ -269,7 +269,7 @@ class Trace:
             return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
         sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
-        df = self.query(sql.API_ROWS.format(sync=sync))
+        df = outermost_calls(self.query(sql.API_ROWS.format(sync=sync)), "api_start_ns", "api_end_ns")
         ids = df.pop("api_name_id")
         df["api_name"] = ids.map(self.strings(ids.unique())).fillna("?")
         return df
@@ -355,13 +355,14 @@ class Trace:
         return _timed(df)
 
     def launch_threads(self, correlation_ids) -> pd.DataFrame:
-        """correlation_id -> global_tid of the runtime call that launched it (for a few ids)."""
+        """correlation_id -> global_tid of the runtime call that launched it (for a few ids; the outermost call where
+        several share an id)."""
         ids = sorted({int(i) for i in correlation_ids})
         if not ids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-            return _empty(["correlation_id", "pid", "global_tid", "api_start_ns"])
+            return _empty(["correlation_id", "pid", "global_tid", "api_start_ns", "api_end_ns"])
         parts = [self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(ids[k:k + 900]))),
                             ids[k:k + 900]) for k in range(0, len(ids), 900)]
-        return pd.concat(parts, ignore_index=True)
+        return outermost_calls(pd.concat(parts, ignore_index=True), "api_start_ns", "api_end_ns")
 
     @cached_property
     def nvtx(self) -> pd.DataFrame:
@@ -437,6 +438,18 @@ def process_keys(gpu_rows: pd.DataFrame) -> list[str]:
     if "pid" in gpu_rows and (gpu_rows["pid"].to_numpy() >= 0).all():
         return ["pid", "correlation_id"]
     return ["correlation_id"]
+
+
+def outermost_calls(api: pd.DataFrame, start: str, end: str | None = None) -> pd.DataFrame:
+    """One API row per (pid, correlation_id): the outermost call (earliest start, then longest) when several share
+    the id, as in exports that record a call and a nested one (`cudaMemcpy` and `cudaMemcpy_v3020`). Joining GPU
+    activity to every row would count each copy or kernel once per row."""
+    keys = ["pid", "correlation_id"] if "pid" in api else ["correlation_id"]
+    if api.empty or not api.duplicated(keys).any():
+        return api
+    order = api.assign(_neg_end=-api[end]) if end else api
+    order = order.sort_values([*keys, start, *(["_neg_end"] if end else [])], kind="stable")
+    return api.loc[order.index[~order.duplicated(keys)]].sort_index()
 
 
 def _empty(cols) -> pd.DataFrame:

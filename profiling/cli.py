@@ -13,6 +13,10 @@ from .runner import (ProfileError, ProfileRequest, environment_for_profile, next
                      quote, workload_command, write_record)
 
 
+STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, importer errors, ...) or the trace "
+               "lost CUDA events; the run record keeps them either way")
+
+
 def fail(msg: str, code: int = 2):
     click.echo(f"profile: {msg}", err=True)
     sys.exit(code)
@@ -27,6 +31,15 @@ def _nsys():
     return n
 
 
+def _driver_check(n) -> dict:
+    """nsys against this machine's CUDA driver (profiling/driver.py): a warning when nsys is older."""
+    from .driver import check
+    c = check(n)
+    if c["warning"]:
+        click.echo(f"profile: warning: {c['warning']}", err=True)
+    return c
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Profile the workloads with Nsight Systems, or measure them unprofiled."""
@@ -36,7 +49,10 @@ def main():
 def where():
     """Show which nsys would be used."""
     n = _nsys()
-    click.echo(f"{n.path}\t{n.version}\t{n.source}")
+    c = _driver_check(n)
+    driver = f"driver CUDA {c['driver_cuda']}" if c["driver_cuda"] else "no NVIDIA driver"
+    newest = f"traces up to CUDA {c['nsys_newest_cuda']}" if c["nsys_newest_cuda"] else "newest CUDA not known"
+    click.echo(f"{n.path}\t{n.version}\t{n.source}\t{newest}\t{driver}")
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -50,8 +66,9 @@ def where():
 @click.option("--ctxsw", is_flag=True, help="trace context switches")
 @click.option("--gpus", default=1, show_default=True, help="ranks under torchrun, one per GPU, in one trace")
 @click.option("--per-rank", is_flag=True, help="with --gpus N: one nsys session and trace per rank (.rank0, .rank1, ...)")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
-def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, workload_args):
+def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, strict, workload_args):
     """Trace one workload STAGE under nsys; extra args go to `python -m workloads`."""
     from workloads.config import STAGES
     from .checks import has_gpu, nvtx_package_version, nvtx_unrecorded_warning
@@ -59,6 +76,7 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
     if stage not in STAGES:
         fail(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
     n = _nsys()
+    driver_check = _driver_check(n)
     warn = nvtx_unrecorded_warning(n.year_release, nvtx_package_version())
     if warn:
         fail(warn)
@@ -82,16 +100,19 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
         fail(str(e), 1)
     if workload_json.exists():
         rec["files"]["workload"] = str(workload_json)
+    rec["nsys"]["driver_check"] = driver_check
     rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
                 "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
                 "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
     from .checks import check_trace
     sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
     rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
-    write_record(base, rec)
+    rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
+    path = write_record(base, rec)
     for w in rec["checks"]:
         click.echo(f"profile: warning: {w}", err=True)
     click.echo("\n".join(sqlites))
+    _finish(rec, path, strict)
 
 
 def _gpu_names(sqlite: Path) -> list[str]:
@@ -107,23 +128,65 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="output base path")
 @click.option("--trace", default="cuda,nvtx,osrt", show_default=True)
 @click.option("--capture-range/--no-capture-range", default=True, help="start at cudaProfilerStart")
+@click.option("--sample", default="none", show_default=True, type=click.Choice(["none", "cpu", "system-wide"]),
+              help="CPU sampling (nsys --sample)")
+@click.option("--cpuctxsw", default="none", show_default=True,
+              type=click.Choice(["none", "process-tree", "system-wide"]), help="context-switch trace (nsys --cpuctxsw)")
 @click.option("--force", is_flag=True)
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(output, trace, capture_range, force, command):
+def run(output, trace, capture_range, sample, cpuctxsw, force, strict, command):
     """Trace any COMMAND (CPU-only programs too, with --trace=nvtx,osrt --no-capture-range)."""
     n = _nsys()
+    driver_check = _driver_check(n)
     out = Path(output)
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
     base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
     try:
-        rec = profile(n, ProfileRequest(list(command), base, trace=trace, capture_range=capture_range,
-                                        env=environment_for_profile()))
+        rec = profile(n, ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample,
+                                        ctxsw=cpuctxsw, env=environment_for_profile()))
     except ProfileError as e:
         fail(str(e), 1)
-    write_record(base, rec)
+    rec["nsys"]["driver_check"] = driver_check
+    rec["integrity"] = [_integrity(Path(rec["files"]["sqlite"]))]
+    path = write_record(base, rec)
     click.echo(rec["files"]["sqlite"])
+    _finish(rec, path, strict)
+
+
+def _integrity(sqlite: Path) -> dict:
+    """The trace's own consistency verdict (analysis/integrity.py), without the figures, for the run record."""
+    from analysis import Trace, TraceError
+    from analysis.integrity import assess
+    try:
+        with Trace.open(sqlite) as t:
+            a = assess(t)
+    except TraceError as e:
+        return {"sqlite": str(sqlite), "verdict": None, "lost_fraction": None, "evidence": str(e)}
+    return {"sqlite": str(sqlite), "verdict": a["verdict"], "lost_fraction": a["lost_fraction"],
+            "evidence": a["evidence"]}
+
+
+def _finish(rec: dict, record_path: Path, strict: bool) -> None:
+    """Print nsys's own messages and a lossy verdict last, where they are seen; with --strict, exit 1 on any."""
+    from .nsys_messages import summary_line
+    messages = rec.get("nsys_messages", [])
+    for m in messages:
+        click.echo(f"profile: nsys {m['kind']} ({m['stage']}): {m['text']}", err=True)
+    problems = [f"nsys reported {summary_line(messages)}"] if messages else []
+    if rec.get("nsys", {}).get("driver_check", {}).get("warning"):
+        click.echo(f"profile: warning: {rec['nsys']['driver_check']['warning']}", err=True)
+    for i in rec.get("integrity", []):
+        if i["verdict"] == "lossy":
+            click.echo(f"profile: warning: {i['sqlite']}: {i['evidence']}", err=True)
+            problems.append(f"{Path(i['sqlite']).name} lost CUDA events")
+    if problems:
+        msg = f"{'; '.join(problems)}; kept in {record_path}"
+        if strict:
+            fail(f"--strict: {msg}", 1)
+        click.echo(f"profile: {msg} (--strict makes this an error)", err=True)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

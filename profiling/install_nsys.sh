@@ -3,9 +3,16 @@
 # the Debian 13 (trixie) non-free packages nsight-systems-target + nsight-systems are downloaded with a
 # private apt state and unpacked with dpkg -x. The mirror is taken from this machine's own apt sources.
 # Result: $DEST/target-linux-x64/nsys (CLI) beside $DEST/host-linux-x64/QdstrmImporter (import/export).
-# usage: install_nsys.sh [DEST]
+# usage: install_nsys.sh [DEST] [SUITE] [VERSION]
+#   SUITE: the Debian suite to take Nsight Systems from (default trixie: 2023.4.4, CUDA <= 12.4); `experimental`
+#   has 2024.2.3 (CUDA <= 12.5). VERSION pins a package version (apt's pkg=VERSION). Into another DEST, then
+#   NSYS=DEST/target-linux-x64/nsys selects it. For a CUDA 13 driver neither is new enough (docs/nsys-versions.md).
 set -euo pipefail
 dest=$(realpath -m "${1:-.nsys}")
+suite=${2:-${NSYS_SUITE:-trixie}}
+version=${3:-${NSYS_VERSION:-}}
+case "$suite" in *[!a-z0-9-]*|"") echo "install-nsys: bad suite '$suite'" >&2; exit 2;; esac
+case "$version" in *[!A-Za-z0-9.~+:-]*) echo "install-nsys: bad version '$version'" >&2; exit 2;; esac
 say() { echo "install-nsys: $*" >&2; }
 if [ -x "$dest/target-linux-x64/nsys" ] && [ -x "$dest/host-linux-x64/QdstrmImporter" ]; then
   say "already installed: $dest/target-linux-x64/nsys"; exit 0; fi
@@ -19,14 +26,15 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/lists/partial" "$work/archives/partial" "$work/debs"
 codename=$(. /etc/os-release 2>/dev/null; echo "${VERSION_CODENAME:-bookworm}")
 # libssh-4 (needed by QdstrmImporter) comes from this system's own release, nsys from trixie non-free
-printf 'deb [trusted=yes] %s trixie non-free\ndeb [trusted=yes] %s %s main\n' "$mirror" "$mirror" "$codename" > "$work/sources.list"
+printf 'deb [trusted=yes] %s %s non-free\ndeb [trusted=yes] %s %s main\n' "$mirror" "$suite" "$mirror" "$codename" > "$work/sources.list"
 apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
   -o "Dir::State::Lists=$work/lists" -o "Dir::Cache::Archives=$work/archives" -o "APT::Architecture=amd64"
   -o "Acquire::AllowInsecureRepositories=true" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root")
-say "fetching package lists from $mirror (trixie non-free)"
+say "fetching package lists from $mirror ($suite non-free)"
 apt-get -qq "${apt_opts[@]}" update >/dev/null
-say "downloading nsight-systems-target and nsight-systems (~190 MB)"
-(cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download nsight-systems-target nsight-systems >/dev/null)
+pin=${version:+=$version}
+say "downloading nsight-systems-target$pin and nsight-systems$pin (~190 MB)"
+(cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download "nsight-systems-target$pin" "nsight-systems$pin" >/dev/null)
 ldconfig -p | grep -q 'libssh.so.4 ' || (cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download libssh-4 >/dev/null) || true
 say "unpacking into $dest"
 for d in "$work"/debs/*.deb; do dpkg -x "$d" "$work/root"; done

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .locate import Nsys
+from .nsys_messages import MessageSink
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 
@@ -25,8 +27,8 @@ class ProfileRequest:
     out_base: Path                      # without extension
     trace: str = DEFAULT_TRACE
     capture_range: bool = True          # --capture-range=cudaProfilerApi
-    sample: bool = False                # CPU sampling (off keeps traces small)
-    ctxsw: bool = False
+    sample: bool | str = False          # CPU sampling (off keeps traces small); or nsys's word: cpu, system-wide
+    ctxsw: bool | str = False           # context switches; or nsys's word: process-tree, system-wide
     extra_nsys_args: list[str] = field(default_factory=list)
     env: dict | None = None
 
@@ -44,29 +46,40 @@ def next_free_base(directory: Path, name: str, force: bool) -> Path:
     return base
 
 
-def _stream(proc, sink: list[str], echo, marks: dict | None = None) -> None:
-    """Echo the child's output (nsys progress included), keep the last lines for errors, and note when the
-    capture ended (nsys prints "Generating '...qdstrm'" as it starts importing)."""
+def _stream(proc, sink: list[str], echo, marks: dict | None = None, messages: MessageSink | None = None) -> None:
+    """Echo the child's output (nsys progress included), keep the last lines for errors, note when the capture
+    ended (nsys prints "Generating '...qdstrm'" as it starts importing), and pick out nsys's own messages."""
     buf = b""
+    pending = ""
+    marks = marks if marks is not None else {}
     while True:
         chunk = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
         if not chunk:
             break
         if echo:
             echo(chunk)
-        if marks is not None and "import_started" not in marks and b".qdstrm" in chunk:
+        if "import_started" not in marks and b".qdstrm" in chunk:
             marks["import_started"] = time.time()
+        if messages is not None:
+            *lines, pending = re.split(r"[\r\n]", pending + chunk.decode("utf-8", "replace"))
+            pending = pending[-65536:]
+            for line in lines:
+                messages.feed(line, "import" if "import_started" in marks else "capture")
         buf += chunk
         if len(buf) > 1 << 20:
             buf = buf[-(1 << 19):]
+    if messages is not None and pending:
+        messages.feed(pending, "import" if "import_started" in marks else "capture")
     text = buf.decode("utf-8", "replace").replace("\r", "\n")
     sink.extend(line for line in text.splitlines() if line.strip())
 
 
 def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]:
     """`nsys profile ...` up to (not including) the profiled command."""
+    sample = req.sample if isinstance(req.sample, str) else ("cpu" if req.sample else "none")
+    ctxsw = req.ctxsw if isinstance(req.ctxsw, str) else ("process-tree" if req.ctxsw else "none")
     args = [nsys.path, "profile", f"--trace={req.trace}", f"--output={output}", "--force-overwrite=true",
-            f"--sample={'cpu' if req.sample else 'none'}", f"--cpuctxsw={'process-tree' if req.ctxsw else 'none'}"]
+            f"--sample={sample}", f"--cpuctxsw={ctxsw}"]
     if req.capture_range:
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     return args + req.extra_nsys_args
@@ -95,7 +108,8 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=req.env)
     lines: list[str] = []
     marks: dict = {}
-    _stream(proc, lines, echo, marks)
+    messages = MessageSink()
+    _stream(proc, lines, echo, marks, messages)
     rc = proc.wait()
     t_end = time.time()
     profile_s = t_end - t0
@@ -110,20 +124,24 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
         if not rep.exists():
             raise ProfileError(diagnose_profile_failure(lines, rc, b.with_name(b.name + ".qdstrm"), nsys, req))
     t1 = time.time()
-    sqlites = [export_sqlite(nsys, rep) for rep in reps]
+    sqlites = [export_sqlite(nsys, rep, messages=messages) for rep in reps]
     record["durations_s"]["export"] = round(time.time() - t1, 2)
     record["files"] = {"nsys_rep": str(reps[0]), "sqlite": str(sqlites[0])}
     if len(bases) > 1:
         record["files"]["ranks"] = [{"nsys_rep": str(r), "sqlite": str(q)} for r, q in zip(reps, sqlites)]
     record["program_exit_code"] = rc  # nsys returns the profiled program's exit code
     record["last_lines"] = lines[-15:]
+    # nsys's own warnings and errors from the capture, the import and the export (a lossy trace exports anyway)
+    record["nsys_messages"] = messages.messages
     return record
 
 
-def export_sqlite(nsys: Nsys, rep: Path, out: Path | None = None) -> Path:
+def export_sqlite(nsys: Nsys, rep: Path, out: Path | None = None, messages: MessageSink | None = None) -> Path:
     out = out or rep.with_suffix(".sqlite")
     proc = subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={out}", str(rep)],
                           capture_output=True, text=True)
+    if messages is not None:
+        messages.feed_text(f"{proc.stdout}\n{proc.stderr}", "export")
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ProfileError(f"nsys export of {rep} failed: {tail[0]}")

@@ -1,0 +1,100 @@
+"""nsys's own warnings and errors, picked out of a profiling run's console output.
+
+`nsys profile` prints its messages into the same stream as the profiled program (2023.4 has no option to separate
+them), so lines are recognised by their shape. Seen from real runs:
+
+    WARNING: --sample=system-wide requires root privileges or a paranoid level of 0 or less.   (capture, non-root)
+    Importer error status: Importation succeeded with non-fatal errors.                         (import, CUDA 13 driver)
+    Installed CUDA driver version (13.0) is not supported by this build of Nsight Systems. ...  (injection, 2024+)
+    **** Analysis failed with: / Status: TargetProfilingFailed / ... [QuadDCommon::tag_message*] = Unknown runtime
+    API function index: 468 / **** Errors occurred while processing the raw events. ****  (import, 2023.4, CUDA 13)
+
+A run whose trace lost events still exits 0 and exports; these lines are the only word nsys gives, so the run
+record keeps them (`nsys_messages`), the run prints them at its end, and `--strict` fails on them.
+"""
+from __future__ import annotations
+
+import re
+
+# One line each; the first that matches names the message's kind.
+PATTERNS = [
+    ("error", re.compile(r"^\s*(?:ERROR|Error|FATAL|Fatal)\b\s*[:!-]")),
+    ("error", re.compile(r"Importer error status|non-fatal error|failed to import|Importation failed", re.I)),
+    ("error", re.compile(r"^\*{4}.*\b(?:fail|failed|errors?)\b", re.I)),   # **** Analysis failed with: ...
+    ("error", re.compile(r"^\s*Status:\s*\w*Fail")),                    # Status: TargetProfilingFailed
+    ("error", re.compile(r"\[QuadDCommon::tag_message\*\] = ")),        # the importer's exception text
+    ("warning", re.compile(r"^\s*(?:WARNING|Warning)\b\s*[:!-]")),
+    ("warning", re.compile(r"\b(?:dropped|lost)\b.*\b(?:events?|buffers?|records?|samples?)\b|"
+                           r"\b(?:events?|buffers?|records?)\b.*\b(?:dropped|lost|discarded|overflow(?:ed)?)\b", re.I)),
+    ("warning", re.compile(r"\bCUPTI\b.*\b(?:error|fail|unsupported|not supported|insufficient|lost)", re.I)),
+    ("warning", re.compile(r"is not supported by this build of Nsight Systems|"
+                           r"Not all (?:CUDA|NVTX|OS runtime) events might have been collected", re.I)),
+]
+# nsys's progress and bookkeeping lines: never messages
+PROGRESS = re.compile(r"^\s*(?:\[\d+/\d+\]|Generating '|Generated:|Collecting data|Processing events|"
+                      r"Capture range (?:started|ended)|/.*\.(?:nsys-rep|sqlite|qdstrm)\s*$)")
+MAX_MESSAGES = 50
+
+
+def classify(line: str) -> str | None:
+    """'error', 'warning', or None for a line that is not one of nsys's messages."""
+    text = line.strip()
+    if not text or PROGRESS.match(text):
+        return None
+    for kind, pattern in PATTERNS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+class MessageSink:
+    """Collects messages line by line, as the output streams, tagged with the stage of the run they came from."""
+
+    def __init__(self):
+        self.messages: list[dict] = []
+        self._seen: set[tuple[str, str]] = set()
+
+    def feed(self, line: str, stage: str) -> None:
+        kind = classify(line)
+        if kind is None:
+            return
+        text = " ".join(_readable(line).split())[:500]
+        if (stage, text) in self._seen or len(self.messages) >= MAX_MESSAGES:
+            return
+        self._seen.add((stage, text))
+        self.messages.append({"stage": stage, "kind": kind, "text": text})
+
+    def feed_text(self, text: str, stage: str) -> None:
+        for line in text.replace("\r", "\n").splitlines():
+            self.feed(line, stage)
+
+
+def _readable(line: str) -> str:
+    """The importer's exceptions come as one protobuf line with the message at its end:
+    Value: "/dvs/.../TraceProcessEvent.cpp(45): Throw in function ...\\n...[QuadDCommon::tag_message*] = Unknown
+    runtime API function index: 468\\n"
+    -> "importer: TraceProcessEvent.cpp(45): Unknown runtime API function index: 468"."""
+    m = re.search(r"\[QuadDCommon::tag_message\*\] = (.*?)(?:\\n|\"|$)", line)
+    if not m:
+        return line
+    where = re.search(r"([A-Za-z0-9_]+\.cpp\(\d+\))", line)
+    return f"importer: {where.group(1) + ': ' if where else ''}{m.group(1)}"
+
+
+def parse(text: str, stage: str = "capture") -> list[dict]:
+    """The messages in a saved console log (stage: where it came from)."""
+    sink = MessageSink()
+    import_started = False
+    for line in text.replace("\r", "\n").splitlines():
+        if not import_started and ".qdstrm" in line:
+            import_started = True
+        sink.feed(line, "import" if import_started and stage == "capture" else stage)
+    return sink.messages
+
+
+def summary_line(messages: list[dict]) -> str:
+    errors = sum(m["kind"] == "error" for m in messages)
+    warnings = len(messages) - errors
+    parts = [f"{errors} error{'s' * (errors != 1)}"] if errors else []
+    parts += [f"{warnings} warning{'s' * (warnings != 1)}"] if warnings else []
+    return " and ".join(parts)
