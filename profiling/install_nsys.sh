@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Install Nsight Systems into a folder of the project (default: .nsys/) without touching the system:
-# the Debian 13 (trixie) non-free packages nsight-systems-target + nsight-systems are downloaded with a
-# private apt state and unpacked with dpkg -x. The mirror is taken from this machine's own apt sources.
+# Debian's non-free packages nsight-systems-target + nsight-systems (from `experimental`: 2024.2.3, the newest
+# Debian has; it records CUDA 13 programs completely where 2023.4 loses most events, docs/nsys-versions.md) are
+# downloaded with a private apt state and unpacked with dpkg -x. The mirror is taken from this machine's own apt
+# sources. If that suite has no Nsight Systems, trixie's 2023.4.4 is taken instead, with a warning.
 # Result: $DEST/target-linux-x64/nsys (CLI) beside $DEST/host-linux-x64/QdstrmImporter (import/export).
 # usage: install_nsys.sh [DEST] [SUITE] [VERSION]
-#   SUITE: the Debian suite to take Nsight Systems from (default trixie: 2023.4.4, CUDA <= 12.4); `experimental`
-#   has 2024.2.3 (CUDA <= 12.5). VERSION pins a package version (apt's pkg=VERSION). Into another DEST, then
-#   NSYS=DEST/target-linux-x64/nsys selects it. For a CUDA 13 driver neither is new enough (docs/nsys-versions.md).
+#   SUITE: the Debian suite to take Nsight Systems from (default experimental: 2024.2.3, CUDA <= 12.5, which on a
+#   CUDA 13 driver falls back to its 12.5 libraries and records completely; trixie: 2023.4.4, CUDA <= 12.4).
+#   VERSION pins a package version (apt's pkg=VERSION). Into another DEST, then NSYS=DEST/target-linux-x64/nsys
+#   selects it.
 set -euo pipefail
 dest=$(realpath -m "${1:-.nsys}")
-suite=${2:-${NSYS_SUITE:-trixie}}
+suite=${2:-${NSYS_SUITE:-experimental}}
 version=${3:-${NSYS_VERSION:-}}
 case "$suite" in *[!a-z0-9-]*|"") echo "install-nsys: bad suite '$suite'" >&2; exit 2;; esac
 case "$version" in *[!A-Za-z0-9.~+:-]*) echo "install-nsys: bad version '$version'" >&2; exit 2;; esac
@@ -34,7 +37,15 @@ say "fetching package lists from $mirror ($suite non-free)"
 apt-get -qq "${apt_opts[@]}" update >/dev/null
 pin=${version:+=$version}
 say "downloading nsight-systems-target$pin and nsight-systems$pin (~190 MB)"
-(cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download "nsight-systems-target$pin" "nsight-systems$pin" >/dev/null)
+if ! (cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download "nsight-systems-target$pin" "nsight-systems$pin" >/dev/null); then
+  [ "$suite" != trixie ] || { say "no Nsight Systems in $suite non-free"; exit 2; }
+  say "warning: no Nsight Systems$pin in $suite; taking trixie's 2023.4.4 (it loses CUDA events on CUDA 13 drivers)"
+  printf 'deb [trusted=yes] %s trixie non-free\ndeb [trusted=yes] %s %s main\n' "$mirror" "$mirror" "$codename" > "$work/sources.list"
+  apt-get -qq "${apt_opts[@]}" update >/dev/null
+  (cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download nsight-systems-target nsight-systems >/dev/null)
+fi
+# 2024.2's QdstrmImporter links libarrow.so.500 and libparquet.so.500, which its package does not ship
+(cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download libarrow500 libparquet500 >/dev/null 2>&1) || true
 ldconfig -p | grep -q 'libssh.so.4 ' || (cd "$work/debs" && apt-get -qq "${apt_opts[@]}" download libssh-4 >/dev/null) || true
 say "unpacking into $dest"
 for d in "$work"/debs/*.deb; do dpkg -x "$d" "$work/root"; done
@@ -47,6 +58,10 @@ cp -a "$target" "$host" "$dest/"
 # nsys stats needs the python helpers that the package installs in dist-packages
 py="$dest/host-linux-x64/python/lib"; mkdir -p "$py"
 find "$work/root/usr/lib/python3" -name '*.py' -exec cp {} "$py/" \; 2>/dev/null || true
+for lib in libarrow.so.500 libparquet.so.500; do
+  f=$(find "$work/root" -name "$lib*" -type f | head -n1)
+  [ -n "$f" ] && cp -L "$f" "$dest/host-linux-x64/$lib"
+done
 # QdstrmImporter links libssh.so: give it the system's libssh.so.4, or the one unpacked above
 if ! ldconfig -p | grep -q 'libssh.so '; then
   s=$(ldconfig -p | awk '$1=="libssh.so.4" {print $NF; exit}')
