@@ -169,8 +169,9 @@ class IncompleteTrace:
         if integ.get("verdict") != "lossy":
             return []
         return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"),
-                            "do not trust the GPU figures of this trace: capture it with an Nsight Systems that "
-                            "supports this CUDA driver (`python -m profiling where` says which; set NSYS=/path/to/nsys)",
+                            "do not trust the GPU figures of this trace: capture it again with an Nsight Systems that "
+                            "records this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; "
+                            "`python -m profiling where` compares yours with the driver; NSYS=/path/to/nsys selects one)",
                             severity="high")]
 
 

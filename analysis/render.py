@@ -33,6 +33,10 @@ def text_report(s: dict, show_all: bool = False) -> str:
     t = s["trace"]
     gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
     L.append(f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})")
+    integ = t.get("integrity") or {}
+    if integ.get("verdict") == "lossy":
+        L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
+                 "count only what was recorded.")
     w = s["window"]
     if "duration_ns" in w:
         L.append(f"window: {_ms(w['duration_ns'])} ({w['source']})")

@@ -84,3 +84,20 @@ def test_rules_stay_quiet_where_the_evidence_is_not(analyzed):
     """On the toolkit's pinned stage (GPU 98% busy) neither input-bound nor launch-bound nor host-sync is above low."""
     for stage in ("pinned-long", "ceiling"):
         assert not rules_above_low(analyzed[stage].summary) & {"input-bound", "launch-bound", "host-sync"}
+
+
+def test_lossy_capture_is_flagged_first():
+    """nsys 2023.4 on the CUDA 13 driver lost 98% of generate()'s CUDA calls: the first finding says so, with the
+    evidence, and the text report opens with it; the complete 2024.2 capture of the same program has no such note."""
+    from analysis.render import text_report
+    with Trace.open(DATA / "hf_generate_nsys2023.sqlite.xz") as t:
+        s = analyze(t).summary
+    first = s["diagnosis"][0]
+    assert first["rule"] == "incomplete-trace" and first["severity"] == "high"
+    assert "98%" in first["evidence"] and "make nsys" in first["suggestion"]
+    assert text_report(s).splitlines()[1].startswith("!! INCOMPLETE TRACE")
+
+
+def test_complete_captures_are_not_flagged(programs, analyzed):
+    for s in [*programs.values(), *(a.summary for a in analyzed.values())]:
+        assert "incomplete-trace" not in {f["rule"] for f in s["diagnosis"]}, s["trace"]["path"]
