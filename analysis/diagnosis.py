@@ -457,7 +457,7 @@ class WarmupInCapture:
     """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
     allocator growth) is inside the capture and inflates every finding above."""
     id = "warmup-in-capture"
-    ratio = 3.0          # first step against the median of the others
+    ratio = 2.0          # first step against the median of the others
     min_share = 0.05     # of the window
 
     def check(self, ctx: Context) -> list[Finding]:
@@ -470,7 +470,7 @@ class WarmupInCapture:
             return []
         start = int(st["start_ns"].iloc[1])
         return [ctx.finding(self.id, 0, str(st["name"].iloc[0]),
-                            f"the first step took {_ms(first)}, {first / rest:.0f} x the median of the others "
+                            f"the first step took {_ms(first)}, {first / rest:.1f} x the median of the others "
                             f"({_ms(rest)}): warm-up is inside the capture, and {_ms(excess)} of the idle time above "
                             "belongs to it", "capture the steady state: start the capture after a few steps "
                             "(torch.cuda.profiler.start() with nsys --capture-range=cudaProfilerApi), or analyse from "
