@@ -100,7 +100,7 @@ class PageableMemcpy:
             if d.empty:
                 continue
             pg = d[d[host_col] == "Pageable"]
-            if pg.empty:
+            if pg.empty or pg["duration_ns"].sum() <= 0:  # zero-length copies (an odd export) have no speed
                 continue
             gbps = pg["bytes"].sum() / pg["duration_ns"].sum()
             n_async = int((pg["sync"] == False).sum())  # noqa: E712
@@ -154,6 +154,8 @@ class NoCopyComputeOverlap:
             return []
         overlap = d["overlap_ns"].sum() / max(d["duration_ns"].sum(), 1)
         compute = ctx.summary["memcpy"].get("compute_stream")
+        if compute is None:  # no kernels recorded: nothing the copies could have overlapped
+            return []
         on_compute = float((d["stream"] == compute).mean()) if compute is not None else 0.0
         if overlap >= self.min_overlap and on_compute < 0.5:
             return []

@@ -162,6 +162,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": _records(ns)}
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth, opts.link_gbps))
+    out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     return Analysis(out, tables)
 
 
