@@ -18,6 +18,7 @@ import pandas as pd
 from . import sql, validate
 from .errors import TraceError
 from .inputs import resolve_input
+from .journal import committed_copy
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
@@ -80,7 +81,10 @@ class Trace:
     @classmethod
     def open(cls, path: str | os.PathLike, nsys=None) -> "Trace":
         local, source = resolve_input(Path(path), nsys)
-        return cls(local, source)
+        local, journal_note = committed_copy(local, source)  # never read a writer's uncommitted pages
+        trace = cls(local, source)
+        trace.warnings += [journal_note] if journal_note else []
+        return trace
 
     # --- plumbing -------------------------------------------------------------------------------
     def __enter__(self):
