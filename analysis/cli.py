@@ -48,7 +48,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     import re
 
     from .inputs import run_record_beside
-    win = _checked_options(window, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
+    win = _checked_options(window, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m workloads.linkprobe --json FILE` on the GPU machine")
@@ -144,12 +144,12 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
         click.echo(ranks_report(r.summary))
 
 
-def _checked_options(window, json_path, csv_dir, plot_dir, **numbers) -> tuple[int, int] | None:
+def _checked_options(window, traces, json_path, csv_dir, plot_dir, **numbers) -> tuple[int, int] | None:
     """Every option value and output place, before any work: one line and exit 2 for the first that is wrong."""
     try:
         options.check_numbers(**numbers)
         for flag, path, folder in (("--json", json_path, False), ("--csv", csv_dir, True), ("--plots", plot_dir, True)):
-            outputs.check_destination(path, flag, folder)
+            outputs.check_destination(path, flag, folder, inputs=traces)
         return options.window(window)
     except TraceError as e:
         _fail(str(e))

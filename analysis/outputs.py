@@ -11,11 +11,14 @@ from pathlib import Path
 from .errors import TraceError
 
 
-def check_destination(path: Path | None, flag: str, folder: bool) -> None:
-    """TraceError in one line unless `path` (a file, or a folder when `folder`) can be created and written."""
+def check_destination(path: Path | None, flag: str, folder: bool, inputs=()) -> None:
+    """TraceError in one line unless `path` (a file, or a folder when `folder`) can be created and written, and is
+    none of the `inputs` (writing a summary over the trace it came from would destroy the trace)."""
     if path is None:
         return
     path = Path(path)
+    if path.exists() and any(Path(i).exists() and path.samefile(i) for i in inputs):
+        raise TraceError(f"{flag} {path}: is an input; give another name, the input stays as it is")
     if path.exists():
         if folder and not path.is_dir():
             raise TraceError(f"{flag} {path}: is a file, not a folder; give a folder")

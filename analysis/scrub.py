@@ -33,7 +33,7 @@ def scrub(src: Path, dst: Path) -> dict:
     """Write a scrubbed copy of src to dst; return counts of what was removed."""
     if dst.resolve() == Path(src).resolve():
         raise TraceError(f"{dst}: refusing to overwrite the input; give another output path")
-    outputs.check_destination(dst, "DST", folder=False)
+    outputs.check_destination(dst, "DST", folder=False, inputs=[src])
     with Trace.open(src) as t:  # validates, decompresses, and applies a journal beside it on a private copy
         local = t.path
     counts = {"system_env": 0, "capture_meta": 0, "strings": 0}

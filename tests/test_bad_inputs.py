@@ -290,6 +290,7 @@ CASES = [
          read_only=True),
     Case("csv-under-a-file", lambda w, p: (["-m", "analysis", str(_copy(p, w)), "--csv", f"{a_file(w)}/csv"],
                                            [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
+    Case("json-over-the-trace", pristine_with("-m", "analysis", "{trace}", "--json", "{trace}"), 2, "is an input"),
     Case("plots-read-only", pristine_with("-m", "analysis", "{trace}", "--plots", "{ro}/png"), 2, "cannot write into",
          read_only=True),
     Case("plots-under-a-file", lambda w, p: (["-m", "analysis", str(_copy(p, w)), "--plots", f"{a_file(w)}/png"],
