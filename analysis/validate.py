@@ -36,11 +36,11 @@ def clean(df: pd.DataFrame, what: str, required: tuple[str, ...] = (), times: tu
             keep[new] = False
 
     start, end = df[times[0]].to_numpy(), df[times[1]].to_numpy()
-    drop((start < 0) | (end < 0), "with no start or end time (NULL, text or negative)")
+    drop((start < 0) | (end < 0), "with a start or end time that is NULL, not an integer or negative")
     drop(end < start, "that end before they start")
     for col in required:
         if col in df:
-            drop(df[col].to_numpy() < 0, f"with no {col.replace('_', ' ')} (NULL, text or negative)")
+            drop(df[col].to_numpy() < 0, f"with a {col.replace('_', ' ')} that is NULL, not an integer or negative")
     drop(repeated_rows(df, times[0]), "that repeat another row exactly")
     if keep.sum() > 1 and (end[keep] == start[keep]).all():  # a capture never has only instants: a damaged export
         said.append(f"all {int(keep.sum())} {what} rows are zero-length (start = end), so their time figures are 0")
