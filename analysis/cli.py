@@ -1,7 +1,6 @@
 """`analyze-trace TRACE`: parse options, run the analysis, print. One line and exit 2 on bad input."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -9,20 +8,8 @@ from pathlib import Path
 
 import click
 
-from . import cpu
+from . import cpu, options, outputs
 from .errors import TraceError
-
-
-def _window(value):
-    if not value:
-        return None
-    try:
-        a, b = (int(float(x)) for x in value.split(":"))
-    except ValueError:
-        raise click.BadParameter("use START_NS:END_NS (trace timestamps in ns)")
-    if b <= a:
-        raise click.BadParameter("END_NS must be after START_NS")
-    return a, b
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -36,7 +23,7 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
         _fail(f"{flag} {e}")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=options.OneLineCommand, name="analyze-trace", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="write the summary JSON here (docs/json-schema.md)")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False, path_type=Path), help="write the tables as CSV into this folder")
@@ -67,6 +54,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     if check:
         return _check(traces)
     from .inputs import run_record_beside
+    win = _checked_options(window, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
+                           pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m workloads.linkprobe --json FILE` on the GPU machine")
     run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
@@ -81,7 +70,6 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
         re.compile(step_regex or "")
     except re.error as e:
         _fail(f"--step-regex {step_regex!r} is not a valid regular expression ({e})")
-    win = _window(window)
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
@@ -92,6 +80,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
         from .trace import Trace
 
         with Trace.open(trace) as t:
+            if win:
+                options.check_window_has_activity(t, win)
             a = analyze(t, Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=win, top=top,
                                    pipeline_depth=pipeline_depth, link_gbps=link_gbps,
                                    run_record=toolkit_record(str(trace))), progress)
@@ -118,13 +108,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
         _fail(str(e))
     except (OSError, MemoryError) as e:
         _fail(f"{trace}: {e}")
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(a.summary, indent=2))
-    if csv_dir:
-        csv_dir.mkdir(parents=True, exist_ok=True)
-        for name, df in a.tables.items():
-            df.to_csv(csv_dir / f"{name}.csv", index=False)
+    _warn(a.summary.get("warnings"))
+    _save(a.summary, a.tables, json_path, csv_dir)
     if not quiet:
         click.echo(text_report(a.summary, show_all))
         if "ranks" in a.summary:
@@ -165,13 +150,8 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
         _fail(str(e))
     except (OSError, MemoryError) as e:
         _fail(str(e))
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(r.summary, indent=2))
-    if csv_dir:
-        csv_dir.mkdir(parents=True, exist_ok=True)
-        for name, df in _rank_tables(r).items():
-            df.to_csv(csv_dir / f"{name}.csv", index=False)
+    _warn(r.summary.get("warnings"))
+    _save(r.summary, _rank_tables(r), json_path, csv_dir)
     if not quiet:
         click.echo(ranks_report(r.summary))
 
@@ -201,6 +181,33 @@ def _check(traces) -> None:
         click.echo(text)
         trusted &= ok
     sys.exit(0 if trusted else 1)
+
+
+def _checked_options(window, traces, json_path, csv_dir, plot_dir, **numbers) -> tuple[int, int] | None:
+    """Every option value and output place, before any work: one line and exit 2 for the first that is wrong."""
+    try:
+        options.check_numbers(**numbers)
+        for flag, path, folder in (("--json", json_path, False), ("--csv", csv_dir, True), ("--plots", plot_dir, True)):
+            outputs.check_destination(path, flag, folder, inputs=traces)
+        return options.window(window)
+    except TraceError as e:
+        _fail(str(e))
+
+
+def _save(summary: dict, tables: dict, json_path, csv_dir) -> None:
+    try:
+        if json_path:
+            outputs.write_json(json_path, summary)
+        if csv_dir:
+            outputs.write_tables(csv_dir, tables)
+    except TraceError as e:
+        _fail(str(e))
+
+
+def _warn(warnings: list[str] | None) -> None:
+    """What a damaged export made the analysis drop or replace, on one line (the JSON's `warnings` lists each)."""
+    if warnings:
+        click.echo(f"analyze-trace: warning: {'; '.join(warnings)}", err=True)
 
 
 def _fail(msg: str):

@@ -365,7 +365,7 @@ class PageableMemcpy:
             d = big_copies(ctx.copies, kind)
             d = d[d["bytes"] >= MIN_PROBE_BYTES] if len(d) else d
             pg = d[d[host_col] == "Pageable"] if len(d) else d
-            if len(pg):
+            if len(pg) and pg["duration_ns"].sum() > 0:  # zero-length copies (an odd export) have no speed
                 out.append(self._finding(ctx, kind, d, pg))
         return out
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from .errors import TraceError
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
+REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how a .nsys-rep begins (seen from 2023 to 2026 builds); wording only
 
 
 def cache_dir() -> Path:
@@ -71,12 +72,23 @@ def _export_report(path: Path, nsys=None) -> Path:
                           capture_output=True, text=True)
     if proc.returncode != 0 or not tmp.exists():
         said = " ".join((proc.stderr or proc.stdout).split())[-300:]
-        newer = "newer" in said.lower() or "version" in said.lower()
-        hint = (f"the report was probably made by a newer Nsight Systems than {nsys.version}; export it there "
-                "(`nsys export --type=sqlite`) or install a newer nsys") if newer else "check that it is an nsys report"
-        raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); {hint}")
+        raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); "
+                         f"{_export_hint(path, said, nsys.version)}")
     tmp.rename(out)
     return out
+
+
+def _export_hint(path: Path, said: str, version: str) -> str:
+    """What to do when nsys cannot export a report: a file that is no report is not blamed on nsys' age."""
+    with open(path, "rb") as f:
+        head = f.read(len(REPORT_MAGIC))
+    if head != REPORT_MAGIC:
+        return ("the file does not start like an Nsight Systems report; give the .nsys-rep that `nsys profile` wrote "
+                "(copied in binary mode) or its SQLite export")
+    if "newer" in said.lower():
+        return (f"the report was made by a newer Nsight Systems than {version}; export it there "
+                "(`nsys export --type=sqlite`) or install a newer nsys")
+    return "the report may be damaged or cut short: copy it again, or export it where it was recorded"
 
 
 def read_record(path: Path, key: str, what: str, how: str) -> dict:

@@ -17,6 +17,7 @@ ranges and OS runtime calls go on lost them.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -475,10 +476,9 @@ def _capture_note(fig: dict) -> str:
 
 
 # --- analyze-trace --check ------------------------------------------------------------------------------------------
-def capture_record_beside(trace_path) -> "Path | None":
+def capture_record_beside(trace_path) -> Path | None:
     """The run record `python -m profiling` writes beside its trace: runs/x/x.sqlite -> runs/x/x.run.json (per-rank
     traces x.rank0.sqlite share x.run.json)."""
-    from pathlib import Path
     p = Path(trace_path)
     candidate = p.with_name(f"{p.name.split('.')[0]}.run.json")
     return candidate if candidate.is_file() else None

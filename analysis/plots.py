@@ -118,13 +118,16 @@ def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
     if len(d):
         colors = [COLORS["DtoH"] if k == "Pinned" else "#E8A0A0" for k in d["dst_kind"]]
         a1.bar(d.index, d["duration_ns"] / 1e6, color=colors)
-        a2.bar(d.index, d["gbps"], color=colors)
+        timed = d["gbps"].notna().to_numpy()  # a zero-length copy (a damaged export) has no bandwidth to draw
+        a2.bar(d.index[timed], d["gbps"][timed], color=[c for c, ok in zip(colors, timed) if ok])
+        a2.set_xlim(-0.6, len(d) - 0.4)
         a2.axhline(link_gbps, ls="--", color="#333333", lw=1)
         a2.text(-0.4, link_gbps * 1.02, f"link {link_gbps:g} GB/s", va="bottom", ha="left", fontsize=7)
         kinds = ", ".join(f"{k}: {v}" for k, v in d["dst_kind"].value_counts().items())
         a1.set_title(f"DtoH duration per copy ({kinds})", fontsize=10)
         a2.set_title("DtoH bandwidth per copy", fontsize=10)
-        a2.set_ylim(0, max(link_gbps * 1.15, float(np.nanmax(d["gbps"])) * 1.1))
+        peak = d["gbps"].max()  # NaN when no copy has a duration (a damaged export): the link line sets the scale
+        a2.set_ylim(0, max(link_gbps * 1.15, float(peak) * 1.1 if peak == peak else 0.0))
     else:
         a1.text(0.5, 0.5, "no DtoH copies", ha="center", va="center", transform=a1.transAxes)
     a1.set_xlabel("copy #")

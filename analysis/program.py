@@ -42,14 +42,14 @@ def is_operator_range(name: str) -> bool:
 
 def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record: dict | None) -> dict:
     """{framework: pytorch|openacc|cuda, toolkit_stage: str|None, toolkit: bool, dataloader_workers: {threads, processes}}."""
-    names = set(threads["thread_name"].astype(str)) if len(threads) else set()
-    nvtx_names = set(nvtx["name"].astype(str).unique()) if len(nvtx) else set()
+    names = set(threads["thread_name"].dropna().astype(str)) if len(threads) else set()  # NULL in a damaged export
+    nvtx_names = set(nvtx["name"].dropna().astype(str).unique()) if len(nvtx) else set()
     pytorch = (any(PYTORCH_THREAD.match(n) for n in names) or any(PYTORCH_RANGE.search(n) for n in nvtx_names)
                or any(PYTORCH_KERNEL.search(str(k)) for k in kernel_names))
     stage = (run_record or {}).get("stage")
     toolkit = bool(stage) or len(nvtx_names & TOOLKIT_RANGES) >= 2
     workers = threads[threads["thread_name"] == DATALOADER_WORKER] if len(threads) else threads
-    kernels = [str(k) for k in kernel_names]
+    kernels = [str(k) for k in kernel_names if isinstance(k, str)]
     openacc = bool(kernels) and sum(bool(OPENACC_KERNEL.search(k)) for k in kernels) >= 0.5 * len(kernels)
     framework = "pytorch" if pytorch or toolkit else "openacc" if openacc else "cuda"
     return {"framework": framework, "toolkit": toolkit, "toolkit_stage": stage,

@@ -241,5 +241,6 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
         "contention": _records(cont),
         "limit": limit,
         "run": run_summary(opts.run),
+        "warnings": [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))],
     }
     return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total})

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import click
 
+from . import outputs
 from .errors import TraceError
+from .options import OneLineCommand
 from .trace import Trace
 
 SCRUBBED = "(scrubbed)"
@@ -29,10 +31,11 @@ def _looks_like_environment(value: str) -> bool:
 
 def scrub(src: Path, dst: Path) -> dict:
     """Write a scrubbed copy of src to dst; return counts of what was removed."""
-    with Trace.open(src) as t:  # validates and decompresses if needed
-        local = t.path
     if dst.resolve() == Path(src).resolve():
         raise TraceError(f"{dst}: refusing to overwrite the input; give another output path")
+    outputs.check_destination(dst, "DST", folder=False, inputs=[src])
+    with Trace.open(src) as t:  # validates, decompresses, and applies a journal beside it on a private copy
+        local = t.path
     counts = {"system_env": 0, "capture_meta": 0, "strings": 0}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "scrubbed.sqlite"
@@ -47,22 +50,33 @@ def scrub(src: Path, dst: Path) -> dict:
             counts["capture_meta"] = con.execute("DELETE FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE%'").rowcount
             counts["capture_meta"] += con.execute("UPDATE META_DATA_CAPTURE SET value=? WHERE name LIKE '%WORKING_DIR%'",
                                                   (SCRUBBED,)).rowcount
-        ids = [i for i, v in con.execute("SELECT id, value FROM StringIds") if _looks_like_environment(v or "")]
+        ids = [i for i, v in con.execute("SELECT id, value FROM StringIds") if _looks_like_environment(str(v or ""))]
         con.executemany("UPDATE StringIds SET value=? WHERE id=?", [(SCRUBBED, i) for i in ids])
         counts["strings"] = len(ids)
         con.commit()
         con.execute("VACUUM")
         con.close()
+        _write(work, dst)
+    return counts
+
+
+def _write(work: Path, dst: Path) -> None:
+    """The scrubbed file to dst (xz-compressed for .xz); one line, and no partial dst left, when that fails."""
+    created = outputs.first_missing(dst.parent)
+    try:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if dst.name.endswith(".xz"):
             with open(work, "rb") as f, lzma.open(dst, "wb", preset=9) as out:
                 shutil.copyfileobj(f, out, 1 << 20)
         else:
             shutil.copyfile(work, dst)
-    return counts
+    except OSError as e:
+        dst.unlink(missing_ok=True)
+        outputs.remove_created(created)
+        raise TraceError(f"{dst}: cannot write it ({e.strerror or e}); choose a place you can write") from None
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, name="scrub-trace", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path))
 def main(src, dst):
@@ -71,6 +85,9 @@ def main(src, dst):
         counts = scrub(src, dst)
     except TraceError as e:
         click.echo(f"scrub-trace: {e}", err=True)
+        sys.exit(2)
+    except sqlite3.DatabaseError as e:
+        click.echo(f"scrub-trace: {src}: the export is damaged ({e}); re-export it", err=True)
         sys.exit(2)
     click.echo(f"{dst}: removed {counts['system_env']} system environment, {counts['capture_meta']} capture "
                f"metadata and {counts['strings']} string-table entries")

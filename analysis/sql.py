@@ -26,9 +26,22 @@ RUNTIME_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "global
                    "correlation_id": "correlationId", "name_id": "nameId"}
 OSRT_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "name_id": "nameId"}
 
-MEMCPYS = """
-SELECT m.start AS start_ns, m."end" AS end_ns, m.deviceId AS device, m.streamId AS stream,
-       m.correlationId AS correlation_id, {pid} AS pid, m.bytes AS bytes,
+
+def null_as_missing(expr: str) -> str:
+    """expr, with NULL read as -1: the fast form for big tables, whose values nsys writes as integers."""
+    return f"IFNULL({expr}, -1)"
+
+
+def int_or_missing(expr: str) -> str:
+    """expr where it holds an integer, else -1 (NULL, text, a float): a damaged export's rows then read as numbers,
+    exactly (pandas would turn a column with one NULL into lossy floats), and analysis.validate drops or flags them."""
+    return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE -1 END"
+
+
+MEMCPYS = f"""
+SELECT {int_or_missing("m.start")} AS start_ns, {int_or_missing('m."end"')} AS end_ns,
+       {int_or_missing("m.deviceId")} AS device, {int_or_missing("m.streamId")} AS stream,
+       {int_or_missing("m.correlationId")} AS correlation_id, {{pid}} AS pid, {int_or_missing("m.bytes")} AS bytes,
        m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
@@ -36,8 +49,9 @@ FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 # (process, correlation id) (a call and a nested one, e.g. `cudaMemcpy` + `cudaMemcpy_v3020` in a 2022.2 export):
 # Trace keeps the outermost one (trace.outermost_calls), so every GPU operation joins to one call.
 API_ROWS = f"""
-SELECT r.correlationId AS correlation_id, {PID_OF.format(col="r.globalTid")} AS pid, r.start AS api_start_ns,
-       r."end" AS api_end_ns, r.globalTid AS api_global_tid, r.nameId AS api_name_id
+SELECT r.correlationId AS correlation_id, {PID_OF.format(col="r.globalTid")} AS pid,
+       {int_or_missing("r.start")} AS api_start_ns, {int_or_missing('r."end"')} AS api_end_ns,
+       {int_or_missing("r.globalTid")} AS api_global_tid, r.nameId AS api_name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
 WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{{sync}})"""  # one probe per row
 
@@ -46,10 +60,10 @@ SELECT correlationId AS correlation_id, {PID_OF.format(col="globalTid")} AS pid,
        start AS api_start_ns, "end" AS api_end_ns
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN ({{ids}})"""
 
-NVTX = """
-SELECT n.start AS start_ns, n."end" AS end_ns, n.eventType AS event_type, n.globalTid AS global_tid,
-       {text} AS name, n.domainId AS domain_id
-FROM NVTX_EVENTS AS n {join}
+NVTX = f"""
+SELECT {int_or_missing("n.start")} AS start_ns, {int_or_missing('n."end"')} AS end_ns, n.eventType AS event_type,
+       {int_or_missing("n.globalTid")} AS global_tid, {{text}} AS name, n.domainId AS domain_id
+FROM NVTX_EVENTS AS n {{join}}
 WHERE n.eventType IN (59, 60) AND n."end" IS NOT NULL"""
 
 NVTX_DOMAINS = """
@@ -61,6 +75,10 @@ WHERE n.eventType = 75"""
 API_BY_THREAD = """
 SELECT globalTid AS global_tid, nameId AS name_id, COUNT(*) AS count, SUM("end" - start) AS total_ns
 FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY globalTid, nameId"""
+API_BY_THREAD_DISTINCT = """
+SELECT globalTid AS global_tid, nameId AS name_id, COUNT(*) AS count, SUM("end" - start) AS total_ns
+FROM (SELECT DISTINCT start, "end", globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME
+      WHERE "end" >= start) GROUP BY globalTid, nameId"""
 SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%'"
 SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id

@@ -43,7 +43,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
     trace.prefetch("osrt")              # the longest load: its own thread from the start
     trace.prefetch("api_rows", "nvtx", "threads")
-    trace.prefetch("api_by_thread", "sync_calls")
+    trace.prefetch("sync_calls", "api_by_thread")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
@@ -88,6 +88,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": _records(ns.head(max(opts.top, 20)))}
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
+    out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     return Analysis(out, tables)
 
 

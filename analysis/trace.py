@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import sql
+from . import sql, validate
 from .errors import TraceError
 from .inputs import resolve_input
+from .journal import committed_copy
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
@@ -63,6 +64,8 @@ class Trace:
         self._uri, self._owner, self._local, self._prefetching = uri, threading.get_ident(), threading.local(), {}
         self._extra_cons: list[sqlite3.Connection] = []
         self._results: dict[str, dict] = {}
+        self._sync_warnings: list[str] = []
+        self.warnings: list[str] = []  # what a damaged export made us drop or replace (analysis.validate)
         try:
             self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")  # some exports hold invalid UTF-8
@@ -81,7 +84,10 @@ class Trace:
     @classmethod
     def open(cls, path: str | os.PathLike, nsys=None) -> "Trace":
         local, source = resolve_input(Path(path), nsys)
-        return cls(local, source)
+        local, journal_note = committed_copy(local, source)  # never read a writer's uncommitted pages
+        trace = cls(local, source)
+        trace.warnings += [journal_note] if journal_note else []
+        return trace
 
     # --- plumbing -------------------------------------------------------------------------------
     def __enter__(self):
@@ -111,16 +117,27 @@ class Trace:
         """Integer columns of a big table, in one SQL scan, parsed in C by numpy.
 
         Building a Python tuple per row (what `query()` does) costs ~4x the time and several times the
-        memory on millions of rows; `group_concat` keeps the work inside SQLite and numpy. NULL reads as -1.
-        Every group_concat walks the same scan, so the columns line up.
+        memory on millions of rows; `group_concat` keeps the work inside SQLite and numpy. NULL reads as -1
+        (validate.MISSING, which `_checked()` drops with a warning). Every group_concat walks the same scan, so
+        the columns line up. Text or a float where an integer belongs (a damaged export) fails numpy's parse;
+        only then is the table read again with each value's type checked (sql.int_or_missing: 1.5x the scan).
         """
-        select = ", ".join(f"group_concat(IFNULL({expr}, -1))" for expr in columns.values())
+        try:
+            return self._parsed_columns(table, columns, where, sql.null_as_missing)
+        except ValueError:
+            return self._parsed_columns(table, columns, where, sql.int_or_missing)
+
+    def _parsed_columns(self, table: str, columns: dict[str, str], where: str, as_int) -> pd.DataFrame:
+        select = ", ".join(f"group_concat({as_int(expr)})" for expr in columns.values())
         try:
             texts = self._connection().execute(f"SELECT {select} FROM {table} {where}").fetchone()
         except sqlite3.DatabaseError as e:
             raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
-        return pd.DataFrame({name: np.fromstring(text, sep=",", dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
-                             for name, text in zip(columns, texts)})
+        parsed = {name: np.fromstring(text, sep=",", dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
+                  for name, text in zip(columns, texts)}
+        if len({len(v) for v in parsed.values()}) > 1:  # numpy < 2 stops at unparsable text instead of raising
+            raise ValueError("columns of different lengths")
+        return pd.DataFrame(parsed)
 
     def _connection(self) -> sqlite3.Connection:
         """The main connection on the opening thread; a private one on any other (prefetch() runs there)."""
@@ -132,6 +149,13 @@ class Trace:
             con.text_factory = self.con.text_factory
             self._extra_cons.append(con)
         return con
+
+    def _checked(self, df: pd.DataFrame, what: str, required: tuple[str, ...] = (),
+                 times: tuple[str, str] = validate.TIMES) -> pd.DataFrame:
+        """df without the rows a damaged export holds (validate.clean), each reason added to `warnings`; timed."""
+        df, said = validate.clean(df, what, required, times)
+        self.warnings += said
+        return _timed(df) if times == validate.TIMES else df
 
     def prefetch_call(self, key: str, fn, *args) -> None:
         """Run fn(*args) on a background thread; `result(key)` joins it and returns its value."""
@@ -214,7 +238,8 @@ class Trace:
         con = self._connection()
         for k in range(0, len(ids), 900):  # SQLite's parameter limit
             chunk = ids[k:k + 900]
-            out.update(con.execute(sql.STRINGS_FOR.format(ids=",".join("?" * len(chunk))), chunk).fetchall())
+            rows = con.execute(sql.STRINGS_FOR.format(ids=",".join("?" * len(chunk))), chunk).fetchall()
+            out.update((i, str(v)) for i, v in rows if v is not None)  # a NULL value names nothing: shown as '?'
         return out
 
     def _enum(self, table: str, fallback: dict[int, str], col: str = "label") -> dict[int, str]:
@@ -227,18 +252,21 @@ class Trace:
     def kernels(self) -> pd.DataFrame:
         """start_ns, end_ns, duration_ns, device, stream, correlation_id, pid (of the launching process), name."""
         if not self.has("CUPTI_ACTIVITY_KIND_KERNEL"):
+            self.warnings += validate.no_kernel_table(self.tables)
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
         name_col = "shortName" if "shortName" in cols else "demangledName"
         df = self.int_columns("CUPTI_ACTIVITY_KIND_KERNEL", {**sql.KERNEL_COLUMNS, "pid": self._pid_expr(cols),
                                                              "name_id": name_col})
-        df["name"] = self._names(df.pop("name_id"))
-        return _timed(df)
+        df = self._checked(df, "kernel", ("device", "stream"))
+        df["name"] = self._names(df.pop("name_id"), "kernel")
+        return df
 
-    def _names(self, ids: pd.Series) -> pd.Categorical:
+    def _names(self, ids: pd.Series, what: str) -> pd.Categorical:
         """String-table ids to a categorical of names, without a Python string per row."""
         codes, uniques = pd.factorize(ids)
         names = self.strings(uniques)
+        self.warnings += validate.nameless(ids, names, what)
         labels = pd.Index([names.get(int(u), "?") for u in uniques])
         if labels.has_duplicates:  # two ids with one text: merge them
             cats = pd.Index(labels.unique())
@@ -253,9 +281,10 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
             return _empty(cols)
         pid = self._pid_expr(self.columns("CUPTI_ACTIVITY_KIND_MEMCPY"), "m.globalPid")
-        df = _timed(self.query(sql.MEMCPYS.format(pid=pid)))
+        df = self._checked(self.query(sql.MEMCPYS.format(pid=pid)), "memcpy", ("device", "stream", "bytes"))
         copy_kind = {k: _short_copy_kind(v) for k, v in self._enum("ENUM_CUDA_MEMCPY_OPER", sql.COPY_KIND).items()}
         mem_kind = self._enum("ENUM_CUDA_MEM_KIND", sql.MEM_KIND)
+        self.warnings += validate.uncoded(df, ("copy_kind_id", "src_kind_id", "dst_kind_id"), "memcpy")
         df["copy_kind"] = df.pop("copy_kind_id").map(copy_kind).fillna("Unknown")
         df["src_kind"] = df.pop("src_kind_id").map(mem_kind).fillna("Unknown")
         df["dst_kind"] = df.pop("dst_kind_id").map(mem_kind).fillna("Unknown")
@@ -269,7 +298,9 @@ class Trace:
             return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
         sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
-        df = outermost_calls(self.query(sql.API_ROWS.format(sync=sync)), "api_start_ns", "api_end_ns")
+        df = outermost_calls(self._checked(self.query(sql.API_ROWS.format(sync=sync)), "CUDA API (copy and wait calls)",
+                                           ("api_global_tid",), times=("api_start_ns", "api_end_ns")),
+                             "api_start_ns", "api_end_ns")
         ids = df.pop("api_name_id")
         df["api_name"] = ids.map(self.strings(ids.unique())).fillna("?")
         return df
@@ -315,7 +346,10 @@ class Trace:
         """CUDA API calls per thread and name: global_tid, name, count, total_ns (one grouped scan)."""
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["global_tid", "name", "count", "total_ns"])
-        df = self.query(sql.API_BY_THREAD)
+        self.sync_calls  # noqa: B018 - its validation says whether the runtime rows repeat
+        # an export whose runtime rows repeat (seen in its synchronize calls) is counted without the repeats
+        repeats = any("repeat" in w for w in self._sync_warnings)
+        df = self.query(sql.API_BY_THREAD_DISTINCT if repeats else sql.API_BY_THREAD)
         ids = df.pop("name_id")
         df["name"] = ids.map(self.strings(ids.unique())).fillna("?")
         return df
@@ -330,15 +364,20 @@ class Trace:
         if not names:
             return _empty(cols)
         df = self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names)))
+        before = len(self.warnings)
+        df = self._checked(df, "CUDA synchronize calls", ("global_tid",))
+        self._sync_warnings = self.warnings[before:]
         df["name"] = df.pop("name_id").map(names)
-        return _timed(df)
+        return df
 
     @cached_property
     def memsets(self) -> pd.DataFrame:
         if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_MEMSET")
-        return _timed(self.int_columns("CUPTI_ACTIVITY_KIND_MEMSET", {**sql.MEMSET_COLUMNS, "pid": self._pid_expr(cols)}))
+        return self._checked(self.int_columns("CUPTI_ACTIVITY_KIND_MEMSET",
+                                              {**sql.MEMSET_COLUMNS, "pid": self._pid_expr(cols)}),
+                             "memset", ("device", "stream"))
 
     @staticmethod
     def _pid_expr(columns: set[str], col: str = "globalPid") -> str:
@@ -350,9 +389,10 @@ class Trace:
         """All CUDA runtime calls (loaded only when asked for: there can be millions)."""
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "correlation_id", "name"])
-        df = self.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", sql.RUNTIME_COLUMNS)
-        df["name"] = self._names(df.pop("name_id"))
-        return _timed(df)
+        df = self._checked(self.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", sql.RUNTIME_COLUMNS), "CUDA API",
+                           ("global_tid",))
+        df["name"] = self._names(df.pop("name_id"), "CUDA API")
+        return df
 
     def launch_threads(self, correlation_ids) -> pd.DataFrame:
         """correlation_id -> global_tid of the runtime call that launched it (for a few ids; the outermost call where
@@ -374,11 +414,13 @@ class Trace:
         df = self.query(sql.NVTX.format(text=text, join=join))
         if df.empty:
             return _empty(cols)
-        df["name"] = df["name"].fillna("(unnamed)")
+        df = self._checked(df, "NVTX", ("global_tid",))
+        self.warnings += validate.unnamed(df["name"], "NVTX", "(unnamed)")
+        df["name"] = df["name"].fillna("(unnamed)").astype(str)  # an edited export may hold numbers there
         domains = dict(self.query(sql.NVTX_DOMAINS.format(text=text, join=join)).itertuples(index=False))
-        df["domain"] = df.pop("domain_id").map(domains).astype(object).fillna("")
+        df["domain"] = df.pop("domain_id").map(domains).astype(object).fillna("").astype(str)
         df["kind"] = np.where(df.pop("event_type") == sql.NVTX_PUSHPOP, "PushPop", "StartEnd")
-        df = _timed(df).sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False],
+        df = df.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False],
                                     kind="stable").reset_index(drop=True)
         df["tid"] = df["global_tid"] & 0xFFFFFF
         df["depth"], df["parent"] = _nesting(df)
@@ -389,9 +431,9 @@ class Trace:
         """OS runtime calls: start_ns, end_ns, duration_ns, global_tid, name."""
         if not self.has("OSRT_API"):
             return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
-        df = self.int_columns("OSRT_API", sql.OSRT_COLUMNS)
-        df["name"] = self._names(df.pop("name_id"))
-        return _timed(df)
+        df = self._checked(self.int_columns("OSRT_API", sql.OSRT_COLUMNS), "OS runtime", ("global_tid",))
+        df["name"] = self._names(df.pop("name_id"), "OS runtime")
+        return df
 
     @cached_property
     def threads(self) -> pd.DataFrame:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from analysis import outputs
 from analysis.errors import TraceError
 from analysis.program import toolkit_record
+from analysis.options import OneLineCommand, check_numbers
 
 from . import charts, render
 from .collect import ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
@@ -19,7 +21,7 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
           ("Copy-compute overlap", "overlap.png"), ("One step per stage", "timelines.png")]
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, name="compare-traces", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", default="out/report", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -32,22 +34,37 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
     """Compare stages: one trace per stage from run folders (runs/<stage>/<stage>.sqlite), files, or, with no
     argument, the H200 traces bundled with the toolkit. Multi-GPU runs (`make profile GPUS=N`: <stage>-x<N>gpu)
     get their own section: every GPU side by side and the shared resource that limits them."""
-    from analysis import Trace
-    from analysis.summary import Options, analyze
-
     paths = list(paths)
     try:
+        check_numbers(link_gbps=link_gbps)
+        outputs.check_destination(out_dir, "--out", folder=True)
         traces, multi = find_runs(paths)
         if not paths:
             multi = bundled_multi_gpu()
         bench = find_bench(paths, bench_path)
         probe, probe_file = find_probe(paths, probe_path)
         scaling = scaling_summary(find_scaling(paths)[0])
-    except ReportInputError as e:
+    except (ReportInputError, TraceError) as e:
         _fail(str(e))
     if not traces and not multi:
         _fail("no traces to compare")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    created = outputs.first_missing(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir, link_gbps)
+    except OSError as e:
+        outputs.remove_created(created)
+        _fail(f"{e.filename or out_dir}: {e.strerror or e}; no report written")
+    except BaseException:  # a failed run leaves no half-made (or empty) report folder behind
+        outputs.remove_created(created)
+        raise
+
+
+def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Path, link_gbps: float) -> None:
+    """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir."""
+    from analysis import Trace
+    from analysis.summary import Options, analyze
+
     rows, timeline_items, opened = [], [], []
     gpus_md, gpu_charts = "", {}
     try:
@@ -58,6 +75,8 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
             opened.append(t)
             a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))))
             link_gbps = link_gbps or a.summary["trace"]["link"]["gbps"]  # the chart's line: the traces' own link
+            if a.summary.get("warnings"):
+                click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))

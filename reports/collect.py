@@ -106,8 +106,10 @@ def bundled_multi_gpu() -> dict[str, list[Path]]:
 def _read_json(path: Path) -> dict | list:
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ReportInputError(f"{path}: not valid JSON ({e})") from None
+    except OSError as e:
+        raise ReportInputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for a file that is not text at all
+        raise ReportInputError(f"{path}: not valid JSON ({e}); give the JSON file the tool wrote") from None
 
 
 def _json_in(paths: list[Path], name: str) -> tuple[dict | None, Path | None]:
@@ -123,8 +125,17 @@ def find_probe(paths: list[Path], explicit: Path | None) -> tuple[dict | None, P
     if explicit:
         if not explicit.exists():
             raise ReportInputError(f"{explicit}: no such probe file; make one with `python -m workloads.linkprobe --json`")
-        return _read_json(explicit), explicit
-    return _json_in(paths, "probe.json")
+        return _probe_record(_read_json(explicit), explicit), explicit
+    probe, path = _json_in(paths, "probe.json")
+    return (_probe_record(probe, path) if probe is not None else None), path
+
+
+def _probe_record(data, path: Path) -> dict:
+    """A link-probe record is an object with a `verdict` object; anything else is refused in one line."""
+    if not isinstance(data, dict) or not isinstance(data.get("verdict"), dict):
+        raise ReportInputError(f"{path}: not a link-probe record (no 'verdict'); make one with "
+                               "`python -m workloads.linkprobe --json FILE` on the GPU machine")
+    return data
 
 
 def find_scaling(paths: list[Path]) -> tuple[dict | None, Path | None]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
@@ -47,6 +48,7 @@ def main(json_path, **kw):
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
+    from .lifetime import Terminated, sigterm_as_interrupt
     from .runtime import ResourceError, run
     from .workers import WorkerDied
 
@@ -54,15 +56,19 @@ def main(json_path, **kw):
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
                    f"{cfg.warmup} warm-up + {cfg.steps} measured steps on {cfg.device}"
                    + (f", {rank.world} ranks" if rank.distributed else ""), err=True)
+    sigterm_as_interrupt()
     try:
         record = run(cfg, log=click.echo)
     except (ResourceError, WorkerDied) as e:
         raise SystemExit(f"workloads: {e}")
+    except Terminated:
+        raise SystemExit("workloads: terminated (SIGTERM); workers stopped")
     except KeyboardInterrupt:
         raise SystemExit("workloads: interrupted; workers stopped")
     except Exception as e:  # torch's OOM and friends: one line, not a traceback
-        if type(e).__name__ == "OutOfMemoryError":
-            raise SystemExit(f"workloads: GPU out of memory at batch {cfg.batch}; lower --batch or --img")
+        said = _out_of_memory(e, cfg)
+        if said:
+            raise SystemExit(f"workloads: {said}")
         raise
     if not rank.is_main:
         return  # under torchrun rank 0 reports for every rank
@@ -82,6 +88,23 @@ def main(json_path, **kw):
                + (f"; host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of {cpu['cpus']})" if cpu else ""))
     if integ["checked"] and not integ["ok"]:
         sys.exit(1)
+
+
+def _out_of_memory(e: Exception, cfg) -> str | None:
+    """One line for an allocation that failed after the up-front size check passed (other processes took the
+    memory, a ulimit or cgroup limit, a full /dev/shm); None for any other error."""
+    if type(e).__name__ == "OutOfMemoryError":
+        return f"GPU out of memory at batch {cfg.batch}; lower --batch or --img"
+    text = " ".join(str(e).split())
+    if isinstance(e, MemoryError) or "can't allocate memory" in text or "Cannot allocate memory" in text:
+        size = re.search(r"allocate (\d+) bytes", text)
+        what = f"an allocation of {int(size.group(1)) / 1e9:.2f} GB" if size else "an allocation"
+        return (f"out of host memory: {what} failed after the up-front check passed (another process, ulimit -v or "
+                "a cgroup limit holds the room); lower --batch, --buffers or --output-workers")
+    if "No space left on device" in text:
+        return ("/dev/shm filled up during the run; free it or enlarge it (docker: --shm-size), or lower --buffers "
+                "or --batch")
+    return None
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ STAGES = ("naive-input", "baseline", "multiproc", "bufpool", "async", "streams",
 MODELS = ("deeplabv3", "encoder")
 # Stages whose copy machinery (events, side streams, pinned registration) needs a GPU.
 GPU_ONLY_STAGES = ("async", "streams", "pinned")
+# Stages with a copy-monitor thread, the only place --unsafe changes anything.
+UNSAFE_STAGES = ("async", "streams", "pinned")
 
 
 class ConfigError(ValueError):
@@ -76,6 +78,9 @@ class RunConfig:
             raise ConfigError("--postprocess must be devnull or npy:DIR")
         if self.model == "encoder" and self.dim % 64 and self.dim >= 64:
             raise ConfigError("--dim must be a multiple of 64 (12 heads of 64 at 768)")
+        if self.unsafe and self.stage not in UNSAFE_STAGES:
+            raise ConfigError(f"--unsafe hands buffers to the workers before their asynchronous copy finished, which "
+                              f"only stages {', '.join(UNSAFE_STAGES)} do; stage {self.stage} would ignore it, so drop it")
         if self.fault and not any(self.fault.startswith(p) for p in ("corrupt:", "die:")):
             raise ConfigError("--fault must be corrupt:N or die:N")
         return self

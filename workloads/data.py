@@ -1,8 +1,13 @@
 """Synthetic inputs, the DataLoader, and the article's part-1 prefetcher (next batch copied on a side stream)."""
 from __future__ import annotations
 
+import functools
+import os
+
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from .lifetime import die_with_parent
 
 VOCAB = 30522  # BERT's vocabulary size
 
@@ -41,8 +46,14 @@ def make_loader(cfg, n_batches: int, naive: bool) -> DataLoader:
     if naive:  # part 1's "before": everything on the main thread, pageable memory
         return DataLoader(ds, batch_size=cfg.batch, num_workers=0, pin_memory=False)
     workers = cfg.loader_workers
+    # torch's own watchdog ends orphaned loader workers only within 5 s; the parent-death signal does it at once
     return DataLoader(ds, batch_size=cfg.batch, num_workers=workers, pin_memory=cfg.device == "cuda",
-                      prefetch_factor=4 if workers else None, persistent_workers=False)
+                      prefetch_factor=4 if workers else None, persistent_workers=False,
+                      worker_init_fn=functools.partial(_loader_worker_init, os.getpid()) if workers else None)
+
+
+def _loader_worker_init(parent_pid: int, worker_id: int) -> None:
+    die_with_parent(parent_pid, f"loader-worker-{worker_id}")
 
 
 class SyncBatches:

@@ -38,7 +38,21 @@ def init(rank: Rank, device_type: str) -> None:
     if device_type == "cuda":
         torch.cuda.set_device(rank.local)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+        dist.init_process_group(**process_group_args(rank, device_type))
+
+
+def process_group_args(rank: Rank, device_type: str) -> dict:
+    """init_process_group's arguments: on GPUs NCCL with this rank's own device bound (device_id), which NCCL would
+    otherwise guess from the global rank ("can cause a hang if rank to GPU mapping is heterogeneous")."""
+    if device_type != "cuda":
+        return {"backend": "gloo"}
+    import inspect
+
+    import torch
+    import torch.distributed as dist
+    if "device_id" not in inspect.signature(dist.init_process_group).parameters:  # torch < 2.3
+        return {"backend": "nccl"}
+    return {"backend": "nccl", "device_id": torch.device("cuda", rank.local)}
 
 
 def worker_totals(loader_workers: int | None, output_workers: int | None, world: int) -> dict:

@@ -1,17 +1,20 @@
 """Output worker processes and the queues between them and the main loop.
 
-Unlike the article's JoinableQueue.join(), every wait here polls the workers' liveness, so a worker
-that dies ends the run within a second with a message instead of hanging it forever.
+Unlike the article's JoinableQueue.join(), every hand-over and every wait here checks the workers' liveness, so
+a worker that dies (even one of several, while the others keep up) ends the run within a step with a message
+instead of hanging it or finishing short-handed; and every worker dies with the main process (lifetime.py).
 """
 from __future__ import annotations
 
 import os
 import queue
+import signal
 import time
 
 import torch.multiprocessing as mp
 
 from .integrity import MASK64
+from .lifetime import die_with_parent
 from .postprocess import Sink, apply_fault
 from .ranges import nvtx_range
 
@@ -28,9 +31,11 @@ def slice_bounds(nbytes: int, k: int, n: int) -> tuple[int, int]:
     return min(k * size, nbytes), min((k + 1) * size, nbytes)
 
 
-def _worker_main(index, in_q, free_q, result_q, buffers, remaining, sink_spec, chunk_bytes, fault):
-    sink = Sink(sink_spec)
+def _worker_main(index, parent_pid, in_q, free_q, result_q, buffers, remaining, sink_spec, chunk_bytes, fault):
+    die_with_parent(parent_pid, f"output-worker-{index}")
+    sink = None
     try:
+        sink = Sink(sink_spec)
         while True:
             item = in_q.get()
             if item is None:
@@ -58,8 +63,14 @@ def _worker_main(index, in_q, free_q, result_q, buffers, remaining, sink_spec, c
                     free_q.put(payload)  # recycle the buffer once every slice is written
     except KeyboardInterrupt:
         pass
+    except Exception as e:  # told to the main process in one line (a traceback here would interleave with its output)
+        result_q.put((None, f"output worker {index} (pid {os.getpid()}) failed: {type(e).__name__}: {e}", index))
+        result_q.close()
+        result_q.join_thread()
+        os._exit(1)
     finally:
-        sink.close()
+        if sink is not None:
+            sink.close()
 
 
 class OutputWorkers:
@@ -85,20 +96,24 @@ class OutputWorkers:
         for i in range(len(self.buffers)):
             self.free_q.put(i)
         self.procs = [ctx.Process(target=_worker_main, daemon=True, name=f"output-worker-{i}",
-                                  args=(i, self.in_q, self.free_q, self.result_q, buffers, self.remaining, sink_spec,
-                                        chunk_bytes, fault))
+                                  args=(i, os.getpid(), self.in_q, self.free_q, self.result_q, buffers, self.remaining,
+                                        sink_spec, chunk_bytes, fault))
                       for i in range(n)]
         for p in self.procs:
             p.start()
         self.closed = False
 
     def check_alive(self):
+        """WorkerDied naming the first worker that is gone (cheap: a waitpid per worker, no blocking)."""
         for i, p in enumerate(self.procs):
             if not p.is_alive():
-                raise WorkerDied(f"output worker {i} (pid {p.pid}) exited with code {p.exitcode} "
-                                 "while batches were pending; its last lines are above. Stopping the run.")
+                self._collect()  # a worker that failed said why on the result queue: that becomes the message
+                raise WorkerDied(f"output worker {i} (pid {p.pid}) {_how_it_ended(p.exitcode)} while batches were "
+                                 "pending; stopping the run")
 
-    def _add(self, batch_id: int, cs: int):
+    def _add(self, batch_id: int | None, cs):
+        if batch_id is None:  # a worker's last words (see _worker_main)
+            raise WorkerDied(f"{cs}; stopping the run")
         if self.split == 1:
             self.results.append((batch_id, cs))
             return
@@ -119,6 +134,7 @@ class OutputWorkers:
             self._add(batch_id, cs)
 
     def put(self, item):
+        self.check_alive()  # every batch: a worker that died while the others keep up must not go unnoticed
         batch_id, payload = item
         if self.split > 1:
             self.remaining[payload] = self.split
@@ -134,6 +150,7 @@ class OutputWorkers:
                 self.check_alive()
 
     def get_free(self) -> int:
+        self.check_alive()
         while True:
             try:
                 return self.free_q.get(timeout=POLL_S)
@@ -147,11 +164,11 @@ class OutputWorkers:
             self._collect()
             if len(self.results) >= n_total:
                 return
+            self.check_alive()
             try:
                 batch_id, cs, _ = self.result_q.get(timeout=POLL_S)
                 self._add(batch_id, cs)
             except queue.Empty:
-                self.check_alive()
                 if time.monotonic() > deadline:
                     raise WorkerDied(f"output workers processed {len(self.results)} of {n_total} batches "
                                      f"in {timeout_s:.0f} s; they are stuck")
@@ -160,13 +177,14 @@ class OutputWorkers:
         if self.closed:
             return
         self.closed = True
-        for p in self.procs:
-            if p.is_alive():
-                try:
-                    self.in_q.put(None, timeout=1)
-                except queue.Full:
-                    break
-        deadline = time.monotonic() + 5
+        # all alive: the normal end, let them finish; one dead: the others may be stuck on a lock it held, stop now
+        graceful = all(p.is_alive() for p in self.procs)
+        for p in self.procs if graceful else []:
+            try:
+                self.in_q.put(None, timeout=1)
+            except queue.Full:
+                break
+        deadline = time.monotonic() + (5 if graceful else 0)
         for p in self.procs:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
         for p in self.procs:
@@ -175,7 +193,19 @@ class OutputWorkers:
                 p.join(timeout=2)
             if p.is_alive():
                 os.kill(p.pid, 9)
-        self._collect()
+        try:
+            self._collect()
+        except WorkerDied:
+            pass  # the run is over; what a worker said then no longer changes it
         for q in (self.in_q, self.free_q, self.result_q):
             q.cancel_join_thread()
             q.close()
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}" + ("; its last lines are above" if exitcode not in (0, 1) else "")

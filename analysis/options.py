@@ -1,0 +1,92 @@
+"""Option values checked before any work, refused in one line in the tool's own words.
+
+click accepts `--min-gap-ms nan`, `--link-gbps -5` or `--top -1` as numbers, and answers a value it cannot parse
+with a three-line usage block; both end here in one line and exit code 2.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import click
+
+from .errors import TraceError
+
+MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
+
+
+class OneLineCommand(click.Command):
+    """A click command whose usage errors (unknown option, a value that is not a number, ...) are one line, in the
+    command's name, with exit code 2: `@click.command(cls=OneLineCommand, name="analyze-trace")`."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rc = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            click.echo(f"{self.name}: {e.format_message()} (see {self.name} --help)", err=True)
+            sys.exit(2)
+        except click.ClickException as e:
+            click.echo(f"{self.name}: {e.format_message()}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo(f"{self.name}: interrupted", err=True)
+            sys.exit(130)
+        if standalone_mode:
+            sys.exit(rc if isinstance(rc, int) else 0)
+        return rc
+
+
+def window(text: str | None) -> tuple[int, int] | None:
+    """`START_NS:END_NS` in trace ns (floats like 1.5e9 allowed) -> (start, end); TraceError when it is not one."""
+    if not text:
+        return None
+    parts = text.split(":")
+    try:
+        a, b = (float(x) for x in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        a = b = None
+    if a is None or b is None:
+        raise TraceError(f"--window {text}: use START_NS:END_NS, two numbers of trace ns (e.g. 1.2e9:3.5e9)")
+    if not (math.isfinite(a) and math.isfinite(b)):
+        raise TraceError(f"--window {text}: START_NS and END_NS must be finite numbers of ns")
+    if a < 0 or b > MAX_NS:
+        raise TraceError(f"--window {text}: trace timestamps run from 0 to at most {MAX_NS:.2e} ns; give a span inside "
+                         "that (the summary's `window` shows the trace's own)")
+    if b <= a:
+        raise TraceError(f"--window {text}: END_NS must be after START_NS")
+    return int(a), int(b)
+
+
+def check_numbers(**values) -> None:
+    """Each option value against its rule (RULES): a finite number in range; TraceError naming the first that is not."""
+    for name, value in values.items():
+        if value is None or name not in RULES:
+            continue
+        low, inclusive, what = RULES[name]
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TraceError(f"{flag} {value}: must be a finite number ({what})")
+        if value < low or (value == low and not inclusive):
+            bound = f"at least {low:g}" if inclusive else f"more than {low:g}"
+            raise TraceError(f"{flag} {value:g}: must be {bound} ({what})")
+
+
+# option -> (lowest value, whether it is allowed, what the option is)
+RULES = {
+    "min_gap_ms": (0.0, True, "the shortest idle gap reported, in ms"),
+    "link_gbps": (0.0, False, "the host link's speed in GB/s"),
+    "top": (1, True, "rows in each top-N list"),
+    "pipeline_depth": (1, True, "output buffers in the pipeline, for the short-capture rule"),
+}
+
+
+def check_window_has_activity(trace, win: tuple[int, int]) -> None:
+    """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is."""
+    frames = [df for df in (trace.kernels, trace.memcpys, trace.memsets) if len(df)]
+    if any(bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
+        return
+    if not frames:
+        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
+    lo, hi = min(int(df["start_ns"].min()) for df in frames), max(int(df["end_ns"].max()) for df in frames)
+    raise TraceError(f"--window {win[0]}:{win[1]}: no GPU activity inside it; this trace's GPU activity runs from "
+                     f"{lo} to {hi} ns")
