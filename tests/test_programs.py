@@ -101,3 +101,18 @@ def test_lossy_capture_is_flagged_first():
 def test_complete_captures_are_not_flagged(programs, analyzed):
     for s in [*programs.values(), *(a.summary for a in analyzed.values())]:
         assert "incomplete-trace" not in {f["rule"] for f in s["diagnosis"]}, s["trace"]["path"]
+
+
+@pytest.mark.parametrize("stage", ["baseline", "pinned"])
+def test_toolkit_stages_captured_with_nsys_2024(stage):
+    """`profile stage` on the H200 with the nsys `make nsys` installs now (2024.2, benchmarks/gpu_check.sh): complete
+    captures, and the same story as the bundled 2023.4 ones (baseline: post-processing first; pinned: nothing)."""
+    with Trace.open(Path(__file__).parent / "data" / "nsys2024" / f"{stage}.sqlite.xz") as t:
+        s = analyze(t).summary
+    assert s["trace"]["nsys_version"].startswith("2024.2") and s["trace"]["integrity"]["verdict"] == "complete"
+    found = costed(s)
+    if stage == "baseline":
+        assert found[0]["rule"] == "gpu-idle-cpu-bound" and found[0]["subject"] == "process output"
+        assert "stage multiproc" in found[0]["suggestion"]
+    else:
+        assert all(f["severity"] == "low" for f in found), found
