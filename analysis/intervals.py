@@ -74,6 +74,9 @@ def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0
     return pd.DataFrame({"start_ns": gs[keep], "end_ns": ge[keep], "duration_ns": (ge - gs)[keep]})
 
 
+SMALL_SIDE = 8  # when one union has this many times fewer intervals, sweep only what it touches
+
+
 def _combine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep_b: bool):
     """Sweep over the boundaries of two disjoint sorted unions: the parts of `a` inside `b` (keep_b) or outside it."""
     (as_, ae), (bs, be) = a, b
@@ -89,13 +92,28 @@ def _combine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
     return union_sorted(t[:-1][keep], t[1:][keep])
 
 
+def _touching(big, small) -> np.ndarray:
+    """Which intervals of the disjoint sorted union `big` overlap the union `small`."""
+    return Coverage(*small).touches(*big)
+
+
 def intersect(a, b) -> tuple[np.ndarray, np.ndarray]:
     """Time in both of two disjoint sorted unions (each a (starts, ends) pair)."""
+    if a[0].size > SMALL_SIDE * b[0].size or b[0].size > SMALL_SIDE * a[0].size:
+        big, small = (a, b) if a[0].size >= b[0].size else (b, a)
+        hit = _touching(big, small)  # only the big side's intervals that touch the small side can intersect it
+        return _combine((big[0][hit], big[1][hit]), small, True)
     return _combine(a, b, True)
 
 
 def subtract(a, b) -> tuple[np.ndarray, np.ndarray]:
     """Time in union `a` and not in union `b`."""
+    if a[0].size > SMALL_SIDE * b[0].size:
+        hit = _touching(a, b)  # intervals of `a` that `b` does not touch stay whole
+        cut = _combine((a[0][hit], a[1][hit]), b, False)
+        s, e = np.concatenate((a[0][~hit], cut[0])), np.concatenate((a[1][~hit], cut[1]))
+        order = np.argsort(s, kind="stable")  # two sorted runs: a linear merge
+        return union_sorted(s[order], e[order])
     return _combine(a, b, False)
 
 

@@ -13,7 +13,6 @@ from .intervals import Coverage, union
 from .machine import host_link
 from .trace import Trace, pid_of
 
-LAUNCH_API = r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)"
 
 SCHEMA = "nsys-transfer.analysis/1"
 
@@ -47,9 +46,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
-    trace.wait("nvtx", "api_by_thread")
+    trace.wait("nvtx")
     nvtx = trace.nvtx
-    step_regex, step_source = _step_regex(nvtx, opts, trace.api_by_thread)
+    step_regex, step_source = _step_regex(nvtx, opts)
     window = _window(ops, nvtx, step_regex, opts.window)
     tables: dict[str, pd.DataFrame] = {}
     out: dict = {"schema": SCHEMA}
@@ -92,10 +91,12 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     return Analysis(out, tables)
 
 
-def _step_regex(nvtx: pd.DataFrame, opts: Options, api_by_thread: pd.DataFrame) -> tuple[str | None, str]:
+def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
     if opts.step_regex:
         return opts.step_regex, "given"
-    found = cpu.detect_step_regex(nvtx, _busiest_launcher(api_by_thread))
+    # the threads that carry counted ranges, busiest first, decide (cpu.detect_step_regex); the launching thread is
+    # known only after a scan of the runtime table, which the window (widened to the steps) cannot wait for
+    found = cpu.detect_step_regex(nvtx)
     return (found, "detected") if found else (None, "none found")
 
 
@@ -202,8 +203,7 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
     """The thread that issued the most kernel launches (empty without CUDA API rows)."""
     if api_by_thread.empty:
         return set()
-    launches = api_by_thread[api_by_thread["name"].astype(str).str.match(LAUNCH_API)]
-    busiest = launches.groupby("global_tid")["count"].sum().sort_values(ascending=False)
+    busiest = api_by_thread.groupby("global_tid")["count"].sum().sort_values(ascending=False)
     return {int(busiest.index[0])} if len(busiest) else set()
 
 
@@ -255,11 +255,10 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else pd.Series(dtype="int64")
     launches = trace.api_by_thread
     mine = launches[launches["global_tid"].isin(list(tids["all"]))] if len(launches) else launches
-    is_launch = mine["name"].astype(str).str.match(LAUNCH_API) if len(mine) else pd.Series(dtype=bool)
     out["idle"] = {"causes": _records(table), "devices": details,
                    "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
-                   "launch_calls": int(mine.loc[is_launch, "count"].sum()) if len(mine) else 0,
-                   "launch_api_ns": int(mine.loc[is_launch, "total_ns"].sum()) if len(mine) else 0,
+                   "launch_calls": int(mine["count"].sum()) if len(mine) else 0,
+                   "launch_api_ns": int(mine["total_ns"].sum()) if len(mine) else 0,
                    "sync_calls": int(len(mine_syncs)),
                    "sync_blocked_ns": int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0}
 

@@ -25,6 +25,7 @@ NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_A
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
+LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
@@ -343,15 +344,18 @@ class Trace:
 
     @cached_property
     def api_by_thread(self) -> pd.DataFrame:
-        """CUDA API calls per thread and name: global_tid, name, count, total_ns (one grouped scan)."""
+        """Kernel launch calls (cuda/cu...Launch...) per thread and name: global_tid, name, count, total_ns."""
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return _empty(["global_tid", "name", "count", "total_ns"])
+        names = {i: v for i, v in self._connection().execute(sql.LAUNCH_NAME_IDS) if LAUNCH_API.match(v)}
+        if not names:
             return _empty(["global_tid", "name", "count", "total_ns"])
         self.sync_calls  # noqa: B018 - its validation says whether the runtime rows repeat
         # an export whose runtime rows repeat (seen in its synchronize calls) is counted without the repeats
         repeats = any("repeat" in w for w in self._sync_warnings)
-        df = self.query(sql.API_BY_THREAD_DISTINCT if repeats else sql.API_BY_THREAD)
-        ids = df.pop("name_id")
-        df["name"] = ids.map(self.strings(ids.unique())).fillna("?")
+        ids = ",".join(str(int(i)) for i in names)
+        df = self.query((sql.API_BY_THREAD_DISTINCT if repeats else sql.API_BY_THREAD).format(ids=ids))
+        df["name"] = df.pop("name_id").map(names)
         return df
 
     @cached_property

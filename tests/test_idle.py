@@ -17,13 +17,15 @@ def _mask(u, n):
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_intersect_and_subtract_match_a_bitmap(seed):
+@pytest.mark.parametrize("na,nb", [(40, 40), (200, 3), (3, 200)])  # alike, and the paths for one small side
+def test_intersect_and_subtract_match_a_bitmap(seed, na, nb):
     rng = np.random.default_rng(seed)
-    a = union(*(lambda s: (s, s + rng.integers(0, 30, s.size)))(rng.integers(0, 500, 40)))
-    b = union(*(lambda s: (s, s + rng.integers(0, 30, s.size)))(rng.integers(0, 500, 40)))
+    a = union(*(lambda s: (s, s + rng.integers(0, 30, s.size)))(rng.integers(0, 500, na)))
+    b = union(*(lambda s: (s, s + rng.integers(0, 30, s.size)))(rng.integers(0, 500, nb)))
     ma, mb = _mask(a, 600), _mask(b, 600)
     assert (_mask(intersect(a, b), 600) == (ma & mb)).all()
     assert (_mask(subtract(a, b), 600) == (ma & ~mb)).all()
+    assert (_mask(intersect(b, a), 600) == (ma & mb)).all() and (_mask(subtract(b, a), 600) == (mb & ~ma)).all()
 
 
 def test_every_idle_nanosecond_has_one_cause(h200, public_traces):
