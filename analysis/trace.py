@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from common.contracts import gbps
+
 from . import sql, validate
 from .errors import TraceError
 from .inputs import resolve_input
@@ -288,7 +290,7 @@ class Trace:
         df["copy_kind"] = df.pop("copy_kind_id").map(copy_kind).fillna("Unknown")
         df["src_kind"] = df.pop("src_kind_id").map(mem_kind).fillna("Unknown")
         df["dst_kind"] = df.pop("dst_kind_id").map(mem_kind).fillna("Unknown")
-        df["gbps"] = (df["bytes"] / df["duration_ns"].where(df["duration_ns"] > 0)).astype(float)
+        df["gbps"] = gbps(df["bytes"], df["duration_ns"].where(df["duration_ns"] > 0)).astype(float)
         return df
 
     @cached_property

@@ -4,7 +4,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-STAGES = ("naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling")
+from common.contracts import STAGES
+
 MODELS = ("deeplabv3", "encoder")
 # Stages whose copy machinery (events, side streams, pinned registration) needs a GPU.
 GPU_ONLY_STAGES = ("async", "streams", "pinned")
