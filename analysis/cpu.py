@@ -6,8 +6,6 @@ import re
 import numpy as np
 import pandas as pd
 
-from common.contracts import DEFAULT_STEP_REGEX
-
 from .intervals import Coverage, union
 from .program import base_name, family, is_operator_range
 from .trace import pid_of

@@ -26,7 +26,6 @@ from .program import is_operator_range
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 NOISE_SHARE = 0.001
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
-TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
 # the fixes of this toolkit's own workloads, by the NVTX range where the GPU waited (named only for its own traces)
 RANGE_FIXES = {
     PROCESS_OUTPUT: ("move post-processing off the launching thread into worker processes fed by a queue",

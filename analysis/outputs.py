@@ -73,7 +73,7 @@ def write_tables(folder: Path, tables: dict, flag: str = "--csv") -> None:
         raise TraceError(f"{flag} {folder}: cannot write into it ({e.strerror or e})") from None
 
 
-def json_rows(df: pd.DataFrame) -> list[dict]:
+def json_rows(df) -> list[dict]:
     """JSON-safe rows: numpy scalars to Python, NaN to None."""
     out = []
     for row in df.to_dict("records"):

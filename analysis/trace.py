@@ -210,10 +210,6 @@ class Trace:
     def count(self, table: str) -> int:
         return self._connection().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
 
-    def require(self, table: str, needed_for: str, how: str) -> None:
-        if not self.has(table):
-            raise TraceError(f"{self.source}: no {table} table, needed for {needed_for}; {how}")
-
     # --- metadata -------------------------------------------------------------------------------
     @cached_property
     def metadata(self) -> dict:
@@ -445,10 +441,6 @@ class Trace:
         df["tid"] = df["global_tid"] & 0xFFFFFF
         df["pid"] = pid_of(df["global_tid"].to_numpy())
         return df
-
-    @cached_property
-    def processes(self) -> pd.DataFrame:
-        return self.query(sql.PROCESSES) if self.has("PROCESSES") else _empty(["global_pid", "pid", "name"])
 
     @cached_property
     def gpus(self) -> pd.DataFrame:

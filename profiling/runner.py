@@ -8,7 +8,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from common import nsys as nsys_tool
@@ -32,7 +32,6 @@ class ProfileRequest:
     capture_range: bool = True          # --capture-range=cudaProfilerApi
     sample: bool | str = False          # CPU sampling (off keeps traces small); or nsys's word: cpu, system-wide
     ctxsw: bool | str = False           # context switches; or nsys's word: process-tree, system-wide
-    extra_nsys_args: list[str] = field(default_factory=list)
     env: dict | None = None
 
 
@@ -85,7 +84,7 @@ def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]
             f"--sample={sample}", f"--cpuctxsw={ctxsw}"]
     if req.capture_range:
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    return args + req.extra_nsys_args
+    return args
 
 
 def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from common.contracts import STAGES
 
@@ -40,7 +40,6 @@ class RunConfig:
     unsafe: bool = False      # hand buffers to workers before their copy finished (to prove the checker)
     fault: str = ""           # test hook: "corrupt:N" flips a byte of batch N in the worker, "die:N" kills it
     seed: int = 0
-    extra: dict = field(default_factory=dict)
 
     @property
     def n_buffers(self) -> int:
