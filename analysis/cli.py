@@ -48,8 +48,9 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--all", "show_all", is_flag=True, help="show low-impact findings too")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON of the machine (python -m workloads.linkprobe): measured shared DtoH capacity")
-@click.option("--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="the workload's record (python -m workloads --json; default: <trace>.workload.json beside it)")
+@click.option("--workload", "--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="the workload's own record (python -m workloads --json; default: <trace>.workload.json beside it); not the "
+              "profiling run record <trace>.run.json, which is read from beside the trace")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 @click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
               "time, nsys's messages from the run record beside it) and exit 1 when it is not to be trusted")
