@@ -141,5 +141,5 @@ def _probe_record(data, path: Path) -> dict:
 
 
 def find_scaling(paths: list[Path]) -> tuple[dict | None, Path | None]:
-    """Unprofiled single-GPU vs N-GPU runs (benchmarks/h200x2_cpus.sh: scaling.json), when there are some."""
+    """Unprofiled single-GPU vs N-GPU runs (`make scaling`: scaling.json), when there are some."""
     return _json_in(paths, "scaling.json")

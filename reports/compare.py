@@ -57,9 +57,9 @@ def gpu_rows(run: str, ranks) -> list[dict]:
 
 
 def scaling_summary(record: dict | None) -> list[dict]:
-    """Unprofiled N-GPU totals against N x the single-GPU run, one row per scenario: from a {"one", "all"} record
-    (benchmarks/h200x2_ranks.sh) or {"scenarios": [{"label", "one", "all"}, ...]} (`make scaling`)."""
+    """Unprofiled N-GPU totals against N x the single-GPU run, one row per scenario of a `make scaling` record
+    ({"scenarios": [{"label", "one", "all"}, ...]})."""
     if not record:
         return []
-    rows = [scaling_row(s) for s in (record.get("scenarios") or [{"label": "", **record}])]
+    rows = [scaling_row(s) for s in record.get("scenarios") or []]
     return [r for r in rows if r]
