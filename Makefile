@@ -42,8 +42,8 @@ install: $(VENV)/.base
 install-workloads: $(VENV)/.full
 
 nsys:
-	@if $(BIN)/python -c "from profiling.locate import find_nsys; find_nsys()" >/dev/null 2>&1; then \
-	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m profiling.driver; fi
+	@if $(BIN)/python -c "from common.nsys import find_nsys; find_nsys()" >/dev/null 2>&1; then \
+	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m common.driver; fi
 
 test: $(VENV)/.full nsys
 	$(BIN)/python -m pytest -q
@@ -52,10 +52,10 @@ report: $(VENV)/.base
 	$(BIN)/compare-traces --out $(REPORT) $(if $(wildcard $(OUT)/*/*.sqlite),$(OUT),)
 
 profile: $(VENV)/.full nsys
-	$(BIN)/python -m profiling stage $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
+	$(BIN)/python -m profiling profile $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
 
 profile-all: $(VENV)/.full nsys
-	@for s in $(STAGES); do $(BIN)/python -m profiling stage $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done
+	@for s in $(STAGES); do $(BIN)/python -m profiling profile $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done
 
 scaling: $(VENV)/.full
 	$(BIN)/python -m profiling scaling --stage $(STAGE) --gpus $(GPUS) $(if $(CPUS),--cpus $(CPUS),) --out $(OUT)/scaling.json $(MODEL_ARG)

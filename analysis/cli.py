@@ -2,19 +2,29 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from . import cpu, options, outputs
+from common.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
+
+from . import options, outputs, plots
 from .errors import TraceError
+from .inputs import read_record, run_record_beside
+from .integrity import assess, capture_record_beside, check_report
+from .program import toolkit_record
+from .ranks import RankOptions, analyze_ranks, trace_labels
+from .render import ranks_report, text_report
+from .summary import Options, analyze
+from .trace import Trace
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
     """A JSON record given by `flag`, checked enough to use; one line and exit 2 when it is not."""
-    from .inputs import read_record
     if path is None:
         return None
     try:
@@ -38,8 +48,9 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--all", "show_all", is_flag=True, help="show low-impact findings too")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON of the machine (python -m workloads.linkprobe): measured shared DtoH capacity")
-@click.option("--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="the workload's record (python -m workloads --json; default: <trace>.workload.json beside it)")
+@click.option("--workload", "--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="the workload's own record (python -m workloads --json; default: <trace>.workload.json beside it); not the "
+              "profiling run record <trace>.run.json, which is read from beside the trace")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 @click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
               "time, nsys's messages from the run record beside it) and exit 1 when it is not to be trusted")
@@ -49,11 +60,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
     also compares the GPUs and names the resource that limits them."""
-    import re
-
     if check:
         return _check(traces)
-    from .inputs import run_record_beside
     win = _checked_options(window, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
@@ -73,37 +81,11 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
+    opts = Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=win, top=top,
+                   pipeline_depth=pipeline_depth, link_gbps=link_gbps, run_record=toolkit_record(str(trace)))
     try:
-        from .program import toolkit_record
-        from .render import text_report
-        from .summary import Options, analyze
-        from .trace import Trace
-
         with Trace.open(trace) as t:
-            if win:
-                options.check_window_has_activity(t, win)
-            a = analyze(t, Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=win, top=top,
-                                   pipeline_depth=pipeline_depth, link_gbps=link_gbps,
-                                   run_record=toolkit_record(str(trace))), progress)
-            link_gbps = a.summary["trace"]["link"]["gbps"]
-            ranks = None
-            if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
-                from .ranks import RankOptions, analyze_ranks
-                ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
-                                                       step_regex=a.summary["steps"]["regex"] or cpu.DEFAULT_STEP_REGEX,
-                                                       link_gbps=link_gbps or 55.0, probe=probe, run=run),
-                                      progress=progress)
-                a.summary["ranks"] = ranks.summary
-                a.tables.update(_rank_tables(ranks))
-            if plot_dir:
-                from . import plots
-                plot_dir.mkdir(parents=True, exist_ok=True)
-                stem = trace.name.split(".")[0]
-                plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
-                plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
-                plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps or 0.0, title=stem)
-                if ranks is not None:
-                    plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
+            a = _analyze_one(t, trace, opts, min_gap_ms, probe, run, plot_dir, progress)
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:
@@ -113,10 +95,34 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     if not quiet:
         click.echo(text_report(a.summary, show_all))
         if "ranks" in a.summary:
-            from .render import ranks_report
             click.echo(ranks_report(a.summary["ranks"]))
     if progress:
         progress("done")
+
+
+def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):
+    """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
+    if opts.window:
+        options.check_window_has_activity(t, opts.window)
+    a = analyze(t, opts, progress)
+    link_gbps = a.summary["trace"]["link"]["gbps"]
+    ranks = None
+    if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
+        ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
+                                               step_regex=a.summary["steps"]["regex"] or DEFAULT_STEP_REGEX,
+                                               link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run),
+                              progress=progress)
+        a.summary["ranks"] = ranks.summary
+        a.tables.update(_rank_tables(ranks))
+    if plot_dir:
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        stem = trace.name.split(".")[0]
+        plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
+        plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
+        plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps or 0.0, title=stem)
+        if ranks is not None:
+            plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
+    return a
 
 
 def _rank_tables(ranks) -> dict:
@@ -126,12 +132,6 @@ def _rank_tables(ranks) -> dict:
 
 def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet):
     """Several traces (one per rank, say): every GPU side by side on one clock."""
-    from contextlib import ExitStack
-
-    from .ranks import RankOptions, analyze_ranks, trace_labels
-    from .render import ranks_report
-    from .trace import Trace
-
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None
@@ -140,10 +140,9 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
         with ExitStack() as stack:
             opened = [stack.enter_context(Trace.open(p)) for p in paths]
             r = analyze_ranks(opened, RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
-                                                  step_regex=step_regex or cpu.DEFAULT_STEP_REGEX,
-                                                  link_gbps=link_gbps or 55.0, probe=probe, run=run), labels, progress)
+                                                  step_regex=step_regex or DEFAULT_STEP_REGEX,
+                                                  link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run), labels, progress)
             if plot_dir:
-                from . import plots
                 plot_dir.mkdir(parents=True, exist_ok=True)
                 plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
     except TraceError as e:
@@ -158,9 +157,6 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
 
 def _check(traces) -> None:
     """analyze-trace --check: each trace's own consistency figures; exit 1 when one is not to be trusted."""
-    from .inputs import read_record
-    from .integrity import assess, capture_record_beside, check_report
-    from .trace import Trace
     trusted = True
     for path in traces:
         try:

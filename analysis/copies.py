@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from common.contracts import gbps
+
 from .intervals import Coverage, union
 from .trace import process_keys
 
@@ -36,7 +38,7 @@ def copy_summary(copies: pd.DataFrame, kind: str) -> dict:
     return {
         "count": int(len(d)), "bytes": int(d["bytes"].sum()), "total_ns": total,
         "mean_ns": float(d["duration_ns"].mean()), "max_ns": int(d["duration_ns"].max()),
-        "gbps": float(d["bytes"].sum() / total) if total else None,
+        "gbps": float(gbps(d["bytes"].sum(), total)) if total else None,
         "kinds": {str(k): int(v) for k, v in host_kind.value_counts().items()},
         "memory_kinds": {f"{s}->{t}": int(v) for (s, t), v in d.groupby(["src_kind", "dst_kind"]).size().items()},
         "sync": int((d["sync"] == True).sum()), "async": int((d["sync"] == False).sum()),  # noqa: E712 (nullable)

@@ -10,7 +10,6 @@ from .intervals import Coverage, union
 from .program import base_name, family, is_operator_range
 from .trace import pid_of
 
-DEFAULT_STEP_REGEX = r"^Batch \d+"
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")
 

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from common.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
+
 from .copies import big_copies, stream_of_compute
 from .machine import MIN_PROBE_BYTES
 from .program import is_operator_range
@@ -24,18 +26,17 @@ from .program import is_operator_range
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 NOISE_SHARE = 0.001
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
-TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
 # the fixes of this toolkit's own workloads, by the NVTX range where the GPU waited (named only for its own traces)
 RANGE_FIXES = {
-    "process output": ("move post-processing off the launching thread into worker processes fed by a queue",
+    PROCESS_OUTPUT: ("move post-processing off the launching thread into worker processes fed by a queue",
                        "multiproc"),
-    "copy to CPU": ("stop allocating a fresh output per batch: copy into a pool of pre-allocated shared-memory buffers "
+    COPY_TO_CPU: ("stop allocating a fresh output per batch: copy into a pool of pre-allocated shared-memory buffers "
                     "recycled through a queue", "bufpool"),
-    "queue output": ("send a buffer index through the queue, not the tensor (which is copied into new shared memory on "
+    QUEUE_OUTPUT: ("send a buffer index through the queue, not the tensor (which is copied into new shared memory on "
                      "every put): pre-allocated shared buffers", "bufpool"),
-    "get batch": ("load input in DataLoader workers with pin_memory=True and copy the next batch on a side stream while "
+    GET_BATCH: ("load input in DataLoader workers with pin_memory=True and copy the next batch on a side stream while "
                   "this one computes (the prefetcher)", "baseline"),
-    "drain outputs": ("the output workers were still behind when the GPU finished: in steady state the buffers run out "
+    DRAIN_OUTPUTS: ("the output workers were still behind when the GPU finished: in steady state the buffers run out "
                       "and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), "
                       "else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)", None),
 }
@@ -371,17 +372,17 @@ class PageableMemcpy:
 
     def _finding(self, ctx: Context, kind: str, d: pd.DataFrame, pg: pd.DataFrame) -> Finding:
         dur, nbytes = int(pg["duration_ns"].sum()), int(pg["bytes"].sum())
-        gbps = nbytes / dur if dur else 0.0
-        link = ctx.link_gbps or gbps
+        speed = gbps(nbytes, dur) if dur else 0.0
+        link = ctx.link_gbps or speed
         ev = (f"{len(pg)} of {len(d)} {kind} copies ({_gb(pg['bytes'].mean())} each) "
-              f"{'into' if kind == 'DtoH' else 'from'} pageable host memory at {gbps:.1f} GB/s{ctx.link_pct(gbps)}")
+              f"{'into' if kind == 'DtoH' else 'from'} pageable host memory at {speed:.1f} GB/s{ctx.link_pct(speed)}")
         if kind == "HtoD":
             return ctx.finding(self.id, dur - nbytes / link, kind, ev, ctx.advice(
                 "pin the input (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy it with "
                 ".to(device, non_blocking=True), ideally on a side stream while the previous batch computes",
                 "allocate the host buffers with cudaMallocHost (or cudaHostRegister them) and copy with "
                 "cudaMemcpyAsync on a second stream", "baseline"))
-        if gbps < self.fresh_gbps:
+        if speed < self.fresh_gbps:
             ev += "; that rate means every copy lands in freshly allocated memory and pays its page faults"
             return ctx.finding(self.id, dur - nbytes / (self.pageable_share * link), kind, ev, ctx.advice(
                 "copy into output buffers allocated once and reused (out.copy_(t) instead of a fresh t.cpu() per step), "

@@ -33,11 +33,6 @@ def analysis_window(ops: pd.DataFrame, user: tuple[int, int] | None = None) -> t
     return int(ops["start_ns"].min()), int(ops["end_ns"].max())
 
 
-def utilization(ops: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
-    """Per device: busy_ns (kernels+copies+memsets union), compute_ns (kernels union), window_ns, ratios."""
-    return device_pass(ops, window, 0).util
-
-
 def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd.DataFrame:
     """Per device, stretches of the window with no GPU operation, at least min_gap_ns long.
 
@@ -48,14 +43,14 @@ def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd
 
 
 class DevicePass(NamedTuple):
-    util: pd.DataFrame                    # utilization()
+    util: pd.DataFrame                    # per device: busy_ns (kernels, copies, memsets), compute_ns, utilization
     gaps: pd.DataFrame                    # idle_gaps()
     busy: Coverage                        # busy time of any device
     busy_by_device: dict[int, Coverage]   # each device's busy time
 
 
 def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
-    """utilization(), idle_gaps() and the busy Coverages from one sort per device (large traces)."""
+    """Per-device utilisation, idle_gaps() and the busy Coverages from one sort per device (large traces)."""
     lo, hi = window
     rows, gap_parts = [], []
     by_device: dict[int, Coverage] = {}

@@ -6,11 +6,13 @@ path, size and modification time, so a second run is instant.
 from __future__ import annotations
 
 import hashlib
+import json
 import lzma
 import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from common.nsys import NsysNotFound, export_sqlite, find_nsys
 
 from .errors import TraceError
 
@@ -19,6 +21,7 @@ REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how a .nsys-rep begins (seen f
 
 
 def cache_dir() -> Path:
+    """Where decompressed and exported traces are kept ($NSYS_TRANSFER_CACHE, else ~/.cache/nsys-transfer)."""
     root = Path(os.environ.get("NSYS_TRANSFER_CACHE") or
                 Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsys-transfer")
     root.mkdir(parents=True, exist_ok=True)
@@ -32,6 +35,7 @@ def _cache_path(src: Path, suffix: str) -> Path:
 
 
 def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
+    """(a local SQLite path to open, the path to show the user) for a .sqlite, .sqlite.xz or .nsys-rep."""
     if not path.exists() or path.is_dir() or path.stat().st_size == 0:
         return path, str(path)  # Trace's checks word these cases
     with open(path, "rb") as f:
@@ -62,14 +66,12 @@ def _export_report(path: Path, nsys=None) -> Path:
     if out.exists():
         return out
     if nsys is None:
-        from profiling.locate import NsysNotFound, find_nsys
         try:
             nsys = find_nsys()
         except NsysNotFound as e:
             raise TraceError(f"{path}: a .nsys-rep needs nsys to export it to SQLite, and {e}") from None
     tmp = out.with_name(out.stem + ".part.sqlite")
-    proc = subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}", str(path)],
-                          capture_output=True, text=True)
+    proc = export_sqlite(nsys, path, tmp)
     if proc.returncode != 0 or not tmp.exists():
         said = " ".join((proc.stderr or proc.stdout).split())[-300:]
         raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); "
@@ -94,7 +96,6 @@ def _export_hint(path: Path, said: str, version: str) -> str:
 def read_record(path: Path, key: str, what: str, how: str) -> dict:
     """A JSON record that must be an object whose `key` holds an object; TraceError saying what is wrong and `how`
     to make one."""
-    import json
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:

@@ -22,6 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from common import nsys_messages
+from common.driver import compare, parse_cuda
+
 from .errors import TraceError
 from .trace import Trace, outermost_calls, pid_of
 
@@ -390,7 +393,6 @@ def _diagnostics(trace: Trace, exported: int) -> dict:
 def _capture(trace: Trace) -> dict:
     """The nsys that exported the trace against the driver it recorded (TARGET_INFO_SYSTEM_ENV.CudaDriverVersion):
     an nsys older than the driver is a risk, not proof (the bundled H200 stages: 2023.4 on CUDA 13.0, complete)."""
-    from profiling.driver import compare, parse_cuda
     out = {"nsys_version": trace.nsys_version, "driver_cuda": None, "nsys_newest_cuda": None,
            "nsys_older_than_driver": None}
     driver = None
@@ -491,8 +493,7 @@ def record_messages(record: dict) -> list[dict]:
     """nsys's messages in a run record; records written before it kept them: parsed from its last lines."""
     if isinstance(record.get("nsys_messages"), list):
         return [m for m in record["nsys_messages"] if isinstance(m, dict) and "text" in m]
-    from profiling.nsys_messages import parse
-    return parse("\n".join(str(x) for x in record.get("last_lines", []) or []), stage="last lines")
+    return nsys_messages.parse("\n".join(str(x) for x in record.get("last_lines", []) or []), stage="last lines")
 
 
 SPARK = " ▁▂▃▄▅▆▇█"

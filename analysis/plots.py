@@ -8,9 +8,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from common.contracts import COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT  # noqa: E402
+
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
-          "idle": "#DDDDDD", "get batch": "#55A868", "compute": "#4C72B0", "copy to CPU": "#C44E52",
-          "process output": "#CCB974", "queue output": "#DD8452"}
+          "idle": "#DDDDDD", GET_BATCH: "#55A868", COMPUTE: "#4C72B0", COPY_TO_CPU: "#C44E52",
+          PROCESS_OUTPUT: "#CCB974", QUEUE_OUTPUT: "#DD8452"}
 NVTX_DEFAULT = "#9E9E9E"
 
 
@@ -111,7 +113,7 @@ def plot_gaps(analysis, path, title: str = ""):
     return save(fig, path)
 
 
-def plot_dtoh(analysis, path, link_gbps: float = 55.0, title: str = ""):
+def plot_dtoh(analysis, path, link_gbps: float = DEFAULT_LINK_GBPS, title: str = ""):
     c = analysis.tables["memcpy"]
     d = c[c["copy_kind"] == "DtoH"].reset_index(drop=True)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.4))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from common.contracts import TOOLKIT_RANGES
+
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")
 PYTORCH_KERNEL = re.compile(r"at::native|at_cuda_detail|vectorized_elementwise_kernel|unrolled_elementwise_kernel")
@@ -20,8 +22,6 @@ OPERATOR_RANGE = re.compile(r"^[A-Za-z_][\w.]*::\w")
 COUNTER = re.compile(r"\d+")
 PYTORCH_RANGE = re.compile(r"^aten::|, seq = \d+|, op_id = \d+")
 OPERATOR_COUNTERS = re.compile(r"(, (seq|op_id|sizes|input_op_ids|stashed seq) = .*)$")
-# the range names of this toolkit's workloads (workloads/ranges.py and the stages)
-TOOLKIT_RANGES = {"get batch", "compute", "copy to CPU", "process output", "queue output", "drain outputs"}
 
 
 def base_name(name: str) -> str:

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from common.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, DRAIN_OUTPUTS, gbps
+
 from . import copies as cp
 from . import cpu, gpu
+from .errors import TraceError
 from .intervals import Coverage, union
+from .outputs import json_rows
 from .sharing import contention, gbps_of, limiting_resource, shared_capacity
-from .summary import _records
 from .trace import pid_of
 
 SCHEMA = "nsys-transfer.ranks/1"
@@ -34,9 +37,9 @@ class RankOptions:
     output side slower than its GPU. run: the workload's record (`python -m workloads --json`; `profile stage`
     writes <base>.workload.json), whose host_cpu says how busy the CPUs the ranks share were."""
     min_gap_ns: int = 1_000_000
-    step_regex: str = cpu.DEFAULT_STEP_REGEX
+    step_regex: str = DEFAULT_STEP_REGEX
     bin_ns: int = 10_000_000
-    link_gbps: float = 55.0
+    link_gbps: float = DEFAULT_LINK_GBPS
     probe: dict | None = None
     busy_threshold: float = 0.85
     slowdown_threshold: float = 0.85
@@ -124,9 +127,9 @@ def output_drain(nvtx: pd.DataFrame, ops: pd.DataFrame, outputs_done_ns: int) ->
     """How long the rank still waited for its output workers after its last step's output reached the host: the
     `drain outputs` NVTX range when the trace has it, else the rank's last GPU operation (the barrier before the
     capture stops, issued once its queue is drained). (drain_ns, source)."""
-    d = nvtx[nvtx["name"] == "drain outputs"] if len(nvtx) else nvtx
+    d = nvtx[nvtx["name"] == DRAIN_OUTPUTS] if len(nvtx) else nvtx
     if len(d):
-        return max(0, int(d["end_ns"].max()) - outputs_done_ns), "NVTX 'drain outputs'"
+        return max(0, int(d["end_ns"].max()) - outputs_done_ns), f"NVTX '{DRAIN_OUTPUTS}'"
     last = int(ops["end_ns"].max()) if len(ops) else outputs_done_ns
     return max(0, last - outputs_done_ns), "last GPU operation"
 
@@ -207,12 +210,11 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
                                 gpu=gpu_key(label, dev), host_kind=b["dst_kind"]))
     devices = pd.DataFrame(rows)
     if devices.empty:
-        from .errors import TraceError
         raise TraceError("no GPU activity in the trace(s): record them with --trace=cuda (make profile does)")
     copies = pd.concat(big, ignore_index=True) if big else pd.DataFrame(
         columns=["start_ns", "end_ns", "duration_ns", "bytes", "gpu", "host_kind", "device", "trace"])
     copies["concurrent_fraction"] = concurrent_fraction(copies)
-    copies["gbps"] = copies["bytes"] / copies["duration_ns"].where(copies["duration_ns"] > 0)
+    copies["gbps"] = gbps(copies["bytes"], copies["duration_ns"].where(copies["duration_ns"] > 0))
     say("host-side DtoH timeline")
     lo, hi = min(w[0] for w in windows), max(w[1] for w in windows)
     host_parts = [cp.host_bandwidth(d.assign(copy_kind="DtoH"), (lo, hi), "DtoH", opts.bin_ns).assign(gpu=g)
@@ -223,7 +225,7 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
     capacity, source = shared_capacity(opts.probe, len(devices), opts.link_gbps)
     host_summary = {"bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
                     "peak_gbps": float(total["gbps"].max()) if len(total) else 0.0,
-                    "mean_gbps": float(total["bytes"].sum() / (hi - lo)) if hi > lo else 0.0,
+                    "mean_gbps": float(gbps(total["bytes"].sum(), hi - lo)) if hi > lo else 0.0,
                     "capacity_gbps": capacity, "capacity_source": source,
                     "busy_share_over_half_capacity": float((total["gbps"] >= capacity / 2).mean()) if len(total) else 0.0}
     cont = contention(copies, opts.probe, opts.link_gbps)
@@ -235,10 +237,10 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
                    for lb, t, off in zip(labels, traces, offsets)],
         "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
         "concurrent": concurrent,
-        "gpus": _records(devices),
+        "gpus": json_rows(devices),
         "total_steps_per_s": float(devices["steps_per_s"].fillna(0).sum()),
         "host_dtoh": host_summary,
-        "contention": _records(cont),
+        "contention": json_rows(cont),
         "limit": limit,
         "run": run_summary(opts.run),
         "warnings": [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))],

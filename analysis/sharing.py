@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from common.contracts import gbps
+
 if TYPE_CHECKING:
     from .ranks import RankOptions
 
@@ -43,7 +45,7 @@ def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,
 
 def gbps_of(copies: pd.DataFrame) -> float | None:
     total = copies["duration_ns"].sum()
-    return float(copies["bytes"].sum() / total) if len(copies) and total else None
+    return float(gbps(copies["bytes"].sum(), total)) if len(copies) and total else None
 
 
 def _probe_solo(probe: dict | None, memory: str) -> float | None:

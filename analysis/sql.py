@@ -87,7 +87,6 @@ SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationI
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
-PROCESSES = "SELECT globalPid AS global_pid, pid, name FROM PROCESSES"
 SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"
 GPUS = "SELECT {id_col} AS device, name, {chip} AS chip FROM TARGET_INFO_GPU"
 ENUM = "SELECT id, {col} AS name FROM {table}"

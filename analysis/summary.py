@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from common.contracts import gbps
+
 from . import copies as cp
 from . import cpu, gpu, idle, integrity, program
 from .diagnosis import Context, diagnose
 from .intervals import Coverage, union
 from .machine import host_link
+from .outputs import json_rows
 from .trace import Trace, pid_of
 
 
@@ -81,10 +84,10 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     tables["kernels_top"] = tk
     out["kernels"] = {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
                       "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None,
-                      "top": _records(tk)}
+                      "top": json_rows(tk)}
     ns = cpu.nvtx_summary(nvtx)
     tables["nvtx_summary"] = ns
-    out["nvtx"] = {"count": int(len(nvtx)), "ranges": _records(ns.head(max(opts.top, 20)))}
+    out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
@@ -133,7 +136,7 @@ def _gpu_section(trace, ops, window, opts, out, tables):
     out["gpu"] = {"utilization": float(util["utilization"].mean()),
                   "compute_utilization": float(util["compute_utilization"].mean()),
                   "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
-                  "devices": _records(util)}
+                  "devices": json_rows(util)}
     return passed
 
 
@@ -154,7 +157,7 @@ def _copies_section(trace, memcpys, kernels, window, opts, out, tables) -> pd.Da
         out["memcpy"]["dtoh_host"] = {
             "bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
             "peak_gbps": float(host["gbps"].max()) if len(host) else 0.0,
-            "mean_gbps": float(host["bytes"].sum() / (window[1] - window[0])),
+            "mean_gbps": float(gbps(host["bytes"].sum(), window[1] - window[0])),
             "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
     return copies
 
@@ -233,7 +236,7 @@ def _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, table
     total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
     out["gaps"] = {"threshold_ns": opts.min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
                    "per_step_ns": out["steps"]["mean_gpu_idle_ns"],
-                   "top": top, "covered_by": _records(covered.head(opts.top)), "osrt": _records(osrt_gaps.head(opts.top))}
+                   "top": top, "covered_by": json_rows(covered.head(opts.top)), "osrt": json_rows(osrt_gaps.head(opts.top))}
 
 
 def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables):
@@ -255,7 +258,7 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else pd.Series(dtype="int64")
     launches = trace.api_by_thread
     mine = launches[launches["global_tid"].isin(list(tids["all"]))] if len(launches) else launches
-    out["idle"] = {"causes": _records(table), "devices": details,
+    out["idle"] = {"causes": json_rows(table), "devices": details,
                    "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
                    "launch_calls": int(mine["count"].sum()) if len(mine) else 0,
                    "launch_api_ns": int(mine["total_ns"].sum()) if len(mine) else 0,
@@ -288,22 +291,7 @@ def summarize(trace: Trace, **kw) -> dict:
 
 def _trace_info(trace: Trace, kernels, memcpys, nvtx, osrt) -> dict:
     return {"path": trace.source, "nsys_version": trace.nsys_version,
-            "gpus": _records(trace.gpus) if len(trace.gpus) else [],
+            "gpus": json_rows(trace.gpus) if len(trace.gpus) else [],
             "counts": {"kernels": int(len(kernels)), "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
                        "osrt_calls": int(len(osrt))},
             "integrity": integrity.assess(trace)}
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    """JSON-safe rows: numpy scalars to Python, NaN to None."""
-    out = []
-    for row in df.to_dict("records"):
-        clean = {}
-        for k, v in row.items():
-            if hasattr(v, "item"):
-                v = v.item()
-            if isinstance(v, float) and v != v:
-                v = None
-            clean[str(k)] = v
-        out.append(clean)
-    return out

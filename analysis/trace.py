@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from common.contracts import gbps
+
 from . import sql, validate
 from .errors import TraceError
 from .inputs import resolve_input
@@ -209,10 +211,6 @@ class Trace:
     def count(self, table: str) -> int:
         return self._connection().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
 
-    def require(self, table: str, needed_for: str, how: str) -> None:
-        if not self.has(table):
-            raise TraceError(f"{self.source}: no {table} table, needed for {needed_for}; {how}")
-
     # --- metadata -------------------------------------------------------------------------------
     @cached_property
     def metadata(self) -> dict:
@@ -289,7 +287,7 @@ class Trace:
         df["copy_kind"] = df.pop("copy_kind_id").map(copy_kind).fillna("Unknown")
         df["src_kind"] = df.pop("src_kind_id").map(mem_kind).fillna("Unknown")
         df["dst_kind"] = df.pop("dst_kind_id").map(mem_kind).fillna("Unknown")
-        df["gbps"] = (df["bytes"] / df["duration_ns"].where(df["duration_ns"] > 0)).astype(float)
+        df["gbps"] = gbps(df["bytes"], df["duration_ns"].where(df["duration_ns"] > 0)).astype(float)
         return df
 
     @cached_property
@@ -447,10 +445,6 @@ class Trace:
         df["tid"] = df["global_tid"] & 0xFFFFFF
         df["pid"] = pid_of(df["global_tid"].to_numpy())
         return df
-
-    @cached_property
-    def processes(self) -> pd.DataFrame:
-        return self.query(sql.PROCESSES) if self.has("PROCESSES") else _empty(["global_pid", "pid", "name"])
 
     @cached_property
     def gpus(self) -> pd.DataFrame:

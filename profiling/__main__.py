@@ -1,3 +1,4 @@
-from .cli import main
+"""`python -m profiling ...`: the same command line as `nsys-transfer` (nsys_transfer/cli.py)."""
+from nsys_transfer.cli import main
 
 main()

@@ -11,8 +11,6 @@ import sys
 import tempfile
 import time
 
-ARTICLE_ORDER = ["ceiling", "naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned"]
-
 
 def run_stage(stage: str, args: list[str], log=print, timeout_s: float | None = None, label: str = "",
               launcher: list[str] | None = None) -> dict:
@@ -41,6 +39,7 @@ def run_stage(stage: str, args: list[str], log=print, timeout_s: float | None = 
 
 
 def table(records: list[dict]) -> str:
+    """The records as a Markdown table: steps/s, against baseline and ceiling, integrity."""
     base = next((r["throughput"]["steps_per_s"] for r in records
                  if r.get("stage") == "baseline" and "throughput" in r and not r.get("label")), None)
     ceil = next((r["throughput"]["steps_per_s"] for r in records
@@ -64,26 +63,3 @@ def scaling_launchers(gpus: int, cpus: str | None) -> tuple[list[str], list[str]
     """(one GPU, N GPUs under torchrun), both confined to the CPU list `cpus` (taskset syntax) when given."""
     pin = ["taskset", "-c", cpus] if cpus else []
     return [*pin, sys.executable], [*pin, sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus)]
-
-
-def scaling_row(scenario: dict) -> dict | None:
-    """N-GPU total against N x the one-GPU run, the CPUs' load in both, and what limits scaling when it falls short."""
-    one, every = scenario.get("one"), scenario.get("all")
-    if not (one and every and "throughput" in one and "throughput" in every):
-        return None
-    single, total = one["throughput"]["steps_per_s"], every["throughput"]
-    n = total.get("world_size", 1)
-    eff = total["steps_per_s"] / (n * single) if single else None
-    cpu = every.get("host_cpu")
-    if eff is None or eff >= 0.9:
-        limit = "scales (>= 0.9 x N x single)"
-    elif cpu and cpu["busy"] >= 0.9:
-        limit = f"host CPU cores: {cpu['busy_cores']:.1f} of {cpu['cpus']} busy ({cpu['busy']:.0%}) with {n} GPUs"
-    else:
-        limit = ("not the host CPUs" + (f" ({cpu['busy']:.0%} busy)" if cpu else " (no CPU reading)")
-                 + ": see the traces' per-GPU rows")
-    return {"label": scenario.get("label", ""), "stage": every.get("stage"), "gpus": n, "single_steps_per_s": single,
-            "total_steps_per_s": total["steps_per_s"], "per_rank_steps_per_s": total.get("per_rank_steps_per_s"),
-            "efficiency": eff, "integrity_ok": every["integrity"]["ok"] and one["integrity"]["ok"],
-            "gpu": one.get("environment", {}).get("gpu"), "cpus": one.get("environment", {}).get("cpus"),
-            "host_cpu_single": one.get("host_cpu"), "host_cpu": cpu, "limit": limit}

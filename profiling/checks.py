@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from importlib import metadata
 from pathlib import Path
 
@@ -50,8 +51,6 @@ def has_gpu() -> bool:
 
 def check_trace(sqlite: Path, expect_nvtx: bool, nsys=None) -> list[str]:
     """Post-capture sanity: warnings for a trace that will not show what the user wants."""
-    import sqlite3
-
     warnings = []
     con = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
     try:

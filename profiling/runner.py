@@ -8,11 +8,14 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .locate import Nsys
-from .nsys_messages import MessageSink
+from common import nsys as nsys_tool
+from common.nsys import Nsys
+from common.nsys_messages import MessageSink
+
+from .checks import diagnose_profile_failure
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 
@@ -29,7 +32,6 @@ class ProfileRequest:
     capture_range: bool = True          # --capture-range=cudaProfilerApi
     sample: bool | str = False          # CPU sampling (off keeps traces small); or nsys's word: cpu, system-wide
     ctxsw: bool | str = False           # context switches; or nsys's word: process-tree, system-wide
-    extra_nsys_args: list[str] = field(default_factory=list)
     env: dict | None = None
 
 
@@ -82,7 +84,7 @@ def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]
             f"--sample={sample}", f"--cpuctxsw={ctxsw}"]
     if req.capture_range:
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    return args + req.extra_nsys_args
+    return args
 
 
 def profile(nsys: Nsys, req: ProfileRequest, echo=None) -> dict:
@@ -118,7 +120,6 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     if "import_started" in marks:
         record["durations_s"]["capture"] = round(marks["import_started"] - t0, 2)
         record["durations_s"]["import"] = round(t_end - marks["import_started"], 2)
-    from .checks import diagnose_profile_failure
     reps = [b.with_name(b.name + ".nsys-rep") for b in bases]
     for b, rep in zip(bases, reps):
         if not rep.exists():
@@ -137,9 +138,9 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
 
 
 def export_sqlite(nsys: Nsys, rep: Path, out: Path | None = None, messages: MessageSink | None = None) -> Path:
+    """rep exported beside it (or to out), its messages fed to `messages`; ProfileError when the export fails."""
     out = out or rep.with_suffix(".sqlite")
-    proc = subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={out}", str(rep)],
-                          capture_output=True, text=True)
+    proc = nsys_tool.export_sqlite(nsys, rep, out)
     if messages is not None:
         messages.feed_text(f"{proc.stdout}\n{proc.stderr}", "export")
     if proc.returncode != 0 or not out.exists():

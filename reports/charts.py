@@ -9,6 +9,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.plots import COLORS, save, timeline  # noqa: E402
+from common.contracts import DEFAULT_LINK_GBPS  # noqa: E402
 
 STAGE_COLORS = {"naive-input": "#8C8C8C", "baseline": "#C44E52", "multiproc": "#DD8452", "bufpool": "#CCB974",
                 "async": "#8172B2", "streams": "#64B5CD", "pinned": "#55A868", "pinned-long": "#3A7D4A",
@@ -71,7 +72,7 @@ def gaps(df, path):
                 path, fmt="{:.0f}")
 
 
-def dtoh(df, path, link_gbps=55.0):
+def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS):
     d = df[df["dtoh_ms"].notna()]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.9))
     x = np.arange(len(d))

@@ -3,14 +3,20 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from analysis import outputs
+from analysis import Trace, outputs
 from analysis.errors import TraceError
-from analysis.program import toolkit_record
+from analysis.inputs import read_record, run_record_beside
 from analysis.options import OneLineCommand, check_numbers
+from analysis.plots import plot_ranks
+from analysis.program import toolkit_record
+from analysis.ranks import RankOptions, analyze_ranks, trace_labels
+from analysis.summary import Options, analyze
+from common.contracts import DEFAULT_LINK_GBPS
 
 from . import charts, render
 from .collect import ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
@@ -62,13 +68,10 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
 
 def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Path, link_gbps: float) -> None:
     """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir."""
-    from analysis import Trace
-    from analysis.summary import Options, analyze
-
     rows, timeline_items, opened = [], [], []
     gpus_md, gpu_charts = "", {}
     try:
-        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps or 55.0)
+        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps or DEFAULT_LINK_GBPS)
         for i, (stage, path) in enumerate(traces.items(), 1):
             click.echo(f"compare-traces: [{i}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
@@ -86,7 +89,7 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
             charts.throughput(df, out_dir / "throughput.png")
             charts.utilization(df, out_dir / "utilization.png")
             charts.gaps(df, out_dir / "gaps.png")
-            charts.dtoh(df, out_dir / "dtoh.png", link_gbps or 55.0)
+            charts.dtoh(df, out_dir / "dtoh.png", link_gbps or DEFAULT_LINK_GBPS)
             charts.overlap(df, out_dir / "overlap.png")
             charts.timelines(timeline_items, out_dir / "timelines.png")
     except TraceError as e:
@@ -116,12 +119,6 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
 
 def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps) -> tuple[str, dict]:
     """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown."""
-    from contextlib import ExitStack
-
-    from analysis import Trace
-    from analysis.plots import plot_ranks
-    from analysis.ranks import RankOptions, analyze_ranks, trace_labels
-
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
     for i, (run, paths) in enumerate(multi.items(), 1):
         click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
@@ -151,7 +148,6 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
 
 def _run_beside(trace: Path) -> dict | None:
     """The workload record `profile stage` wrote beside the trace; a bad one is reported and left out."""
-    from analysis.inputs import read_record, run_record_beside
     path = run_record_beside(trace)
     try:
         return read_record(path, "throughput", "a workload record", "`python -m workloads --json FILE` writes one") \

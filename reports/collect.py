@@ -5,8 +5,10 @@ import json
 import re
 from pathlib import Path
 
+from common.contracts import STAGES
+
 BUNDLED = Path(__file__).resolve().parent / "data" / "h200"
-ORDER = ["naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling"]
+ORDER = list(STAGES)
 TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".nsys-rep")
 BUNDLED_GPUS = Path(__file__).resolve().parent / "data" / "h200x2"
 MULTI_GPU = re.compile(r"-x(\d+)(?:gpu)?$")      # one torchrun trace: `make profile GPUS=N` names it <stage>-x<N>gpu
@@ -139,5 +141,5 @@ def _probe_record(data, path: Path) -> dict:
 
 
 def find_scaling(paths: list[Path]) -> tuple[dict | None, Path | None]:
-    """Unprofiled single-GPU vs N-GPU runs (benchmarks/h200x2_cpus.sh: scaling.json), when there are some."""
+    """Unprofiled single-GPU vs N-GPU runs (`make scaling`: scaling.json), when there are some."""
     return _json_in(paths, "scaling.json")

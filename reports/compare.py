@@ -4,6 +4,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.copies import big_copies
+from analysis.scaling import scaling_row
+from common.contracts import gbps
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:
@@ -21,7 +23,7 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
         "compute_utilization": s["gpu"]["compute_utilization"] if s["gpu"] else None,
         "gap_per_step_ms": (s["gaps"]["per_step_ns"] or 0) / 1e6 if s["gaps"]["per_step_ns"] is not None else None,
         "dtoh_ms": float(d["duration_ns"].mean() / 1e6) if len(d) else None,
-        "dtoh_gbps": float(d["bytes"].sum() / d["duration_ns"].sum()) if len(d) else None,
+        "dtoh_gbps": float(gbps(d["bytes"].sum(), d["duration_ns"].sum())) if len(d) else None,
         "dtoh_memory": ", ".join(sorted(set(d["dst_kind"]))) if len(d) else "",
         "dtoh_overlap": float(d["overlap_ns"].sum() / d["duration_ns"].sum()) if len(d) else None,
         "captured_steps": steps["count"],
@@ -55,10 +57,9 @@ def gpu_rows(run: str, ranks) -> list[dict]:
 
 
 def scaling_summary(record: dict | None) -> list[dict]:
-    """Unprofiled N-GPU totals against N x the single-GPU run, one row per scenario: from a {"one", "all"} record
-    (benchmarks/h200x2_ranks.sh) or {"scenarios": [{"label", "one", "all"}, ...]} (`make scaling`)."""
-    from profiling.bench import scaling_row
+    """Unprofiled N-GPU totals against N x the single-GPU run, one row per scenario of a `make scaling` record
+    ({"scenarios": [{"label", "one", "all"}, ...]})."""
     if not record:
         return []
-    rows = [scaling_row(s) for s in (record.get("scenarios") or [{"label": "", **record}])]
+    rows = [scaling_row(s) for s in record.get("scenarios") or []]
     return [r for r in rows if r]

@@ -8,6 +8,8 @@ import sys
 import click
 
 from .config import MODELS, STAGES, ConfigError, RunConfig
+from .distributed import current, worker_totals
+from .lifetime import Terminated, sigterm_as_interrupt
 
 D = RunConfig()
 
@@ -41,15 +43,13 @@ D = RunConfig()
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the run record here")
 def main(json_path, **kw):
     """Run one pipeline stage of the article (or beyond it) and report throughput and integrity."""
-    from .distributed import current, worker_totals
     rank = current()
     kw.update(worker_totals(kw["loader_workers"], kw["output_workers"], rank.world))
     try:
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
-    from .lifetime import Terminated, sigterm_as_interrupt
-    from .runtime import ResourceError, run
+    from .runtime import ResourceError, run  # torch: imported only to run, not for --help
     from .workers import WorkerDied
 
     if rank.is_main:

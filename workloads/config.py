@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-STAGES = ("naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling")
+from common.contracts import STAGES
+
 MODELS = ("deeplabv3", "encoder")
 # Stages whose copy machinery (events, side streams, pinned registration) needs a GPU.
 GPU_ONLY_STAGES = ("async", "streams", "pinned")
@@ -39,7 +40,6 @@ class RunConfig:
     unsafe: bool = False      # hand buffers to workers before their copy finished (to prove the checker)
     fault: str = ""           # test hook: "corrupt:N" flips a byte of batch N in the worker, "die:N" kills it
     seed: int = 0
-    extra: dict = field(default_factory=dict)
 
     @property
     def n_buffers(self) -> int:

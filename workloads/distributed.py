@@ -6,8 +6,11 @@ torch.distributed does the process management (gloo on CPU, NCCL on GPUs). Outsi
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from dataclasses import dataclass
+
+from .config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,6 @@ def process_group_args(rank: Rank, device_type: str) -> dict:
     otherwise guess from the global rank ("can cause a hang if rank to GPU mapping is heterogeneous")."""
     if device_type != "cuda":
         return {"backend": "gloo"}
-    import inspect
-
     import torch
     import torch.distributed as dist
     if "device_id" not in inspect.signature(dist.init_process_group).parameters:  # torch < 2.3
@@ -58,7 +59,6 @@ def process_group_args(rank: Rank, device_type: str) -> dict:
 def worker_totals(loader_workers: int | None, output_workers: int | None, world: int) -> dict:
     """Worker counts for the whole job. Unset: the single-GPU default on every GPU (so N GPUs get N x the workers of
     the single-GPU run); set: a total that share() divides among the ranks."""
-    from .config import RunConfig
     d = RunConfig()
     return {"loader_workers": d.loader_workers * world if loader_workers is None else loader_workers,
             "output_workers": d.output_workers * world if output_workers is None else output_workers}

@@ -8,6 +8,9 @@ import time
 
 import torch
 
+from common.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
+
+from . import distributed as dd
 from . import hostload
 from .config import RunConfig
 from .data import Prefetcher, SyncBatches, make_loader
@@ -78,8 +81,6 @@ def _sync(device):
 
 
 def run(cfg: RunConfig, log=print) -> dict:
-    from . import distributed as dd
-
     cfg.validate()
     rank = dd.current()
     cfg = dd.share(cfg, rank)
@@ -107,10 +108,10 @@ def run(cfg: RunConfig, log=print) -> dict:
                         torch.cuda.profiler.start()
                     cpu0 = hostload.read()
                     t0 = time.perf_counter()
-                with nvtx_range(f"Batch {i}"):
-                    with nvtx_range("get batch"):
+                with nvtx_range(step_range(i)):
+                    with nvtx_range(GET_BATCH):
                         batch = next(batches)
-                    with nvtx_range("compute"):
+                    with nvtx_range(COMPUTE):
                         output = model(batch)
                         if stage.copies_output:
                             expected[i] = checksum_tensor(output)
@@ -118,7 +119,7 @@ def run(cfg: RunConfig, log=print) -> dict:
                 del output, batch
                 if rank.is_main and (i < cfg.warmup or i % 10 == 9):
                     log(f"  step {i + 1}/{total}{' (warm-up)' if i < cfg.warmup else ''}", file=sys.stderr)
-            with nvtx_range("drain outputs"):  # the output workers' backlog when the last step's GPU work is done
+            with nvtx_range(DRAIN_OUTPUTS):  # the output workers' backlog when the last step's GPU work is done
                 stage.drain()
                 _sync(device)
             elapsed = time.perf_counter() - t0

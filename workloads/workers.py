@@ -13,6 +13,8 @@ import time
 
 import torch.multiprocessing as mp
 
+from common.contracts import PROCESS_OUTPUT
+
 from .integrity import MASK64
 from .lifetime import die_with_parent
 from .postprocess import Sink, apply_fault
@@ -48,7 +50,7 @@ def _worker_main(index, parent_pid, in_q, free_q, result_q, buffers, remaining, 
                 array = array.reshape(-1).view("u1")[lo:hi]
             if k == 0:
                 apply_fault(fault, batch_id, array)
-            with nvtx_range("process output"):
+            with nvtx_range(PROCESS_OUTPUT):
                 cs = sink.write_batch(batch_id, array, chunk_bytes)
             result_q.put((batch_id, cs, k))
             del tensor, array

@@ -9,6 +9,8 @@ import threading
 
 import torch
 
+from common.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+
 from ..ranges import nvtx_range
 from .bufpool import Stage as BufPool
 
@@ -40,10 +42,10 @@ class Stage(BufPool):
         self.events[buf].record()
 
     def handle(self, batch_id, output):
-        with nvtx_range("copy to CPU"):
+        with nvtx_range(COPY_TO_CPU):
             buf = self.workers.get_free()
             self.copy_out(buf, output)
-        with nvtx_range("queue output"):
+        with nvtx_range(QUEUE_OUTPUT):
             self.pending.put((batch_id, buf))
         self.handed += 1
 

@@ -1,6 +1,8 @@
 """What every stage shares: config, the output sink, and the in-process result list."""
 from __future__ import annotations
 
+from common.contracts import PROCESS_OUTPUT
+
 from ..postprocess import Sink, apply_fault
 from ..ranges import nvtx_range
 
@@ -29,7 +31,7 @@ class InProcessStage:
     def process_here(self, batch_id, cpu_tensor):
         array = cpu_tensor.numpy()
         apply_fault(self.cfg.fault, batch_id, array)
-        with nvtx_range("process output"):
+        with nvtx_range(PROCESS_OUTPUT):
             self._results.append((batch_id, self.sink.write_batch(batch_id, array, self.chunk_bytes)))
 
     def drain(self):

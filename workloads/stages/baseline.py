@@ -1,11 +1,13 @@
 """Stage 1 (the article's baseline): copy the output to the CPU and post-process it in the loop."""
+from common.contracts import COPY_TO_CPU
+
 from ..ranges import nvtx_range
 from .base import InProcessStage
 
 
 class Stage(InProcessStage):
     def handle(self, batch_id, output):
-        with nvtx_range("copy to CPU"):
+        with nvtx_range(COPY_TO_CPU):
             cpu = output.cpu()  # synchronous DtoH into a fresh pageable tensor
         self.process_here(batch_id, cpu)
         self.handed += 1

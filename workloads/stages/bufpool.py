@@ -1,6 +1,8 @@
 """Stage 3: a pool of pre-allocated shared-memory output buffers, recycled through a second queue."""
 import torch
 
+from common.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+
 from ..ranges import nvtx_range
 from ..workers import OutputWorkers
 from .base import WorkerStage
@@ -16,9 +18,9 @@ class Stage(WorkerStage):
                                      self.chunk_bytes, self.cfg.fault, split=self.split)
 
     def handle(self, batch_id, output):
-        with nvtx_range("copy to CPU"):
+        with nvtx_range(COPY_TO_CPU):
             buf = self.workers.get_free()
             self.buffers[buf].copy_(output)
-        with nvtx_range("queue output"):
+        with nvtx_range(QUEUE_OUTPUT):
             self.workers.put((batch_id, buf))
         self.handed += 1

@@ -2,6 +2,8 @@
 
 Each put moves the fresh CPU tensor into shared memory (a 1.4 GB copy), which the trace shows.
 """
+from common.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+
 from ..ranges import nvtx_range
 from ..workers import OutputWorkers
 from .base import WorkerStage
@@ -13,8 +15,8 @@ class Stage(WorkerStage):
                                      self.cfg.fault, in_maxsize=self.cfg.output_workers)
 
     def handle(self, batch_id, output):
-        with nvtx_range("copy to CPU"):
+        with nvtx_range(COPY_TO_CPU):
             cpu = output.cpu()
-        with nvtx_range("queue output"):
+        with nvtx_range(QUEUE_OUTPUT):
             self.workers.put((batch_id, cpu))
         self.handed += 1

@@ -1,4 +1,4 @@
-"""Find an nsys executable, in the order a user expects, and report which one and its version."""
+"""Nsight Systems itself: find an nsys executable in the order a user expects, its version, and `nsys export`."""
 from __future__ import annotations
 
 import glob
@@ -14,7 +14,7 @@ PROJECT_NSYS = PROJECT_ROOT / ".nsys" / "target-linux-x64" / "nsys"
 
 
 class NsysNotFound(RuntimeError):
-    pass
+    """No working nsys anywhere the toolkit looks; the message says where it looked and how to get one."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class Nsys:
 
 
 def candidates() -> list[tuple[str, str]]:
+    """(path, why) of every nsys to try, in order: $NSYS, PATH, NVIDIA's install folders, `make nsys`."""
     out = []
     if os.environ.get("NSYS"):
         out.append((os.environ["NSYS"], "$NSYS"))
@@ -52,6 +53,7 @@ def candidates() -> list[tuple[str, str]]:
 
 
 def version_of(path: str) -> str:
+    """`nsys --version` as "2023.4.4.54"; "" when it does not run."""
     try:
         text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
@@ -61,6 +63,7 @@ def version_of(path: str) -> str:
 
 
 def find_nsys() -> Nsys:
+    """The first working nsys of candidates(); NsysNotFound saying what was tried."""
     tried = []
     for path, why in candidates():
         if os.path.isfile(path) and os.access(path, os.X_OK):
@@ -72,3 +75,9 @@ def find_nsys() -> Nsys:
             tried.append(f"{path} ($NSYS, not an executable)")
     hint = "run `make nsys` (installs Nsight Systems into .nsys/ without root changes) or set NSYS=/path/to/nsys"
     raise NsysNotFound("no working nsys found" + (f" (tried {', '.join(tried)})" if tried else "") + f"; {hint}")
+
+
+def export_sqlite(nsys: Nsys, report: Path, out: Path) -> subprocess.CompletedProcess:
+    """`nsys export --type=sqlite` of a .nsys-rep into `out`; the caller judges the result in its own words."""
+    return subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={out}",
+                           str(report)], capture_output=True, text=True)

@@ -1,16 +1,25 @@
-"""`python -m profiling ...` (console script `profile-stage`): parse, call, print. No logic here."""
+"""`nsys-transfer ...` (also `python -m profiling ...`, `profile-stage`): profile the workloads or any command with
+Nsight Systems, or measure them unprofiled. Parse, call, print: no logic here."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import click
 
-from . import bench as bench_mod
-from .locate import NsysNotFound, find_nsys
-from .runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile, profile_per_rank,
-                     quote, workload_command, write_record)
+from analysis import Trace, TraceError
+from analysis.integrity import assess
+from analysis.scaling import scaling_row
+from common.contracts import BENCH_ORDER, STAGES
+from common.driver import check
+from common.nsys import NsysNotFound, find_nsys
+from common.nsys_messages import summary_line
+from profiling import bench as bench_mod
+from profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
+from profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile,
+                              profile_per_rank, quote, workload_command, write_record)
 
 
 STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, importer errors, ...) or the trace "
@@ -32,8 +41,7 @@ def _nsys():
 
 
 def _driver_check(n) -> dict:
-    """nsys against this machine's CUDA driver (profiling/driver.py): a warning when nsys is older."""
-    from .driver import check
+    """nsys against this machine's CUDA driver (common/driver.py): a warning when nsys is older."""
     c = check(n)
     if c["warning"]:
         click.echo(f"profile: warning: {c['warning']}", err=True)
@@ -55,7 +63,7 @@ def where():
     click.echo(f"{n.path}\t{n.version}\t{n.source}\t{newest}\t{driver}")
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command("profile", context_settings={"ignore_unknown_options": True})
 @click.argument("stage")
 @click.option("--steps", default=3, show_default=True, help="captured steps")
 @click.option("--warmup", default=3, show_default=True)
@@ -69,10 +77,8 @@ def where():
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
 def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, strict, workload_args):
-    """Trace one workload STAGE under nsys; extra args go to `python -m workloads`."""
-    from workloads.config import STAGES
-    from .checks import has_gpu, nvtx_package_version, nvtx_unrecorded_warning
-
+    """Trace one workload STAGE under nsys; extra args go to `python -m workloads`. Writes <base>.run.json (the
+    profiling run record: nsys, files, checks, integrity) beside <base>.workload.json (the workload's own record)."""
     if stage not in STAGES:
         fail(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
     n = _nsys()
@@ -104,7 +110,6 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
     rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
                 "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
                 "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
-    from .checks import check_trace
     sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
     rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
     rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
@@ -115,8 +120,13 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
     _finish(rec, path, strict)
 
 
+
+# `stage`: the command's first name (Make targets and scripts use it), kept working, not listed
+main.add_command(click.Command("stage", callback=stage.callback, params=stage.params, help=stage.help, hidden=True,
+                               context_settings={"ignore_unknown_options": True}))
+
 def _gpu_names(sqlite: Path) -> list[str]:
-    from analysis import Trace, TraceError
+    """The GPUs the trace recorded, by name, for the run record."""
     try:
         with Trace.open(sqlite) as t:
             return sorted(set(t.gpus["name"].astype(str)))
@@ -158,8 +168,6 @@ def run(output, trace, capture_range, sample, cpuctxsw, force, strict, command):
 
 def _integrity(sqlite: Path) -> dict:
     """The trace's own consistency verdict (analysis/integrity.py), without the figures, for the run record."""
-    from analysis import Trace, TraceError
-    from analysis.integrity import assess
     try:
         with Trace.open(sqlite) as t:
             a = assess(t)
@@ -171,7 +179,6 @@ def _integrity(sqlite: Path) -> dict:
 
 def _finish(rec: dict, record_path: Path, strict: bool) -> None:
     """Print nsys's own messages and a lossy verdict last, where they are seen; with --strict, exit 1 on any."""
-    from .nsys_messages import summary_line
     messages = rec.get("nsys_messages", [])
     for m in messages:
         click.echo(f"profile: nsys {m['kind']} ({m['stage']}): {m['text']}", err=True)
@@ -190,7 +197,7 @@ def _finish(rec: dict, record_path: Path, strict: bool) -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.option("--stages", default=",".join(bench_mod.ARTICLE_ORDER), show_default=True)
+@click.option("--stages", default=",".join(BENCH_ORDER), show_default=True)
 @click.option("--out", default="runs/bench.json", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, help="seconds per stage")
 @click.option("--label", default="", help="name the rows (e.g. pinned-12w) instead of by stage")
@@ -217,9 +224,6 @@ def bench(stages, out, timeout_s, label, workload_args):
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
 def scaling(stage_name, gpus, cpus, label, out, timeout_s, workload_args):
     """One GPU against N GPUs (torchrun), unprofiled: appends a scenario to OUT (the report reads it)."""
-    import shutil
-
-    from workloads.config import STAGES
     if stage_name not in STAGES:
         fail(f"unknown stage {stage_name!r}; choose one of {', '.join(STAGES)}")
     if gpus < 2:
@@ -240,7 +244,7 @@ def scaling(stage_name, gpus, cpus, label, out, timeout_s, workload_args):
     data.setdefault("scenarios", []).append({"label": label, "one": one, "all": every})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
-    row = bench_mod.scaling_row({"label": label, "one": one, "all": every})
+    row = scaling_row({"label": label, "one": one, "all": every})
     if row is None:
         fail(f"a run failed ({(one.get('error') or every.get('error') or ['?'])[0]}); recorded in {path}", 1)
     click.echo(f"{label}: 1 GPU {row['single_steps_per_s']:.3f}, {gpus} GPUs {row['total_steps_per_s']:.3f} steps/s = "

@@ -55,6 +55,7 @@ class MessageSink:
         self._seen: set[tuple[str, str]] = set()
 
     def feed(self, line: str, stage: str) -> None:
+        """Keep the line if it is one of nsys's messages (at most MAX_MESSAGES, each once per stage)."""
         kind = classify(line)
         if kind is None:
             return
@@ -65,6 +66,7 @@ class MessageSink:
         self.messages.append({"stage": stage, "kind": kind, "text": text})
 
     def feed_text(self, text: str, stage: str) -> None:
+        """feed() every line of a block of text."""
         for line in text.replace("\r", "\n").splitlines():
             self.feed(line, stage)
 
@@ -93,6 +95,7 @@ def parse(text: str, stage: str = "capture") -> list[dict]:
 
 
 def summary_line(messages: list[dict]) -> str:
+    """"2 errors and 1 warning"."""
     errors = sum(m["kind"] == "error" for m in messages)
     warnings = len(messages) - errors
     parts = [f"{errors} error{'s' * (errors != 1)}"] if errors else []

@@ -5,7 +5,7 @@ of a transformers `generate()` call, said "Importation succeeded with non-fatal 
 toolkit's own stages were recorded completely on the same machine. An nsys older than the driver is a risk, not
 a certainty: warn, say how to use a newer one, and let the trace's own figures (analyze-trace --check) decide.
 
-`python -m profiling.driver` prints the comparison (plain Python: `make nsys` runs it before any venv exists).
+`python -m common.driver` prints the comparison (plain Python: `make nsys` runs it before any venv exists).
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from .nsys import NsysNotFound, find_nsys
 
 # The newest CUDA each Nsight Systems release traces, where a source says so (see docs/nsys-versions.md):
 #   2023.4 -> 12.4  the 2023.4.4 CLI bundles libcupti.so.12.4 as its newest CUPTI (target-linux-x64/); Debian and
@@ -141,7 +143,7 @@ def compare(nsys_version: str, year_release: tuple[int, int], driver: tuple[int,
 
 
 def check(nsys) -> dict:
-    """compare() for a found Nsys (profiling.locate) and this machine's driver."""
+    """compare() for a found Nsys (common.nsys) and this machine's driver."""
     found = driver_cuda()
     driver, source = found if found else (None, "")
     return compare(nsys.version, nsys.year_release, driver, nsys.path, source)
@@ -152,7 +154,7 @@ def _fmt(v: tuple[int, int] | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from .locate import NsysNotFound, find_nsys
+    """Print this machine's nsys against its driver; 2 without an nsys."""
     try:
         n = find_nsys()
     except NsysNotFound as e:

@@ -1,0 +1,33 @@
+"""What the layers agree on, defined once: the workload stages and their order, the NVTX range names the workloads
+emit and the analysis recognises, and the defaults both sides assume."""
+from __future__ import annotations
+
+# The workload stages, in the order the article (and every report table) walks them.
+STAGES = ("naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling")
+# The order `bench` runs them: the ceiling first (it is the yardstick), then the article's order.
+BENCH_ORDER = ("ceiling",) + tuple(s for s in STAGES if s != "ceiling")
+
+# NVTX ranges the workloads emit around each phase of a step (workloads/ranges.py) and the analysis matches.
+GET_BATCH = "get batch"
+COMPUTE = "compute"
+COPY_TO_CPU = "copy to CPU"
+PROCESS_OUTPUT = "process output"
+QUEUE_OUTPUT = "queue output"
+DRAIN_OUTPUTS = "drain outputs"  # the output workers' backlog after the last step's GPU work
+TOOLKIT_RANGES = frozenset({GET_BATCH, COMPUTE, COPY_TO_CPU, PROCESS_OUTPUT, QUEUE_OUTPUT, DRAIN_OUTPUTS})
+STEP_RANGE = "Batch {}"              # one range per step: "Batch 7"
+DEFAULT_STEP_REGEX = r"^Batch \d+"   # ... and how the analysis finds them when no other step marks are detected
+
+# The host link speed assumed when a trace gives none (GB/s): an H200 measured 55 GB/s pinned DtoH on PCIe gen5
+# (docs/benchmarks.md).
+DEFAULT_LINK_GBPS = 55.0
+
+
+def step_range(i: int) -> str:
+    """The NVTX name of step i."""
+    return STEP_RANGE.format(i)
+
+
+def gbps(nbytes, duration_ns):
+    """GB/s from bytes and nanoseconds (bytes per ns is GB/s); works on numbers and pandas columns alike."""
+    return nbytes / duration_ns

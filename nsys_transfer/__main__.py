@@ -1,0 +1,4 @@
+"""`python -m nsys_transfer ...`: the `nsys-transfer` command line."""
+from .cli import main
+
+main()
