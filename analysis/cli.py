@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from common.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
+from nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
 from . import options, outputs, plots
 from .errors import TraceError

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from common.contracts import gbps
+from nsys_core.contracts import gbps
 
 from .intervals import Coverage, union
 from .trace import process_keys

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from common.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
+from nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
 
 from .copies import big_copies, stream_of_compute
 from .machine import MIN_PROBE_BYTES

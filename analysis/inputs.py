@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from common.nsys import NsysNotFound, export_sqlite, find_nsys
+from nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
 from .errors import TraceError
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common import nsys_messages
-from common.driver import compare, parse_cuda
+from nsys_core import nsys_messages
+from nsys_core.driver import compare, parse_cuda
 
 from .errors import TraceError
 from .trace import Trace, outermost_calls, pid_of

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from common.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, DRAIN_OUTPUTS, gbps
+from nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, DRAIN_OUTPUTS, gbps
 
 from . import copies as cp
 from . import cpu, gpu

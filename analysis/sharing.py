@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from common.contracts import gbps
+from nsys_core.contracts import gbps
 
 if TYPE_CHECKING:
     from .ranks import RankOptions

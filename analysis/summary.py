@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from common.contracts import gbps
+from nsys_core.contracts import gbps
 
 from . import copies as cp
 from . import cpu, gpu, idle, integrity, program

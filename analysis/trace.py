@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common.contracts import gbps
+from nsys_core.contracts import gbps
 
 from . import sql, validate
 from .errors import TraceError

@@ -12,10 +12,10 @@ import click
 from analysis import Trace, TraceError
 from analysis.integrity import assess
 from analysis.scaling import scaling_row
-from common.contracts import BENCH_ORDER, STAGES
-from common.driver import check
-from common.nsys import NsysNotFound, find_nsys
-from common.nsys_messages import summary_line
+from nsys_core.contracts import BENCH_ORDER, STAGES
+from nsys_core.driver import check
+from nsys_core.nsys import NsysNotFound, find_nsys
+from nsys_core.nsys_messages import summary_line
 from profiling import bench as bench_mod
 from profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
 from profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile,
@@ -41,7 +41,7 @@ def _nsys():
 
 
 def _driver_check(n) -> dict:
-    """nsys against this machine's CUDA driver (common/driver.py): a warning when nsys is older."""
+    """nsys against this machine's CUDA driver (nsys_core/driver.py): a warning when nsys is older."""
     c = check(n)
     if c["warning"]:
         click.echo(f"profile: warning: {c['warning']}", err=True)

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import nsys as nsys_tool
-from common.nsys import Nsys
-from common.nsys_messages import MessageSink
+from nsys_core import nsys as nsys_tool
+from nsys_core.nsys import Nsys
+from nsys_core.nsys_messages import MessageSink
 
 from .checks import diagnose_profile_failure
 

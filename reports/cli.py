@@ -16,7 +16,7 @@ from analysis.plots import plot_ranks
 from analysis.program import toolkit_record
 from analysis.ranks import RankOptions, analyze_ranks, trace_labels
 from analysis.summary import Options, analyze
-from common.contracts import DEFAULT_LINK_GBPS
+from nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from . import charts, render
 from .collect import ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling

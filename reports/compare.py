@@ -5,7 +5,7 @@ import pandas as pd
 
 from analysis.copies import big_copies
 from analysis.scaling import scaling_row
-from common.contracts import gbps
+from nsys_core.contracts import gbps
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:

@@ -36,7 +36,7 @@ def public_traces():
 
 @pytest.fixture(scope="session")
 def nsys():
-    from common.nsys import NsysNotFound, find_nsys
+    from nsys_core.nsys import NsysNotFound, find_nsys
     try:
         return find_nsys()
     except NsysNotFound as e:

@@ -50,7 +50,7 @@ def test_linkprobe_pinned_beats_pageable(tmp_path):
 
 
 def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
-    from common.nsys import NsysNotFound, find_nsys
+    from nsys_core.nsys import NsysNotFound, find_nsys
     try:
         find_nsys()
     except NsysNotFound as e:

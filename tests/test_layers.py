@@ -1,4 +1,4 @@
-"""The import graph runs downwards only: common (Nsight Systems itself, the contracts) at the bottom, then workloads
+"""The import graph runs downwards only: nsys_core (Nsight Systems itself, the contracts) at the bottom, then workloads
 and profiling, then analysis, then reports, then the nsys_transfer command line on top. Every import counts, those
 inside functions too."""
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # what each package may import of the toolkit's own packages (besides itself)
 ALLOWED = {
-    "common": set(),
-    "workloads": {"common"},
-    "profiling": {"common", "workloads"},
-    "analysis": {"common"},
-    "reports": {"common", "analysis"},
-    "nsys_transfer": {"common", "workloads", "profiling", "analysis", "reports"},
+    "nsys_core": set(),
+    "workloads": {"nsys_core"},
+    "profiling": {"nsys_core", "workloads"},
+    "analysis": {"nsys_core"},
+    "reports": {"nsys_core", "analysis"},
+    "nsys_transfer": {"nsys_core", "workloads", "profiling", "analysis", "reports"},
 }
 # `python -m PACKAGE` scripts: entry points nothing imports, so they may start the command line on top
 ENTRY_POINT_MAY_IMPORT = {"nsys_transfer"}

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from common.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
+from nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
 
 from . import distributed as dd
 from . import hostload

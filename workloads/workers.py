@@ -13,7 +13,7 @@ import time
 
 import torch.multiprocessing as mp
 
-from common.contracts import PROCESS_OUTPUT
+from nsys_core.contracts import PROCESS_OUTPUT
 
 from .integrity import MASK64
 from .lifetime import die_with_parent

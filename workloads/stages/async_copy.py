@@ -9,7 +9,7 @@ import threading
 
 import torch
 
-from common.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
 from ..ranges import nvtx_range
 from .bufpool import Stage as BufPool

@@ -1,7 +1,7 @@
 """What every stage shares: config, the output sink, and the in-process result list."""
 from __future__ import annotations
 
-from common.contracts import PROCESS_OUTPUT
+from nsys_core.contracts import PROCESS_OUTPUT
 
 from ..postprocess import Sink, apply_fault
 from ..ranges import nvtx_range

@@ -1,5 +1,5 @@
 """Stage 1 (the article's baseline): copy the output to the CPU and post-process it in the loop."""
-from common.contracts import COPY_TO_CPU
+from nsys_core.contracts import COPY_TO_CPU
 
 from ..ranges import nvtx_range
 from .base import InProcessStage

@@ -1,7 +1,7 @@
 """Stage 3: a pool of pre-allocated shared-memory output buffers, recycled through a second queue."""
 import torch
 
-from common.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
 from ..ranges import nvtx_range
 from ..workers import OutputWorkers

@@ -2,7 +2,7 @@
 
 Each put moves the fresh CPU tensor into shared memory (a 1.4 GB copy), which the trace shows.
 """
-from common.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
 from ..ranges import nvtx_range
 from ..workers import OutputWorkers

@@ -5,7 +5,7 @@ of a transformers `generate()` call, said "Importation succeeded with non-fatal 
 toolkit's own stages were recorded completely on the same machine. An nsys older than the driver is a risk, not
 a certainty: warn, say how to use a newer one, and let the trace's own figures (analyze-trace --check) decide.
 
-`python -m common.driver` prints the comparison (plain Python: `make nsys` runs it before any venv exists).
+`python -m nsys_core.driver` prints the comparison (plain Python: `make nsys` runs it before any venv exists).
 """
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def compare(nsys_version: str, year_release: tuple[int, int], driver: tuple[int,
 
 
 def check(nsys) -> dict:
-    """compare() for a found Nsys (common.nsys) and this machine's driver."""
+    """compare() for a found Nsys (nsys_core.nsys) and this machine's driver."""
     found = driver_cuda()
     driver, source = found if found else (None, "")
     return compare(nsys.version, nsys.year_release, driver, nsys.path, source)
