@@ -12,7 +12,7 @@ echo "== GPU tests"; timeout 330 python3 -m pytest -q -p no:cacheprovider tests/
 for spec in "baseline 3" "pinned 12"; do
   set -- $spec
   echo "== profile $1 ($2 steps)"
-  timeout 150 python3 -m profiling stage "$1" --steps "$2" --warmup 3 --out-dir /tmp/runs --force > /tmp/runs/$1.log 2>&1
+  timeout 150 python3 -m profiling profile "$1" --steps "$2" --warmup 3 --out-dir /tmp/runs --force > /tmp/runs/$1.log 2>&1
   echo "exit $?"; grep -E "warning|error" /tmp/runs/$1.log | head -5
   f=/tmp/runs/$1/$1.sqlite
   [ -f "$f" ] && python3 -m analysis "$f" --check | tail -3 && python3 -m analysis "$f" | grep -E "^GPU busy|^steps|^  \[(high|medium)\]" | cut -c1-220
