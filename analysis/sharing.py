@@ -44,6 +44,7 @@ def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,
 
 
 def gbps_of(copies: pd.DataFrame) -> float | None:
+    """GB/s of these copies over their summed durations; None when there are none."""
     total = copies["duration_ns"].sum()
     return float(gbps(copies["bytes"].sum(), total)) if len(copies) and total else None
 
