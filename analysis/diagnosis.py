@@ -61,6 +61,7 @@ class Finding:
     suggestion: str
 
     def as_dict(self) -> dict:
+        """The finding as a JSON-able dict."""
         return asdict(self)
 
 
@@ -72,28 +73,35 @@ class Context:
 
     @property
     def copies(self) -> pd.DataFrame:
+        """The memcpy table (empty when the trace has none)."""
         return self.tables.get("memcpy", pd.DataFrame())
 
     @property
     def idle(self) -> pd.DataFrame:
+        """The idle-attribution table: cause, subject, idle_ns and device per row."""
         return self.tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"]))
 
     @property
     def link_gbps(self) -> float | None:
+        """The host link's GB/s from the summary; None when it is unknown."""
         return self.summary["trace"].get("link", {}).get("gbps")
 
     @property
     def program(self) -> dict:
+        """What the traced program is: its framework and whether it is this toolkit's workload."""
         return self.summary["trace"].get("program") or {"framework": "cuda", "toolkit": False}
 
     @property
     def pytorch(self) -> bool:
+        """Whether the traced program is a PyTorch program."""
         return self.program.get("framework") == "pytorch"
 
     def window_ns(self) -> int:
+        """The analysed window's duration (ns); 0 without a window."""
         return int(self.summary.get("window", {}).get("duration_ns") or 0)
 
     def steps(self) -> int:
+        """How many steps the trace holds; 0 without steps."""
         return int(self.summary["steps"]["count"] or 0)
 
     def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
@@ -109,14 +117,17 @@ class Context:
         return f"{text} (see stage {stage})" if stage and self.program.get("toolkit") else text
 
     def share_of_window(self, ns) -> str:
+        """ns as a percentage of the window, in words."""
         win = self.window_ns()
         return f"{100 * ns / win:.0f}% of the window" if win else "the whole capture"
 
     def per_step(self, ns) -> str:
+        """', X ms per step' for ns spread over the steps; empty without steps."""
         n = self.steps()
         return f", {_ms(ns / n)} per step" if n else ""
 
     def link_pct(self, gbps: float) -> str:
+        """' (N% of the X GB/s link)' for gbps; empty when the link speed is unknown."""
         link = self.link_gbps
         return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
 
