@@ -177,6 +177,7 @@ class IncompleteTrace:
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         integ = ctx.summary["trace"].get("integrity") or {}
         if integ.get("verdict") != "lossy":
             return []
@@ -193,6 +194,7 @@ class InputBound:
     id = "input-bound"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "input")
         if rows.empty:
             return []
@@ -241,6 +243,7 @@ class GpuIdleCpuBound:
     min_share = 0.005  # of the window: below this a range is noise
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         out, win = [], ctx.window_ns()
         rows = pd.concat([_idle_of(ctx, "cpu-range"), _idle_of(ctx, "cpu")])
         if rows.empty or not win:
@@ -289,6 +292,7 @@ class MemoryMappingInGaps:
     id = "memory-mapping-in-gaps"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "mapping")
         if rows.empty:
             return []
@@ -310,6 +314,7 @@ class HostSync:
     id = "host-sync"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "host-sync")
         info = ctx.summary.get("idle") or {}
         if rows.empty or not info.get("sync_calls"):
@@ -342,6 +347,7 @@ class LaunchBound:
     id = "launch-bound"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "launch")
         k = ctx.summary["kernels"]
         if rows.empty or not k["count"]:
@@ -372,6 +378,7 @@ class PageableMemcpy:
     pageable_share = 0.25   # reused pageable memory runs at about a quarter of the link (H200: 13.8 of 55 GB/s)
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         out = []
         for kind, host_col in (("DtoH", "dst_kind"), ("HtoD", "src_kind")):
             d = big_copies(ctx.copies, kind)
@@ -427,6 +434,7 @@ class SyncMemcpy:
     id = "sync-memcpy"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         d = big_copies(ctx.copies, "DtoH")
         s = d[(d["sync"] == True) & (d["dst_kind"] == "Pinned") & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
         if s.empty:
@@ -446,6 +454,7 @@ class NoCopyComputeOverlap:
     min_overlap = 0.10
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         d = big_copies(ctx.copies, "DtoH")
         d = d[(d["sync"] == False) & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
         compute = ctx.summary["memcpy"].get("compute_stream")
@@ -473,6 +482,7 @@ class WarmupInCapture:
     min_share = 0.05     # of the window
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         st = ctx.tables.get("steps", pd.DataFrame())
         if len(st) < 3:
             return []
@@ -494,6 +504,7 @@ class ShortCapture:
     id = "short-capture"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         n = ctx.steps()
         if not ctx.program.get("toolkit") or n == 0 or n >= ctx.pipeline_depth or \
                 ctx.summary["memcpy"]["dtoh"]["count"] == 0:
@@ -511,6 +522,7 @@ class NvtxMissing:
     id = "nvtx-missing"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         if ctx.summary["nvtx"]["count"]:
             return []
         return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so idle GPU time cannot be tied "
