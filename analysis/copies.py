@@ -98,6 +98,7 @@ def stream_of_compute(kernels: pd.DataFrame) -> int | None:
 
 
 def copies_on_compute_stream(copies: pd.DataFrame, kernels: pd.DataFrame, kind: str = "DtoH") -> float | None:
+    """Share of the big copies of this kind on the stream that runs most kernel time; None without either."""
     s = stream_of_compute(kernels)
     d = big_copies(copies, kind)
     if s is None or d.empty:

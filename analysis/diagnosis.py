@@ -61,6 +61,7 @@ class Finding:
     suggestion: str
 
     def as_dict(self) -> dict:
+        """The finding as a JSON-able dict."""
         return asdict(self)
 
 
@@ -72,28 +73,35 @@ class Context:
 
     @property
     def copies(self) -> pd.DataFrame:
+        """The memcpy table (empty when the trace has none)."""
         return self.tables.get("memcpy", pd.DataFrame())
 
     @property
     def idle(self) -> pd.DataFrame:
+        """The idle-attribution table: cause, subject, idle_ns and device per row."""
         return self.tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"]))
 
     @property
     def link_gbps(self) -> float | None:
+        """The host link's GB/s from the summary; None when it is unknown."""
         return self.summary["trace"].get("link", {}).get("gbps")
 
     @property
     def program(self) -> dict:
+        """What the traced program is: its framework and whether it is this toolkit's workload."""
         return self.summary["trace"].get("program") or {"framework": "cuda", "toolkit": False}
 
     @property
     def pytorch(self) -> bool:
+        """Whether the traced program is a PyTorch program."""
         return self.program.get("framework") == "pytorch"
 
     def window_ns(self) -> int:
+        """The analysed window's duration (ns); 0 without a window."""
         return int(self.summary.get("window", {}).get("duration_ns") or 0)
 
     def steps(self) -> int:
+        """How many steps the trace holds; 0 without steps."""
         return int(self.summary["steps"]["count"] or 0)
 
     def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
@@ -109,14 +117,17 @@ class Context:
         return f"{text} (see stage {stage})" if stage and self.program.get("toolkit") else text
 
     def share_of_window(self, ns) -> str:
+        """ns as a percentage of the window, in words."""
         win = self.window_ns()
         return f"{100 * ns / win:.0f}% of the window" if win else "the whole capture"
 
     def per_step(self, ns) -> str:
+        """', X ms per step' for ns spread over the steps; empty without steps."""
         n = self.steps()
         return f", {_ms(ns / n)} per step" if n else ""
 
     def link_pct(self, gbps: float) -> str:
+        """' (N% of the X GB/s link)' for gbps; empty when the link speed is unknown."""
         link = self.link_gbps
         return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
 
@@ -166,6 +177,7 @@ class IncompleteTrace:
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         integ = ctx.summary["trace"].get("integrity") or {}
         if integ.get("verdict") != "lossy":
             return []
@@ -182,6 +194,7 @@ class InputBound:
     id = "input-bound"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "input")
         if rows.empty:
             return []
@@ -230,6 +243,7 @@ class GpuIdleCpuBound:
     min_share = 0.005  # of the window: below this a range is noise
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         out, win = [], ctx.window_ns()
         rows = pd.concat([_idle_of(ctx, "cpu-range"), _idle_of(ctx, "cpu")])
         if rows.empty or not win:
@@ -278,6 +292,7 @@ class MemoryMappingInGaps:
     id = "memory-mapping-in-gaps"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "mapping")
         if rows.empty:
             return []
@@ -299,6 +314,7 @@ class HostSync:
     id = "host-sync"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "host-sync")
         info = ctx.summary.get("idle") or {}
         if rows.empty or not info.get("sync_calls"):
@@ -331,6 +347,7 @@ class LaunchBound:
     id = "launch-bound"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         rows = _idle_of(ctx, "launch")
         k = ctx.summary["kernels"]
         if rows.empty or not k["count"]:
@@ -361,6 +378,7 @@ class PageableMemcpy:
     pageable_share = 0.25   # reused pageable memory runs at about a quarter of the link (H200: 13.8 of 55 GB/s)
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         out = []
         for kind, host_col in (("DtoH", "dst_kind"), ("HtoD", "src_kind")):
             d = big_copies(ctx.copies, kind)
@@ -416,6 +434,7 @@ class SyncMemcpy:
     id = "sync-memcpy"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         d = big_copies(ctx.copies, "DtoH")
         s = d[(d["sync"] == True) & (d["dst_kind"] == "Pinned") & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
         if s.empty:
@@ -435,6 +454,7 @@ class NoCopyComputeOverlap:
     min_overlap = 0.10
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         d = big_copies(ctx.copies, "DtoH")
         d = d[(d["sync"] == False) & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
         compute = ctx.summary["memcpy"].get("compute_stream")
@@ -462,6 +482,7 @@ class WarmupInCapture:
     min_share = 0.05     # of the window
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         st = ctx.tables.get("steps", pd.DataFrame())
         if len(st) < 3:
             return []
@@ -483,6 +504,7 @@ class ShortCapture:
     id = "short-capture"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         n = ctx.steps()
         if not ctx.program.get("toolkit") or n == 0 or n >= ctx.pipeline_depth or \
                 ctx.summary["memcpy"]["dtoh"]["count"] == 0:
@@ -500,6 +522,7 @@ class NvtxMissing:
     id = "nvtx-missing"
 
     def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
         if ctx.summary["nvtx"]["count"]:
             return []
         return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so idle GPU time cannot be tied "

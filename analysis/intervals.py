@@ -36,9 +36,11 @@ class Coverage:
 
     @property
     def total(self) -> int:
+        """Covered time of the whole union (ns)."""
         return int((self.e - self.s).sum())
 
     def at(self, t) -> np.ndarray:
+        """F(t) for each t: covered time up to t (ns)."""
         t = np.asarray(t, dtype=np.int64)
         if self.s.size == 0:
             return np.zeros(t.shape, dtype=np.int64)
@@ -118,4 +120,5 @@ def subtract(a, b) -> tuple[np.ndarray, np.ndarray]:
 
 
 def total(u) -> int:
+    """Covered time of a union of disjoint intervals (starts, ends) (ns)."""
     return int((u[1] - u[0]).sum())

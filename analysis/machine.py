@@ -25,6 +25,7 @@ NAME_GEN = ((r"H100|H200|H800|GH200", 5), (r"B100|B200|RTX 50\d\d|RTX PRO", 5),
 
 
 def nominal_gbps(gen: int) -> float:
+    """Usable GB/s of a PCIe x16 link of this generation."""
     return round(PCIE_X16_RAW_GBPS[gen] * USABLE_SHARE, 1)
 
 

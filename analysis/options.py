@@ -20,6 +20,7 @@ class OneLineCommand(click.Command):
     command's name, with exit code 2: `@click.command(cls=OneLineCommand, name="analyze-trace")`."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the command; usage and click errors become one line on stderr with their exit code."""
         try:
             rc = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:

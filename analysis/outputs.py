@@ -57,6 +57,7 @@ def remove_created(created: Path | None) -> None:
 
 
 def write_json(path: Path, data, flag: str = "--json") -> None:
+    """Write data as indented JSON, creating the folder; a TraceError naming flag when it cannot."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=2))
@@ -65,6 +66,7 @@ def write_json(path: Path, data, flag: str = "--json") -> None:
 
 
 def write_tables(folder: Path, tables: dict, flag: str = "--csv") -> None:
+    """Write each table as NAME.csv into folder; a TraceError naming flag when it cannot."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, df in tables.items():

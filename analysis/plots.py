@@ -67,6 +67,7 @@ def save(fig, path, dpi: int = 110):
 
 
 def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
+    """(start, end) ns of the last n steps; None without steps."""
     if steps is None or len(steps) == 0:
         return None
     s = steps.sort_values("start_ns")
@@ -75,6 +76,7 @@ def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
 
 
 def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
+    """Plot the timeline of the last n_steps steps (else the window) to path; None without a window."""
     tables, summ = analysis.tables, analysis.summary
     span = step_span(tables.get("steps"), n_steps)
     w = summ["window"]
@@ -99,6 +101,7 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
 
 
 def plot_gaps(analysis, path, title: str = ""):
+    """Plot the GPU idle gaps over the window to path."""
     g = analysis.tables["gaps"]
     fig, ax = plt.subplots(figsize=(9, 3.2))
     if len(g):
@@ -114,6 +117,7 @@ def plot_gaps(analysis, path, title: str = ""):
 
 
 def plot_dtoh(analysis, path, link_gbps: float = DEFAULT_LINK_GBPS, title: str = ""):
+    """Plot each DtoH copy's duration and bandwidth (against the link speed) to path."""
     c = analysis.tables["memcpy"]
     d = c[c["copy_kind"] == "DtoH"].reset_index(drop=True)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.4))

@@ -29,6 +29,7 @@ def finding_lines(findings: list[dict], show_all: bool = False) -> list[str]:
 
 
 def text_report(s: dict, show_all: bool = False) -> str:
+    """The analysis summary as the plain-text report (all findings with show_all)."""
     L = []
     t = s["trace"]
     gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"

@@ -44,6 +44,7 @@ def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,
 
 
 def gbps_of(copies: pd.DataFrame) -> float | None:
+    """GB/s of these copies over their summed durations; None when there are none."""
     total = copies["duration_ns"].sum()
     return float(gbps(copies["bytes"].sum(), total)) if len(copies) and total else None
 
@@ -78,13 +79,7 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
     worst = cont.dropna(subset=["slowdown"]).sort_values("slowdown").head(1)
     slow = float(worst["slowdown"].iloc[0]) if len(worst) else None
     peak_share = host["peak_gbps"] / host["capacity_gbps"] if host["capacity_gbps"] else 0.0
-    evidence = [", ".join(f"{r.gpu}: kernels {r.compute_utilization:.0%} of its steps" for r in devices.itertuples()),
-                f"host-side DtoH peak {host['peak_gbps']:.1f} GB/s, mean {host['mean_gbps']:.1f} GB/s; shared "
-                f"capacity {host['capacity_gbps']:.1f} GB/s ({host['capacity_source']})"]
-    for r in cont.itertuples():
-        if r.gbps_together is not None:
-            evidence.append(f"{r.memory} DtoH while another GPU copies: {r.gbps_together:.1f} GB/s"
-                            + (f" = {r.slowdown:.2f} x solo {r.solo_gbps:.1f} GB/s ({r.solo_source})" if r.slowdown else ""))
+    evidence = _evidence(devices, cont, host)
     if n < 2:
         return {"resource": "single-gpu", "verdict": "one GPU in the trace(s): no resource is shared",
                 "evidence": evidence, "next": "analyze-trace's diagnosis covers a single GPU"}
@@ -104,20 +99,7 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
     if cpu:
         evidence.append(f"host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of {cpu['cpus']}) over the run")
     if compute_min >= opts.busy_threshold and backlog_min >= opts.backlog_steps:
-        if cpu and cpu["busy"] >= 0.9:
-            return {"resource": "host-cpu",
-                    "verdict": f"the GPUs finished their steps with every rank's output workers {backlog_min:.1f}+ "
-                               f"steps behind, while the {cpu['cpus']} CPUs they share were {cpu['busy']:.0%} busy: the "
-                               "host's cores saturate; in a longer run the buffers run out and the GPUs wait",
-                    "evidence": evidence,
-                    "next": "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before "
-                            "the copy shrinks what the workers serialise)"}
-        return {"resource": "output-backlog",
-                "verdict": f"the GPUs finished their steps with every rank's output workers {backlog_min:.1f}+ steps "
-                           "behind: the output side is slower than the GPUs, and a longer run would make them wait",
-                "evidence": evidence,
-                "next": "more output workers per rank if cores are free (the run record's host_cpu says), else less "
-                        "work per output; capture more steps than the buffer pool to see the steady state"}
+        return _backlog_limit(backlog_min, cpu, evidence)
     if compute_min >= opts.busy_threshold:
         verdict = (f"every GPU runs kernels at least {compute_min:.0%} of the time: the GPUs themselves limit "
                    "throughput; " + (f"DtoH copies are slowed to {slow:.2f} x solo by sharing the host, hidden behind "
@@ -132,6 +114,41 @@ def limiting_resource(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opt
                 "evidence": evidence,
                 "next": "move fewer bytes (argmax or bf16 on the GPU before the copy), stagger the ranks' copies, and "
                         "keep each rank's buffers on its GPU's NUMA node"}
+    return _waiting_limit(devices, cpu, evidence)
+
+
+def _evidence(devices: pd.DataFrame, cont: pd.DataFrame, host: dict) -> list[str]:
+    """The evidence every verdict shows: each GPU's kernel share, the host-side DtoH rates, copies while shared."""
+    evidence = [", ".join(f"{r.gpu}: kernels {r.compute_utilization:.0%} of its steps" for r in devices.itertuples()),
+                f"host-side DtoH peak {host['peak_gbps']:.1f} GB/s, mean {host['mean_gbps']:.1f} GB/s; shared "
+                f"capacity {host['capacity_gbps']:.1f} GB/s ({host['capacity_source']})"]
+    for r in cont.itertuples():
+        if r.gbps_together is not None:
+            evidence.append(f"{r.memory} DtoH while another GPU copies: {r.gbps_together:.1f} GB/s"
+                            + (f" = {r.slowdown:.2f} x solo {r.solo_gbps:.1f} GB/s ({r.solo_source})" if r.slowdown else ""))
+    return evidence
+
+
+def _backlog_limit(backlog_min: float, cpu: dict | None, evidence: list[str]) -> dict:
+    """The verdict when the GPUs are busy and every rank's outputs are backlogged: host-cpu or output-backlog."""
+    if cpu and cpu["busy"] >= 0.9:
+        return {"resource": "host-cpu",
+                "verdict": f"the GPUs finished their steps with every rank's output workers {backlog_min:.1f}+ "
+                           f"steps behind, while the {cpu['cpus']} CPUs they share were {cpu['busy']:.0%} busy: the "
+                           "host's cores saturate; in a longer run the buffers run out and the GPUs wait",
+                "evidence": evidence,
+                "next": "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before "
+                        "the copy shrinks what the workers serialise)"}
+    return {"resource": "output-backlog",
+            "verdict": f"the GPUs finished their steps with every rank's output workers {backlog_min:.1f}+ steps "
+                       "behind: the output side is slower than the GPUs, and a longer run would make them wait",
+            "evidence": evidence,
+            "next": "more output workers per rank if cores are free (the run record's host_cpu says), else less "
+                    "work per output; capture more steps than the buffer pool to see the steady state"}
+
+
+def _waiting_limit(devices: pd.DataFrame, cpu: dict | None, evidence: list[str]) -> dict:
+    """The verdict when the GPUs wait and no shared copy is slowed: host-cpu if CPUs saturate, else rank-pipeline."""
     idle = devices.sort_values("compute_utilization").iloc[0]
     why = (f", waiting mostly in '{idle['idle_mostly_in']}' ({idle['idle_share']:.0%} of its compute gaps)"
            if isinstance(idle.get("idle_mostly_in"), str) else "")

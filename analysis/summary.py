@@ -40,6 +40,7 @@ class Analysis:
 
 
 def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysis:
+    """Analyse one trace: the summary (JSON-able) and the tables behind it."""
     opts = opts or Options()
     say = progress or (lambda msg: None)
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
@@ -286,6 +287,7 @@ def _host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFr
 
 
 def summarize(trace: Trace, **kw) -> dict:
+    """The summary of analyze() with Options(**kw)."""
     return analyze(trace, Options(**kw)).summary
 
 

@@ -86,6 +86,7 @@ class Trace:
 
     @classmethod
     def open(cls, path: str | os.PathLike, nsys=None) -> "Trace":
+        """Open a .sqlite, .sqlite.xz or .nsys-rep (exported with nsys) as a Trace, reading a committed copy."""
         local, source = resolve_input(Path(path), nsys)
         local, journal_note = committed_copy(local, source)  # never read a writer's uncommitted pages
         trace = cls(local, source)
@@ -100,6 +101,7 @@ class Trace:
         self.close()
 
     def close(self):
+        """Wait for the background loads and close the SQLite connections."""
         for t in getattr(self, "_prefetching", {}).values():
             t.join()
         for con in getattr(self, "_extra_cons", []):
@@ -109,6 +111,7 @@ class Trace:
             self.con = None
 
     def query(self, statement: str, params=()) -> pd.DataFrame:
+        """The rows of a SQL statement as a DataFrame; a TraceError when the export is damaged."""
         try:
             cur = self._connection().execute(statement, params)
             cols = [d[0] for d in cur.description]
@@ -175,6 +178,7 @@ class Trace:
         t.start()
 
     def result(self, key: str):
+        """The value a prefetch loaded under key, waiting for it; its exception re-raised here."""
         self.wait(key)
         box = self._results.pop(key)
         if "error" in box:
@@ -203,17 +207,21 @@ class Trace:
                 t.join()
 
     def has(self, table: str) -> bool:
+        """Whether the export has this table."""
         return table in self.tables
 
     def columns(self, table: str) -> set[str]:
+        """The table's column names; empty when the table is absent."""
         return {r[0] for r in self._connection().execute(sql.COLUMNS, (table,))} if self.has(table) else set()
 
     def count(self, table: str) -> int:
+        """The table's row count; 0 when the table is absent."""
         return self._connection().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
 
     # --- metadata -------------------------------------------------------------------------------
     @cached_property
     def metadata(self) -> dict:
+        """The export's metadata table as a dict; empty in exports without one."""
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if self.has(table):
                 return dict(self._connection().execute(sql.META.format(table=table)).fetchall())
@@ -221,6 +229,7 @@ class Trace:
 
     @cached_property
     def nsys_version(self) -> str:
+        """The nsys version that exported the trace, as its metadata names it."""
         return self.metadata.get("EXPORT_PRODUCT_VERSION", "2020.x or older (no export metadata)")
 
     @cached_property
@@ -232,6 +241,7 @@ class Trace:
         return int(row[0]) if row and row[0] is not None else None
 
     def strings(self, ids) -> dict[int, str]:
+        """The string table's text for these ids (unknown and NULL ids left out)."""
         ids = sorted({int(i) for i in ids if i is not None and not pd.isna(i)})
         out: dict[int, str] = {}
         con = self._connection()
@@ -374,6 +384,7 @@ class Trace:
 
     @cached_property
     def memsets(self) -> pd.DataFrame:
+        """The CUDA memset activity: one row per memset; empty without the table."""
         if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_MEMSET")
@@ -439,6 +450,7 @@ class Trace:
 
     @cached_property
     def threads(self) -> pd.DataFrame:
+        """Thread names with their global_tid, tid and pid (the last name of each thread)."""
         if not self.has("ThreadNames"):
             return _empty(["global_tid", "thread_name", "tid", "pid"])
         df = self.query(sql.THREAD_NAMES).drop_duplicates("global_tid", keep="last")
@@ -448,6 +460,7 @@ class Trace:
 
     @cached_property
     def gpus(self) -> pd.DataFrame:
+        """The GPUs the export lists: device, name and chip (one row per device)."""
         if not self.has("TARGET_INFO_GPU"):
             return _empty(["device", "name", "chip"])
         cols = self.columns("TARGET_INFO_GPU")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 def nvtx_package_version() -> str | None:
+    """The installed nvtx package's version; None when it is not installed."""
     try:
         return metadata.version("nvtx")
     except metadata.PackageNotFoundError:
@@ -26,6 +27,7 @@ def nvtx_unrecorded_warning(nsys_version: tuple[int, int], nvtx_version: str | N
 
 
 def diagnose_profile_failure(lines: list[str], rc: int, qdstrm: Path, nsys, req) -> str:
+    """Why a profiling run produced no trace, from nsys's output lines, its exit code and leftovers."""
     text = "\n".join(lines)
     tail = " | ".join(lines[-5:]) if lines else "(no output)"
     if qdstrm.exists():
@@ -46,6 +48,7 @@ def diagnose_profile_failure(lines: list[str], rc: int, qdstrm: Path, nsys, req)
 
 
 def has_gpu() -> bool:
+    """Whether this machine has an NVIDIA GPU driver (nvidia-smi or /dev/nvidiactl)."""
     return shutil.which("nvidia-smi") is not None or Path("/dev/nvidiactl").exists()
 
 

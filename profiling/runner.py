@@ -150,6 +150,7 @@ def export_sqlite(nsys: Nsys, rep: Path, out: Path | None = None, messages: Mess
 
 
 def write_record(base: Path, record: dict) -> Path:
+    """Write the run record next to the trace base as BASE.run.json; returns its path."""
     path = base.with_name(base.name + ".run.json")
     with open(path, "w") as f:
         json.dump(record, f, indent=2)
@@ -165,10 +166,12 @@ def workload_command(stage: str, args: list[str], python: str = sys.executable, 
 
 
 def quote(cmd: list[str]) -> str:
+    """The command as one shell-quoted line."""
     return " ".join(shlex.quote(c) for c in cmd)
 
 
 def environment_for_profile() -> dict:
+    """This process's environment for the profiled program, with unbuffered Python output."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

@@ -81,6 +81,7 @@ def _sync(device):
 
 
 def run(cfg: RunConfig, log=print) -> dict:
+    """Run one stage on this rank: warm-up, the measured window, the integrity check; return the run record."""
     cfg.validate()
     rank = dd.current()
     cfg = dd.share(cfg, rank)
@@ -89,51 +90,70 @@ def run(cfg: RunConfig, log=print) -> dict:
     device = torch.device(cfg.device, rank.local) if cfg.device == "cuda" else torch.device("cpu")
     model = build_model(cfg, device)
     stage = stage_class(cfg.stage)(cfg, device)
-    total = cfg.warmup + cfg.steps
-    expected: dict[int, torch.Tensor] = {}
     dtype = torch.float32
     started = time.time()
     try:
         stage.setup(cfg.output_shape(), dtype)  # forks output workers before the loader starts its own
-        loader = make_loader(cfg, total, naive=stage.naive_input)
-        batches = SyncBatches(loader, device) if stage.naive_input or device.type == "cpu" else Prefetcher(loader, device)
-        t0 = None
-        with torch.inference_mode():
-            for i in range(total):
-                if i == cfg.warmup:
-                    stage.drain()
-                    _sync(device)
-                    dd.barrier(rank)  # every rank starts its measured window together
-                    if cfg.profile and device.type == "cuda":
-                        torch.cuda.profiler.start()
-                    cpu0 = hostload.read()
-                    t0 = time.perf_counter()
-                with nvtx_range(step_range(i)):
-                    with nvtx_range(GET_BATCH):
-                        batch = next(batches)
-                    with nvtx_range(COMPUTE):
-                        output = model(batch)
-                        if stage.copies_output:
-                            expected[i] = checksum_tensor(output)
-                    stage.handle(i, output)
-                del output, batch
-                if rank.is_main and (i < cfg.warmup or i % 10 == 9):
-                    log(f"  step {i + 1}/{total}{' (warm-up)' if i < cfg.warmup else ''}", file=sys.stderr)
-            with nvtx_range(DRAIN_OUTPUTS):  # the output workers' backlog when the last step's GPU work is done
-                stage.drain()
-                _sync(device)
-            elapsed = time.perf_counter() - t0
-            host_cpu = hostload.busy_fraction(cpu0, hostload.read())
-            if cfg.profile and device.type == "cuda":
-                dd.barrier(rank)  # nsys ends a multi-process capture at the first stop: stop together
-                torch.cuda.profiler.stop()
-        if stage.copies_output:
-            integrity = compare({i: int(v.item()) for i, v in expected.items()}, list(stage.results()))
-        else:
-            integrity = IntegrityReport(expected_batches=0, checked=False)
+        expected, elapsed, host_cpu = _steps(cfg, rank, device, model, stage, log)
+        integrity = _integrity(stage, expected)
     finally:
         stage.close()
-    record = {
+    record = _record(cfg, rank, device, elapsed, host_cpu, integrity, started)
+    record = dd.gather(rank, record)
+    dd.finish(rank)
+    return record
+
+
+def _steps(cfg: RunConfig, rank, device, model, stage, log) -> tuple[dict[int, torch.Tensor], float, dict | None]:
+    """The warm-up and measured steps: each step's output checksum, the measured seconds and the host CPU load."""
+    total = cfg.warmup + cfg.steps
+    expected: dict[int, torch.Tensor] = {}
+    loader = make_loader(cfg, total, naive=stage.naive_input)
+    batches = SyncBatches(loader, device) if stage.naive_input or device.type == "cpu" else Prefetcher(loader, device)
+    t0 = None
+    with torch.inference_mode():
+        for i in range(total):
+            if i == cfg.warmup:
+                stage.drain()
+                _sync(device)
+                dd.barrier(rank)  # every rank starts its measured window together
+                if cfg.profile and device.type == "cuda":
+                    torch.cuda.profiler.start()
+                cpu0 = hostload.read()
+                t0 = time.perf_counter()
+            with nvtx_range(step_range(i)):
+                with nvtx_range(GET_BATCH):
+                    batch = next(batches)
+                with nvtx_range(COMPUTE):
+                    output = model(batch)
+                    if stage.copies_output:
+                        expected[i] = checksum_tensor(output)
+                stage.handle(i, output)
+            del output, batch
+            if rank.is_main and (i < cfg.warmup or i % 10 == 9):
+                log(f"  step {i + 1}/{total}{' (warm-up)' if i < cfg.warmup else ''}", file=sys.stderr)
+        with nvtx_range(DRAIN_OUTPUTS):  # the output workers' backlog when the last step's GPU work is done
+            stage.drain()
+            _sync(device)
+        elapsed = time.perf_counter() - t0
+        host_cpu = hostload.busy_fraction(cpu0, hostload.read())
+        if cfg.profile and device.type == "cuda":
+            dd.barrier(rank)  # nsys ends a multi-process capture at the first stop: stop together
+            torch.cuda.profiler.stop()
+    return expected, elapsed, host_cpu
+
+
+def _integrity(stage, expected: dict[int, torch.Tensor]) -> IntegrityReport:
+    """The workers' checksums against the ones taken on the GPU (unchecked when the stage copies nothing)."""
+    if stage.copies_output:
+        return compare({i: int(v.item()) for i, v in expected.items()}, list(stage.results()))
+    return IntegrityReport(expected_batches=0, checked=False)
+
+
+def _record(cfg: RunConfig, rank, device, elapsed: float, host_cpu, integrity: IntegrityReport,
+            started: float) -> dict:
+    """This rank's run record: throughput over the measured window, host CPU, integrity and environment."""
+    return {
         "stage": cfg.stage,
         "config": cfg.as_dict(),
         "throughput": {"steps": cfg.steps, "seconds": elapsed, "steps_per_s": cfg.steps / elapsed,
@@ -146,9 +166,6 @@ def run(cfg: RunConfig, log=print) -> dict:
         "wall_s": time.time() - started,
         "rank": rank.rank,
     }
-    record = dd.gather(rank, record)
-    dd.finish(rank)
-    return record
 
 
 def environment(device) -> dict:
