@@ -42,7 +42,7 @@ install: $(VENV)/.base
 install-workloads: $(VENV)/.full
 
 nsys:
-	@if $(BIN)/python -c "from nsys_core.nsys import find_nsys; find_nsys()" >/dev/null 2>&1; then \
+	@if $(BIN)/python -c "from nsys_transfer.nsys_core.nsys import find_nsys; find_nsys()" >/dev/null 2>&1; then \
 	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m nsys_core.driver; fi
 
 test: $(VENV)/.full nsys

@@ -1,3 +1,3 @@
-from .cli import entry
+from nsys_transfer.analysis.cli import entry
 
 entry()

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import click
 
-from nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
-from . import options, outputs, plots
-from .errors import TraceError
-from .inputs import read_record, run_record_beside
-from .integrity import assess, capture_record_beside, check_report
-from .program import toolkit_record
-from .ranks import RankOptions, analyze_ranks, trace_labels
-from .render import ranks_report, text_report
-from .summary import Options, analyze
-from .trace import Trace
+from nsys_transfer.analysis import options, outputs, plots
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.integrity import assess, capture_record_beside, check_report
+from nsys_transfer.analysis.program import toolkit_record
+from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
+from nsys_transfer.analysis.render import ranks_report, text_report
+from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.trace import Trace
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:

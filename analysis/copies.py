@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_core.contracts import gbps
+from nsys_transfer.nsys_core.contracts import gbps
 
-from .intervals import Coverage, union
-from .trace import process_keys
+from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.trace import process_keys
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:

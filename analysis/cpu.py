@@ -6,9 +6,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from .intervals import Coverage, union
-from .program import base_name, family, is_operator_range
-from .trace import pid_of
+from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.program import base_name, family, is_operator_range
+from nsys_transfer.analysis.trace import pid_of
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")

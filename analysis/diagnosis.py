@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
 
-from .copies import big_copies, stream_of_compute
-from .machine import MIN_PROBE_BYTES
-from .program import is_operator_range
+from nsys_transfer.analysis.copies import big_copies, stream_of_compute
+from nsys_transfer.analysis.machine import MIN_PROBE_BYTES
+from nsys_transfer.analysis.program import is_operator_range
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 NOISE_SHARE = 0.001

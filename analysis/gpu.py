@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .intervals import Coverage, gaps, union, union_sorted
+from nsys_transfer.analysis.intervals import Coverage, gaps, union, union_sorted
 
 
 def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> pd.DataFrame:

@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_core import nsys_messages
-from nsys_core.driver import compare, parse_cuda
+from nsys_transfer.nsys_core import nsys_messages
+from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
-from .errors import TraceError
-from .trace import Trace, outermost_calls, pid_of
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.trace import Trace, outermost_calls, pid_of
 
 # --- thresholds -------------------------------------------------------------------------------------------------
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .errors import TraceError
+from nsys_transfer.analysis.errors import TraceError
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 

@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import TraceError
+from nsys_transfer.analysis.errors import TraceError
 
 
 def check_destination(path: Path | None, flag: str, folder: bool, inputs=()) -> None:

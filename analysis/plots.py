@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nsys_core.contracts import COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT  # noqa: E402
+from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,  # noqa: E402
+                                               PROCESS_OUTPUT, QUEUE_OUTPUT)
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
           "idle": "#DDDDDD", GET_BATCH: "#55A868", COMPUTE: "#4C72B0", COPY_TO_CPU: "#C44E52",

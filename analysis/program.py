@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsys_core.contracts import TOOLKIT_RANGES
+from nsys_transfer.nsys_core.contracts import TOOLKIT_RANGES
 
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, DRAIN_OUTPUTS, gbps
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, DRAIN_OUTPUTS, gbps
 
-from . import copies as cp
-from . import cpu, gpu
-from .errors import TraceError
-from .intervals import Coverage, union
-from .outputs import json_rows
-from .sharing import contention, gbps_of, limiting_resource, shared_capacity
-from .trace import pid_of
+from nsys_transfer.analysis import copies as cp
+from nsys_transfer.analysis import cpu, gpu
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.outputs import json_rows
+from nsys_transfer.analysis.sharing import contention, gbps_of, limiting_resource, shared_capacity
+from nsys_transfer.analysis.trace import pid_of
 
 SCHEMA = "nsys-transfer.ranks/1"
 

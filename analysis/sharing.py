@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from nsys_core.contracts import gbps
+from nsys_transfer.nsys_core.contracts import gbps
 
 if TYPE_CHECKING:
-    from .ranks import RankOptions
+    from nsys_transfer.analysis.ranks import RankOptions
 
 
 def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,

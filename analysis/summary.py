@@ -6,15 +6,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsys_core.contracts import gbps
+from nsys_transfer.nsys_core.contracts import gbps
 
-from . import copies as cp
-from . import cpu, gpu, idle, integrity, program
-from .diagnosis import Context, diagnose
-from .intervals import Coverage, union
-from .machine import host_link
-from .outputs import json_rows
-from .trace import Trace, pid_of
+from nsys_transfer.analysis import copies as cp
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, program
+from nsys_transfer.analysis.diagnosis import Context, diagnose
+from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.machine import host_link
+from nsys_transfer.analysis.outputs import json_rows
+from nsys_transfer.analysis.trace import Trace, pid_of
 
 
 SCHEMA = "nsys-transfer.analysis/1"

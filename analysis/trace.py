@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_core.contracts import gbps
+from nsys_transfer.nsys_core.contracts import gbps
 
-from . import sql, validate
-from .errors import TraceError
-from .inputs import resolve_input
-from .journal import committed_copy
+from nsys_transfer.analysis import sql, validate
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.inputs import resolve_input
+from nsys_transfer.analysis.journal import committed_copy
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}

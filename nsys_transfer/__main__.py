@@ -1,4 +1,4 @@
 """`python -m nsys_transfer ...`: the `nsys-transfer` command line."""
-from .cli import main
+from nsys_transfer.cli import main
 
 main()

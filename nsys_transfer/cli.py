@@ -9,17 +9,17 @@ from pathlib import Path
 
 import click
 
-from analysis import Trace, TraceError
-from analysis.integrity import assess
-from analysis.scaling import scaling_row
-from nsys_core.contracts import BENCH_ORDER, STAGES
-from nsys_core.driver import check
-from nsys_core.nsys import NsysNotFound, find_nsys
-from nsys_core.nsys_messages import summary_line
-from profiling import bench as bench_mod
-from profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
-from profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base, profile,
-                              profile_per_rank, quote, workload_command, write_record)
+from nsys_transfer.analysis import Trace, TraceError
+from nsys_transfer.analysis.integrity import assess
+from nsys_transfer.analysis.scaling import scaling_row
+from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
+from nsys_transfer.nsys_core.driver import check
+from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
+from nsys_transfer.nsys_core.nsys_messages import summary_line
+from nsys_transfer.profiling import bench as bench_mod
+from nsys_transfer.profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
+from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base,
+                                            profile, profile_per_rank, quote, workload_command, write_record)
 
 
 STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, importer errors, ...) or the trace "

@@ -17,7 +17,8 @@ def run_stage(stage: str, args: list[str], log=print, timeout_s: float | None = 
     """One unprofiled run of a stage in its own process; launcher: what starts Python (torchrun, taskset ...)."""
     with tempfile.TemporaryDirectory() as tmp:
         rec_path = os.path.join(tmp, "run.json")
-        cmd = [*(launcher or [sys.executable]), "-m", "workloads", "--stage", stage, *args, "--json", rec_path]
+        cmd = [*(launcher or [sys.executable]), "-m", "nsys_transfer.workloads", "--stage", stage, *args,
+               "--json", rec_path]
         t = time.time()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)

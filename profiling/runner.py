@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_core import nsys as nsys_tool
-from nsys_core.nsys import Nsys
-from nsys_core.nsys_messages import MessageSink
+from nsys_transfer.nsys_core import nsys as nsys_tool
+from nsys_transfer.nsys_core.nsys import Nsys
+from nsys_transfer.nsys_core.nsys_messages import MessageSink
 
-from .checks import diagnose_profile_failure
+from nsys_transfer.profiling.checks import diagnose_profile_failure
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 
@@ -162,7 +162,7 @@ def workload_command(stage: str, args: list[str], python: str = sys.executable, 
     so one multi-process trace holds every rank, each on its own device). profile_per_rank takes the gpus=1
     command and starts it under torchrun, inside one nsys per rank."""
     launcher = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(gpus)] if gpus > 1 else [python]
-    return [*launcher, "-m", "workloads", "--stage", stage, "--profile", *args]
+    return [*launcher, "-m", "nsys_transfer.workloads", "--stage", stage, "--profile", *args]
 
 
 def quote(cmd: list[str]) -> str:

@@ -1,3 +1,3 @@
-from .cli import main
+from nsys_transfer.reports.cli import main
 
 main()

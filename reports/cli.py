@@ -8,19 +8,20 @@ from pathlib import Path
 
 import click
 
-from analysis import Trace, outputs
-from analysis.errors import TraceError
-from analysis.inputs import read_record, run_record_beside
-from analysis.options import OneLineCommand, check_numbers
-from analysis.plots import plot_ranks
-from analysis.program import toolkit_record
-from analysis.ranks import RankOptions, analyze_ranks, trace_labels
-from analysis.summary import Options, analyze
-from nsys_core.contracts import DEFAULT_LINK_GBPS
+from nsys_transfer.analysis import Trace, outputs
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.options import OneLineCommand, check_numbers
+from nsys_transfer.analysis.plots import plot_ranks
+from nsys_transfer.analysis.program import toolkit_record
+from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
+from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
-from . import charts, render
-from .collect import ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs, find_scaling
-from .compare import gpu_rows, results_table, scaling_summary, stage_row
+from nsys_transfer.reports import charts, render
+from nsys_transfer.reports.collect import (ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs,
+                                           find_scaling)
+from nsys_transfer.reports.compare import gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
           ("GPU idle time per step", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.copies import big_copies
-from analysis.scaling import scaling_row
-from nsys_core.contracts import gbps
+from nsys_transfer.analysis.copies import big_copies
+from nsys_transfer.analysis.scaling import scaling_row
+from nsys_transfer.nsys_core.contracts import gbps
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:

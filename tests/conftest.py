@@ -36,7 +36,7 @@ def public_traces():
 
 @pytest.fixture(scope="session")
 def nsys():
-    from nsys_core.nsys import NsysNotFound, find_nsys
+    from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
     try:
         return find_nsys()
     except NsysNotFound as e:
@@ -48,8 +48,8 @@ def nsys():
 @pytest.fixture(scope="session")
 def analyzed(h200):
     """analysis of every H200 trace, computed once."""
-    from analysis import Trace
-    from analysis.summary import analyze
+    from nsys_transfer.analysis import Trace
+    from nsys_transfer.analysis.summary import analyze
     out = {}
     for name, path in h200.items():
         with Trace.open(path) as t:

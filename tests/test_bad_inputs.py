@@ -45,7 +45,7 @@ class Case:
 
 @pytest.fixture(scope="session")
 def pristine(h200, tmp_path_factory) -> Path:
-    from analysis.inputs import resolve_input
+    from nsys_transfer.analysis.inputs import resolve_input
     path, _ = resolve_input(h200["naive-input"])
     dst = tmp_path_factory.mktemp("pristine") / "naive-input.sqlite"
     shutil.copyfile(path, dst)
@@ -391,7 +391,7 @@ def test_bad_input(case: Case, pristine, analyzed, tmp_path, request):
 
 def test_real_exports_have_nothing_to_drop(analyzed, public_traces):
     """The warnings are not noise: no real export, bundled or public, has a row that validation drops."""
-    from analysis import Trace
+    from nsys_transfer.analysis import Trace
     for name, a in analyzed.items():
         assert a.summary["warnings"] == [], name
     for path in public_traces:

@@ -87,7 +87,7 @@ def test_strict_is_an_option_of_stage(nsys):
 
 def _recorded_driver(path):
     """The driver's CUDA version an export recorded (TARGET_INFO_SYSTEM_ENV.CudaDriverVersion): real driver data."""
-    from analysis.inputs import resolve_input
+    from nsys_transfer.analysis.inputs import resolve_input
     local, _ = resolve_input(Path(path))
     con = sqlite3.connect(f"file:{local}?mode=ro", uri=True)
     try:
@@ -97,7 +97,7 @@ def _recorded_driver(path):
 
 
 def test_bundled_cupti_says_what_this_nsys_traces(nsys):
-    from nsys_core.driver import bundled_cupti
+    from nsys_transfer.nsys_core.driver import bundled_cupti
     newest = bundled_cupti(nsys.path)
     assert newest is not None and newest[0] >= 10
     if nsys.version.startswith("2023.4."):
@@ -106,7 +106,7 @@ def test_bundled_cupti_says_what_this_nsys_traces(nsys):
 
 def test_driver_newer_than_nsys_warns_with_the_way_out(nsys, h200):
     """The H200 machine's driver, as its traces recorded it (CUDA 13.0), against the nsys here."""
-    from nsys_core.driver import check, compare, parse_cuda
+    from nsys_transfer.nsys_core.driver import check, compare, parse_cuda
     h200_driver = parse_cuda(_recorded_driver(h200["baseline"]))
     assert h200_driver == (13, 0)
     c = compare(nsys.version, nsys.year_release, h200_driver, nsys.path, "trace")
@@ -119,7 +119,7 @@ def test_driver_newer_than_nsys_warns_with_the_way_out(nsys, h200):
 
 
 def test_driver_not_newer_does_not_warn(nsys, public_traces):
-    from nsys_core.driver import compare, parse_cuda
+    from nsys_transfer.nsys_core.driver import compare, parse_cuda
     for p in public_traces:
         if not p.name.startswith("nsightful"):
             continue
@@ -135,7 +135,7 @@ def test_where_reports_the_comparison(nsys):
     assert r.returncode == 0, r.stderr
     fields = r.stdout.strip().split("\t")
     assert fields[0] == nsys.path and fields[1] == nsys.version and "CUDA" in fields[3]
-    from nsys_core.driver import driver_cuda
+    from nsys_transfer.nsys_core.driver import driver_cuda
     if driver_cuda() is None:
         assert fields[4] == "no NVIDIA driver" and "warning" not in r.stderr
     r = run_cli("-m", "nsys_core.driver", env={**os.environ, "NSYS": nsys.path})
@@ -151,7 +151,7 @@ def test_install_script_takes_a_suite_and_refuses_odd_ones(tmp_path):
 # --- nsys's console output from real GPU captures (tests/data/programs/*.nsys.log, H200, CUDA 13.0 driver) --------
 
 def test_importer_errors_in_real_console_logs():
-    from nsys_core.nsys_messages import parse
+    from nsys_transfer.nsys_core.nsys_messages import parse
     logs = ROOT / "tests" / "data" / "programs"
     hf = parse((logs / "hf_generate_nsys2023.nsys.log").read_text(errors="replace"))
     texts = [m["text"] for m in hf]

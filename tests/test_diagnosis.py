@@ -2,11 +2,11 @@
 the fix the next stage applies) and public exports of programs nobody here wrote."""
 import pytest
 
-from analysis import Trace
-from analysis.diagnosis import HIGH_SHARE, MEDIUM_SHARE
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.diagnosis import HIGH_SHARE, MEDIUM_SHARE
 
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
-from analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze
 
 FIELDS = {"rule", "severity", "impact_ns", "impact_fraction", "subject", "evidence", "suggestion"}
 NEXT_FIX = [("baseline", "stage multiproc"), ("multiproc", "stage bufpool"), ("bufpool", "stage async"),

@@ -50,7 +50,7 @@ def test_linkprobe_pinned_beats_pageable(tmp_path):
 
 
 def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
-    from nsys_core.nsys import NsysNotFound, find_nsys
+    from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
     try:
         find_nsys()
     except NsysNotFound as e:
@@ -60,8 +60,8 @@ def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
                         "--warmup", "1", "--out-dir", str(tmp_path), "--batch", "8"],
                        cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
-    from analysis import Trace
-    from analysis.ranks import analyze_ranks
+    from nsys_transfer.analysis import Trace
+    from nsys_transfer.analysis.ranks import analyze_ranks
     with Trace.open(r.stdout.strip().splitlines()[-1]) as t:
         ranks = analyze_ranks([t])
     assert sorted(ranks.devices["device"]) == list(range(n))

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from analysis import Trace
-from analysis.intervals import intersect, subtract, union
-from analysis.machine import host_link, pcie_generation
-from analysis.program import base_name, family
-from analysis.summary import analyze
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.intervals import intersect, subtract, union
+from nsys_transfer.analysis.machine import host_link, pcie_generation
+from nsys_transfer.analysis.program import base_name, family
+from nsys_transfer.analysis.summary import analyze
 
 
 def _mask(u, n):

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from analysis import Trace
-from analysis.integrity import LOST_FRACTION_LOSSY, assess
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.integrity import LOST_FRACTION_LOSSY, assess
 from conftest import ROOT, run_cli
 from test_against_nsys_stats import _local_copy
 from test_shared_correlation import add_nested_api_rows
@@ -120,7 +120,7 @@ def test_shared_correlation_ids_are_reported_not_lossy(h200, tmp_path):
 
 
 def test_summary_carries_it(h200):
-    from analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze
     with Trace.open(h200["ceiling"]) as t:
         s = analyze(t).summary
     integ = s["trace"]["integrity"]

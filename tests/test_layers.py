@@ -1,6 +1,7 @@
 """The import graph runs downwards only: nsys_core (Nsight Systems itself, the contracts) at the bottom, then workloads
 and profiling, then analysis, then reports, then the nsys_transfer command line on top. Every import counts, those
-inside functions too."""
+inside functions too. Every package is a layer of the one import namespace nsys_transfer (nsys_transfer.analysis is
+the folder analysis/), and the toolkit imports itself only under that name."""
 from __future__ import annotations
 
 import ast
@@ -21,12 +22,34 @@ ALLOWED = {
 # `python -m PACKAGE` scripts: entry points nothing imports, so they may start the command line on top
 ENTRY_POINT_MAY_IMPORT = {"nsys_transfer"}
 # reports read the analysis's results and public API, never the trace's own tables
-REPORTS_NEVER = {"analysis.sql", "analysis.trace", "sqlite3"}
+REPORTS_NEVER = {"nsys_transfer.analysis.sql", "nsys_transfer.analysis.trace", "sqlite3"}
+NAMESPACE = "nsys_transfer"
+
+
+def module_name(path: Path) -> tuple[str, ...]:
+    """The installed name of a file: analysis/trace.py is nsys_transfer.analysis.trace, nsys_transfer/cli.py itself."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return parts if parts[0] == NAMESPACE else (NAMESPACE, *parts)
+
+
+def layer(name: str) -> str | None:
+    """The layer a module name belongs to (nsys_transfer.cli: the command line on top); None outside the toolkit."""
+    parts = name.split(".")
+    if parts[0] != NAMESPACE:
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in ALLOWED else NAMESPACE
+
+
+def module_path(name: str) -> Path:
+    parts = name.split(".")
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in ALLOWED and parts[1] != NAMESPACE:
+        parts = parts[1:]
+    return ROOT.joinpath(*parts).with_suffix(".py")
 
 
 def toolkit_imports(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in the file, relative ones resolved."""
-    module_parts = path.relative_to(ROOT).with_suffix("").parts
+    module_parts = module_name(path)
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -56,8 +79,11 @@ def test_imports_point_downwards(package, path):
         allowed |= ENTRY_POINT_MAY_IMPORT
     upward = []
     for line, name in toolkit_imports(path):
-        top = name.split(".")[0]
-        if top in ALLOWED and top not in allowed:
+        top = layer(name)
+        if name.split(".")[0] in ALLOWED and name.split(".")[0] != NAMESPACE:
+            upward.append(f"{path.relative_to(ROOT)}:{line} imports {name}: a second module object; import "
+                          f"{NAMESPACE}.{name}")
+        elif top is not None and top not in allowed:
             upward.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
         if package == "reports" and any(name == n or name.startswith(n + ".") for n in REPORTS_NEVER):
             upward.append(f"{path.relative_to(ROOT)}:{line} reads the trace itself ({name})")
@@ -73,7 +99,7 @@ HEAVY = {"torch", "torchvision"}  # optional (the workloads extra) and slow to i
 
 
 def _imports_torch_at_top(module: str) -> bool:
-    path = ROOT / (module.replace(".", "/") + ".py")
+    path = module_path(module)
     if not path.is_file():
         return False
     tree = ast.parse(path.read_text())
@@ -85,7 +111,7 @@ def _imports_torch_at_top(module: str) -> bool:
 @pytest.mark.parametrize("package,path", list(modules()), ids=lambda x: str(x.relative_to(ROOT)) if isinstance(x, Path) else x)
 def test_imports_at_module_top(package, path):
     """Imports inside functions hide the graph; only torch (or a module that imports it) may wait until it is needed."""
-    module_parts = path.relative_to(ROOT).with_suffix("").parts
+    module_parts = module_name(path)
     inner = []
     for func in ast.walk(ast.parse(path.read_text())):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -4,8 +4,8 @@ import os
 import stat
 
 from conftest import run_cli
-from nsys_core import nsys as locate
-from profiling.checks import nvtx_unrecorded_warning
+from nsys_transfer.nsys_core import nsys as locate
+from nsys_transfer.profiling.checks import nvtx_unrecorded_warning
 
 
 def test_find_nsys_order_and_report(nsys, monkeypatch, tmp_path):
@@ -46,7 +46,7 @@ def test_nvtx_version_rule():
 
 
 def test_stage_without_gpu_is_refused_clearly(nsys):
-    from profiling.checks import has_gpu
+    from nsys_transfer.profiling.checks import has_gpu
     if has_gpu():
         return  # on a GPU machine this path is the real profile, covered by docs/benchmarks.md
     r = run_cli("-m", "profiling", "stage", "baseline")
@@ -59,10 +59,10 @@ def test_unknown_stage_is_refused(nsys):
 
 
 def test_multi_gpu_command_uses_torchrun():
-    from profiling.runner import workload_command
+    from nsys_transfer.profiling.runner import workload_command
     one = workload_command("pinned", ["--steps", "3"], python="py")
     two = workload_command("pinned", ["--steps", "3"], python="py", gpus=2)
-    assert one == ["py", "-m", "workloads", "--stage", "pinned", "--profile", "--steps", "3"]
+    assert one == ["py", "-m", "nsys_transfer.workloads", "--stage", "pinned", "--profile", "--steps", "3"]
     assert two[:5] == ["py", "-m", "torch.distributed.run", "--nproc-per-node", "2"] and two[5:] == one[1:]
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import Trace
-from analysis.summary import analyze
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.summary import analyze
 
 DATA = Path(__file__).parent / "data" / "programs"
 STAGE_WORDS = ("(see stage", "bufpool", "multiproc", "prefetcher")
@@ -89,7 +89,7 @@ def test_rules_stay_quiet_where_the_evidence_is_not(analyzed):
 def test_lossy_capture_is_flagged_first():
     """nsys 2023.4 on the CUDA 13 driver lost 98% of generate()'s CUDA calls: the first finding says so, with the
     evidence, and the text report opens with it; the complete 2024.2 capture of the same program has no such note."""
-    from analysis.render import text_report
+    from nsys_transfer.analysis.render import text_report
     with Trace.open(DATA / "hf_generate_nsys2023.sqlite.xz") as t:
         s = analyze(t).summary
     first = s["diagnosis"][0]

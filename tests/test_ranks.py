@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import Trace
-from analysis.inputs import resolve_input
-from analysis.ranks import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.inputs import resolve_input
+from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
 from conftest import ROOT, run_cli
 
 X2 = ROOT / "reports" / "data" / "h200x2"
@@ -32,7 +32,7 @@ def test_copies_join_their_own_process_api_calls(x2):
     with sqlite3.connect(f"file:{local}?mode=ro", uri=True) as db:
         n_rows, n_ids = db.execute("SELECT count(*), count(DISTINCT correlationId) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
     assert n_ids < n_rows  # the trap is really in this trace
-    from analysis.copies import copy_table
+    from nsys_transfer.analysis.copies import copy_table
     with Trace.open(x2["pinned-x2"]) as t:
         table = copy_table(t.memcpys, t.memcpy_api, t.kernels)
         assert len(table) == n_rows
@@ -114,7 +114,7 @@ def test_per_rank_traces_recorded_by_nsys_line_up_on_one_clock(nsys, tmp_path):
     import os
     import sys
 
-    from profiling.runner import ProfileRequest, profile_per_rank
+    from nsys_transfer.profiling.runner import ProfileRequest, profile_per_rank
     req = ProfileRequest([sys.executable, str(ROOT / "tests" / "programs" / "rank_marks.py"), str(tmp_path)],
                          tmp_path / "marks", trace="nvtx,osrt", capture_range=False, env=dict(os.environ))
     rec = profile_per_rank(nsys, req, 2, echo=lambda b: None)
@@ -138,7 +138,7 @@ def test_per_rank_gpu_traces_of_one_run(x2):
     rank's cudaProfilerStart waits for its own nsys), so the ranks ran out of phase and their copies interleaved:
     on one clock no copy overlaps another GPU's and each runs at the full solo rate."""
     paths = sorted(X2.glob("pinned-x2rank.rank*.sqlite.xz"))
-    from analysis.ranks import trace_labels
+    from nsys_transfer.analysis.ranks import trace_labels
     traces = [Trace.open(p) for p in paths]
     try:
         r = analyze_ranks(traces, RankOptions(probe=PROBE), trace_labels([p.name for p in paths]))
@@ -158,7 +158,7 @@ def test_per_rank_gpu_traces_of_one_run(x2):
 
 def test_steps_of_a_multi_rank_trace_are_measured_against_their_own_gpu(x2):
     """Each rank's step ranges get its own GPU's busy time and its own copies, never the other rank's."""
-    from analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze
     with Trace.open(x2["pinned-x2"]) as t:
         st = analyze(t).tables["steps"]
     assert st.groupby("pid").size().tolist() == [12, 12]
@@ -188,7 +188,7 @@ def test_output_backlog_and_saturated_host_cpus(x2):
 
 def test_drain_reported_once_per_gap_across_ranks(x2):
     """Both ranks sit in 'drain outputs' at once: the share of idle time it covers stays a share (<= 100%)."""
-    from analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze
     with Trace.open(x2["pinned-cpu8-x2gpu"]) as t:
         s = analyze(t).summary
     drain = next(c for c in s["gaps"]["covered_by"] if c["name"] == "drain outputs")

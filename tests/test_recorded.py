@@ -41,7 +41,7 @@ def test_recorded_trace_analysis(recorded, nsys, tmp_path):
 
 
 def test_recorded_osrt_and_nesting(recorded):
-    from analysis import Trace
+    from nsys_transfer.analysis import Trace
     with Trace.open(recorded / "steps.sqlite") as t:
         n = t.nvtx
         inner = n[n["name"].isin(["get batch", "process output"])]
@@ -58,8 +58,8 @@ def test_recorded_matches_nsys_nvtx_sum(recorded, nsys, tmp_path):
     import csv
     import shutil
     import subprocess
-    from analysis import Trace
-    from analysis.cpu import nvtx_summary
+    from nsys_transfer.analysis import Trace
+    from nsys_transfer.analysis.cpu import nvtx_summary
     copy = tmp_path / "c.sqlite"
     shutil.copyfile(recorded / "steps.sqlite", copy)
     p = subprocess.run([nsys.path, "stats", "--report", "nvtx_sum", "--format", "csv", "--output", str(tmp_path / "n"),
@@ -121,7 +121,7 @@ def test_nsys_rep_input_is_exported_to_the_cache(recorded, nsys, tmp_path):
 
 
 def test_trace_check_warns_when_nvtx_is_missing(public_traces, nsys):
-    from profiling.checks import check_trace
+    from nsys_transfer.profiling.checks import check_trace
     no_nvtx = next(p for p in public_traces if p.name.startswith("ncar"))
     warnings = check_trace(no_nvtx, expect_nvtx=True, nsys=nsys)
     assert any("no NVTX ranges" in w for w in warnings)

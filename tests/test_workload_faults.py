@@ -133,7 +133,7 @@ def test_unsafe_refused_where_it_does_nothing(stage):
 
 
 def test_unsafe_still_accepted_where_it_acts():
-    from workloads.config import RunConfig
+    from nsys_transfer.workloads.config import RunConfig
     for stage in ("async", "streams", "pinned"):
         RunConfig(stage=stage, unsafe=True).validate()
 
@@ -141,7 +141,7 @@ def test_unsafe_still_accepted_where_it_acts():
 def test_nccl_gets_each_ranks_own_device():
     """Under torchrun on GPUs the process group is bound to the rank's GPU (NCCL otherwise guesses it from the
     global rank and warns it may hang); gloo on the CPU takes no device."""
-    from workloads.distributed import Rank, process_group_args
+    from nsys_transfer.workloads.distributed import Rank, process_group_args
     args = process_group_args(Rank(rank=3, world=4, local=1), "cuda")
     assert args == {"backend": "nccl", "device_id": torch.device("cuda", 1)}
     assert process_group_args(Rank(rank=1, world=2, local=1), "cpu") == {"backend": "gloo"}

@@ -81,7 +81,7 @@ def test_batches_split_across_workers_keep_integrity(tmp_path):
 
 
 def test_slice_bounds_cover_the_batch_once():
-    from workloads.workers import slice_bounds
+    from nsys_transfer.workloads.workers import slice_bounds
     for nbytes in (8, 100, 4620, 1 << 20):
         for n in (1, 2, 3, 8):
             parts = [slice_bounds(nbytes, k, n) for k in range(n)]
@@ -136,8 +136,8 @@ def test_gpu_stage_on_cpu_and_bad_sizes_are_refused():
 
 
 def test_checksums_agree_between_torch_and_numpy_and_chunks():
-    from workloads.integrity import as_unsigned, checksum_tensor, checksum_update
-    from workloads.postprocess import Sink
+    from nsys_transfer.workloads.integrity import as_unsigned, checksum_tensor, checksum_update
+    from nsys_transfer.workloads.postprocess import Sink
     x = torch.randn(3, 5, 7, 11)  # 4620 bytes: not a multiple of 8 in every chunking
     whole = checksum_update(0, x.numpy())
     assert as_unsigned(int(checksum_tensor(x))) == whole
@@ -166,8 +166,8 @@ def test_torchrun_ranks_on_cpu(ranks, tmp_path):
 
 
 def test_worker_counts_under_torchrun_default_per_gpu_else_shared():
-    from workloads.config import RunConfig
-    from workloads.distributed import Rank, share, worker_totals
+    from nsys_transfer.workloads.config import RunConfig
+    from nsys_transfer.workloads.distributed import Rank, share, worker_totals
     # unset: each of 4 ranks gets the single-GPU default; set: the total is divided among them
     totals = worker_totals(None, None, 4)
     cfg = RunConfig(device="cpu", **totals)

@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from .config import MODELS, STAGES, ConfigError, RunConfig
-from .distributed import current, worker_totals
-from .lifetime import Terminated, sigterm_as_interrupt
+from nsys_transfer.workloads.config import MODELS, STAGES, ConfigError, RunConfig
+from nsys_transfer.workloads.distributed import current, worker_totals
+from nsys_transfer.workloads.lifetime import Terminated, sigterm_as_interrupt
 
 D = RunConfig()
 
@@ -49,8 +49,8 @@ def main(json_path, **kw):
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
-    from .runtime import ResourceError, run  # torch: imported only to run, not for --help
-    from .workers import WorkerDied
+    from nsys_transfer.workloads.runtime import ResourceError, run  # torch: imported only to run, not for --help
+    from nsys_transfer.workloads.workers import WorkerDied
 
     if rank.is_main:
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "

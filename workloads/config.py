@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from nsys_core.contracts import STAGES
+from nsys_transfer.nsys_core.contracts import STAGES
 
 MODELS = ("deeplabv3", "encoder")
 # Stages whose copy machinery (events, side streams, pinned registration) needs a GPU.

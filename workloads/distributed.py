@@ -10,7 +10,7 @@ import inspect
 import os
 from dataclasses import dataclass
 
-from .config import RunConfig
+from nsys_transfer.workloads.config import RunConfig
 
 
 @dataclass(frozen=True)

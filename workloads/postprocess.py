@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .integrity import checksum_update
+from nsys_transfer.workloads.integrity import checksum_update
 
 
 class Sink:

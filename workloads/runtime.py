@@ -8,16 +8,16 @@ import time
 
 import torch
 
-from nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
+from nsys_transfer.nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
 
-from . import distributed as dd
-from . import hostload
-from .config import RunConfig
-from .data import Prefetcher, SyncBatches, make_loader
-from .integrity import IntegrityReport, checksum_tensor, compare
-from .models import build_model
-from .ranges import nvtx_range
-from .stages import stage_class
+from nsys_transfer.workloads import distributed as dd
+from nsys_transfer.workloads import hostload
+from nsys_transfer.workloads.config import RunConfig
+from nsys_transfer.workloads.data import Prefetcher, SyncBatches, make_loader
+from nsys_transfer.workloads.integrity import IntegrityReport, checksum_tensor, compare
+from nsys_transfer.workloads.models import build_model
+from nsys_transfer.workloads.ranges import nvtx_range
+from nsys_transfer.workloads.stages import stage_class
 
 SHARED_STAGES = ("bufpool", "async", "streams", "pinned")
 

@@ -13,12 +13,12 @@ import time
 
 import torch.multiprocessing as mp
 
-from nsys_core.contracts import PROCESS_OUTPUT
+from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
 
-from .integrity import MASK64
-from .lifetime import die_with_parent
-from .postprocess import Sink, apply_fault
-from .ranges import nvtx_range
+from nsys_transfer.workloads.integrity import MASK64
+from nsys_transfer.workloads.lifetime import die_with_parent
+from nsys_transfer.workloads.postprocess import Sink, apply_fault
+from nsys_transfer.workloads.ranges import nvtx_range
 
 POLL_S = 0.5
 

@@ -1,10 +1,10 @@
 """What every stage shares: config, the output sink, and the in-process result list."""
 from __future__ import annotations
 
-from nsys_core.contracts import PROCESS_OUTPUT
+from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
 
-from ..postprocess import Sink, apply_fault
-from ..ranges import nvtx_range
+from nsys_transfer.workloads.postprocess import Sink, apply_fault
+from nsys_transfer.workloads.ranges import nvtx_range
 
 
 class InProcessStage:

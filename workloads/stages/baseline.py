@@ -1,8 +1,8 @@
 """Stage 1 (the article's baseline): copy the output to the CPU and post-process it in the loop."""
-from nsys_core.contracts import COPY_TO_CPU
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU
 
-from ..ranges import nvtx_range
-from .base import InProcessStage
+from nsys_transfer.workloads.ranges import nvtx_range
+from nsys_transfer.workloads.stages.base import InProcessStage
 
 
 class Stage(InProcessStage):

@@ -10,7 +10,7 @@
 """
 import torch
 
-from .streams import Stage as Streams
+from nsys_transfer.workloads.stages.streams import Stage as Streams
 
 
 class HostRegistrationError(RuntimeError):

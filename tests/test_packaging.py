@@ -1,0 +1,105 @@
+"""One import namespace: `pip install .` puts nsys_transfer (and only it) into site-packages, and every layer is a
+module of it, once. Console scripts and `python -m nsys_transfer...` work from a fresh venv outside the checkout;
+`python -m analysis` (and the other layers) keep working from the checkout without making second copies of modules."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+LAYERS = ["nsys_core", "workloads", "profiling", "analysis", "reports"]
+# after the command ran: every toolkit file loaded as one module object, whatever names point to it
+# (`__main__` is the file `python -m` ran, a copy by Python's own design, installed or not)
+ONE_OBJECT_PER_FILE = """
+import atexit, collections, os, runpy, sys
+def check():
+    by_file = collections.defaultdict(set)
+    for name, m in list(sys.modules.items()):
+        f = getattr(m, "__file__", None)
+        if name != "__main__" and f and os.path.realpath(f).startswith(sys.argv[0]):
+            by_file[os.path.realpath(f)].add(id(m))
+    twice = sorted(f for f, ids in by_file.items() if len(ids) > 1)
+    print("TOOLKIT-MODULES", len(by_file), "TWICE", twice, file=sys.__stderr__)
+root, module, *args = sys.argv[1:]
+sys.argv[0] = root
+atexit.register(check)
+sys.argv[1:] = args
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("module,args", [
+    ("analysis", ["{baseline}", "-q"]),
+    ("analysis.scrub", ["--help"]),
+    ("reports", ["--help"]),
+    ("profiling", ["stage", "--help"]),
+    ("workloads", ["--help"]),
+    ("nsys_core.driver", []),
+    ("nsys_transfer", ["where", "--help"]),
+])
+def test_checkout_python_m_loads_each_module_once(module, args, h200):
+    args = [a.format(baseline=h200["baseline"]) for a in args]
+    r = run_cli("-c", ONE_OBJECT_PER_FILE, str(ROOT) + os.sep, module, *args)
+    line = [x for x in r.stderr.splitlines() if x.startswith("TOOLKIT-MODULES")]
+    assert r.returncode == 0 and line, r.stderr[-3000:]
+    assert int(line[0].split()[1]) > 2 and line[0].endswith("TWICE []"), line[0]
+
+
+def _dependencies_of_this_environment(into: Path) -> Path:
+    """This environment's installed packages (pandas, click, setuptools...) without the toolkit itself, so the fresh
+    venv needs no download and cannot see the checkout."""
+    here = Path(sysconfig.get_paths()["purelib"])
+    into.mkdir()
+    for entry in here.iterdir():
+        if entry.suffix == ".pth" or entry.name.lower().startswith(("nsys_transfer", "__editable__", "nsys-transfer")):
+            continue
+        (into / entry.name).symlink_to(entry)
+    return into
+
+
+def test_pip_install_into_a_fresh_venv(tmp_path, h200):
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".nsys", ".carry", "out", "runs", "build", "*.egg-info", "__pycache__", "tests", "docs"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    python, bin_ = venv / "bin" / "python", venv / "bin"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "dependencies.pth").write_text(f"{_dependencies_of_this_environment(tmp_path / 'deps')}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--no-index", str(src)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def run(*cmd):
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)
+        assert r.returncode == 0, f"{cmd}: {r.stdout[-2000:]}{r.stderr[-3000:]}"
+        return r.stdout
+
+    # site-packages holds nsys_transfer and its layers, no top-level analysis, profiling, reports, workloads
+    installed = sorted(p.name for p in site.iterdir() if not p.name.endswith((".dist-info", ".pth", "__pycache__")))
+    assert installed == ["nsys_transfer"], installed
+    assert sorted(p.name for p in (site / "nsys_transfer").iterdir() if p.is_dir() and p.name != "__pycache__") \
+        == sorted(LAYERS)
+    where = run(python, "-c", "import nsys_transfer, nsys_transfer.analysis as a, importlib.util as u; "
+                              "print(nsys_transfer.__path__, a.__file__, [n for n in %r if u.find_spec(n)])" % LAYERS)
+    assert str(site) in where and str(src) not in where and str(ROOT) not in where and where.endswith("[]\n"), where
+    out = elsewhere / "baseline.json"
+    run(bin_ / "analyze-trace", h200["baseline"], "--json", out, "-q")
+    assert out.stat().st_size > 1000
+    for script in ("compare-traces", "scrub-trace", "nsys-transfer"):
+        assert "Usage" in run(bin_ / script, "--help")
+    for module in ("nsys_transfer", "nsys_transfer.analysis", "nsys_transfer.reports", "nsys_transfer.profiling",
+                   "nsys_transfer.workloads", "nsys_transfer.analysis.scrub"):
+        assert "Usage" in run(python, "-m", module, "--help")
