@@ -33,7 +33,7 @@ def test_no_nsys_says_how_to_get_it(monkeypatch, tmp_path):
 def test_cli_without_nsys_is_one_line(tmp_path):
     env = {**os.environ, "NSYS": str(tmp_path / "missing"), "PATH": "/usr/bin:/bin"}
     # hide the project's own install by pointing the module at an empty folder via a wrapper
-    code = ("import nsys_core.nsys as l, pathlib, sys; l.PROJECT_NSYS = pathlib.Path('/nonexistent/nsys'); "
+    code = ("import nsys_transfer.nsys_core.nsys as l, pathlib, sys; l.PROJECT_NSYS = pathlib.Path('/nonexistent/nsys'); "
             "l.glob.glob = lambda p: []; from nsys_transfer.cli import main; sys.argv = ['profile', 'where']; main()")
     r = run_cli("-c", code, env=env)
     assert r.returncode == 2 and "no working nsys" in r.stderr and "Traceback" not in r.stderr

@@ -181,7 +181,7 @@ def test_worker_counts_under_torchrun_default_per_gpu_else_shared():
 
 def test_host_cpu_load_is_measured_on_the_allowed_cpus():
     """A process confined to one CPU that spins for 0.5 s reads that CPU as nearly fully busy."""
-    code = ("import json, os, time; from workloads import hostload; "
+    code = ("import json, os, time; from nsys_transfer.workloads import hostload; "
             "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); a = hostload.read(); t = time.time()\n"
             "while time.time() - t < 0.5: pass\nprint(json.dumps(hostload.busy_fraction(a, hostload.read())))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
