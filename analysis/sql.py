@@ -80,6 +80,11 @@ API_BY_THREAD_DISTINCT = """
 SELECT globalTid AS global_tid, nameId AS name_id, COUNT(*) AS count, SUM("end" - start) AS total_ns
 FROM (SELECT DISTINCT start, "end", globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME
       WHERE nameId IN ({ids}) AND "end" >= start) GROUP BY globalTid, nameId"""
+LAUNCH_STATS = """
+SELECT COUNT(*), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IN ({tids}) AND nameId IN ({ids})"""
+LAUNCH_STATS_DISTINCT = """
+SELECT COUNT(*), SUM("end" - start) FROM (SELECT DISTINCT start, "end", globalTid, correlationId, nameId
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IN ({tids}) AND nameId IN ({ids}) AND "end" >= start)"""
 LAUNCH_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Launch%'"
 SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%'"
 SYNC_CALLS = """

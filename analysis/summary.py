@@ -46,7 +46,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
     trace.prefetch("osrt")              # the longest load: its own thread from the start
     trace.prefetch("api_rows", "nvtx", "threads")
-    trace.prefetch("sync_calls", "api_by_thread")
+    trace.prefetch("sync_calls")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
@@ -76,7 +76,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
     say("finding what the CPU did during gaps")
     launch = trace.result("launch") if passed is not None and len(passed.gaps) else None
-    tids = _launch_threads(passed, launch, trace.api_by_thread)
+    tids = _launch_threads(passed, launch, lambda: trace.api_by_thread)
+    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])  # a runtime scan, beside the idle work
     _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, tables)
     say("attributing idle time")
     _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables)
@@ -183,14 +184,13 @@ def _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_sourc
                     "mean_gpu_idle_ns": idle_per_step}
 
 
-def _launch_threads(passed, launch, api_by_thread) -> dict:
+def _launch_threads(passed, launch, launches_by_thread) -> dict:
     """{(pid, correlation id): launching thread} of the gaps' next operations, and the launching threads per device:
     those of the gaps, else the thread that issued the most kernel launches."""
     by_pid = passed is not None and len(passed.gaps) > 0 and bool((passed.gaps["next_pid"] >= 0).any())
     tid_of = ({(int(p) if by_pid else -1, int(c)): t for p, c, t in
                zip(launch["pid"], launch["correlation_id"], launch["global_tid"])}
               if launch is not None and len(launch) else {})
-    fallback = _busiest_launcher(api_by_thread)
     per_device: dict[int, set] = {}
     if passed is not None and len(passed.gaps):
         g = passed.gaps
@@ -198,7 +198,10 @@ def _launch_threads(passed, launch, api_by_thread) -> dict:
             t = tid_of.get((int(p) if by_pid else -1, int(c)))
             if t is not None:
                 per_device.setdefault(int(dev), set()).add(int(t))
-    devices = passed.util["device"] if passed is not None else []
+    devices = [int(d) for d in passed.util["device"]] if passed is not None else []
+    # the thread with the most launches, for devices whose gaps name none (a grouped runtime scan: only then)
+    needed = not tid_of or any(not per_device.get(d) for d in devices)
+    fallback = _busiest_launcher(launches_by_thread()) if needed else set()
     return {"by_gap": tid_of, "by_pid": by_pid, "devices": {int(d): per_device.get(int(d)) or fallback for d in devices},
             "all": set(tid_of.values()) or fallback}
 
@@ -257,12 +260,10 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     tables["idle"] = table
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
     tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else pd.Series(dtype="int64")
-    launches = trace.api_by_thread
-    mine = launches[launches["global_tid"].isin(list(tids["all"]))] if len(launches) else launches
+    launch_calls, launch_ns = trace.result("launch_stats")
     out["idle"] = {"causes": json_rows(table), "devices": details,
                    "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
-                   "launch_calls": int(mine["count"].sum()) if len(mine) else 0,
-                   "launch_api_ns": int(mine["total_ns"].sum()) if len(mine) else 0,
+                   "launch_calls": launch_calls, "launch_api_ns": launch_ns,
                    "sync_calls": int(len(mine_syncs)),
                    "sync_blocked_ns": int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0}
 

@@ -366,6 +366,21 @@ class Trace:
         df["name"] = df.pop("name_id").map(names)
         return df
 
+    def launch_stats(self, tids) -> tuple[int, int]:
+        """(calls, total_ns) of the kernel launches the given threads made: one filtered scan, no grouping."""
+        tids = sorted({int(t) for t in tids})
+        if not tids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+            return 0, 0
+        names = [i for i, v in self._connection().execute(sql.LAUNCH_NAME_IDS) if LAUNCH_API.match(v)]
+        if not names:
+            return 0, 0
+        self.sync_calls  # noqa: B018 - its validation says whether the runtime rows repeat
+        repeats = any("repeat" in w for w in self._sync_warnings)
+        query = sql.LAUNCH_STATS_DISTINCT if repeats else sql.LAUNCH_STATS
+        row = self._connection().execute(query.format(tids=",".join(map(str, tids)),
+                                                      ids=",".join(str(int(i)) for i in names))).fetchone()
+        return int(row[0] or 0), int(row[1] or 0)
+
     @cached_property
     def sync_calls(self) -> pd.DataFrame:
         """Calls that block the host until the GPU catches up: stream/device/event/context synchronize."""
