@@ -22,12 +22,23 @@ def step_template(name: str) -> str | None:
     return "^" + r"\d+".join(REGEX_SPECIAL.sub(r"\\\1", p) for p in parts) + "$"
 
 
-def detect_step_regex(nvtx: pd.DataFrame, tids=None) -> str | None:
+def detect_step_regex(nvtx: pd.DataFrame) -> str | None:
     """The step range among NVTX names that repeat with a counter (`Batch 7`, `step 12`, `ProfilerStep#3`,
-    `request 2`): the template whose ranges cover the most time, on the launching threads when they have one.
-    PyTorch operator ranges (`aten::mm, seq = 12, ...`) are not steps."""
+    `request 2`): the template whose ranges cover the most time. PyTorch operator ranges (`aten::mm, seq = 12, ...`)
+    are not steps."""
     if nvtx.empty:
         return None
+    names = nvtx["name"].astype(str)
+    unique = names.unique()  # one template per distinct name, not per range
+    template_of = {n: (None if is_operator_range(n) else step_template(n)) for n in unique}
+    templates = names.map(template_of)
+    ok = templates.notna()
+    if not ok.any():
+        return None
+    t = pd.DataFrame({"template": templates[ok], "name": names[ok], "duration_ns": nvtx["duration_ns"][ok]})
+    g = t.groupby("template").agg(count=("name", "size"), distinct=("name", "nunique"), total=("duration_ns", "sum"))
+    g = g[(g["count"] >= 2) & (g["distinct"] >= 2)]
+    return str(g["total"].idxmax()) if len(g) else None
     for scope in ([nvtx[nvtx["global_tid"].isin(list(tids))]] if tids else []) + [nvtx]:
         names = scope["name"].astype(str)
         templates = names.map(lambda n: None if is_operator_range(n) else step_template(n))

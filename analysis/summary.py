@@ -99,8 +99,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
     if opts.step_regex:
         return opts.step_regex, "given"
-    # the threads that carry counted ranges, busiest first, decide (cpu.detect_step_regex); the launching thread is
-    # known only after a scan of the runtime table, which the window (widened to the steps) cannot wait for
+    # from every thread's ranges: the launching thread is known only after a scan of the runtime table, which the
+    # window (widened to the steps) cannot wait for
     found = cpu.detect_step_regex(nvtx)
     return (found, "detected") if found else (None, "none found")
 
