@@ -39,18 +39,6 @@ def detect_step_regex(nvtx: pd.DataFrame) -> str | None:
     g = t.groupby("template").agg(count=("name", "size"), distinct=("name", "nunique"), total=("duration_ns", "sum"))
     g = g[(g["count"] >= 2) & (g["distinct"] >= 2)]
     return str(g["total"].idxmax()) if len(g) else None
-    for scope in ([nvtx[nvtx["global_tid"].isin(list(tids))]] if tids else []) + [nvtx]:
-        names = scope["name"].astype(str)
-        templates = names.map(lambda n: None if is_operator_range(n) else step_template(n))
-        ok = templates.notna()
-        if not ok.any():
-            continue
-        t = pd.DataFrame({"template": templates[ok], "name": names[ok], "duration_ns": scope["duration_ns"][ok]})
-        g = t.groupby("template").agg(count=("name", "size"), distinct=("name", "nunique"), total=("duration_ns", "sum"))
-        g = g[(g["count"] >= 2) & (g["distinct"] >= 2)]
-        if len(g):
-            return str(g["total"].idxmax())
-    return None
 
 
 def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
