@@ -132,6 +132,11 @@ def gap_cover_by_range(gap_table: pd.DataFrame, nvtx: pd.DataFrame, tids, exclud
 
 def osrt_in_gaps(gap_table: pd.DataFrame, osrt: pd.DataFrame) -> pd.DataFrame:
     """OS runtime calls overlapping any idle gap, by name: count, time inside gaps (all threads)."""
+    return sum_osrt_in_gaps([osrt_gap_counts(gap_table, osrt)])
+
+
+def osrt_gap_counts(gap_table: pd.DataFrame, osrt: pd.DataFrame) -> pd.DataFrame:
+    """Per name of these calls: how many touch an idle gap and their time inside gaps (every name, even at 0)."""
     if gap_table.empty or osrt.empty:
         return pd.DataFrame(columns=["name", "count", "gap_overlap_ns"])
     gs, ge = union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy())
@@ -142,8 +147,18 @@ def osrt_in_gaps(gap_table: pd.DataFrame, osrt: pd.DataFrame) -> pd.DataFrame:
     names = pd.Categorical(osrt["name"])
     codes = names.codes[hit]  # group by integer code: no string per row
     n = len(names.categories)
-    t = pd.DataFrame({"name": names.categories.astype(str), "count": np.bincount(codes, minlength=n),
-                      "gap_overlap_ns": np.bincount(codes, weights=inside, minlength=n).astype(np.int64)})
+    return pd.DataFrame({"name": names.categories.astype(str), "count": np.bincount(codes, minlength=n),
+                         "gap_overlap_ns": np.bincount(codes, weights=inside, minlength=n).astype(np.int64)})
+
+
+def sum_osrt_in_gaps(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """osrt_gap_counts() of the parts of the OS runtime table summed per name, the names with time inside gaps,
+    longest first: osrt_in_gaps() of the whole."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["name", "count", "gap_overlap_ns"])
+    t = parts[0] if len(parts) == 1 else pd.concat(parts).groupby("name", as_index=False, sort=False)[
+        ["count", "gap_overlap_ns"]].sum()
     t = t[t["gap_overlap_ns"] > 0]
     return t.sort_values("gap_overlap_ns", ascending=False, ignore_index=True)
 

@@ -25,6 +25,7 @@ import pandas as pd
 from nsys_transfer.nsys_core import nsys_messages
 from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
+from nsys_transfer.analysis import sql
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.trace import Trace, outermost_calls, pid_of
 
@@ -281,7 +282,7 @@ def _shared(dup: pd.DataFrame | None) -> dict:
 def _timeline(trace: Trace, gpu: dict) -> list[dict]:
     """Per process that ran GPU work: its GPU operations and its own activity per second over its span, and how much
     of that activity follows its last GPU operation. Its activity: its NVTX ranges (the program's own marks of work)
-    where it has at least MIN_NVTX_RANGES, else its OS runtime calls (millions of rows: read only when needed)."""
+    where it has at least MIN_NVTX_RANGES, else its OS runtime calls (millions of rows: read in scoped passes)."""
     pid = np.concatenate([v[0] for v in gpu.values()])
     if pid.size == 0:
         return []
@@ -289,37 +290,49 @@ def _timeline(trace: Trace, gpu: dict) -> list[dict]:
     end = np.concatenate([v[3] for v in gpu.values()])
     nvtx = trace.nvtx
     nvtx_pid, nvtx_t = pid_of(nvtx["global_tid"].to_numpy(np.int64)), nvtx["start_ns"].to_numpy(np.int64)
-    osrt: list = []
     out = []
     for p in sorted(pd.unique(pid).tolist()):
         mine = pid == p if p >= 0 else np.ones(pid.size, dtype=bool)
         g_start, g_end = start[mine], end[mine]
         cpu, source = (nvtx_t[nvtx_pid == p] if p >= 0 else nvtx_t), "nvtx"
-        if cpu.size < MIN_NVTX_RANGES:
-            if not osrt:
-                o = trace.osrt
-                osrt[:] = [pid_of(o["global_tid"].to_numpy(np.int64)), o["start_ns"].to_numpy(np.int64)]
-            cpu, source = (osrt[1][osrt[0] == p] if p >= 0 else osrt[1]), "osrt"
-        lo = int(min(g_start.min(), cpu.min() if cpu.size else g_start.min()))
-        hi = int(max(g_end.max(), cpu.max() if cpu.size else 0)) + 1
+        if cpu.size >= MIN_NVTX_RANGES:
+            first, last, chunks = (cpu.min(), cpu.max(), [cpu]) if cpu.size else (None, None, [cpu])
+        else:
+            where = sql.pid_in([p]) if p >= 0 else "1"
+            span, source = trace.osrt_span(where), "osrt"
+            first, last = (span[0], span[1]) if span else (None, None)
+            chunks = (c["start_ns"].to_numpy(np.int64) for c in trace.osrt_chunks(where))
+        lo = int(min(g_start.min(), first if first is not None else g_start.min()))
+        hi = int(max(g_end.max(), last if last is not None else 0)) + 1
         bin_ns = max(1, -(-(hi - lo) // TIMELINE_BINS))
         gpu_n = np.bincount((g_start - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
-        cpu_n = np.bincount((cpu - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
         gpu_end = int(g_end.max())
-        after = int((cpu > gpu_end).sum())
+        cpu_n, n_cpu, after = _binned(chunks, lo, bin_ns, gpu_end)
         out.append({"pid": int(p), "start_ns": lo, "bin_ns": int(bin_ns), "activity": source,
-                    "gpu_ops": int(g_start.size), "cpu_events": int(cpu.size),
+                    "gpu_ops": int(g_start.size), "cpu_events": n_cpu,
                     "gpu_ops_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in gpu_n],
                     "cpu_events_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in cpu_n],
                     "gpu_end_ns": gpu_end, "cpu_events_after": after,
-                    "cpu_share_after": round(after / cpu.size, 4) if cpu.size else 0.0})
+                    "cpu_share_after": round(after / n_cpu, 4) if n_cpu else 0.0})
     return out
+
+
+def _binned(chunks, lo: int, bin_ns: int, gpu_end: int) -> tuple[np.ndarray, int, int]:
+    """Event start times, given in parts, as TIMELINE_BINS counts from lo; their number; how many follow gpu_end."""
+    counts = np.zeros(TIMELINE_BINS, dtype=np.int64)
+    n = after = 0
+    for t in chunks:
+        counts += np.bincount((t - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+        n += int(t.size)
+        after += int((t > gpu_end).sum())
+    return counts, n, after
 
 
 def _process_activity(trace: Trace, pid: int) -> np.ndarray:
     """Sorted start times of a process's NVTX ranges and OS runtime calls."""
-    parts = [df["start_ns"].to_numpy(np.int64)[pid_of(df["global_tid"].to_numpy(np.int64)) == pid]
-             for df in (trace.nvtx, trace.osrt)]
+    nvtx = trace.nvtx
+    parts = [nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]]
+    parts += [c["start_ns"].to_numpy(np.int64) for c in trace.osrt_chunks(sql.pid_in([pid]))]
     return np.sort(np.concatenate(parts))
 
 

@@ -90,6 +90,24 @@ SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%
 SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
+# OS runtime calls are read in parts (Trace.osrt_chunks): a rowid range and a condition, never the whole table.
+ROWID_RANGE = "SELECT MIN(rowid), MAX(rowid) FROM {table}"
+SHORT_STRINGS = "SELECT id, value FROM StringIds WHERE length(value) <= 40"
+USABLE_TIMES = ("typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND start >= 0 AND \"end\" >= start "
+                "AND typeof(globalTid) = 'integer' AND globalTid >= 0")
+OSRT_SPAN = f'SELECT MIN(start), MAX(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
+
+
+def pid_in(pids) -> str:
+    """The condition 'the row's process is one of pids' on a table with globalTid."""
+    return f"{PID_OF.format(col='globalTid')} IN ({', '.join(str(int(p)) for p in sorted(pids))})"
+
+
+def column_in(column: str, values) -> str:
+    """The condition 'column is one of values' (integers)."""
+    return f"{column} IN ({', '.join(str(int(v)) for v in sorted(values))})"
+
+
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
 SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"

@@ -9,7 +9,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, program
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, program, sql
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.machine import host_link
@@ -44,7 +44,6 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     opts = opts or Options()
     say = progress or (lambda msg: None)
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
-    trace.prefetch("osrt")              # the longest load: its own thread from the start
     trace.prefetch("api_rows", "nvtx", "threads")
     trace.prefetch("sync_calls")
     say("loading GPU activity")
@@ -65,10 +64,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         trace.prefetch_call("launch", trace.launch_threads, gap_ids)
     copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
 
-    say("waiting for NVTX and OS runtime")
-    trace.wait("osrt", "threads")
-    osrt = trace.osrt
-    out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx, osrt), **out}
+    trace.wait("threads")
+    out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx), **out}
     out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
     out["trace"]["program"] = program.describe(trace.threads, nvtx, kernels["name"].unique() if len(kernels) else [],
                                                opts.run_record)
@@ -78,9 +75,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     launch = trace.result("launch") if passed is not None and len(passed.gaps) else None
     tids = _launch_threads(passed, launch, lambda: trace.api_by_thread)
     trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])  # a runtime scan, beside the idle work
-    _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, tables)
+    _gaps_section(trace, passed, launch, tids, nvtx, step_regex, opts, out, tables)
     say("attributing idle time")
-    _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables)
+    _idle_section(trace, passed, window, tids, nvtx, copies, step_regex, opts, out, tables)
 
     tk = gpu.top_kernels(kernels, opts.top)
     tables["kernels_top"] = tk
@@ -92,6 +89,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
+    out["trace"]["counts"]["osrt_calls"] = trace.osrt_count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     return Analysis(out, tables)
 
@@ -119,10 +117,11 @@ def _window(ops: pd.DataFrame, nvtx: pd.DataFrame, step_regex: str | None, user)
 def _gpu_section(trace, ops, window, opts, out, tables):
     """Utilisation per device and the idle gaps; None when the trace has no GPU activity."""
     if window is None:
-        trace.wait("osrt", "nvtx")
-        span = pd.concat([trace.nvtx[["start_ns", "end_ns"]], trace.osrt[["start_ns", "end_ns"]]])
-        out["window"] = ({"start_ns": int(span["start_ns"].min()), "end_ns": int(span["end_ns"].max()),
-                          "source": "cpu (no GPU activity)"} if len(span) else {"source": "empty trace"})
+        trace.wait("nvtx")
+        spans = [(int(trace.nvtx["start_ns"].min()), int(trace.nvtx["end_ns"].max()))] if len(trace.nvtx) else []
+        spans += [(s[0], s[2]) for s in [trace.osrt_span()] if s]
+        out["window"] = ({"start_ns": min(s[0] for s in spans), "end_ns": max(s[1] for s in spans),
+                          "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
         out["gpu"] = None
         return None
     lo, hi = window
@@ -214,28 +213,20 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
     return {int(busiest.index[0])} if len(busiest) else set()
 
 
-def _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, tables):
+def _gaps_section(trace, passed, launch, tids, nvtx, step_regex, opts, out, tables):
     gap_table = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
     tables["gaps"] = gap_table
     tid_of, by_pid, launch_tids = tids["by_gap"], tids["by_pid"], set(tids["by_gap"].values())
-    launch_pids = {pid_of(t) for t in launch_tids}
-    if len(osrt) and launch_pids and len(gap_table):
-        # only calls of the launching process that touch an idle gap matter here: select them once
-        gcov = Coverage(*union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy()))
-        keep = np.isin(pid_of(osrt["global_tid"].to_numpy()), list(launch_pids))
-        keep &= gcov.touches(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())
-        osrt_launch_proc = osrt[keep]
-    else:
-        osrt_launch_proc = osrt.iloc[0:0]
-    per_thread = {tid: osrt_launch_proc[osrt_launch_proc["global_tid"].to_numpy() == tid] for tid in launch_tids}
+    top_gaps = gap_table.nlargest(opts.top, "duration_ns")
+    osrt_gaps, near_top = _osrt_in_gaps(trace, gap_table, top_gaps, launch_tids)
+    per_thread = {tid: near_top[near_top["global_tid"].to_numpy() == tid] for tid in launch_tids}
     top = []
-    for g in gap_table.nlargest(opts.top, "duration_ns").to_dict("records"):
+    for g in top_gaps.to_dict("records"):
         tid = tid_of.get((int(g["next_pid"]) if by_pid else -1, int(g["next_correlation_id"])))
-        ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, osrt.iloc[0:0]), tid)
+        ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, near_top.iloc[0:0]), tid)
         top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
                     "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})
     covered = cpu.gap_cover_by_range(gap_table, nvtx, launch_tids, step_regex)
-    osrt_gaps = cpu.osrt_in_gaps(gap_table, osrt_launch_proc)
     tables["gap_ranges"], tables["gap_osrt"] = covered, osrt_gaps
     total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
     out["gaps"] = {"threshold_ns": opts.min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
@@ -243,17 +234,52 @@ def _gaps_section(passed, launch, tids, nvtx, osrt, step_regex, opts, out, table
                    "top": top, "covered_by": json_rows(covered.head(opts.top)), "osrt": json_rows(osrt_gaps.head(opts.top))}
 
 
-def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables):
+def _osrt_in_gaps(trace, gap_table, top_gaps, launch_tids) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """OS calls of the launching processes during the idle gaps, by name (cpu.osrt_in_gaps, summed over the scoped
+    reads), and the calls touching the largest gaps (for their context)."""
+    launch_pids = {pid_of(t) for t in launch_tids}
+    empty = pd.DataFrame(columns=["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
+    if not launch_pids or gap_table.empty:
+        return cpu.sum_osrt_in_gaps([]), empty
+    gcov = Coverage(*union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy()))
+    tcov = Coverage(*union(top_gaps["start_ns"].to_numpy(), top_gaps["end_ns"].to_numpy()))
+    parts, near_top = [], []
+    for chunk in trace.osrt_chunks(sql.pid_in(launch_pids)):
+        chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]
+        parts.append(cpu.osrt_gap_counts(gap_table, chunk))
+        near_top.append(chunk[tcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())])
+    return cpu.sum_osrt_in_gaps(parts), (pd.concat(near_top, ignore_index=True) if near_top else empty)
+
+
+def _wait_calls(trace, tids, loaders) -> pd.DataFrame:
+    """The waiting and mapping OS calls idle attribution looks at: of the launching threads, their processes and
+    the DataLoader's threads (a small part of the OS runtime table, read in one scoped pass)."""
+    ids = trace.osrt_name_ids(idle.WAIT_CALLS) + trace.osrt_name_ids(idle.MAPPING_CALLS)
+    threads = set(tids["all"]).union(*[set(t) for t in tids["devices"].values()])
+    threads |= {t for ld in loaders.values() for t in (*ld.get("pin", ()), *ld.get("workers", ()))}
+    if not ids or not threads:
+        return pd.DataFrame(columns=["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
+    where = f"{sql.column_in('nameId', ids)} AND ({sql.column_in('globalTid', threads)} OR " \
+            f"{sql.pid_in({pid_of(t) for t in threads})})"
+    parts = list(trace.osrt_chunks(where))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
+
+
+def _idle_section(trace, passed, window, tids, nvtx, copies, step_regex, opts, out, tables):
     """Every idle nanosecond of each device given to one cause (analysis/idle.py)."""
     if passed is None:
         out["idle"] = None
         return
     syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
+    loaders = {dev: program.loader_threads(trace.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
+               for dev in passed.busy_by_device}
+    osrt = _wait_calls(trace, tids, loaders)
     parts, details = [], {}
     for dev, busy in passed.busy_by_device.items():
         launchers = tids["devices"].get(dev, set())
         t, d = idle.attribute(busy, window, launchers, osrt, nvtx, syncs, cuda_calls, step_regex, opts.min_gap_ns,
-                              dev, program.loader_threads(trace.threads, {pid_of(x) for x in launchers}))
+                              dev, loaders[dev])
         parts.append(t)
         details[str(dev)] = d
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)
@@ -292,9 +318,9 @@ def summarize(trace: Trace, **kw) -> dict:
     return analyze(trace, Options(**kw)).summary
 
 
-def _trace_info(trace: Trace, kernels, memcpys, nvtx, osrt) -> dict:
+def _trace_info(trace: Trace, kernels, memcpys, nvtx) -> dict:
     return {"path": trace.source, "nsys_version": trace.nsys_version,
             "gpus": json_rows(trace.gpus) if len(trace.gpus) else [],
             "counts": {"kernels": int(len(kernels)), "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
-                       "osrt_calls": int(len(osrt))},
+                       "osrt_calls": None},  # set last: analyze() counts them after the scoped reads
             "integrity": integrity.assess(trace)}

@@ -10,6 +10,7 @@ import re
 import sqlite3
 import threading
 import urllib.request
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -28,6 +29,7 @@ NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_A
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
+OSRT_CHUNK_ROWS = 2_000_000  # OS runtime rows per scoped read: bounds memory however long the capture
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
@@ -68,6 +70,7 @@ class Trace:
         self._extra_cons: list[sqlite3.Connection] = []
         self._results: dict[str, dict] = {}
         self._sync_warnings: list[str] = []
+        self._osrt_damaged = False  # a scoped read met rows validate.clean drops: osrt_count() checks the whole table
         self.warnings: list[str] = []  # what a damaged export made us drop or replace (analysis.validate)
         try:
             self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -271,11 +274,12 @@ class Trace:
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
 
-    def _names(self, ids: pd.Series, what: str) -> pd.Categorical:
-        """String-table ids to a categorical of names, without a Python string per row."""
+    def _names(self, ids: pd.Series, what: str, said: list[str] | None = None) -> pd.Categorical:
+        """String-table ids to a categorical of names, without a Python string per row; a warning for ids without
+        text goes to `said` (default: the trace's warnings)."""
         codes, uniques = pd.factorize(ids)
         names = self.strings(uniques)
-        self.warnings += validate.nameless(ids, names, what)
+        (self.warnings if said is None else said).extend(validate.nameless(ids, names, what))
         labels = pd.Index([names.get(int(u), "?") for u in uniques])
         if labels.has_duplicates:  # two ids with one text: merge them
             cats = pd.Index(labels.unique())
@@ -456,12 +460,54 @@ class Trace:
 
     @cached_property
     def osrt(self) -> pd.DataFrame:
-        """OS runtime calls: start_ns, end_ns, duration_ns, global_tid, name."""
+        """Every OS runtime call: start_ns, end_ns, duration_ns, global_tid, name. Tens of millions of rows in a long
+        capture: the analysis reads scoped parts (osrt_chunks) and uses this only for a damaged table."""
         if not self.has("OSRT_API"):
             return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
         df = self._checked(self.int_columns("OSRT_API", sql.OSRT_COLUMNS), "OS runtime", ("global_tid",))
         df["name"] = self._names(df.pop("name_id"), "OS runtime")
         return df
+
+    # --- OS runtime calls, in scoped reads -------------------------------------------------------------------------
+    def osrt_chunks(self, where: str, chunk_rows: int = OSRT_CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+        """The OS runtime calls matching the SQL condition `where` (on OSRT_API's columns, e.g. sql.pid_in(...)), in
+        rowid ranges of chunk_rows: start_ns, end_ns, duration_ns, global_tid, name. Damaged rows are dropped here
+        without a warning; osrt_count() then checks the whole table once and says what it drops."""
+        if not self.has("OSRT_API"):
+            return
+        first, last = self._connection().execute(sql.ROWID_RANGE.format(table="OSRT_API")).fetchone()
+        if first is None:
+            return
+        for lo in range(first - 1, last, chunk_rows):
+            df = self.int_columns("OSRT_API", sql.OSRT_COLUMNS,
+                                  f"WHERE rowid > {lo} AND rowid <= {lo + chunk_rows} AND ({where})")
+            if df.empty:
+                continue
+            df, said = validate.clean(df, "OS runtime", ("global_tid",))
+            df["name"] = self._names(df.pop("name_id"), "OS runtime", said)
+            self._osrt_damaged |= bool(said)
+            yield _timed(df)
+
+    def osrt_name_ids(self, pattern: re.Pattern) -> list[int]:
+        """String ids whose text is an OS call name matching `pattern` (names are short: long strings are not read)."""
+        rows = self._connection().execute(sql.SHORT_STRINGS).fetchall()
+        return sorted(int(i) for i, v in rows if v is not None and pattern.match(str(v)))
+
+    def osrt_count(self) -> int:
+        """Usable OS runtime calls: the table's row count, or, once a scoped read met damaged rows, the rows the
+        checked full load keeps (its warnings then say what was dropped)."""
+        if not self.has("OSRT_API"):
+            return 0
+        if self._osrt_damaged:
+            return len(self.osrt)
+        return int(self._connection().execute("SELECT COUNT(*) FROM OSRT_API").fetchone()[0])
+
+    def osrt_span(self, where: str = "1") -> tuple[int, int, int] | None:
+        """(first start, last start, last end) of the usable OS runtime calls matching `where`; None if none."""
+        if not self.has("OSRT_API"):
+            return None
+        first, last, last_end = self._connection().execute(sql.OSRT_SPAN.format(where=where)).fetchone()
+        return (int(first), int(last), int(last_end)) if first is not None else None
 
     @cached_property
     def threads(self) -> pd.DataFrame:
