@@ -89,7 +89,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
 
 
 def ranks_report(r: dict) -> str:
-    """Several GPUs (analysis.ranks summary): one line per GPU, the shared host-side DtoH load, the verdict."""
+    """Several GPUs (the JSON's `ranks`): one line per GPU, the shared host-side DtoH load, the limit."""
     L = []
     if len(r["traces"]) > 1:
         L.append("traces on one clock (session start): " + ", ".join(
@@ -118,6 +118,6 @@ def ranks_report(r: dict) -> str:
                  f"total, drain included" + (f"; host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of "
                                              f"{cpu['cpus']})" if cpu else ""))
     lim = r["limit"]
-    L.append(f"limit: [{lim['resource']}] {lim['verdict']}")
-    L.append(f"      -> {lim['next']}")
+    L.append(f"limit: [{lim['rule']}] {lim['evidence']}")
+    L.append(f"      -> {lim['suggestion']}")
     return "\n".join(L)

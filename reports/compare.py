@@ -52,7 +52,7 @@ def gpu_rows(run: str, ranks) -> list[dict]:
                     "dtoh_pinned_share": g["dtoh_pinned_share"], "idle_mostly_in": g["idle_mostly_in"],
                     "idle_share": g["idle_share"], "host_peak_gbps": s["host_dtoh"]["peak_gbps"],
                     "capacity_gbps": s["host_dtoh"]["capacity_gbps"],
-                    "slowdown": worst["slowdown"] if worst else None, "limit": s["limit"]["resource"]})
+                    "slowdown": worst["slowdown"] if worst else None, "limit": s["limit"]["rule"]})
     return out
 
 

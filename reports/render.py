@@ -132,7 +132,7 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
                 f"{sc['total_steps_per_s']:.2f} ({sc['gpus']} GPUs)",
                 ", ".join(f"{x:.2f}" for x in sc["per_rank_steps_per_s"] or []), f"**{sc['efficiency']:.2f}**",
                 f"{_cpu_load(sc['host_cpu_single'])} / {_cpu_load(sc['host_cpu'])}", "ok" if sc["integrity_ok"] else "FAILED",
-                sc["limit"]]) + " |")
+                sc["limit"]["evidence"]]) + " |")
         out.append("")
     if probe_note:
         out += [probe_note, ""]
@@ -149,5 +149,5 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
             wait, _f(r["host_peak_gbps"], "{:.0f} GB/s"), _f(r["slowdown"], "{:.2f} x solo"), r["limit"]]) + " |")
     out.append("")
     for run, lim in verdicts.items():
-        out.append(f"- **{run}**: [{lim['resource']}] {lim['verdict']}.  \n  *Next:* {lim['next']}")
+        out.append(f"- **{run}**: [{lim['rule']}] {lim['evidence']}.  \n  *Next:* {lim['suggestion']}")
     return "\n".join(out) + "\n"
