@@ -21,10 +21,9 @@ from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.outputs import json_rows
 from nsys_transfer.analysis.rank_rules import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
+from nsys_transfer.analysis.schema import several_traces
 from nsys_transfer.analysis.sharing import contention, gbps_of, shared_capacity
 from nsys_transfer.analysis.trace import pid_of
-
-SCHEMA = "nsys-transfer.ranks/1"
 
 
 @dataclass
@@ -49,13 +48,19 @@ class RankOptions:
 
 @dataclass
 class Ranks:
-    """summary: the JSON (schema nsys-transfer.ranks/1). devices: one row per GPU. copies: the data-carrying DtoH
-    copies with concurrent_fraction. host: DtoH into host memory per bin and GPU (common clock)."""
+    """summary: the `ranks` object of the JSON (docs/json-schema.md). devices: one row per GPU. copies: the
+    data-carrying DtoH copies with concurrent_fraction. host: DtoH into host memory per bin and GPU (common clock).
+    warnings: every trace's (`path: ...` with several traces)."""
     summary: dict
     devices: pd.DataFrame
     copies: pd.DataFrame
     host: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def document(self) -> dict:
+        """The JSON document of several traces (schema.several_traces): the comparison and its limit."""
+        return several_traces(self.summary, self.warnings)
 
 
 # --- pure functions -------------------------------------------------------------------------------------------
@@ -238,7 +243,6 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
     concurrent = len(windows) < 2 or max(w[0] for w in windows) < min(w[1] for w in windows)
     ctx = _rank_context(devices, cont, host_summary, opts, concurrent)
     summary = {
-        "schema": SCHEMA,
         "traces": [{"label": lb, "path": t.source, "clock_offset_ns": off, "nsys_version": t.nsys_version}
                    for lb, t, off in zip(labels, traces, offsets)],
         "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
@@ -250,6 +254,6 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
         "limit": limit(ctx).as_dict(),
         "figures": ctx.figures(),
         "run": run_summary(opts.run),
-        "warnings": [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))],
     }
-    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total})
+    warnings = [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))]
+    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total}, warnings)

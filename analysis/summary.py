@@ -14,10 +14,8 @@ from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.machine import host_link
 from nsys_transfer.analysis.outputs import json_rows
+from nsys_transfer.analysis.schema import SCHEMA
 from nsys_transfer.analysis.trace import Trace, pid_of
-
-
-SCHEMA = "nsys-transfer.analysis/1"
 
 
 @dataclass
@@ -93,6 +91,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
+    out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables)
 
 

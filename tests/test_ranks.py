@@ -13,6 +13,7 @@ from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, concurrent_
 from nsys_transfer.analysis import rank_rules
 from nsys_transfer.analysis import ranks as ranks_mod
 from nsys_transfer.analysis.rank_rules import RANK_RULES
+from nsys_transfer.analysis.schema import KEYS, SCHEMA, TRACE_SECTIONS
 from conftest import ROOT, run_cli
 
 X2 = ROOT / "reports" / "data" / "h200x2"
@@ -100,10 +101,15 @@ def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "limit: [gpu-compute]" in r.stdout and "GPU 1 (pid" in r.stdout
     s = json.loads((tmp_path / "a.json").read_text())
-    assert s["ranks"]["schema"] == "nsys-transfer.ranks/1" and len(s["ranks"]["gpus"]) == 2
+    assert s["schema"] == SCHEMA and list(s) == list(KEYS) and len(s["ranks"]["gpus"]) == 2
+    assert s["diagnosis"][-1] == s["ranks"]["limit"] and s["ranks"]["limit"]["subject"] in ("GPU 0", "GPU 1")
     assert (tmp_path / "p" / "pinned-x2_gpus.png").stat().st_size > 10_000
     r = run_cli("-m", "analysis", str(h200["pinned"]), str(h200["streams"]), "--json", str(tmp_path / "b.json"))
-    assert r.returncode == 0 and json.loads((tmp_path / "b.json").read_text())["limit"]["rule"] == "not-concurrent"
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "b.json").read_text())  # several traces: the same schema, the one-trace sections null
+    assert s["schema"] == SCHEMA and list(s) == list(KEYS) and all(s[k] is None for k in TRACE_SECTIONS)
+    assert [f["rule"] for f in s["diagnosis"]] == ["not-concurrent"] == [s["ranks"]["limit"]["rule"]]
+    assert [t["label"] for t in s["ranks"]["traces"]] == ["pinned", "streams"] and s["diagnosis"][0]["severity"] == "info"
     bad = tmp_path / "probe.json"
     bad.write_text("{}")
     for args in ([str(x2["pinned-x2"]), "--probe", str(bad)], [str(h200["pinned"]), str(h200["streams"]), "--window", "1:2"]):
