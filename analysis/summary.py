@@ -20,6 +20,7 @@ from nsys_transfer.analysis.trace import Trace, pid_of
 
 @dataclass
 class Options:
+    """How to analyse one trace (analyze-trace's options); None means detect it from the trace."""
     min_gap_ns: int = 1_000_000
     step_regex: str | None = None       # None: detected from the NVTX names (cpu.detect_step_regex)
     window: tuple[int, int] | None = None

@@ -27,6 +27,7 @@ STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, im
 
 
 def fail(msg: str, code: int = 2):
+    """One line on stderr and exit with code (2: bad input)."""
     click.echo(f"profile: {msg}", err=True)
     sys.exit(code)
 

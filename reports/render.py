@@ -11,6 +11,7 @@ def _f(v, fmt):
 
 
 def results_markdown(df: pd.DataFrame) -> str:
+    """The results table in Markdown."""
     lines = ["| stage | steps/s | vs baseline | of ceiling | GPU busy | compute | idle per step | DtoH per copy | DtoH GB/s | DtoH memory | overlap | integrity |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.to_dict("records"):
@@ -34,6 +35,7 @@ def shown(findings: list[dict]) -> list[dict]:
 
 
 def diagnosis_markdown(df: pd.DataFrame) -> str:
+    """Each stage's shown findings in Markdown, with their cost and fix."""
     out = []
     for r in df.to_dict("records"):
         out.append(f"### {r['stage']}")
@@ -50,6 +52,7 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
 
 def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str, gpus_md: str = "",
              gpu_charts: dict[str, str] | None = None) -> str:
+    """report.md: the note, the results table, the charts, each stage's diagnosis and the GPUs section."""
     parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
              "steps/s: " + ("; ".join(f"{r['stage']}: {r['throughput_source']}" for r in df.to_dict("records")
                                       if r["throughput_source"] != "bench (unprofiled)") or
@@ -69,6 +72,7 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
 
 def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str, gpus_md: str = "",
               gpu_charts: dict[str, str] | None = None) -> str:
+    """report.html: the same report as one self-contained HTML page."""
     rows = []
     header = md_table.splitlines()[0].strip("|").split("|")
     for line in md_table.splitlines()[2:]:
