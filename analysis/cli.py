@@ -12,7 +12,7 @@ import click
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
-from nsys_transfer.analysis import options, outputs, plots
+from nsys_transfer.analysis import options, outputs, plots, schema
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import read_record, run_record_beside
 from nsys_transfer.analysis.integrity import assess, capture_record_beside, check_report
@@ -94,7 +94,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     _save(a.summary, a.tables, json_path, csv_dir)
     if not quiet:
         click.echo(text_report(a.summary, show_all))
-        if "ranks" in a.summary:
+        if a.summary["ranks"]:
             click.echo(ranks_report(a.summary["ranks"]))
     if progress:
         progress("done")
@@ -112,7 +112,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
                                                step_regex=a.summary["steps"]["regex"] or DEFAULT_STEP_REGEX,
                                                link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run),
                               progress=progress)
-        a.summary["ranks"] = ranks.summary
+        a.summary = schema.one_trace(a.summary, ranks.summary)
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
         plot_dir.mkdir(parents=True, exist_ok=True)
@@ -149,8 +149,8 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
         _fail(str(e))
     except (OSError, MemoryError) as e:
         _fail(str(e))
-    _warn(r.summary.get("warnings"))
-    _save(r.summary, _rank_tables(r), json_path, csv_dir)
+    _warn(r.warnings)
+    _save(r.document(), _rank_tables(r), json_path, csv_dir)
     if not quiet:
         click.echo(ranks_report(r.summary))
 

@@ -52,6 +52,7 @@ OPERATOR_FIXES = {
 
 @dataclass
 class Finding:
+    """One rule's verdict: what it costs (impact over the window), what it is about, the evidence and the fix."""
     rule: str
     severity: str
     impact_ns: int
@@ -65,8 +66,22 @@ class Finding:
         return asdict(self)
 
 
+def severity_of(share: float) -> str:
+    """high, medium or low for an impact's share of its window (HIGH_SHARE, MEDIUM_SHARE)."""
+    return "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
+
+
+def make_finding(rule: str, impact_ns, window_ns: int, subject, evidence: str, suggestion: str,
+                 severity: str | None = None) -> Finding:
+    """A finding whose share of the window and severity follow from its impact (a given severity wins)."""
+    impact = int(max(impact_ns, 0))
+    share = impact / window_ns if window_ns else 0.0
+    return Finding(rule, severity or severity_of(share), impact, round(share, 4), subject, evidence, suggestion)
+
+
 @dataclass
 class Context:
+    """What the rules read: the summary, its tables and the pipeline depth of this toolkit's workloads."""
     summary: dict
     tables: dict
     pipeline_depth: int = 10
@@ -106,10 +121,7 @@ class Context:
 
     def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
         """A finding with its severity and share of the window derived from its impact."""
-        win, impact = self.window_ns(), int(max(impact_ns, 0))
-        share = impact / win if win else 0.0
-        sev = severity or ("high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low")
-        return Finding(rule, sev, impact, round(share, 4), subject, evidence, suggestion)
+        return make_finding(rule, impact_ns, self.window_ns(), subject, evidence, suggestion, severity)
 
     def advice(self, pytorch: str, cuda: str, stage: str | None = None) -> str:
         """The fix in the program's terms; this toolkit's stage that applies it only for its own traces."""

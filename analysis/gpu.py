@@ -43,6 +43,7 @@ def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd
 
 
 class DevicePass(NamedTuple):
+    """What device_pass() returns: utilisation per device, the idle gaps and the busy Coverages."""
     util: pd.DataFrame                    # per device: busy_ns (kernels, copies, memsets), compute_ns, utilization
     gaps: pd.DataFrame                    # idle_gaps()
     busy: Coverage                        # busy time of any device

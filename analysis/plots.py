@@ -187,5 +187,5 @@ def plot_ranks(ranks, path, title: str = ""):
     a2.set_xlabel("ms")
     a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
     a2.set_title("DtoH into host memory, all GPUs (stacked)", fontsize=10)
-    fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["resource"], fontsize=11)
+    fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["rule"], fontsize=11)
     return save(fig, path)

@@ -20,10 +20,10 @@ from nsys_transfer.analysis import cpu, gpu
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.outputs import json_rows
-from nsys_transfer.analysis.sharing import contention, gbps_of, limiting_resource, shared_capacity
+from nsys_transfer.analysis.rank_rules import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
+from nsys_transfer.analysis.schema import several_traces
+from nsys_transfer.analysis.sharing import contention, gbps_of, shared_capacity
 from nsys_transfer.analysis.trace import pid_of
-
-SCHEMA = "nsys-transfer.ranks/1"
 
 
 @dataclass
@@ -31,31 +31,36 @@ class RankOptions:
     """min_gap_ns: smallest idle gap counted. step_regex: NVTX step ranges. bin_ns: host timeline bin.
     link_gbps: one GPU's DtoH link speed into pinned memory, used when no probe is given.
     probe: a `python -m workloads.linkprobe --json` record of the same machine: measured solo and all-GPU DtoH
-    rates per host memory kind (the shared capacity). busy_threshold: GPUs at least this busy are compute-bound.
-    slowdown_threshold: copies that run below this share of their solo rate while other GPUs copy are contended.
-    backlog_steps: a rank still draining its outputs this many step periods after its last step's copy has an
-    output side slower than its GPU. run: the workload's record (`python -m workloads --json`; `profile stage`
+    rates per host memory kind (the shared capacity). busy_threshold, slowdown_threshold, backlog_steps: overrides of
+    the multi-GPU rules' thresholds (analysis/rank_rules.py: GpuCompute.busy, HostDtohBandwidth.slowdown,
+    OutputBacklog.backlog_steps). run: the workload's record (`python -m workloads --json`; `profile stage`
     writes <base>.workload.json), whose host_cpu says how busy the CPUs the ranks share were."""
     min_gap_ns: int = 1_000_000
     step_regex: str = DEFAULT_STEP_REGEX
     bin_ns: int = 10_000_000
     link_gbps: float = DEFAULT_LINK_GBPS
     probe: dict | None = None
-    busy_threshold: float = 0.85
-    slowdown_threshold: float = 0.85
-    backlog_steps: float = 2.0
+    busy_threshold: float = GpuCompute.busy
+    slowdown_threshold: float = HostDtohBandwidth.slowdown
+    backlog_steps: float = OutputBacklog.backlog_steps
     run: dict | None = None
 
 
 @dataclass
 class Ranks:
-    """summary: the JSON (schema nsys-transfer.ranks/1). devices: one row per GPU. copies: the data-carrying DtoH
-    copies with concurrent_fraction. host: DtoH into host memory per bin and GPU (common clock)."""
+    """summary: the `ranks` object of the JSON (docs/json-schema.md). devices: one row per GPU. copies: the
+    data-carrying DtoH copies with concurrent_fraction. host: DtoH into host memory per bin and GPU (common clock).
+    warnings: every trace's (`path: ...` with several traces)."""
     summary: dict
     devices: pd.DataFrame
     copies: pd.DataFrame
     host: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def document(self) -> dict:
+        """The JSON document of several traces (schema.several_traces): the comparison and its limit."""
+        return several_traces(self.summary, self.warnings)
 
 
 # --- pure functions -------------------------------------------------------------------------------------------
@@ -187,6 +192,12 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
 
 # --- driver ------------------------------------------------------------------------------------------------------
 
+def _rank_context(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opts: RankOptions, concurrent: bool):
+    """What the multi-GPU rules read, with this run's thresholds."""
+    return RankContext(devices, cont, host, opts.run, concurrent, opts.busy_threshold, opts.slowdown_threshold,
+                       opts.backlog_steps)
+
+
 def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[str] | None = None,
                   progress=None) -> Ranks:
     """Every GPU of the given traces (Trace objects) side by side, on one clock."""
@@ -230,9 +241,8 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
                     "busy_share_over_half_capacity": float((total["gbps"] >= capacity / 2).mean()) if len(total) else 0.0}
     cont = contention(copies, opts.probe, opts.link_gbps)
     concurrent = len(windows) < 2 or max(w[0] for w in windows) < min(w[1] for w in windows)
-    limit = limiting_resource(devices, cont, host_summary, opts, concurrent)
+    ctx = _rank_context(devices, cont, host_summary, opts, concurrent)
     summary = {
-        "schema": SCHEMA,
         "traces": [{"label": lb, "path": t.source, "clock_offset_ns": off, "nsys_version": t.nsys_version}
                    for lb, t, off in zip(labels, traces, offsets)],
         "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
@@ -241,8 +251,9 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
         "total_steps_per_s": float(devices["steps_per_s"].fillna(0).sum()),
         "host_dtoh": host_summary,
         "contention": json_rows(cont),
-        "limit": limit,
+        "limit": limit(ctx).as_dict(),
+        "figures": ctx.figures(),
         "run": run_summary(opts.run),
-        "warnings": [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))],
     }
-    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total})
+    warnings = [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))]
+    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total}, warnings)

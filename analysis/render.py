@@ -1,6 +1,8 @@
 """The human-readable summary of one analysis (text for the terminal). Pure: dict in, str out."""
 from __future__ import annotations
 
+from nsys_transfer.analysis.schema import own_findings
+
 
 def _ms(ns) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
@@ -80,16 +82,17 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if s["nvtx"]["count"]:
         L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
-    if s.get("diagnosis"):
+    findings = own_findings(s)  # the multi-GPU limit is ranks_report's
+    if findings:
         L.append("diagnosis (by what each costs):")
-        L += finding_lines(s["diagnosis"], show_all)
+        L += finding_lines(findings, show_all)
     elif g:
         L.append("diagnosis: no transfer problem found")
     return "\n".join(L)
 
 
 def ranks_report(r: dict) -> str:
-    """Several GPUs (analysis.ranks summary): one line per GPU, the shared host-side DtoH load, the verdict."""
+    """Several GPUs (the JSON's `ranks`): one line per GPU, the shared host-side DtoH load, the limit."""
     L = []
     if len(r["traces"]) > 1:
         L.append("traces on one clock (session start): " + ", ".join(
@@ -118,6 +121,6 @@ def ranks_report(r: dict) -> str:
                  f"total, drain included" + (f"; host CPUs {cpu['busy']:.0%} busy ({cpu['busy_cores']:.1f} of "
                                              f"{cpu['cpus']})" if cpu else ""))
     lim = r["limit"]
-    L.append(f"limit: [{lim['resource']}] {lim['verdict']}")
-    L.append(f"      -> {lim['next']}")
+    L.append(f"limit: [{lim['rule']}] {lim['evidence']}")
+    L.append(f"      -> {lim['suggestion']}")
     return "\n".join(L)

@@ -14,14 +14,13 @@ from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.machine import host_link
 from nsys_transfer.analysis.outputs import json_rows
+from nsys_transfer.analysis.schema import SCHEMA
 from nsys_transfer.analysis.trace import Trace, pid_of
-
-
-SCHEMA = "nsys-transfer.analysis/1"
 
 
 @dataclass
 class Options:
+    """How to analyse one trace (analyze-trace's options); None means detect it from the trace."""
     min_gap_ns: int = 1_000_000
     step_regex: str | None = None       # None: detected from the NVTX names (cpu.detect_step_regex)
     window: tuple[int, int] | None = None
@@ -91,6 +90,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
     out["trace"]["counts"]["osrt_calls"] = trace.osrt_count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
+    out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables)
 
 

@@ -19,12 +19,14 @@ class NsysNotFound(RuntimeError):
 
 @dataclass(frozen=True)
 class Nsys:
+    """A working nsys: its path, its version and the rule (find_nsys) that found it."""
     path: str
     version: str          # e.g. "2023.4.4.54"
     source: str           # which rule found it
 
     @property
     def year_release(self) -> tuple[int, int]:
+        """(year, release) of the version, e.g. (2023, 4); (0, 0) when it does not parse."""
         m = re.match(r"(\d{4})\.(\d+)", self.version)
         return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 

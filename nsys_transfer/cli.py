@@ -27,6 +27,7 @@ STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, im
 
 
 def fail(msg: str, code: int = 2):
+    """One line on stderr and exit with code (2: bad input)."""
     click.echo(f"profile: {msg}", err=True)
     sys.exit(code)
 
@@ -248,7 +249,7 @@ def scaling(stage_name, gpus, cpus, label, out, timeout_s, workload_args):
     if row is None:
         fail(f"a run failed ({(one.get('error') or every.get('error') or ['?'])[0]}); recorded in {path}", 1)
     click.echo(f"{label}: 1 GPU {row['single_steps_per_s']:.3f}, {gpus} GPUs {row['total_steps_per_s']:.3f} steps/s = "
-               f"{row['efficiency']:.2f} x N x single; {row['limit']}; written to {path}")
+               f"{row['efficiency']:.2f} x N x single; {row['limit']['evidence']}; written to {path}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ class ProfileError(RuntimeError):
 
 @dataclass
 class ProfileRequest:
+    """One nsys capture: the command to trace, where the files go and what nsys records."""
     command: list[str]
     out_base: Path                      # without extension
     trace: str = DEFAULT_TRACE

@@ -41,6 +41,7 @@ def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}"
 
 
 def throughput(df, path):
+    """Steps/s per stage against the compute ceiling; hatched bars come from the trace (profiled)."""
     mixed = not (df["throughput_source"] == "bench (unprofiled)").all()
     src = "hatched: from the trace, profiled" if mixed else "unprofiled bench"
     ceil = df.loc[df["stage"] == "ceiling", "steps_per_s"]
@@ -50,6 +51,7 @@ def throughput(df, path):
 
 
 def utilization(df, path):
+    """GPU busy (kernels and copies) and compute (kernels only) per stage."""
     d = df[df["gpu_utilization"].notna()]
     fig, ax = plt.subplots(figsize=(9, 3.8))
     x = np.arange(len(d))
@@ -68,11 +70,13 @@ def utilization(df, path):
 
 
 def gaps(df, path):
+    """Mean GPU idle time per captured step, per stage."""
     return _bar(df.assign(gap=df["gap_per_step_ms"]), "gap", "GPU idle time per step (mean over the captured steps)", "ms per step",
                 path, fmt="{:.0f}")
 
 
 def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS):
+    """DtoH time per copy and its GB/s per stage, against the host link; hatched: pageable memory."""
     d = df[df["dtoh_ms"].notna()]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.9))
     x = np.arange(len(d))
@@ -95,6 +99,7 @@ def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS):
 
 
 def overlap(df, path):
+    """Share of each stage's DtoH copy time that overlapped kernels."""
     d = df.assign(ov=100 * df["dtoh_overlap"])
     return _bar(d, "ov", "Share of DtoH copy time that overlapped kernels", "%", path, fmt="{:.0f}%")
 

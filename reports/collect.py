@@ -16,7 +16,7 @@ RANK_FILE = re.compile(r"^(.*)\.rank(\d+)$")     # per-rank traces: <name>.rank0
 
 
 class ReportInputError(ValueError):
-    pass
+    """An input the report cannot use (missing or malformed file), said in one line."""
 
 
 def _stage_of(path: Path) -> tuple[str, int]:
@@ -78,6 +78,7 @@ def _best_per_stage(files: list[Path]) -> dict[str, Path]:
 
 
 def stage_sort_key(stage: str):
+    """Sort key: the stages in the article's order, unknown ones last, '-long' runs after their stage."""
     base = stage.split("-long")[0]
     return (ORDER.index(base) if base in ORDER else len(ORDER), stage)
 
@@ -102,6 +103,7 @@ def split_multi_gpu(traces: dict[str, Path]) -> tuple[dict[str, Path], dict[str,
 
 
 def bundled_multi_gpu() -> dict[str, list[Path]]:
+    """The bundled 2 x H200 runs (reports/data/h200x2): run name -> its trace files."""
     return find_runs([BUNDLED_GPUS])[1]
 
 

@@ -9,6 +9,7 @@ from nsys_transfer.nsys_core.contracts import gbps
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:
+    """One row of the results table: the bench's throughput if there is one, the rest from the stage's analysis."""
     s, t = analysis.summary, analysis.tables
     d = big_copies(t["memcpy"], "DtoH")
     steps = s["steps"]
@@ -33,6 +34,7 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
 
 
 def results_table(rows: list[dict]) -> pd.DataFrame:
+    """The rows as a table, with each stage's speed-up over baseline and share of the ceiling."""
     df = pd.DataFrame(rows)
     base = df.loc[df["stage"] == "baseline", "steps_per_s"]
     df["speedup_vs_baseline"] = df["steps_per_s"] / base.iloc[0] if len(base) and base.iloc[0] else None
@@ -52,7 +54,7 @@ def gpu_rows(run: str, ranks) -> list[dict]:
                     "dtoh_pinned_share": g["dtoh_pinned_share"], "idle_mostly_in": g["idle_mostly_in"],
                     "idle_share": g["idle_share"], "host_peak_gbps": s["host_dtoh"]["peak_gbps"],
                     "capacity_gbps": s["host_dtoh"]["capacity_gbps"],
-                    "slowdown": worst["slowdown"] if worst else None, "limit": s["limit"]["resource"]})
+                    "slowdown": worst["slowdown"] if worst else None, "limit": s["limit"]["rule"]})
     return out
 
 

@@ -11,6 +11,7 @@ def _f(v, fmt):
 
 
 def results_markdown(df: pd.DataFrame) -> str:
+    """The results table in Markdown."""
     lines = ["| stage | steps/s | vs baseline | of ceiling | GPU busy | compute | idle per step | DtoH per copy | DtoH GB/s | DtoH memory | overlap | integrity |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.to_dict("records"):
@@ -34,6 +35,7 @@ def shown(findings: list[dict]) -> list[dict]:
 
 
 def diagnosis_markdown(df: pd.DataFrame) -> str:
+    """Each stage's shown findings in Markdown, with their cost and fix."""
     out = []
     for r in df.to_dict("records"):
         out.append(f"### {r['stage']}")
@@ -50,6 +52,7 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
 
 def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str, gpus_md: str = "",
              gpu_charts: dict[str, str] | None = None) -> str:
+    """report.md: the note, the results table, the charts, each stage's diagnosis and the GPUs section."""
     parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
              "steps/s: " + ("; ".join(f"{r['stage']}: {r['throughput_source']}" for r in df.to_dict("records")
                                       if r["throughput_source"] != "bench (unprofiled)") or
@@ -69,6 +72,7 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
 
 def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str, gpus_md: str = "",
               gpu_charts: dict[str, str] | None = None) -> str:
+    """report.html: the same report as one self-contained HTML page."""
     rows = []
     header = md_table.splitlines()[0].strip("|").split("|")
     for line in md_table.splitlines()[2:]:
@@ -132,7 +136,7 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
                 f"{sc['total_steps_per_s']:.2f} ({sc['gpus']} GPUs)",
                 ", ".join(f"{x:.2f}" for x in sc["per_rank_steps_per_s"] or []), f"**{sc['efficiency']:.2f}**",
                 f"{_cpu_load(sc['host_cpu_single'])} / {_cpu_load(sc['host_cpu'])}", "ok" if sc["integrity_ok"] else "FAILED",
-                sc["limit"]]) + " |")
+                sc["limit"]["evidence"]]) + " |")
         out.append("")
     if probe_note:
         out += [probe_note, ""]
@@ -149,5 +153,5 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
             wait, _f(r["host_peak_gbps"], "{:.0f} GB/s"), _f(r["slowdown"], "{:.2f} x solo"), r["limit"]]) + " |")
     out.append("")
     for run, lim in verdicts.items():
-        out.append(f"- **{run}**: [{lim['resource']}] {lim['verdict']}.  \n  *Next:* {lim['next']}")
+        out.append(f"- **{run}**: [{lim['rule']}] {lim['evidence']}.  \n  *Next:* {lim['suggestion']}")
     return "\n".join(out) + "\n"

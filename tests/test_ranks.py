@@ -10,6 +10,10 @@ import pytest
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.inputs import resolve_input
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
+from nsys_transfer.analysis import rank_rules
+from nsys_transfer.analysis import ranks as ranks_mod
+from nsys_transfer.analysis.rank_rules import RANK_RULES
+from nsys_transfer.analysis.schema import KEYS, SCHEMA, TRACE_SECTIONS
 from conftest import ROOT, run_cli
 
 X2 = ROOT / "reports" / "data" / "h200x2"
@@ -46,7 +50,7 @@ def test_torchrun_capture_every_gpu_compute_bound(x2):
     assert list(d["device"]) == [0, 1] and d["pid"].nunique() == 2  # one rank per GPU
     assert (d["steps"] == 12).all() and (d["dtoh_pinned_share"] == 1.0).all()
     assert (d["compute_utilization"] > 0.9).all()
-    assert r.summary["limit"]["resource"] == "gpu-compute"
+    assert r.summary["limit"]["rule"] == "gpu-compute"
     pinned = r.tables["contention"].set_index("memory").loc["Pinned"]
     assert 0.85 < pinned["slowdown"] < 1.05 and pinned["solo_source"] == "link probe"
     # two GPUs copying at once: the host sees more than one link's worth, never more than two
@@ -56,9 +60,9 @@ def test_torchrun_capture_every_gpu_compute_bound(x2):
 
 def test_article_streams_on_two_gpus_is_limited_inside_each_rank(x2):
     r = _ranks(x2["streams-x2"])
-    assert r.summary["limit"]["resource"] == "rank-pipeline"
+    assert r.summary["limit"]["rule"] == "rank-pipeline"
     assert (r.devices["idle_mostly_in"] == "copy to CPU").all() and (r.devices["dtoh_pinned_share"] == 0).all()
-    assert "pin" in r.summary["limit"]["next"]
+    assert "pin" in r.summary["limit"]["suggestion"]
     assert r.summary["host_dtoh"]["peak_gbps"] < 40  # pageable copies leave the shared bandwidth mostly unused
 
 
@@ -70,9 +74,9 @@ def test_link_probe_trace_measures_sharing_and_the_rule_follows_it(x2):
     assert 50 < c.loc["Pinned", "gbps_alone"] < 60 and c.loc["Pageable", "gbps_alone"] < 20
     slow = c.loc["Pinned", "slowdown"]
     assert 0.85 < slow < 1.0  # a mild shared limit, measured from the copies themselves
-    assert r.summary["limit"]["resource"] != "host-dtoh-bandwidth"
+    assert r.summary["limit"]["rule"] != "host-dtoh-bandwidth"
     strict = _ranks(x2["linkprobe"], slowdown_threshold=slow + 0.01)
-    assert strict.summary["limit"]["resource"] == "host-dtoh-bandwidth"
+    assert strict.summary["limit"]["rule"] == "host-dtoh-bandwidth"
 
 
 def test_separate_traces_share_one_clock(h200):
@@ -82,7 +86,7 @@ def test_separate_traces_share_one_clock(h200):
     offsets = [t["clock_offset_ns"] for t in r.summary["traces"]]
     assert offsets == session_offsets(starts) and min(offsets) == 0 and max(offsets) == abs(starts[0] - starts[1])
     assert list(r.devices["gpu"]) == ["pinned:GPU 0", "streams:GPU 0"]
-    assert not r.summary["concurrent"] and r.summary["limit"]["resource"] == "not-concurrent"
+    assert not r.summary["concurrent"] and r.summary["limit"]["rule"] == "not-concurrent"
     assert (r.copies["concurrent_fraction"] == 0).all()
 
 
@@ -97,10 +101,15 @@ def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "limit: [gpu-compute]" in r.stdout and "GPU 1 (pid" in r.stdout
     s = json.loads((tmp_path / "a.json").read_text())
-    assert s["ranks"]["schema"] == "nsys-transfer.ranks/1" and len(s["ranks"]["gpus"]) == 2
+    assert s["schema"] == SCHEMA and list(s) == list(KEYS) and len(s["ranks"]["gpus"]) == 2
+    assert s["diagnosis"][-1] == s["ranks"]["limit"] and s["ranks"]["limit"]["subject"] in ("GPU 0", "GPU 1")
     assert (tmp_path / "p" / "pinned-x2_gpus.png").stat().st_size > 10_000
     r = run_cli("-m", "analysis", str(h200["pinned"]), str(h200["streams"]), "--json", str(tmp_path / "b.json"))
-    assert r.returncode == 0 and json.loads((tmp_path / "b.json").read_text())["limit"]["resource"] == "not-concurrent"
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "b.json").read_text())  # several traces: the same schema, the one-trace sections null
+    assert s["schema"] == SCHEMA and list(s) == list(KEYS) and all(s[k] is None for k in TRACE_SECTIONS)
+    assert [f["rule"] for f in s["diagnosis"]] == ["not-concurrent"] == [s["ranks"]["limit"]["rule"]]
+    assert [t["label"] for t in s["ranks"]["traces"]] == ["pinned", "streams"] and s["diagnosis"][0]["severity"] == "info"
     bad = tmp_path / "probe.json"
     bad.write_text("{}")
     for args in ([str(x2["pinned-x2"]), "--probe", str(bad)], [str(h200["pinned"]), str(h200["streams"]), "--window", "1:2"]):
@@ -149,7 +158,7 @@ def test_per_rank_gpu_traces_of_one_run(x2):
     offsets = [t["clock_offset_ns"] for t in r.summary["traces"]]
     assert 10e6 < max(offsets) < 1e9 and min(offsets) == 0
     assert (r.copies["concurrent_fraction"] == 0).all() and (r.copies["gbps"] > 54).all()
-    assert r.summary["host_dtoh"]["peak_gbps"] < 60 and r.summary["limit"]["resource"] == "gpu-compute"
+    assert r.summary["host_dtoh"]["peak_gbps"] < 60 and r.summary["limit"]["rule"] == "gpu-compute"
     # without the offsets the copies would seem to overlap: the alignment is what separates them
     shift = r.copies["trace"].map({t["label"]: t["clock_offset_ns"] for t in r.summary["traces"]})
     unaligned = r.copies.assign(start_ns=r.copies["start_ns"] - shift, end_ns=r.copies["end_ns"] - shift)
@@ -177,13 +186,13 @@ def test_output_backlog_and_saturated_host_cpus(x2):
     d = r.devices
     assert (d["drain_source"] == "NVTX 'drain outputs'").all() and (d["backlog_steps"] >= 2).all()
     assert (d["compute_utilization"] > 0.9).all()  # over its steps the GPU looks fine: the backlog is what tells
-    assert r.summary["limit"]["resource"] == "host-cpu" and r.summary["run"]["host_cpu"]["cpus"] == 8
-    assert _ranks(path).summary["limit"]["resource"] == "output-backlog"  # no run record: the CPUs are not known
+    assert r.summary["limit"]["rule"] == "host-cpu" and r.summary["run"]["host_cpu"]["cpus"] == 8
+    assert _ranks(path).summary["limit"]["rule"] == "output-backlog"  # no run record: the CPUs are not known
     idle = dict(run, host_cpu={"cpus": 8, "busy": 0.5, "busy_cores": 4.0})
-    assert _ranks(path, run=idle).summary["limit"]["resource"] == "output-backlog"
+    assert _ranks(path, run=idle).summary["limit"]["rule"] == "output-backlog"
     # with all 32 cores the backlog is under one step and the GPUs are the limit
     full = _ranks(x2["pinned-x2"])
-    assert (full.devices["backlog_steps"] < 1).all() and full.summary["limit"]["resource"] == "gpu-compute"
+    assert (full.devices["backlog_steps"] < 1).all() and full.summary["limit"]["rule"] == "gpu-compute"
 
 
 def test_drain_reported_once_per_gap_across_ranks(x2):
@@ -209,5 +218,37 @@ def test_waiting_gpus_with_saturated_cpus_name_the_cores(x2):
     between the rank's own pipeline and the host's cores."""
     def with_cpu(busy):
         return {"throughput": {"steps_per_s": 4.3}, "host_cpu": {"cpus": 32, "busy": busy, "busy_cores": 32 * busy}}
-    assert _ranks(x2["streams-x2"], run=with_cpu(0.95)).summary["limit"]["resource"] == "host-cpu"
-    assert _ranks(x2["streams-x2"], run=with_cpu(0.40)).summary["limit"]["resource"] == "rank-pipeline"
+    assert _ranks(x2["streams-x2"], run=with_cpu(0.95)).summary["limit"]["rule"] == "host-cpu"
+    assert _ranks(x2["streams-x2"], run=with_cpu(0.40)).summary["limit"]["rule"] == "rank-pipeline"
+
+
+def test_exactly_one_multi_gpu_rule_fires(x2, monkeypatch):
+    """The multi-GPU rules exclude one another: whatever the thresholds and the run record, one names the limit, as a
+    Finding whose impact is the limiting GPU's compute idle time over its window."""
+    contexts = []
+    original = rank_rules.limit
+    monkeypatch.setattr(ranks_mod, "limit", lambda ctx: contexts.append(ctx) or original(ctx))
+    cpu = {"throughput": {"steps_per_s": 1.0}, "host_cpu": {"cpus": 8, "busy": 0.95, "busy_cores": 7.6}}
+    for kw in ({}, {"run": cpu}, {"slowdown_threshold": 0.99}, {"busy_threshold": 0.99, "run": cpu}):
+        r = _ranks(x2["streams-x2"], **kw)
+        ctx = contexts[-1]
+        assert sum(len(rule.check(ctx)) for rule in RANK_RULES) == 1
+        lim, idlest = r.summary["limit"], r.devices.sort_values("compute_utilization").iloc[0]
+        assert lim["subject"] == idlest["gpu"] and lim["impact_ns"] == idlest["compute_idle_ns"]
+        assert lim["impact_fraction"] == round(idlest["compute_idle_ns"] / idlest["window_ns"], 4)
+
+
+def test_scaling_verdict_is_a_finding():
+    """The bundled `make scaling` record of 2 x H200: 32 cores scale, 8 cores saturate; without a CPU reading the
+    verdict points at the traces."""
+    from nsys_transfer.analysis.scaling import scaling_row
+    record = json.loads((X2 / "scaling.json").read_text())
+    rows = [scaling_row(s) for s in record["scenarios"]]
+    assert [round(r["efficiency"], 2) for r in rows] == [1.0, 0.71, 1.03, 0.83]
+    assert [r["limit"]["rule"] for r in rows] == ["scales", "host-cpu", "scales", "host-cpu"]
+    assert rows[0]["limit"]["severity"] == "info" and rows[0]["limit"]["evidence"] == "scales (>= 0.9 x N x single)"
+    assert rows[1]["limit"]["evidence"] == "host CPU cores: 7.8 of 8 busy (98%) with 2 GPUs"
+    assert rows[1]["limit"]["impact_fraction"] == round(1 - rows[1]["efficiency"], 4)
+    no_cpu = dict(record["scenarios"][1], all={k: v for k, v in record["scenarios"][1]["all"].items() if k != "host_cpu"})
+    lim = scaling_row(no_cpu)["limit"]
+    assert lim["rule"] == "not-host-cpu" and lim["evidence"] == "not the host CPUs (no CPU reading): see the traces' per-GPU rows"

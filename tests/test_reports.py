@@ -35,7 +35,7 @@ def test_bundled_report(tmp_path):
     gpus = json.loads((out / "gpus.json").read_text())
     assert [round(x["efficiency"], 2) for x in gpus["scaling"]] == [1.0, 0.71, 1.03, 0.83]
     assert set(gpus["runs"]) == {"pinned-x2", "streams-x2", "pinned-x2rank", "pinned-cpu8-x2gpu"}
-    assert gpus["runs"]["pinned-cpu8-x2gpu"]["limit"]["resource"] == "host-cpu"  # its workload record lies beside it
+    assert gpus["runs"]["pinned-cpu8-x2gpu"]["limit"]["rule"] == "host-cpu"  # its workload record lies beside it
     assert "| pinned-x2rank | rank1:GPU 1 |" in md  # per-rank traces of one run, grouped
 
 

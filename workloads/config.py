@@ -19,6 +19,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class RunConfig:
+    """One workload run: the stage, the model and its sizes, steps, workers and buffers (python -m workloads's
+    options)."""
     stage: str = "baseline"
     model: str = "deeplabv3"
     batch: int = 64
@@ -43,20 +45,24 @@ class RunConfig:
 
     @property
     def n_buffers(self) -> int:
+        """How many output buffers: --buffers, else the output workers plus two."""
         return self.buffers or self.output_workers + 2
 
     def output_shape(self) -> tuple[int, ...]:
+        """The shape of one batch's output."""
         if self.model == "deeplabv3":
             return (self.batch, self.classes, self.img, self.img)
         return (self.batch, self.tokens, self.dim)
 
     def output_bytes(self) -> int:
+        """The bytes of one batch's output (fp32)."""
         n = 4  # fp32
         for d in self.output_shape():
             n *= d
         return n
 
     def validate(self) -> "RunConfig":
+        """The config itself when every value is usable; ConfigError naming the first that is not."""
         if self.stage not in STAGES:
             raise ConfigError(f"unknown stage {self.stage!r}; choose one of {', '.join(STAGES)}")
         if self.model not in MODELS:
@@ -86,4 +92,5 @@ class RunConfig:
         return self
 
     def as_dict(self) -> dict:
+        """The config as a JSON-able dict (the run record's `config`)."""
         return dataclasses.asdict(self)

@@ -41,6 +41,7 @@ class SyntheticTokens(Dataset):
 
 
 def make_loader(cfg, n_batches: int, naive: bool) -> DataLoader:
+    """The DataLoader of synthetic input for n_batches; naive: one process, pageable memory (part 1's before)."""
     n = n_batches * cfg.batch
     ds = SyntheticImages(n, cfg.img, cfg.seed) if cfg.model == "deeplabv3" else SyntheticTokens(n, cfg.tokens, cfg.seed)
     if naive:  # part 1's "before": everything on the main thread, pageable memory

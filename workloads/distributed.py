@@ -15,24 +15,29 @@ from nsys_transfer.workloads.config import RunConfig
 
 @dataclass(frozen=True)
 class Rank:
+    """This process's place in a torchrun job: rank, world size and local rank."""
     rank: int = 0
     world: int = 1
     local: int = 0
 
     @property
     def distributed(self) -> bool:
+        """Whether this process runs under torchrun (several ranks, or RANK set)."""
         return self.world > 1 or "RANK" in os.environ
 
     @property
     def is_main(self) -> bool:
+        """Whether this is rank 0, which writes the records."""
         return self.rank == 0
 
 
 def current() -> Rank:
+    """This process's Rank, from torchrun's environment variables."""
     return Rank(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0)))
 
 
 def init(rank: Rank, device_type: str) -> None:
+    """Join the process group (nccl on CUDA, gloo otherwise) when running under torchrun."""
     if not rank.distributed:
         return
     import torch
@@ -74,6 +79,7 @@ def share(cfg, rank: Rank):
 
 
 def barrier(rank: Rank) -> None:
+    """Wait for every rank (nothing with one process)."""
     if rank.distributed:
         import torch.distributed as dist
         dist.barrier()
@@ -117,6 +123,7 @@ def gather(rank: Rank, record: dict) -> dict:
 
 
 def finish(rank: Rank) -> None:
+    """Leave the process group, if one was joined."""
     if rank.distributed:
         import torch.distributed as dist
         if dist.is_initialized():

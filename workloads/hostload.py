@@ -15,12 +15,14 @@ _IDLE_FIELDS = (3, 4)
 
 @dataclass(frozen=True)
 class CpuTimes:
+    """Busy and total CPU time (jiffies) of the CPUs this process may use."""
     busy: int        # jiffies, summed over the CPUs
     total: int
     cpus: int
 
 
 def allowed_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity), else all of them."""
     try:
         return set(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -34,6 +34,7 @@ def checksum_update(total: int, data: np.ndarray | bytes | memoryview) -> int:
 
 
 def as_unsigned(value: int) -> int:
+    """value as an unsigned 64-bit integer (checksums wrap around)."""
     return int(value) & MASK64
 
 
@@ -49,9 +50,11 @@ class IntegrityReport:
 
     @property
     def ok(self) -> bool:
+        """Every expected batch arrived once, with its bytes unchanged."""
         return not (self.missing or self.duplicated or self.mismatched)
 
     def as_dict(self) -> dict:
+        """The report as a JSON-able dict (the first 50 ids of each list, and their counts)."""
         return {"checked": self.checked, "ok": self.ok, "expected_batches": self.expected_batches,
                 "processed": self.processed, "missing": self.missing[:50], "duplicated": self.duplicated[:50],
                 "mismatched": self.mismatched[:50], "n_missing": len(self.missing),

@@ -19,6 +19,7 @@ class TokenEncoder(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
 
     def forward(self, ids):
+        """Token ids -> the encoder's hidden states (batch x tokens x dim)."""
         x = self.embed(ids) + self.pos[:, : ids.shape[1]]
         return self.encoder(x)
 
@@ -33,10 +34,12 @@ class SegmentationLogits(nn.Module):
         self.net = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=classes, aux_loss=False)
 
     def forward(self, x):
+        """Images -> DeepLabV3's logits (batch x classes x img x img)."""
         return self.net(x)["out"]
 
 
 def build_model(cfg, device: torch.device) -> nn.Module:
+    """The configured model (deeplabv3 or encoder), seeded, in eval mode on the device."""
     torch.manual_seed(cfg.seed)
     if cfg.model == "deeplabv3":
         model = SegmentationLogits(cfg.classes)

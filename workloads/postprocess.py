@@ -25,6 +25,7 @@ class Sink:
             self.file = open(os.devnull, "wb", buffering=0)
 
     def write_batch(self, batch_id: int, array: np.ndarray, chunk_bytes: int) -> int:
+        """Serialise one batch's output and write it; returns its checksum."""
         if self.dir:
             np.save(os.path.join(self.dir, f"batch_{batch_id:06d}.npy"), array)
             return checksum_update(0, array)
@@ -42,6 +43,7 @@ class Sink:
         return total
 
     def close(self):
+        """Close the output file."""
         if self.file:
             self.file.close()
 

@@ -169,6 +169,7 @@ def _record(cfg: RunConfig, rank, device, elapsed: float, host_cpu, integrity: I
 
 
 def environment(device) -> dict:
+    """Versions and hardware of this run (torch, CUDA, Python, host, CPUs, GPU) for the record."""
     env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
            "host": platform.node(), "cpus": os.cpu_count()}
     if device.type == "cuda":

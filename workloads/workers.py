@@ -136,6 +136,7 @@ class OutputWorkers:
             self._add(batch_id, cs)
 
     def put(self, item):
+        """Queue (batch id, buffer index or tensor) for the workers, in `split` slices."""
         self.check_alive()  # every batch: a worker that died while the others keep up must not go unnoticed
         batch_id, payload = item
         if self.split > 1:
@@ -152,6 +153,7 @@ class OutputWorkers:
                 self.check_alive()
 
     def get_free(self) -> int:
+        """The index of a free buffer, waiting for one; WorkerDied if a worker is gone."""
         self.check_alive()
         while True:
             try:
@@ -176,6 +178,7 @@ class OutputWorkers:
                                      f"in {timeout_s:.0f} s; they are stuck")
 
     def close(self):
+        """Stop the workers: let them finish when all are alive, else terminate them."""
         if self.closed:
             return
         self.closed = True

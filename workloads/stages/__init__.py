@@ -7,4 +7,5 @@ MODULES = {"naive-input": "naive_input", "baseline": "baseline", "multiproc": "m
 
 
 def stage_class(name: str):
+    """The Stage class of the named stage."""
     return importlib.import_module(f"{__name__}.{MODULES[name]}").Stage

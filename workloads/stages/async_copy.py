@@ -16,10 +16,13 @@ from nsys_transfer.workloads.stages.bufpool import Stage as BufPool
 
 
 class Stage(BufPool):
+    """Stage 4 (async): non-blocking copies into pinned buffers, handed on when their event fires."""
     def make_buffers(self, shape, dtype):
+        """Pinned output buffers, moved into shared memory (which unpins them: see stage pinned)."""
         return [torch.empty(shape, dtype=dtype, pin_memory=True).share_memory_() for _ in range(self.cfg.n_buffers)]
 
     def setup(self, shape, dtype):
+        """The buffers, one CUDA event each, and the monitor thread that waits on them."""
         super().setup(shape, dtype)
         self.events = [torch.cuda.Event() for _ in self.buffers]
         self.pending = queue.Queue()
@@ -38,10 +41,12 @@ class Stage(BufPool):
             self.monitor_error = e
 
     def copy_out(self, buf, output):
+        """Copy the output into buffer buf without waiting, and record its event."""
         self.buffers[buf].copy_(output, non_blocking=True)
         self.events[buf].record()
 
     def handle(self, batch_id, output):
+        """Copy one batch's output into a free buffer and queue it for the monitor."""
         with nvtx_range(COPY_TO_CPU):
             buf = self.workers.get_free()
             self.copy_out(buf, output)
@@ -50,11 +55,13 @@ class Stage(BufPool):
         self.handed += 1
 
     def drain(self):
+        """Wait for the workers; a failure of the monitor thread is raised here."""
         if self.monitor_error:
             raise self.monitor_error
         super().drain()
 
     def close(self):
+        """Stop the monitor thread, then the workers."""
         if getattr(self, "monitor", None) and self.monitor.is_alive():
             self.pending.put(None)
             self.monitor.join(timeout=5)

@@ -26,21 +26,26 @@ class InProcessStage:
         self.handed = 0
 
     def setup(self, shape, dtype):
+        """Open the output sink (shape and dtype are for stages that pre-allocate buffers)."""
         self.sink = Sink(self.cfg.postprocess)
 
     def process_here(self, batch_id, cpu_tensor):
+        """Post-process one batch's CPU output on this thread."""
         array = cpu_tensor.numpy()
         apply_fault(self.cfg.fault, batch_id, array)
         with nvtx_range(PROCESS_OUTPUT):
             self._results.append((batch_id, self.sink.write_batch(batch_id, array, self.chunk_bytes)))
 
     def drain(self):
+        """Nothing to wait for: every batch was processed in the loop."""
         pass
 
     def results(self):
+        """(batch id, checksum) of every processed batch."""
         return self._results
 
     def close(self):
+        """Close the output sink."""
         if getattr(self, "sink", None):
             self.sink.close()
 
@@ -51,11 +56,14 @@ class WorkerStage(InProcessStage):
     workers = None
 
     def drain(self):
+        """Wait until the workers have processed every batch handed to them."""
         self.workers.wait_results(self.handed)
 
     def results(self):
+        """(batch id, checksum) of every batch the workers processed."""
         return self.workers.results if self.workers else []
 
     def close(self):
+        """Stop the output workers."""
         if self.workers:
             self.workers.close()

@@ -6,7 +6,9 @@ from nsys_transfer.workloads.stages.base import InProcessStage
 
 
 class Stage(InProcessStage):
+    """Stage 1 (baseline): a blocking copy into a fresh pageable tensor, post-processed in the loop."""
     def handle(self, batch_id, output):
+        """Copy one batch's output to the CPU and post-process it here."""
         with nvtx_range(COPY_TO_CPU):
             cpu = output.cpu()  # synchronous DtoH into a fresh pageable tensor
         self.process_here(batch_id, cpu)

@@ -3,7 +3,9 @@ from nsys_transfer.workloads.stages.base import InProcessStage
 
 
 class Stage(InProcessStage):
+    """The compute ceiling: the output never leaves the GPU."""
     copies_output = False
 
     def handle(self, batch_id, output):
+        """Count the batch; no copy."""
         self.handed += 1

@@ -3,4 +3,5 @@ from nsys_transfer.workloads.stages.baseline import Stage as Baseline
 
 
 class Stage(Baseline):
+    """Part 1's before: the baseline with a single-process loader and pageable input."""
     naive_input = True

@@ -14,14 +14,16 @@ from nsys_transfer.workloads.stages.streams import Stage as Streams
 
 
 class HostRegistrationError(RuntimeError):
-    pass
+    """cudaHostRegister refused a shared buffer (locked-memory limit or no room)."""
 
 
 class Stage(Streams):
+    """Beyond the article: shared buffers pinned in place, record_stream, sliced serialisation."""
     default_chunk_mb = 8
     default_split = 8
 
     def make_buffers(self, shape, dtype):
+        """Shared-memory buffers pinned in place with cudaHostRegister."""
         buffers = [torch.empty(shape, dtype=dtype).share_memory_() for _ in range(self.cfg.n_buffers)]
         self.registered = []
         cudart = torch.cuda.cudart()
@@ -35,16 +37,19 @@ class Stage(Streams):
         return buffers
 
     def unregister(self):
+        """Unpin the buffers this stage registered."""
         cudart = torch.cuda.cudart()
         for b in getattr(self, "registered", []):
             cudart.cudaHostUnregister(b.data_ptr())
         self.registered = []
 
     def copy_out(self, buf, output):
+        """The streams copy, with the output kept alive for the copy stream (record_stream)."""
         super().copy_out(buf, output)
         output.record_stream(self.copy_stream)
 
     def close(self):
+        """Stop the workers, wait for the GPU, then unpin the buffers."""
         super().close()
         if torch.cuda.is_available():
             torch.cuda.synchronize()

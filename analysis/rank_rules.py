@@ -1,0 +1,343 @@
+"""What limits several GPUs, and whether N GPUs scale: rule classes like diagnosis.py's, returning its Finding.
+
+Multi-GPU rules (RANK_RULES) read the per-GPU rows, the contention table, the host-side DtoH summary and the run record
+(RankContext). They are mutually exclusive: exactly one fires, and limit() returns it. Its `rule` names the limiting
+resource; `evidence` is the verdict, `suggestion` the next fix. `impact_ns` is the compute idle time of the limiting
+GPU (the one whose kernels run the smallest share of its window: the time this limit costs it), `impact_fraction` that
+over the GPU's own window, `subject` that GPU; `single-gpu` and `not-concurrent` cost nothing (0, info, no subject).
+The figures every verdict rests on (each GPU's kernel share, the host-side DtoH rates, ...) are RankContext.figures().
+
+Scaling rules (SCALING_RULES) read one `nsys-transfer scaling` scenario: the N-GPU total against N x one GPU and the
+CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0 and `impact_fraction` is the throughput short of
+N x single (1 - efficiency); `scales` is info.
+
+Thresholds are class attributes; RankOptions (analysis/ranks.py) may override the multi-GPU ones per run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pandas as pd
+
+from nsys_transfer.analysis.diagnosis import Finding, make_finding, severity_of
+
+
+class GpuCompute:
+    """Every GPU runs kernels at least `busy` of its window (and no rank's outputs pile up): the GPUs themselves limit
+    throughput."""
+    id = "gpu-compute"
+    busy = 0.85  # the least busy GPU's kernel share of its window
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if not (ctx.shared and ctx.gpus_busy and not ctx.backlogged):
+            return []
+        verdict = (f"every GPU runs kernels at least {ctx.compute_min:.0%} of the time: the GPUs themselves limit "
+                   "throughput; " + (f"DtoH copies are slowed to {ctx.slowdown:.2f} x solo by sharing the host, hidden "
+                                     "behind compute" if ctx.contended else "no shared host resource saturates"))
+        return [ctx.finding(self.id, verdict, "make the model cheaper per batch (lower precision, channels_last, fused "
+                                              "kernels) or add GPUs")]
+
+
+class HostDtohBandwidth:
+    """The GPUs wait while their DtoH copies run below `slowdown` of their solo rate whenever another GPU copies: the
+    host's DtoH bandwidth, which they share, saturates."""
+    id = "host-dtoh-bandwidth"
+    slowdown = 0.85  # copies while others copy, against their solo rate
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if not (ctx.shared and not ctx.gpus_busy and ctx.contended):
+            return []
+        verdict = (f"the GPUs share the host's DtoH bandwidth and it saturates: {ctx.worst_memory} copies run at "
+                   f"{ctx.slowdown:.2f} x their solo rate while other GPUs copy (peak {ctx.peak_share:.0%} of "
+                   f"capacity), and kernels run only {ctx.compute_min:.0%} of the time")
+        return [ctx.finding(self.id, verdict, "move fewer bytes (argmax or bf16 on the GPU before the copy), stagger "
+                                              "the ranks' copies, and keep each rank's buffers on its GPU's NUMA node")]
+
+
+class HostCpu:
+    """The run record's CPUs, which the ranks share, are at least `busy` busy: while every rank's outputs are backlogged
+    behind busy GPUs, or while the GPUs wait and no shared copy is slowed."""
+    id = "host-cpu"
+    busy = 0.9  # the run record's host_cpu.busy over the run
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if not (ctx.shared and ctx.cpu_saturated):
+            return []
+        cpu = ctx.cpu
+        if ctx.gpus_busy and ctx.backlogged:
+            verdict = (f"the GPUs finished their steps with every rank's output workers {ctx.backlog_min:.1f}+ steps "
+                       f"behind, while the {cpu['cpus']} CPUs they share were {cpu['busy']:.0%} busy: the host's cores "
+                       "saturate; in a longer run the buffers run out and the GPUs wait")
+            return [ctx.finding(self.id, verdict, "give the job more cores, or less CPU work per output (argmax or bf16 "
+                                                  "on the GPU before the copy shrinks what the workers serialise)")]
+        if ctx.gpus_busy or ctx.contended:
+            return []
+        verdict = (f"{ctx.idlest['gpu']} runs kernels {ctx.idlest['compute_utilization']:.0%} of the time"
+                   f"{ctx.waiting_in()}, while the {cpu['cpus']} CPUs the ranks share were {cpu['busy']:.0%} busy: the "
+                   "host's cores saturate")
+        return [ctx.finding(self.id, verdict, "give the job more cores, or less CPU work per output (argmax or bf16 on "
+                                              "the GPU before the copy); then the rank's own diagnosis (analyze-trace) "
+                                              "names what is left")]
+
+
+class OutputBacklog:
+    """The GPUs are busy but every rank still drains its outputs at least `backlog_steps` step periods after its last
+    step, and the CPUs are not known to be saturated: the output side is slower than the GPUs."""
+    id = "output-backlog"
+    backlog_steps = 2.0  # the least backlogged rank's drain over its step period
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if not (ctx.shared and ctx.gpus_busy and ctx.backlogged and not ctx.cpu_saturated):
+            return []
+        verdict = (f"the GPUs finished their steps with every rank's output workers {ctx.backlog_min:.1f}+ steps "
+                   "behind: the output side is slower than the GPUs, and a longer run would make them wait")
+        return [ctx.finding(self.id, verdict, "more output workers per rank if cores are free (the run record's host_cpu "
+                                              "says), else less work per output; capture more steps than the buffer "
+                                              "pool to see the steady state")]
+
+
+class RankPipeline:
+    """The GPUs wait, nothing shared is slowed and the CPUs are not known to be saturated: the limit is inside each
+    rank's own pipeline."""
+    id = "rank-pipeline"
+    pinned_share = 0.5  # below this share of DtoH bytes into pinned memory, the outputs land in pageable memory
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if not (ctx.shared and not ctx.gpus_busy and not ctx.contended and not ctx.cpu_saturated):
+            return []
+        idle = ctx.idlest
+        pageable = idle.get("dtoh_pinned_share") is not None and idle["dtoh_pinned_share"] < self.pinned_share
+        verdict = (f"{idle['gpu']} runs kernels {idle['compute_utilization']:.0%} of the time{ctx.waiting_in()}, while "
+                   "nothing shared is slowed: the limit is inside each rank's pipeline"
+                   + ("; its outputs land in pageable memory" if pageable else ""))
+        return [ctx.finding(self.id, verdict, "pin the output buffers in place (stage pinned)" if pageable else
+                            "fix the rank's own pipeline: analyze-trace's diagnosis names the step")]
+
+
+class SingleGpu:
+    """One GPU in the trace(s): nothing is shared (info)."""
+    id = "single-gpu"
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if ctx.n >= 2:
+            return []
+        return [ctx.note(self.id, "one GPU in the trace(s): no resource is shared",
+                         "analyze-trace's diagnosis covers a single GPU")]
+
+
+class NotConcurrent:
+    """Separate traces whose captures do not overlap in time: what the GPUs share cannot be seen (info)."""
+    id = "not-concurrent"
+
+    def check(self, ctx: RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs; empty when it does not fire."""
+        if ctx.n < 2 or ctx.concurrent:
+            return []
+        return [ctx.note(self.id, "the traces' captures do not overlap in time (by their session clocks), so what the "
+                                  "GPUs share cannot be measured; each GPU's own row still holds",
+                         "record the ranks together: `make profile STAGE=... GPUS=N`")]
+
+
+# in the order the verdict used to be decided; the rules exclude one another, so the order only reads well
+RANK_RULES = [SingleGpu(), NotConcurrent(), HostCpu(), OutputBacklog(), GpuCompute(), HostDtohBandwidth(),
+              RankPipeline()]
+
+
+@dataclass
+class RankContext:
+    """What the multi-GPU rules read. devices: one row per GPU (analysis/ranks.py). contention: per host memory kind
+    (sharing.contention). host: the host-side DtoH summary. run: the workload's record (its host_cpu), if any.
+    concurrent: whether the traces' captures overlap. The thresholds default to the rules' own."""
+    devices: pd.DataFrame
+    contention: pd.DataFrame
+    host: dict
+    run: dict | None = None
+    concurrent: bool = True
+    busy_threshold: float = GpuCompute.busy
+    slowdown_threshold: float = HostDtohBandwidth.slowdown
+    backlog_steps: float = OutputBacklog.backlog_steps
+
+    @property
+    def n(self) -> int:
+        """How many GPUs."""
+        return len(self.devices)
+
+    @property
+    def shared(self) -> bool:
+        """Several GPUs whose captures overlap: only then can they limit one another."""
+        return self.n >= 2 and self.concurrent
+
+    @cached_property
+    def compute_min(self) -> float:
+        """The least busy GPU's kernel share of its window."""
+        return float(self.devices["compute_utilization"].min()) if self.n else 0.0
+
+    @cached_property
+    def _worst(self) -> pd.DataFrame:
+        return self.contention.dropna(subset=["slowdown"]).sort_values("slowdown").head(1)
+
+    @property
+    def slowdown(self) -> float | None:
+        """The slowest host memory kind's rate while other GPUs copy, over its solo rate; None when unmeasured."""
+        return float(self._worst["slowdown"].iloc[0]) if len(self._worst) else None
+
+    @property
+    def worst_memory(self) -> str | None:
+        """The host memory kind whose copies slow down most while other GPUs copy."""
+        return str(self._worst["memory"].iloc[0]) if len(self._worst) else None
+
+    @property
+    def peak_share(self) -> float:
+        """The host-side DtoH peak over the shared capacity."""
+        return self.host["peak_gbps"] / self.host["capacity_gbps"] if self.host["capacity_gbps"] else 0.0
+
+    @property
+    def contended(self) -> bool:
+        """Copies run below the slowdown threshold of their solo rate while other GPUs copy."""
+        return self.slowdown is not None and self.slowdown < self.slowdown_threshold
+
+    @property
+    def gpus_busy(self) -> bool:
+        """Every GPU runs kernels at least the busy threshold of its window."""
+        return self.compute_min >= self.busy_threshold
+
+    @property
+    def backlog_min(self) -> float:
+        """The least backlogged rank's drain in step periods; 0 unless every rank has one."""
+        backlog = self.devices["backlog_steps"].dropna()
+        return float(backlog.min()) if len(backlog) == self.n else 0.0
+
+    @property
+    def backlogged(self) -> bool:
+        """Every rank's outputs are at least the backlog threshold behind its last step."""
+        return self.backlog_min >= self.backlog_steps
+
+    @property
+    def cpu(self) -> dict | None:
+        """The run record's host_cpu: {cpus, busy, busy_cores}; None without one."""
+        return (self.run or {}).get("host_cpu")
+
+    @property
+    def cpu_saturated(self) -> bool:
+        """The CPUs the ranks share were at least HostCpu.busy busy over the run."""
+        return bool(self.cpu) and self.cpu["busy"] >= HostCpu.busy
+
+    @cached_property
+    def idlest(self) -> pd.Series:
+        """The limiting GPU's row: the one whose kernels run the smallest share of its window."""
+        return self.devices.sort_values("compute_utilization").iloc[0]
+
+    def waiting_in(self) -> str:
+        """', waiting mostly in X (N% of its compute gaps)' for the limiting GPU; empty when no range covers them."""
+        idle = self.idlest
+        return (f", waiting mostly in '{idle['idle_mostly_in']}' ({idle['idle_share']:.0%} of its compute gaps)"
+                if isinstance(idle.get("idle_mostly_in"), str) else "")
+
+    def finding(self, rule: str, verdict: str, suggestion: str) -> Finding:
+        """A limit finding: the limiting GPU's compute idle time over its own window."""
+        idle = self.idlest
+        return make_finding(rule, int(idle["compute_idle_ns"]), int(idle["window_ns"]), str(idle["gpu"]), verdict,
+                            suggestion)
+
+    def note(self, rule: str, verdict: str, suggestion: str) -> Finding:
+        """A limit that costs nothing: the GPUs share nothing that can be seen."""
+        return Finding(rule, "info", 0, 0.0, None, verdict, suggestion)
+
+    def figures(self) -> list[str]:
+        """The figures every verdict rests on, one sentence each; the backlog and the CPU load only for GPUs that share
+        the host at the same time."""
+        out = [", ".join(f"{r.gpu}: kernels {r.compute_utilization:.0%} of its steps" for r in self.devices.itertuples()),
+               f"host-side DtoH peak {self.host['peak_gbps']:.1f} GB/s, mean {self.host['mean_gbps']:.1f} GB/s; shared "
+               f"capacity {self.host['capacity_gbps']:.1f} GB/s ({self.host['capacity_source']})"]
+        for r in self.contention.itertuples():
+            if r.gbps_together is not None:
+                out.append(f"{r.memory} DtoH while another GPU copies: {r.gbps_together:.1f} GB/s"
+                           + (f" = {r.slowdown:.2f} x solo {r.solo_gbps:.1f} GB/s ({r.solo_source})" if r.slowdown else ""))
+        if not self.shared:
+            return out
+        if self.backlog_min:
+            out.append(f"after their last step the ranks still drained outputs for "
+                       f"{', '.join(f'{r.drain_ns / 1e6:,.0f} ms' for r in self.devices.itertuples())} "
+                       f"(>= {self.backlog_min:.1f} step periods)")
+        if self.cpu:
+            out.append(f"host CPUs {self.cpu['busy']:.0%} busy ({self.cpu['busy_cores']:.1f} of {self.cpu['cpus']}) "
+                       "over the run")
+        return out
+
+
+def limit(ctx: RankContext) -> Finding:
+    """The one multi-GPU rule that fires: the resource that limits the GPUs, as a Finding."""
+    return next(f for rule in RANK_RULES for f in rule.check(ctx))
+
+
+# --- scaling: unprofiled N-GPU runs against N x one GPU ---------------------------------------------------------
+
+@dataclass
+class ScalingContext:
+    """What the scaling rules read: N, the efficiency (N-GPU total over N x single; None when unknown) and the
+    host_cpu of the N-GPU run, if measured."""
+    gpus: int
+    efficiency: float | None
+    cpu: dict | None
+
+    def finding(self, rule: str, evidence: str, suggestion: str, severity: str | None = None) -> Finding:
+        """A scaling finding: no timeline, so impact_ns 0; impact_fraction is the throughput short of N x single."""
+        short = round(max(0.0, 1 - self.efficiency), 4) if self.efficiency is not None else 0.0
+        return Finding(rule, severity or severity_of(short), 0, short, None, evidence, suggestion)
+
+
+class Scales:
+    """N GPUs give at least `efficiency` x N x one GPU's throughput (or the single run measured nothing) (info)."""
+    id = "scales"
+    efficiency = 0.9
+
+    def check(self, ctx: ScalingContext) -> list[Finding]:
+        """This rule's finding for the scenario; empty when it does not fire."""
+        if ctx.efficiency is not None and ctx.efficiency < self.efficiency:
+            return []
+        return [ctx.finding(self.id, f"scales (>= {self.efficiency:g} x N x single)",
+                            "nothing shared limits N GPUs at this size", severity="info")]
+
+
+class ScalingHostCpu:
+    """Short of Scales.efficiency while the N-GPU run's CPUs are at least HostCpu.busy busy: the host's cores."""
+    id = "host-cpu"
+    busy = HostCpu.busy
+
+    def check(self, ctx: ScalingContext) -> list[Finding]:
+        """This rule's finding for the scenario; empty when it does not fire."""
+        cpu = ctx.cpu
+        if not (cpu and cpu["busy"] >= self.busy):
+            return []
+        return [ctx.finding(self.id, f"host CPU cores: {cpu['busy_cores']:.1f} of {cpu['cpus']} busy ({cpu['busy']:.0%}) "
+                                     f"with {ctx.gpus} GPUs",
+                            "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before the "
+                            "copy)")]
+
+
+class NotHostCpu:
+    """Short of Scales.efficiency with CPUs to spare (or unmeasured): the cause is in the ranks, which the traces show."""
+    id = "not-host-cpu"
+
+    def check(self, ctx: ScalingContext) -> list[Finding]:
+        """This rule's finding for the scenario; empty when it does not fire."""
+        cpu = ctx.cpu
+        return [ctx.finding(self.id, "not the host CPUs" + (f" ({cpu['busy']:.0%} busy)" if cpu else " (no CPU reading)")
+                            + ": see the traces' per-GPU rows",
+                            "profile the N-GPU run (`make profile STAGE=... GPUS=N`): analyze-trace names its limit")]
+
+
+# the first that fires names the verdict
+SCALING_RULES = [Scales(), ScalingHostCpu(), NotHostCpu()]
+
+
+def scaling_verdict(ctx: ScalingContext) -> Finding:
+    """Whether N GPUs scale, and what limits them when they fall short, as a Finding."""
+    return next(f for rule in SCALING_RULES for f in rule.check(ctx))

@@ -1,0 +1,43 @@
+"""The JSON that `analyze-trace --json` writes (docs/json-schema.md), defined once: its id and its top-level keys.
+
+One schema for one trace and for several: every document has every key of KEYS, in that order. One trace fills the
+TRACE_SECTIONS; `ranks` holds the multi-GPU comparison when the trace has several GPUs (null with one). Several traces
+(one per rank) leave the TRACE_SECTIONS null (the traces are listed in `ranks.traces`) and fill `ranks`. `diagnosis`
+holds the findings: one trace's rules, then the multi-GPU limit when there is one (it is also `ranks.limit`).
+"""
+from __future__ import annotations
+
+SCHEMA = "nsys-transfer.analysis/2"
+# the sections that describe one trace: null in a document about several traces
+TRACE_SECTIONS = ("trace", "window", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx")
+KEYS = ("schema", *TRACE_SECTIONS, "diagnosis", "warnings", "ranks")
+
+
+def one_trace(summary: dict, ranks: dict | None = None) -> dict:
+    """One trace's document: its sections as they are; with several GPUs, their comparison under `ranks` and its limit
+    finding after the trace's own."""
+    doc = {key: summary.get(key) for key in KEYS}
+    doc["schema"] = SCHEMA
+    if ranks is not None:
+        doc["ranks"] = ranks
+        doc["diagnosis"] = [*summary["diagnosis"], ranks["limit"]]
+    return _checked(doc, summary)
+
+
+def several_traces(ranks: dict, warnings: list[str]) -> dict:
+    """Several traces' document: no one-trace sections, the comparison under `ranks`, its limit as the diagnosis."""
+    return {"schema": SCHEMA, **dict.fromkeys(TRACE_SECTIONS), "diagnosis": [ranks["limit"]], "warnings": warnings,
+            "ranks": ranks}
+
+
+def own_findings(doc: dict) -> list[dict]:
+    """The findings of the trace itself: the diagnosis without the multi-GPU limit (reported with the GPUs)."""
+    limit = (doc.get("ranks") or {}).get("limit")
+    return [f for f in doc.get("diagnosis") or [] if f != limit]
+
+
+def _checked(doc: dict, summary: dict) -> dict:
+    unknown = set(summary) - set(KEYS)
+    if unknown:
+        raise ValueError(f"keys outside the schema {SCHEMA} (analysis/schema.py): {sorted(unknown)}")
+    return doc

@@ -1,0 +1,36 @@
+"""One JSON schema for one trace and for several, defined once (analysis/schema.py) and documented in
+docs/json-schema.md."""
+import re
+
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.schema import KEYS, SCHEMA, TRACE_SECTIONS, one_trace, several_traces
+from nsys_transfer.analysis.summary import analyze
+from conftest import ROOT
+
+DOC = ROOT / "docs" / "json-schema.md"
+
+
+def documented_top_level_keys() -> list[str]:
+    """The keys of the doc's 'Top-level keys' table, in order."""
+    text = DOC.read_text()
+    section = text.split("## Top-level keys", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
+
+
+def test_doc_lists_exactly_the_top_level_keys():
+    assert documented_top_level_keys() == list(KEYS)
+    assert f"`{SCHEMA}`" in DOC.read_text().splitlines()[0]
+
+
+def test_one_trace_document_has_every_key(h200):
+    with Trace.open(h200["baseline"]) as t:
+        s = analyze(t).summary
+    assert list(s) == list(KEYS) and s["schema"] == SCHEMA and s["ranks"] is None
+    assert one_trace(s) == s
+
+
+def test_several_traces_document_has_every_key():
+    ranks = {"traces": [], "limit": {"rule": "not-concurrent"}}
+    doc = several_traces(ranks, ["a.sqlite: w"])
+    assert list(doc) == list(KEYS) and all(doc[k] is None for k in TRACE_SECTIONS)
+    assert doc["diagnosis"] == [ranks["limit"]] and doc["ranks"] is ranks and doc["warnings"] == ["a.sqlite: w"]
