@@ -64,7 +64,7 @@ bench: $(VENV)/.full
 	$(BIN)/python -m profiling bench --out $(OUT)/bench.json $(MODEL_ARG)
 
 benchmark-analysis: $(VENV)/.base nsys
-	$(BIN)/python benchmarks/analysis_speed.py
+	$(BIN)/python benchmarks/analysis_speed.py --size 0.5 2 $(SIZE)
 
 clean:
 	rm -rf out .pytest_cache
