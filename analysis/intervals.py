@@ -76,47 +76,63 @@ def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0
     return pd.DataFrame({"start_ns": gs[keep], "end_ns": ge[keep], "duration_ns": (ge - gs)[keep]})
 
 
-SMALL_SIDE = 8  # when one union has this many times fewer intervals, sweep only what it touches
+SMALL_SIDE = 8  # subtract(): when `a` has this many times more intervals than `b`, those `b` misses stay whole
 
 
-def _combine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep_b: bool):
-    """Sweep over the boundaries of two disjoint sorted unions: the parts of `a` inside `b` (keep_b) or outside it."""
-    (as_, ae), (bs, be) = a, b
-    if as_.size == 0:
-        return as_, ae
-    t = np.concatenate((as_, ae, bs, be)).astype(np.int64)
-    da = np.concatenate((np.ones(as_.size), -np.ones(ae.size), np.zeros(bs.size + be.size))).astype(np.int8)
-    db = np.concatenate((np.zeros(as_.size + ae.size), np.ones(bs.size), -np.ones(be.size))).astype(np.int8)
-    order = np.argsort(t, kind="stable")
-    t, in_a, in_b = t[order], np.cumsum(da[order]) > 0, np.cumsum(db[order]) > 0
-    # the state after each boundary holds until the next one
-    keep = in_a[:-1] & (in_b[:-1] if keep_b else ~in_b[:-1]) & (t[1:] > t[:-1])
-    return union_sorted(t[:-1][keep], t[1:][keep])
+def _pairs(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (ia, ib) of every overlapping pair of intervals of the disjoint sorted unions a and b, in time order
+    (and grouped by ia). Binary searches from the smaller side, no sort: idle time can hold millions of intervals."""
+    small, big = (b, a) if a[0].size >= b[0].size else (a, b)
+    lo = np.searchsorted(big[1], small[0], side="right")  # the first big interval ending after the small one starts
+    hi = np.searchsorted(big[0], small[1], side="left")   # the first big interval starting at or after its end
+    row, k = _spread(np.maximum(hi - lo, 0))
+    other = lo[row] + k
+    return (other, row) if small is b else (row, other)
 
 
-def _touching(big, small) -> np.ndarray:
-    """Which intervals of the disjoint sorted union `big` overlap the union `small`."""
-    return Coverage(*small).touches(*big)
+def _spread(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row i repeated counts[i] times: (the row of each copy, the copy's index within its row)."""
+    row = np.repeat(np.arange(counts.size), counts)
+    k = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return row, k
+
+
+def _canonical(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, non-overlapping intervals with touching ones merged (union_sorted, only when some touch)."""
+    return (s, e) if s.size < 2 or bool((s[1:] > e[:-1]).all()) else union_sorted(s, e)
 
 
 def intersect(a, b) -> tuple[np.ndarray, np.ndarray]:
     """Time in both of two disjoint sorted unions (each a (starts, ends) pair)."""
-    if a[0].size > SMALL_SIDE * b[0].size or b[0].size > SMALL_SIDE * a[0].size:
-        big, small = (a, b) if a[0].size >= b[0].size else (b, a)
-        hit = _touching(big, small)  # only the big side's intervals that touch the small side can intersect it
-        return _combine((big[0][hit], big[1][hit]), small, True)
-    return _combine(a, b, True)
+    ia, ib = _pairs(a, b)
+    s, e = np.maximum(a[0][ia], b[0][ib]), np.minimum(a[1][ia], b[1][ib])
+    keep = e > s
+    return _canonical(s[keep], e[keep])
 
 
 def subtract(a, b) -> tuple[np.ndarray, np.ndarray]:
-    """Time in union `a` and not in union `b`."""
-    if a[0].size > SMALL_SIDE * b[0].size:
-        hit = _touching(a, b)  # intervals of `a` that `b` does not touch stay whole
-        cut = _combine((a[0][hit], a[1][hit]), b, False)
-        s, e = np.concatenate((a[0][~hit], cut[0])), np.concatenate((a[1][~hit], cut[1]))
-        order = np.argsort(s, kind="stable")  # two sorted runs: a linear merge
-        return union_sorted(s[order], e[order])
-    return _combine(a, b, False)
+    """Time in union `a` and not in union `b`: each interval of `a` that `b` overlaps cut into the pieces between
+    the `b` intervals (memory grows with the overlaps, no sort)."""
+    ia, ib = _pairs(a, b)
+    touched = np.zeros(a[0].size, dtype=bool)
+    touched[ia] = True
+    # per pair, the piece before its b interval: from a's start (first pair of that a) or the previous b's end
+    first = np.ones(ia.size, dtype=bool)
+    first[1:] = ia[1:] != ia[:-1]
+    before_s = np.where(first, a[0][ia], b[1][np.maximum(ib - 1, 0)])
+    last = np.ones(ia.size, dtype=bool)
+    last[:-1] = ia[1:] != ia[:-1]
+    # pieces: before each b (clipped to its a), and after the last b of each a
+    ps = np.concatenate((np.maximum(before_s, a[0][ia]), b[1][ib[last]]))
+    pe = np.concatenate((np.minimum(b[0][ib], a[1][ia]), a[1][ia[last]]))
+    order = np.argsort(np.concatenate((np.arange(ia.size) * 2, np.flatnonzero(last) * 2 + 1)), kind="stable")
+    ps, pe = ps[order], pe[order]  # time order: each a's pieces in turn
+    keep = pe > ps
+    ps, pe = ps[keep], pe[keep]
+    whole = ~touched & ((a[1] > a[0]) | (a[0].size > SMALL_SIDE * b[0].size))  # zero-length: kept only there
+    us, ue = a[0][whole], a[1][whole]
+    at = np.searchsorted(us, ps, side="right")
+    return _canonical(np.insert(us, at, ps), np.insert(ue, at, pe))
 
 
 def total(u) -> int:

@@ -108,6 +108,22 @@ def column_in(column: str, values) -> str:
     return f"{column} IN ({', '.join(str(int(v)) for v in sorted(values))})"
 
 
+def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') -> str:
+    """The condition 'the row's [start, end) overlaps one of these disjoint sorted intervals', as a binary search
+    compiled into nested CASEs: SQLite then drops the rows far from them without handing them over.
+
+        intervals  [s0 e0)    [s1 e1)    [s2 e2)
+        row             [start  end)        -> the last interval starting before `end` is s1: overlap iff e1 > start
+    """
+    def last_end_before(lo: int, hi: int) -> str:  # e[k-1], k = the number of starts before end_col, in [lo, hi]
+        if lo == hi:
+            return str(int(ends[lo - 1])) if lo > 0 else "-1"
+        mid = (lo + hi + 1) // 2
+        return (f"CASE WHEN {end_col} > {int(starts[mid - 1])} THEN {last_end_before(mid, hi)} "
+                f"ELSE {last_end_before(lo, mid - 1)} END")
+    return f"({last_end_before(0, len(starts))}) > {start_col}" if len(starts) else "0"
+
+
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
 SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"

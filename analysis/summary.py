@@ -3,15 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, program, sql
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, os_calls, program
 from nsys_transfer.analysis.diagnosis import Context, diagnose
-from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.machine import host_link
 from nsys_transfer.analysis.outputs import json_rows
 from nsys_transfer.analysis.schema import SCHEMA
@@ -44,6 +42,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say = progress or (lambda msg: None)
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
     trace.prefetch("api_rows", "nvtx", "threads")
+    trace.prefetch_call("waits", os_calls.wait_calls, trace)
     trace.prefetch("sync_calls")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
@@ -57,12 +56,10 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
     say("computing utilisation and gaps")
     passed = _gpu_section(trace, ops, window, opts, out, tables)
+    del ops  # every GPU operation, once more: not needed past the device pass (a large part of a long capture)
+    trace.prefetch_call("launch", _launchers, trace, passed)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
-    if passed is not None and len(passed.gaps):  # which thread launched the work ending each gap, in the background
-        gap_ids = passed.gaps.nlargest(900, "duration_ns")["next_correlation_id"]
-        trace.prefetch_call("launch", trace.launch_threads, gap_ids)
     copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
-
     trace.wait("threads")
     out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx), **out}
     out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
@@ -70,13 +67,17 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                                                opts.run_record)
     _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
-    say("finding what the CPU did during gaps")
-    launch = trace.result("launch") if passed is not None and len(passed.gaps) else None
-    tids = _launch_threads(passed, launch, lambda: trace.api_by_thread)
-    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])  # a runtime scan, beside the idle work
-    _gaps_section(trace, passed, launch, tids, nvtx, step_regex, opts, out, tables)
+    tids = trace.result("launch")
+    gaps = passed.gaps if passed is not None else _no_gaps()
+    # the launching processes' OS calls near the gaps and the launch calls' cost, beside the idle attribution
+    trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(opts.top, "duration_ns"),
+                        {pid_of(t) for t in tids["by_gap"].values()})
+    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
+    out["gaps"] = None  # filled below, once its OS calls are read; the JSON keeps its order
     say("attributing idle time")
-    _idle_section(trace, passed, window, tids, nvtx, copies, step_regex, opts, out, tables)
+    _idle_section(trace, passed, window, tids, trace.result("waits"), nvtx, copies, step_regex, opts, out, tables)
+    say("finding what the CPU did during gaps")
+    _gaps_section(passed, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
 
     tk = gpu.top_kernels(kernels, opts.top)
     tables["kernels_top"] = tk
@@ -183,6 +184,17 @@ def _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_sourc
                     "mean_gpu_idle_ns": idle_per_step}
 
 
+def _launchers(trace, passed) -> dict:
+    """The launching threads (_launch_threads), from the runtime calls behind the largest gaps' next operations."""
+    gaps = passed.gaps if passed is not None else _no_gaps()
+    launch = trace.launch_threads(gaps.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gaps) else None
+    return _launch_threads(passed, launch, lambda: trace.api_by_thread)
+
+
+def _no_gaps() -> pd.DataFrame:
+    return gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
+
+
 def _launch_threads(passed, launch, launches_by_thread) -> dict:
     """{(pid, correlation id): launching thread} of the gaps' next operations, and the launching threads per device:
     those of the gaps, else the thread that issued the most kernel launches."""
@@ -213,60 +225,27 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
     return {int(busiest.index[0])} if len(busiest) else set()
 
 
-def _gaps_section(trace, passed, launch, tids, nvtx, step_regex, opts, out, tables):
-    gap_table = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
+def _gaps_section(passed, tids, calls: os_calls.GapCalls, nvtx, step_regex, opts, out, tables):
+    gap_table = passed.gaps if passed is not None else _no_gaps()
     tables["gaps"] = gap_table
     tid_of, by_pid, launch_tids = tids["by_gap"], tids["by_pid"], set(tids["by_gap"].values())
-    top_gaps = gap_table.nlargest(opts.top, "duration_ns")
-    osrt_gaps, near_top = _osrt_in_gaps(trace, gap_table, top_gaps, launch_tids)
+    near_top = calls.near_top
     per_thread = {tid: near_top[near_top["global_tid"].to_numpy() == tid] for tid in launch_tids}
     top = []
-    for g in top_gaps.to_dict("records"):
+    for g in gap_table.nlargest(opts.top, "duration_ns").to_dict("records"):
         tid = tid_of.get((int(g["next_pid"]) if by_pid else -1, int(g["next_correlation_id"])))
         ctx = cpu.gap_context(g, nvtx, per_thread.get(tid, near_top.iloc[0:0]), tid)
         top.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]), "duration_ns": int(g["duration_ns"]),
                     "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})
     covered = cpu.gap_cover_by_range(gap_table, nvtx, launch_tids, step_regex)
-    tables["gap_ranges"], tables["gap_osrt"] = covered, osrt_gaps
+    tables["gap_ranges"], tables["gap_osrt"] = covered, calls.in_gaps
     total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
     out["gaps"] = {"threshold_ns": opts.min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
-                   "per_step_ns": out["steps"]["mean_gpu_idle_ns"],
-                   "top": top, "covered_by": json_rows(covered.head(opts.top)), "osrt": json_rows(osrt_gaps.head(opts.top))}
+                   "per_step_ns": out["steps"]["mean_gpu_idle_ns"], "top": top,
+                   "covered_by": json_rows(covered.head(opts.top)), "osrt": json_rows(calls.in_gaps.head(opts.top))}
 
 
-def _osrt_in_gaps(trace, gap_table, top_gaps, launch_tids) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """OS calls of the launching processes during the idle gaps, by name (cpu.osrt_in_gaps, summed over the scoped
-    reads), and the calls touching the largest gaps (for their context)."""
-    launch_pids = {pid_of(t) for t in launch_tids}
-    empty = pd.DataFrame(columns=["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
-    if not launch_pids or gap_table.empty:
-        return cpu.sum_osrt_in_gaps([]), empty
-    gcov = Coverage(*union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy()))
-    tcov = Coverage(*union(top_gaps["start_ns"].to_numpy(), top_gaps["end_ns"].to_numpy()))
-    parts, near_top = [], []
-    for chunk in trace.osrt_chunks(sql.pid_in(launch_pids)):
-        chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]
-        parts.append(cpu.osrt_gap_counts(gap_table, chunk))
-        near_top.append(chunk[tcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())])
-    return cpu.sum_osrt_in_gaps(parts), (pd.concat(near_top, ignore_index=True) if near_top else empty)
-
-
-def _wait_calls(trace, tids, loaders) -> pd.DataFrame:
-    """The waiting and mapping OS calls idle attribution looks at: of the launching threads, their processes and
-    the DataLoader's threads (a small part of the OS runtime table, read in one scoped pass)."""
-    ids = trace.osrt_name_ids(idle.WAIT_CALLS) + trace.osrt_name_ids(idle.MAPPING_CALLS)
-    threads = set(tids["all"]).union(*[set(t) for t in tids["devices"].values()])
-    threads |= {t for ld in loaders.values() for t in (*ld.get("pin", ()), *ld.get("workers", ()))}
-    if not ids or not threads:
-        return pd.DataFrame(columns=["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
-    where = f"{sql.column_in('nameId', ids)} AND ({sql.column_in('globalTid', threads)} OR " \
-            f"{sql.pid_in({pid_of(t) for t in threads})})"
-    parts = list(trace.osrt_chunks(where))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
-
-
-def _idle_section(trace, passed, window, tids, nvtx, copies, step_regex, opts, out, tables):
+def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables):
     """Every idle nanosecond of each device given to one cause (analysis/idle.py)."""
     if passed is None:
         out["idle"] = None
@@ -274,7 +253,6 @@ def _idle_section(trace, passed, window, tids, nvtx, copies, step_regex, opts, o
     syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
     loaders = {dev: program.loader_threads(trace.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
                for dev in passed.busy_by_device}
-    osrt = _wait_calls(trace, tids, loaders)
     parts, details = [], {}
     for dev, busy in passed.busy_by_device.items():
         launchers = tids["devices"].get(dev, set())

@@ -10,7 +10,9 @@ import re
 import sqlite3
 import threading
 import urllib.request
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 
@@ -29,7 +31,8 @@ NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_A
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
-OSRT_CHUNK_ROWS = 2_000_000  # OS runtime rows per scoped read: bounds memory however long the capture
+CHUNK_ROWS = 2_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
+READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
@@ -146,7 +149,25 @@ class Trace:
                   for name, text in zip(columns, texts)}
         if len({len(v) for v in parsed.values()}) > 1:  # numpy < 2 stops at unparsable text instead of raising
             raise ValueError("columns of different lengths")
-        return pd.DataFrame(parsed)
+        return pd.DataFrame(parsed, copy=False)  # one block per column: no copy of millions of rows
+
+    def int_column_chunks(self, table: str, columns: dict[str, str], where: str = "1",
+                          chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+        """int_columns() of the rows matching `where`, in rowid ranges of chunk_rows, in order; the next ranges are
+        read on background threads while the caller works on one (at most READ_THREADS + 1 chunks in memory)."""
+        first, last = self._connection().execute(sql.ROWID_RANGE.format(table=table)).fetchone()
+        if first is None:
+            return
+        bounds = [(lo, lo + chunk_rows) for lo in range(first - 1, last, chunk_rows)]
+        with ThreadPoolExecutor(READ_THREADS, thread_name_prefix=f"read-{table}") as pool:
+            pending: deque = deque()
+            for lo, hi in bounds:
+                pending.append(pool.submit(self.int_columns, table, columns,
+                                           f"WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"))
+                if len(pending) > READ_THREADS:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
     def _connection(self) -> sqlite3.Connection:
         """The main connection on the opening thread; a private one on any other (prefetch() runs there)."""
@@ -268,8 +289,8 @@ class Trace:
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
         name_col = "shortName" if "shortName" in cols else "demangledName"
-        df = self.int_columns("CUPTI_ACTIVITY_KIND_KERNEL", {**sql.KERNEL_COLUMNS, "pid": self._pid_expr(cols),
-                                                             "name_id": name_col})
+        columns = {**sql.KERNEL_COLUMNS, "pid": self._pid_expr(cols), "name_id": name_col}
+        df = _concat_columns(self.int_column_chunks("CUPTI_ACTIVITY_KIND_KERNEL", columns), list(columns))
         df = self._checked(df, "kernel", ("device", "stream"))
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
@@ -469,18 +490,13 @@ class Trace:
         return df
 
     # --- OS runtime calls, in scoped reads -------------------------------------------------------------------------
-    def osrt_chunks(self, where: str, chunk_rows: int = OSRT_CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    def osrt_chunks(self, where: str) -> Iterator[pd.DataFrame]:
         """The OS runtime calls matching the SQL condition `where` (on OSRT_API's columns, e.g. sql.pid_in(...)), in
-        rowid ranges of chunk_rows: start_ns, end_ns, duration_ns, global_tid, name. Damaged rows are dropped here
-        without a warning; osrt_count() then checks the whole table once and says what it drops."""
+        rowid chunks: start_ns, end_ns, duration_ns, global_tid, name. Damaged rows are dropped here without a
+        warning; osrt_count() then checks the whole table once and says what it drops."""
         if not self.has("OSRT_API"):
             return
-        first, last = self._connection().execute(sql.ROWID_RANGE.format(table="OSRT_API")).fetchone()
-        if first is None:
-            return
-        for lo in range(first - 1, last, chunk_rows):
-            df = self.int_columns("OSRT_API", sql.OSRT_COLUMNS,
-                                  f"WHERE rowid > {lo} AND rowid <= {lo + chunk_rows} AND ({where})")
+        for df in self.int_column_chunks("OSRT_API", sql.OSRT_COLUMNS, where):
             if df.empty:
                 continue
             df, said = validate.clean(df, "OS runtime", ("global_tid",))
@@ -488,10 +504,10 @@ class Trace:
             self._osrt_damaged |= bool(said)
             yield _timed(df)
 
-    def osrt_name_ids(self, pattern: re.Pattern) -> list[int]:
-        """String ids whose text is an OS call name matching `pattern` (names are short: long strings are not read)."""
+    def osrt_names(self, pattern: re.Pattern) -> dict[int, str]:
+        """{string id: text} of the OS call names matching `pattern` (names are short: long strings are not read)."""
         rows = self._connection().execute(sql.SHORT_STRINGS).fetchall()
-        return sorted(int(i) for i, v in rows if v is not None and pattern.match(str(v)))
+        return {int(i): str(v) for i, v in rows if v is not None and pattern.match(str(v))}
 
     def osrt_count(self) -> int:
         """Usable OS runtime calls: the table's row count, or, once a scoped read met damaged rows, the rows the
@@ -564,6 +580,16 @@ def outermost_calls(api: pd.DataFrame, start: str, end: str | None = None) -> pd
     order = api.assign(_neg_end=-api[end]) if end else api
     order = order.sort_values([*keys, start, *(["_neg_end"] if end else [])], kind="stable")
     return api.loc[order.index[~order.duplicated(keys)]].sort_index()
+
+
+def _concat_columns(chunks: Iterator[pd.DataFrame], names: list[str]) -> pd.DataFrame:
+    """Integer chunks with these columns as one frame, column by column: no consolidated copy of the whole table."""
+    parts = list(chunks)
+    if len(parts) == 1:
+        return parts[0]
+    # column by column, each chunk's column dropped once copied: the table is never held twice
+    return pd.DataFrame({c: np.concatenate([p.pop(c).to_numpy() for p in parts] or [np.zeros(0, np.int64)])
+                         for c in names}, copy=False)
 
 
 def _empty(cols) -> pd.DataFrame:

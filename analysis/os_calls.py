@@ -1,0 +1,69 @@
+"""The OS runtime calls the analysis needs, read in one scoped pass: the table can hold tens of millions of rows, of
+which the analysis uses few.
+
+    launching processes   ---|=====|---|===|------   rows read in rowid chunks (memory bounded)
+    GPU idle gaps              [gap]      [gap]
+                               ^in_gaps, near_top (the largest gaps)     waits: wait/mapping calls for idle.attribute
+
+Two scoped reads: the waiting and mapping calls by name (from the start, beside the GPU work), and the launching
+processes' calls near the gaps (once the gaps are known; SQLite filters by time, see sql.touches_any).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.analysis import cpu, idle, sql
+from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.trace import Trace
+
+COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
+MAX_SQL_INTERVALS = 4096  # gaps in the SQL filter (a binary search 12 CASEs deep); more are merged into fewer
+
+
+@dataclass
+class GapCalls:
+    """in_gaps: the launching processes' calls during the gaps by name (cpu.osrt_in_gaps). near_top: their calls
+    touching the largest gaps."""
+    in_gaps: pd.DataFrame
+    near_top: pd.DataFrame
+
+
+def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: set) -> GapCalls:
+    """The launching processes' calls near the gaps (GapCalls)."""
+    gs, ge = union(gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy())
+    gcov, tcov = Coverage(gs, ge), Coverage(*union(top_gaps["start_ns"].to_numpy(), top_gaps["end_ns"].to_numpy()))
+    counts, near_top = [], []
+    if launch_pids and len(gs):
+        # SQLite keeps only the rows near the gaps (a coarser superset when there are very many); exact test here
+        where = f"{sql.pid_in(launch_pids)} AND {sql.touches_any(*_coarse(gs, ge, MAX_SQL_INTERVALS))}"
+        for chunk in trace.osrt_chunks(where):
+            chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]
+            counts.append(cpu.osrt_gap_counts(gaps, chunk))
+            near_top.append(chunk[tcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())])
+    return GapCalls(cpu.sum_osrt_in_gaps(counts), _concat(near_top))
+
+
+def wait_calls(trace: Trace) -> pd.DataFrame:
+    """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...): a small part of the table, read by
+    name. idle.attribute picks the launching threads', their processes' and the DataLoader's."""
+    names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
+    return _concat(list(trace.osrt_chunks(sql.column_in("nameId", names)))) if names else _concat([])
+
+
+def _coarse(starts: np.ndarray, ends: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most `most` intervals covering these: the closest neighbours merged (the SQL filter stays small)."""
+    if len(starts) <= most:
+        return starts, ends
+    between = starts[1:] - ends[:-1]
+    cut = np.sort(np.argpartition(between, len(between) - (most - 1))[len(between) - (most - 1):])  # widest holes
+    first = np.concatenate(([0], cut + 1))
+    last = np.concatenate((cut, [len(starts) - 1]))
+    return starts[first], ends[last]
+
+
+def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
