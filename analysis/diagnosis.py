@@ -19,7 +19,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
 
-from nsys_transfer.analysis.copies import big_copies, stream_of_compute
+from nsys_transfer.analysis.copies import big_copies
 from nsys_transfer.analysis.machine import MIN_PROBE_BYTES
 from nsys_transfer.analysis.program import is_operator_range
 
@@ -419,7 +419,7 @@ class PageableMemcpy:
                 "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
                 "bufpool"))
         n_async = int((pg["sync"] == False).sum())  # noqa: E712
-        compute = stream_of_compute(ctx.tables.get("kernels_all", pd.DataFrame()))
+        compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # copies.stream_of_compute of every kernel
         side = compute is not None and bool((pg["stream"] != compute).all())
         if n_async:
             ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712

@@ -67,6 +67,10 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                                                opts.run_record)
     _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
+    kernel_part = _kernels_section(kernels, opts, tables)
+    if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads them next
+        del kernels, memsets
+        trace.forget("kernels", "memsets")  # millions of rows in a long capture, no longer needed: memory for idle
     tids = trace.result("launch")
     gaps = passed.gaps if passed is not None else _no_gaps()
     # the launching processes' OS calls near the gaps and the launch calls' cost, beside the idle attribution
@@ -79,20 +83,24 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("finding what the CPU did during gaps")
     _gaps_section(passed, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
 
-    tk = gpu.top_kernels(kernels, opts.top)
-    tables["kernels_top"] = tk
-    out["kernels"] = {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
-                      "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None,
-                      "top": json_rows(tk)}
+    out["kernels"] = kernel_part
     ns = cpu.nvtx_summary(nvtx)
     tables["nvtx_summary"] = ns
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
     say("diagnosing")
-    out["diagnosis"] = diagnose(Context(out, {**tables, "kernels_all": kernels}, opts.pipeline_depth))
+    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))
     out["trace"]["counts"]["osrt_calls"] = trace.osrt_count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables)
+
+
+def _kernels_section(kernels: pd.DataFrame, opts: Options, tables: dict) -> dict:
+    """Kernel count, time, median and the top kernels by time."""
+    tk = gpu.top_kernels(kernels, opts.top)
+    tables["kernels_top"] = tk
+    return {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
+            "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None, "top": json_rows(tk)}
 
 
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:

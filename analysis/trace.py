@@ -31,7 +31,7 @@ NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_A
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
-CHUNK_ROWS = 2_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
+CHUNK_ROWS = 1_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
@@ -229,6 +229,11 @@ class Trace:
             t = self._prefetching.get(n)
             if t is not None:
                 t.join()
+
+    def forget(self, *names: str) -> None:
+        """Drop loaded frames (e.g. "kernels") the caller no longer needs; reading one again loads it again."""
+        for n in names:
+            self.__dict__.pop(n, None)
 
     def has(self, table: str) -> bool:
         """Whether the export has this table."""
