@@ -12,10 +12,12 @@ GPUS    ?= 1
 PER_RANK ?=
 CPUS    ?=
 REPORT  ?= out/report
+GPU_OUT ?= out/gpu
+WHAT    ?=
 STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
-.PHONY: install install-workloads nsys test report profile profile-all scaling bench benchmark-analysis clean help
+.PHONY: install install-workloads nsys test report profile profile-all scaling bench benchmark-analysis benchmark-gpu clean help
 
 help:
 	@echo "make report                 comparison report (PNGs, Markdown, HTML) from runs/ or the bundled H200 traces"
@@ -23,6 +25,7 @@ help:
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
 	@echo "make scaling STAGE=pinned GPUS=2 [CPUS=0-7]   1 GPU against N GPUs unprofiled -> runs/scaling.json (the report reads it)"
+	@echo "make benchmark-gpu [WHAT='bench profile']   the GPU benchmark: benchmarks/gpu.sh (tests, bench, scaling, captures) -> out/gpu"
 	@echo "make nsys [NSYS_SUITE=experimental]   install Nsight Systems into .nsys/ (no system change); checks it against the driver"
 	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
 
@@ -65,6 +68,10 @@ bench: $(VENV)/.full
 
 benchmark-analysis: $(VENV)/.base nsys
 	$(BIN)/python benchmarks/analysis_speed.py --size 0.5 2 $(SIZE)
+
+# on a GPU machine: where, tests, bench, scaling (2+ GPUs), captures; WHAT picks steps (benchmarks/gpu.sh --help)
+benchmark-gpu: $(VENV)/.full
+	PYTHON=$(BIN)/python OUT=$(GPU_OUT) bash benchmarks/gpu.sh $(WHAT)
 
 clean:
 	rm -rf out .pytest_cache

@@ -1,5 +1,5 @@
 """Diagnosis of three programs written the way their users write them (tests/programs), captured on the H200 with
-nsys 2024.2 (benchmarks/gpu_programs.sh): the rule that explains most of the GPU's idle time comes first."""
+nsys 2024.2 (`bash benchmarks/gpu.sh programs`): the rule that explains most of the GPU's idle time comes first."""
 from pathlib import Path
 
 import pytest
@@ -105,8 +105,9 @@ def test_complete_captures_are_not_flagged(programs, analyzed):
 
 @pytest.mark.parametrize("stage", ["baseline", "pinned"])
 def test_toolkit_stages_captured_with_nsys_2024(stage):
-    """`profile stage` on the H200 with the nsys `make nsys` installs now (2024.2, benchmarks/gpu_check.sh): complete
-    captures, and the same story as the bundled 2023.4 ones (baseline: post-processing first; pinned: nothing)."""
+    """`profile stage` on the H200 with the nsys `make nsys` installs now (2024.2, `bash benchmarks/gpu.sh profile`):
+    complete captures, and the same story as the bundled 2023.4 ones (baseline: post-processing first; pinned:
+    nothing)."""
     with Trace.open(Path(__file__).parent / "data" / "nsys2024" / f"{stage}.sqlite.xz") as t:
         s = analyze(t).summary
     assert s["trace"]["nsys_version"].startswith("2024.2") and s["trace"]["integrity"]["verdict"] == "complete"
