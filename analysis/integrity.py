@@ -139,7 +139,7 @@ def _name_kinds(trace: Trace) -> dict[int, str]:
     """String ids of the API names that put work on the GPU (and of stream-capture calls) -> their kind."""
     if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return {}
-    rows = trace.query("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")  # LIKE is case-blind: cu, cuda
+    rows = trace.query(sql.CUDA_CALL_NAMES)
     return {int(i): k for i, name in zip(rows["id"], rows["value"].astype(str)) for k in [_kind(name)] if k}
 
 
@@ -168,9 +168,9 @@ def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:
 
     def packed(low: str, high: str) -> str:
         whens = [f"WHEN {i} THEN {1 if k == low else 1 << 32}" for i, k in kinds.items() if k in (low, high)]
-        return f"SUM(CASE nameId {' '.join(whens)} ELSE 0 END)" if whens else "0"
-    row = trace.query(f"SELECT {packed('kernel', 'copy')}, {packed('memset', 'graph')}, COUNT(*) "
-                      "FROM CUPTI_ACTIVITY_KIND_RUNTIME").iloc[0]
+        return sql.PACKED_SUM.format(whens=" ".join(whens)) if whens else "0"
+    row = trace.query(sql.PACKED_CALL_COUNTS.format(first=packed("kernel", "copy"),
+                                                    second=packed("memset", "graph"))).iloc[0]
     a, b, n = (int(v) if v is not None and v == v else 0 for v in row)
     out.update(kernel=a & 0xFFFFFFFF, copy=a >> 32, memset=b & 0xFFFFFFFF, graph=b >> 32, all=n)
     return out
@@ -187,7 +187,7 @@ def _api_calls(trace: Trace, kinds: dict[int, str]) -> tuple[pd.DataFrame, dict]
     if "returnValue" in trace.columns("CUPTI_ACTIVITY_KIND_RUNTIME"):
         cols["ret"] = "returnValue"
     ids = ",".join(str(i) for i in kinds) or "NULL"
-    df = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, f"WHERE nameId IN ({ids})")
+    df = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, sql.NAME_IN.format(ids=ids))
     df["pid"] = pid_of(df["global_tid"].to_numpy())
     df["kind"] = pd.Categorical(df.pop("name_id").map(kinds).fillna(""), categories=KINDS)
     df["ok"] = (df.pop("ret").to_numpy() == 0) if "ret" in df else True  # a failed call runs nothing
@@ -392,7 +392,7 @@ def _diagnostics(trace: Trace, exported: int) -> dict:
     if not trace.has("DIAGNOSTIC_EVENT"):
         return out
     try:
-        found = trace.query("SELECT severity, text FROM DIAGNOSTIC_EVENT ORDER BY timestamp")
+        found = trace.query(sql.DIAGNOSTICS)
     except TraceError:
         return out
     collected = [int(m.group(1)) for t in found["text"].astype(str) for m in [COLLECTED.search(t)] if m]
@@ -411,7 +411,7 @@ def _capture(trace: Trace) -> dict:
     driver = None
     if trace.has("TARGET_INFO_SYSTEM_ENV"):
         try:
-            found = trace.query("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDriverVersion'")
+            found = trace.query(sql.DRIVER_VERSION)
         except TraceError:
             found = None
         if found is not None and len(found):

@@ -22,8 +22,6 @@ KERNEL_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", 
                   "correlation_id": "correlationId"}
 MEMSET_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
                   "correlation_id": "correlationId", "bytes": "bytes"}
-RUNTIME_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid",
-                   "correlation_id": "correlationId", "name_id": "nameId"}
 OSRT_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "name_id": "nameId"}
 
 
@@ -122,6 +120,19 @@ def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') 
         return (f"CASE WHEN {end_col} > {int(starts[mid - 1])} THEN {last_end_before(mid, hi)} "
                 f"ELSE {last_end_before(lo, mid - 1)} END")
     return f"({last_end_before(0, len(starts))}) > {start_col}" if len(starts) else "0"
+
+
+# Trace.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
+INT_COLUMNS = "SELECT {select} FROM {table} {where}"
+ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
+COUNT = "SELECT COUNT(*) FROM {table}"
+# integrity.py: which runtime calls launch GPU work, and how many of each kind (one scan, counts packed in two sums)
+CUDA_CALL_NAMES = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"  # LIKE is case-blind: cu, cuda
+PACKED_CALL_COUNTS = "SELECT {first}, {second}, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+PACKED_SUM = "SUM(CASE nameId {whens} ELSE 0 END)"
+NAME_IN = "WHERE nameId IN ({ids})"
+DIAGNOSTICS = "SELECT severity, text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"
+DRIVER_VERSION = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDriverVersion'"
 
 
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"

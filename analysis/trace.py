@@ -142,7 +142,7 @@ class Trace:
     def _parsed_columns(self, table: str, columns: dict[str, str], where: str, as_int) -> pd.DataFrame:
         select = ", ".join(f"group_concat({as_int(expr)})" for expr in columns.values())
         try:
-            texts = self._connection().execute(f"SELECT {select} FROM {table} {where}").fetchone()
+            texts = self._connection().execute(sql.INT_COLUMNS.format(select=select, table=table, where=where)).fetchone()
         except sqlite3.DatabaseError as e:
             raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
         parsed = {name: np.fromstring(text, sep=",", dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
@@ -163,7 +163,7 @@ class Trace:
             pending: deque = deque()
             for lo, hi in bounds:
                 pending.append(pool.submit(self.int_columns, table, columns,
-                                           f"WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"))
+                                           sql.ROWID_CHUNK.format(lo=lo, hi=hi, where=where)))
                 if len(pending) > READ_THREADS:
                     yield pending.popleft().result()
             while pending:
@@ -242,10 +242,6 @@ class Trace:
     def columns(self, table: str) -> set[str]:
         """The table's column names; empty when the table is absent."""
         return {r[0] for r in self._connection().execute(sql.COLUMNS, (table,))} if self.has(table) else set()
-
-    def count(self, table: str) -> int:
-        """The table's row count; 0 when the table is absent."""
-        return self._connection().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if self.has(table) else 0
 
     # --- metadata -------------------------------------------------------------------------------
     @cached_property
@@ -442,16 +438,6 @@ class Trace:
         """The launching process's OS pid, or -1 where an export has no globalPid (joins then use ids alone)."""
         return sql.PID_OF.format(col=col) if "globalPid" in columns else "-1"
 
-    @cached_property
-    def runtime(self) -> pd.DataFrame:
-        """All CUDA runtime calls (loaded only when asked for: there can be millions)."""
-        if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
-            return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "correlation_id", "name"])
-        df = self._checked(self.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", sql.RUNTIME_COLUMNS), "CUDA API",
-                           ("global_tid",))
-        df["name"] = self._names(df.pop("name_id"), "CUDA API")
-        return df
-
     def launch_threads(self, correlation_ids) -> pd.DataFrame:
         """correlation_id -> global_tid of the runtime call that launched it (for a few ids; the outermost call where
         several share an id)."""
@@ -521,7 +507,7 @@ class Trace:
             return 0
         if self._osrt_damaged:
             return len(self.osrt)
-        return int(self._connection().execute("SELECT COUNT(*) FROM OSRT_API").fetchone()[0])
+        return int(self._connection().execute(sql.COUNT.format(table="OSRT_API")).fetchone()[0])
 
     def osrt_span(self, where: str = "1") -> tuple[int, int, int] | None:
         """(first start, last start, last end) of the usable OS runtime calls matching `where`; None if none."""
