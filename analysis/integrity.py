@@ -144,18 +144,13 @@ def _name_kinds(trace: Trace) -> dict[int, str]:
 
 
 def _kind(name: str) -> str:
-    if name.startswith(KERNEL_API):
-        return "kernel"
-    if name.startswith(GRAPH_API):
-        return "graph"
-    if name.startswith(COPY_API):
-        return "copy"
-    if name.startswith(MEMSET_API):
-        return "memset"
-    if CAPTURE_BEGIN.match(name):
-        return "capture_begin"
-    if CAPTURE_END.match(name):
-        return "capture_end"
+    """What a runtime call does: kernel, graph, copy, memset (by name prefix), capture_begin/_end, or ''."""
+    for kind, prefixes in (("kernel", KERNEL_API), ("graph", GRAPH_API), ("copy", COPY_API), ("memset", MEMSET_API)):
+        if name.startswith(prefixes):
+            return kind
+    for kind, pattern in (("capture_begin", CAPTURE_BEGIN), ("capture_end", CAPTURE_END)):
+        if pattern.match(name):
+            return kind
     return ""
 
 
