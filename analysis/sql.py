@@ -51,7 +51,8 @@ SELECT r.correlationId AS correlation_id, {PID_OF.format(col="r.globalTid")} AS 
        {int_or_missing("r.start")} AS api_start_ns, {int_or_missing('r."end"')} AS api_end_ns,
        {int_or_missing("r.globalTid")} AS api_global_tid, r.nameId AS api_name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
-WHERE r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{{sync}})"""  # one probe per row
+WHERE (r.nameId IS NULL OR r.nameId NOT IN ({{launches}}))  -- kernel launches (most rows) issue no copy or wait
+  AND r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{{sync}})"""  # one probe per row
 
 RUNTIME_FOR_CORRELATIONS = f"""
 SELECT correlationId AS correlation_id, {PID_OF.format(col="globalTid")} AS pid, globalTid AS global_tid,
@@ -84,6 +85,7 @@ LAUNCH_STATS_DISTINCT = """
 SELECT COUNT(*), SUM("end" - start) FROM (SELECT DISTINCT start, "end", globalTid, correlationId, nameId
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IN ({tids}) AND nameId IN ({ids}) AND "end" >= start)"""
 LAUNCH_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Launch%'"
+NO_COPY_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Launch%' OR value LIKE 'cuKernelGet%'"
 SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%'"
 SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id

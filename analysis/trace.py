@@ -33,6 +33,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
 CHUNK_ROWS = 1_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
+NO_COPY_API = re.compile(r"^(cu(da)?(LaunchKernel|LaunchCooperativeKernel|LaunchKernelEx)|cuKernelGet)")
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
@@ -333,7 +334,10 @@ class Trace:
             return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
         sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
-        df = outermost_calls(self._checked(self.query(sql.API_ROWS.format(sync=sync)), "CUDA API (copy and wait calls)",
+        # calls that never issue a copy or a wait: kernel launches and kernel queries (a graph launch does copy)
+        skip = [i for i, v in self._connection().execute(sql.NO_COPY_NAME_IDS) if NO_COPY_API.match(v)]
+        query = sql.API_ROWS.format(sync=sync, launches=",".join(str(int(i)) for i in skip) or "-1")
+        df = outermost_calls(self._checked(self.query(query), "CUDA API (copy and wait calls)",
                                            ("api_global_tid",), times=("api_start_ns", "api_end_ns")),
                              "api_start_ns", "api_end_ns")
         ids = df.pop("api_name_id")
