@@ -121,8 +121,9 @@ def assess(trace: Trace, pairs: bool = False) -> dict:
     expected_gpu = n_gpu["kernel"] + n_gpu["copy"]
     fig["expected_ops"] = int(max(expected_api, expected_gpu))
     fig["missing_ops"] = int(max(missing_api, missing_gpu))
-    fig["timeline"] = _timeline(trace, gpu)
-    fig["correlation_gaps"] = _id_gaps(trace, gpu)
+    osrt_starts = _OsrtStarts(trace)  # a process's OS call times, read once for the timeline and the id gaps
+    fig["timeline"] = _timeline(trace, gpu, osrt_starts)
+    fig["correlation_gaps"] = _id_gaps(trace, gpu, osrt_starts)
     fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()))
     fig["capture"] = _capture(trace)
     return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
@@ -274,10 +275,22 @@ def _shared(dup: pd.DataFrame | None) -> dict:
                          for (p, c), g in list(groups)[:3]]}
 
 
-def _timeline(trace: Trace, gpu: dict) -> list[dict]:
+class _OsrtStarts(dict):
+    """pid -> sorted start times of its OS runtime calls (-1: every process), read on first use."""
+
+    def __init__(self, trace: Trace):
+        super().__init__()
+        self.trace = trace
+
+    def __missing__(self, pid: int) -> np.ndarray:
+        self[pid] = self.trace.osrt_starts(sql.pid_in([pid]) if pid >= 0 else "1")
+        return self[pid]
+
+
+def _timeline(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> list[dict]:
     """Per process that ran GPU work: its GPU operations and its own activity per second over its span, and how much
     of that activity follows its last GPU operation. Its activity: its NVTX ranges (the program's own marks of work)
-    where it has at least MIN_NVTX_RANGES, else its OS runtime calls (millions of rows: read in scoped passes)."""
+    where it has at least MIN_NVTX_RANGES, else its OS runtime calls (read only then, one column)."""
     pid = np.concatenate([v[0] for v in gpu.values()])
     if pid.size == 0:
         return []
@@ -290,48 +303,32 @@ def _timeline(trace: Trace, gpu: dict) -> list[dict]:
         mine = pid == p if p >= 0 else np.ones(pid.size, dtype=bool)
         g_start, g_end = start[mine], end[mine]
         cpu, source = (nvtx_t[nvtx_pid == p] if p >= 0 else nvtx_t), "nvtx"
-        if cpu.size >= MIN_NVTX_RANGES:
-            first, last, chunks = (cpu.min(), cpu.max(), [cpu]) if cpu.size else (None, None, [cpu])
-        else:
-            where = sql.pid_in([p]) if p >= 0 else "1"
-            span, source = trace.osrt_span(where), "osrt"
-            first, last = (span[0], span[1]) if span else (None, None)
-            chunks = (c["start_ns"].to_numpy(np.int64) for c in trace.osrt_chunks(where))
-        lo = int(min(g_start.min(), first if first is not None else g_start.min()))
-        hi = int(max(g_end.max(), last if last is not None else 0)) + 1
+        if cpu.size < MIN_NVTX_RANGES:
+            cpu, source = osrt_starts[int(p)], "osrt"
+        lo = int(min(g_start.min(), cpu.min() if cpu.size else g_start.min()))
+        hi = int(max(g_end.max(), cpu.max() if cpu.size else 0)) + 1
         bin_ns = max(1, -(-(hi - lo) // TIMELINE_BINS))
         gpu_n = np.bincount((g_start - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+        cpu_n = np.bincount((cpu - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
         gpu_end = int(g_end.max())
-        cpu_n, n_cpu, after = _binned(chunks, lo, bin_ns, gpu_end)
+        after = int((cpu > gpu_end).sum())
         out.append({"pid": int(p), "start_ns": lo, "bin_ns": int(bin_ns), "activity": source,
-                    "gpu_ops": int(g_start.size), "cpu_events": n_cpu,
+                    "gpu_ops": int(g_start.size), "cpu_events": int(cpu.size),
                     "gpu_ops_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in gpu_n],
                     "cpu_events_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in cpu_n],
                     "gpu_end_ns": gpu_end, "cpu_events_after": after,
-                    "cpu_share_after": round(after / n_cpu, 4) if n_cpu else 0.0})
+                    "cpu_share_after": round(after / cpu.size, 4) if cpu.size else 0.0})
     return out
 
 
-def _binned(chunks, lo: int, bin_ns: int, gpu_end: int) -> tuple[np.ndarray, int, int]:
-    """Event start times, given in parts, as TIMELINE_BINS counts from lo; their number; how many follow gpu_end."""
-    counts = np.zeros(TIMELINE_BINS, dtype=np.int64)
-    n = after = 0
-    for t in chunks:
-        counts += np.bincount((t - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
-        n += int(t.size)
-        after += int((t > gpu_end).sum())
-    return counts, n, after
-
-
-def _process_activity(trace: Trace, pid: int) -> np.ndarray:
+def _process_activity(trace: Trace, pid: int, osrt_starts: _OsrtStarts) -> np.ndarray:
     """Sorted start times of a process's NVTX ranges and OS runtime calls."""
     nvtx = trace.nvtx
-    parts = [nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]]
-    parts += [c["start_ns"].to_numpy(np.int64) for c in trace.osrt_chunks(sql.pid_in([pid]))]
-    return np.sort(np.concatenate(parts))
+    mine = nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]
+    return np.sort(np.concatenate((mine, osrt_starts[int(pid)])))
 
 
-def _id_gaps(trace: Trace, gpu: dict) -> dict:
+def _id_gaps(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> dict:
     """Holes in each process's correlation ids while it kept running: API calls (with their GPU work) never
     recorded. Read only where the GPU operations' own ids jump by more than GPU_ID_GAP_SUSPECT."""
     out = {"largest_gpu_id_gap": 0, "checked": False, "processes": []}
@@ -364,7 +361,7 @@ def _id_gaps(trace: Trace, gpu: dict) -> dict:
             continue
         holes = np.diff(ids) - 1
         big = np.flatnonzero(holes >= API_ID_GAP_LOST)
-        activity = _process_activity(trace, p)
+        activity = _process_activity(trace, p, osrt_starts)
         lo, hi = np.minimum(starts[big], starts[big + 1]), np.maximum(starts[big], starts[big + 1])
         inside = np.searchsorted(activity, hi) - np.searchsorted(activity, lo, side="right")
         running = big[inside > 0]

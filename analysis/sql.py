@@ -93,8 +93,10 @@ FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
 # OS runtime calls are read in parts (Trace.osrt_chunks): a rowid range and a condition, never the whole table.
 ROWID_RANGE = "SELECT MIN(rowid), MAX(rowid) FROM {table}"
 SHORT_STRINGS = "SELECT id, value FROM StringIds WHERE length(value) <= 40"
-USABLE_TIMES = ("typeof(start) = 'integer' AND typeof(\"end\") = 'integer' AND start >= 0 AND \"end\" >= start "
-                "AND typeof(globalTid) = 'integer' AND globalTid >= 0")
+# usable times and thread: NULL, text (greater than any number in SQLite) and negative values fail BETWEEN, cheaply
+_INT64_MAX = 9223372036854775807
+USABLE_TIMES = (f'start BETWEEN 0 AND {_INT64_MAX} AND "end" BETWEEN start AND {_INT64_MAX} '
+                f"AND globalTid BETWEEN 0 AND {_INT64_MAX}")
 OSRT_SPAN = f'SELECT MIN(start), MAX(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
 
 

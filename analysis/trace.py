@@ -513,6 +513,14 @@ class Trace:
             return len(self.osrt)
         return int(self._connection().execute(sql.COUNT.format(table="OSRT_API")).fetchone()[0])
 
+    def osrt_starts(self, where: str) -> np.ndarray:
+        """Start times of the OS runtime calls with usable times matching `where`, sorted: one column, chunked."""
+        if not self.has("OSRT_API"):
+            return np.zeros(0, np.int64)
+        parts = [c["start_ns"].to_numpy() for c in
+                 self.int_column_chunks("OSRT_API", {"start_ns": "start"}, f"({where}) AND {sql.USABLE_TIMES}")]
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
     def osrt_span(self, where: str = "1") -> tuple[int, int, int] | None:
         """(first start, last start, last end) of the usable OS runtime calls matching `where`; None if none."""
         if not self.has("OSRT_API"):
