@@ -1,5 +1,5 @@
-"""The OS runtime calls the analysis needs, read in one scoped pass: the table can hold tens of millions of rows, of
-which the analysis uses few.
+"""The OS runtime calls the analysis needs, read in two scoped passes: the table can hold tens of millions of rows,
+of which the analysis uses few.
 
     launching processes   ---|=====|---|===|------   rows read in rowid chunks (memory bounded)
     GPU idle gaps              [gap]      [gap]

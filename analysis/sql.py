@@ -97,7 +97,7 @@ SHORT_STRINGS = "SELECT id, value FROM StringIds WHERE length(value) <= 40"
 _INT64_MAX = 9223372036854775807
 USABLE_TIMES = (f'start BETWEEN 0 AND {_INT64_MAX} AND "end" BETWEEN start AND {_INT64_MAX} '
                 f"AND globalTid BETWEEN 0 AND {_INT64_MAX}")
-OSRT_SPAN = f'SELECT MIN(start), MAX(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
+OSRT_SPAN = f'SELECT MIN(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
 
 
 def pid_in(pids) -> str:

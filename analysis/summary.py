@@ -57,7 +57,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("computing utilisation and gaps")
     passed = _gpu_section(trace, ops, window, opts, out, tables)
     del ops  # every GPU operation, once more: not needed past the device pass (a large part of a long capture)
-    trace.prefetch_call("launch", _launchers, trace, passed)  # a runtime scan, beside the copies
+    gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
+    trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
     copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
     trace.wait("threads")
@@ -72,7 +73,6 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         del kernels, memsets
         trace.forget("kernels", "memsets")  # millions of rows in a long capture, no longer needed: memory for idle
     tids = trace.result("launch")
-    gaps = passed.gaps if passed is not None else _no_gaps()
     # the launching processes' OS calls near the gaps and the launch calls' cost, beside the idle attribution
     trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(opts.top, "duration_ns"),
                         {pid_of(t) for t in tids["by_gap"].values()})
@@ -81,7 +81,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("attributing idle time")
     _idle_section(trace, passed, window, tids, trace.result("waits"), nvtx, copies, step_regex, opts, out, tables)
     say("finding what the CPU did during gaps")
-    _gaps_section(passed, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
+    _gaps_section(gaps, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
 
     out["kernels"] = kernel_part
     ns = cpu.nvtx_summary(nvtx)
@@ -128,7 +128,7 @@ def _gpu_section(trace, ops, window, opts, out, tables):
     if window is None:
         trace.wait("nvtx")
         spans = [(int(trace.nvtx["start_ns"].min()), int(trace.nvtx["end_ns"].max()))] if len(trace.nvtx) else []
-        spans += [(s[0], s[2]) for s in [trace.osrt_span()] if s]
+        spans += [s for s in [trace.osrt_span()] if s]
         out["window"] = ({"start_ns": min(s[0] for s in spans), "end_ns": max(s[1] for s in spans),
                           "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
         out["gpu"] = None
@@ -192,15 +192,10 @@ def _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_sourc
                     "mean_gpu_idle_ns": idle_per_step}
 
 
-def _launchers(trace, passed) -> dict:
+def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
     """The launching threads (_launch_threads), from the runtime calls behind the largest gaps' next operations."""
-    gaps = passed.gaps if passed is not None else _no_gaps()
     launch = trace.launch_threads(gaps.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gaps) else None
     return _launch_threads(passed, launch, lambda: trace.api_by_thread)
-
-
-def _no_gaps() -> pd.DataFrame:
-    return gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
 
 
 def _launch_threads(passed, launch, launches_by_thread) -> dict:
@@ -233,8 +228,7 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
     return {int(busiest.index[0])} if len(busiest) else set()
 
 
-def _gaps_section(passed, tids, calls: os_calls.GapCalls, nvtx, step_regex, opts, out, tables):
-    gap_table = passed.gaps if passed is not None else _no_gaps()
+def _gaps_section(gap_table: pd.DataFrame, tids, calls: os_calls.GapCalls, nvtx, step_regex, opts, out, tables):
     tables["gaps"] = gap_table
     tid_of, by_pid, launch_tids = tids["by_gap"], tids["by_pid"], set(tids["by_gap"].values())
     near_top = calls.near_top

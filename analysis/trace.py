@@ -521,12 +521,12 @@ class Trace:
                  self.int_column_chunks("OSRT_API", {"start_ns": "start"}, f"({where}) AND {sql.USABLE_TIMES}")]
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
-    def osrt_span(self, where: str = "1") -> tuple[int, int, int] | None:
-        """(first start, last start, last end) of the usable OS runtime calls matching `where`; None if none."""
+    def osrt_span(self, where: str = "1") -> tuple[int, int] | None:
+        """(first start, last end) of the usable OS runtime calls matching `where`; None when there are none."""
         if not self.has("OSRT_API"):
             return None
-        first, last, last_end = self._connection().execute(sql.OSRT_SPAN.format(where=where)).fetchone()
-        return (int(first), int(last), int(last_end)) if first is not None else None
+        first, last = self._connection().execute(sql.OSRT_SPAN.format(where=where)).fetchone()
+        return (int(first), int(last)) if first is not None else None
 
     @cached_property
     def threads(self) -> pd.DataFrame:
