@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import sys
+import threading
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 
@@ -44,7 +46,31 @@ def _prctl():
 
 def sigterm_as_interrupt() -> None:
     """SIGTERM (kill, torchrun stopping its ranks, a batch system's time limit) raises Terminated in the main thread,
-    so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it."""
-    def handler(signum, frame):
+    so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it. Either signal first
+    quiets the background threads the stopping run leaves without a peer (quiet_threads_while_stopping)."""
+    def on_term(signum, frame):
+        quiet_threads_while_stopping()
         raise Terminated()
-    signal.signal(signal.SIGTERM, handler)
+
+    def on_int(signum, frame):
+        quiet_threads_while_stopping()
+        raise KeyboardInterrupt()
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_int)
+
+
+def quiet_threads_while_stopping() -> None:
+    """While the run stops, a background thread whose peer process is gone (multiprocessing's resource sharer handing
+    a file descriptor to a worker just killed: it reports through sys.excepthook) prints no traceback; every other
+    error still does."""
+    peer_gone = (ConnectionError, EOFError)
+    thread_hook, sys_hook = threading.excepthook, sys.excepthook
+
+    def on_thread(args):
+        if not issubclass(args.exc_type, peer_gone):
+            thread_hook(args)
+
+    def on_error(exc_type, value, tb):
+        if not issubclass(exc_type, peer_gone):
+            sys_hook(exc_type, value, tb)
+    threading.excepthook, sys.excepthook = on_thread, on_error
