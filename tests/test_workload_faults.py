@@ -145,3 +145,28 @@ def test_nccl_gets_each_ranks_own_device():
     args = process_group_args(Rank(rank=3, world=4, local=1), "cuda")
     assert args == {"backend": "nccl", "device_id": torch.device("cuda", 1)}
     assert process_group_args(Rank(rank=1, world=2, local=1), "cpu") == {"backend": "gloo"}
+
+
+def test_resource_sharer_reset_is_quiet_other_errors_are_not(monkeypatch, capsys):
+    """The sharer thread's connection reset (its peer process stopped) prints nothing; the same error elsewhere, and
+    any other error from the sharer, still print."""
+    import sys
+
+    from nsys_transfer.workloads.lifetime import quiet_resource_sharer
+
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    quiet_resource_sharer()
+
+    def raised(kind, filename):
+        code = compile(f"raise {kind}('peer gone')", filename, "exec")
+        try:
+            exec(code, {})
+        except Exception:
+            return sys.exc_info()
+
+    sys.excepthook(*raised("ConnectionResetError", "/usr/lib/python3/multiprocessing/resource_sharer.py"))
+    assert capsys.readouterr().err == ""
+    sys.excepthook(*raised("ConnectionResetError", "/work/mine.py"))
+    sys.excepthook(*raised("ValueError", "/usr/lib/python3/multiprocessing/resource_sharer.py"))
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 2 and "ValueError" in err

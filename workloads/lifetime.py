@@ -9,7 +9,6 @@ import ctypes
 import os
 import signal
 import sys
-import threading
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 
@@ -27,6 +26,7 @@ def die_with_parent(parent_pid: int, name: str | None = None) -> None:
     # a worker stopped with SIGTERM (close(), the DataLoader's shutdown) just ends: the main process's
     # Terminated handler, inherited through fork, would unwind it with a traceback from any of its threads
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    quiet_resource_sharer()
     prctl = _prctl()
     if prctl is None:  # not Linux: the parent's own cleanup is all there is
         return
@@ -46,31 +46,33 @@ def _prctl():
 
 def sigterm_as_interrupt() -> None:
     """SIGTERM (kill, torchrun stopping its ranks, a batch system's time limit) raises Terminated in the main thread,
-    so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it. Either signal first
-    quiets the background threads the stopping run leaves without a peer (quiet_threads_while_stopping)."""
-    def on_term(signum, frame):
-        quiet_threads_while_stopping()
+    so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it."""
+    def handler(signum, frame):
         raise Terminated()
-
-    def on_int(signum, frame):
-        quiet_threads_while_stopping()
-        raise KeyboardInterrupt()
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_int)
+    signal.signal(signal.SIGTERM, handler)
+    quiet_resource_sharer()
 
 
-def quiet_threads_while_stopping() -> None:
-    """While the run stops, a background thread whose peer process is gone (multiprocessing's resource sharer handing
-    a file descriptor to a worker just killed: it reports through sys.excepthook) prints no traceback; every other
-    error still does."""
-    peer_gone = (ConnectionError, EOFError)
-    thread_hook, sys_hook = threading.excepthook, sys.excepthook
+def quiet_resource_sharer() -> None:
+    """multiprocessing's resource sharer (the thread that hands file descriptors to other processes) prints a
+    traceback through sys.excepthook when the process at the other end dies mid-handshake: a worker or the main
+    process being stopped. That death is reported by the run itself (WorkerDied, Terminated), so the sharer's
+    connection error is not printed; every other error is."""
+    if getattr(sys.excepthook, "quiet_resource_sharer", False):
+        return
+    original = sys.excepthook
 
-    def on_thread(args):
-        if not issubclass(args.exc_type, peer_gone):
-            thread_hook(args)
+    def hook(exc_type, value, tb):
+        if issubclass(exc_type, (ConnectionError, EOFError)) and _raised_in_resource_sharer(tb):
+            return
+        original(exc_type, value, tb)
+    hook.quiet_resource_sharer = True
+    sys.excepthook = hook
 
-    def on_error(exc_type, value, tb):
-        if not issubclass(exc_type, peer_gone):
-            sys_hook(exc_type, value, tb)
-    threading.excepthook, sys.excepthook = on_thread, on_error
+
+def _raised_in_resource_sharer(tb) -> bool:
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(os.path.join("multiprocessing", "resource_sharer.py")):
+            return True
+        tb = tb.tb_next
+    return False
