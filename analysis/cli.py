@@ -12,7 +12,7 @@ import click
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
-from nsys_transfer.analysis import options, outputs, plots, schema
+from nsys_transfer.analysis import options, outputs, schema
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import read_record, run_record_beside
 from nsys_transfer.analysis.integrity import assess, capture_record_beside, check_report
@@ -115,6 +115,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         a.summary = schema.one_trace(a.summary, ranks.summary)
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
+        plots = _plots()
         plot_dir.mkdir(parents=True, exist_ok=True)
         stem = trace.name.split(".")[0]
         plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
@@ -123,6 +124,12 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         if ranks is not None:
             plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
     return a
+
+
+def _plots():
+    """The charts module, imported only when charts are asked for: matplotlib costs ~0.3 s of every run."""
+    from nsys_transfer.analysis import plots
+    return plots
 
 
 def _rank_tables(ranks) -> dict:
@@ -144,7 +151,7 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
                                                   link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run), labels, progress)
             if plot_dir:
                 plot_dir.mkdir(parents=True, exist_ok=True)
-                plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
+                _plots().plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.program import base_name, family, is_operator_range
+from nsys_transfer.analysis.program import base_name, family, is_operator_range, per_name
 from nsys_transfer.analysis.trace import pid_of
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
@@ -47,7 +47,7 @@ def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
     cols = ["name", "kind", "count", "total_ns", "mean_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
     if nvtx.empty:
         return pd.DataFrame(columns=cols)
-    base = nvtx["name"].astype(str).map(base_name)  # PyTorch's per-call counters would make every call its own name
+    base = per_name(nvtx["name"], base_name)  # PyTorch's per-call counters would make every call its own name
     named = nvtx.assign(name=base.where(nvtx["domain"] == "", nvtx["domain"] + ":" + base))
     g = named.groupby(["name", "kind"], sort=False)["duration_ns"]
     out = g.agg(count="count", total_ns="sum", mean_ns="mean", med_ns="median", min_ns="min", max_ns="max",
@@ -92,7 +92,7 @@ def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | dict | None, copies: 
     # time in each direct child range (get batch, compute, copy to CPU, ...)
     children = nvtx[nvtx["parent"].isin(st.index)]
     if len(children):
-        children = children.assign(name=children["name"].astype(str).map(family))
+        children = children.assign(name=per_name(children["name"], family))
         piv = children.pivot_table(index="parent", columns="name", values="duration_ns", aggfunc="sum")
         cols = {f"{name} ns": piv[name].reindex(st.index).fillna(0).astype("int64").to_numpy() for name in piv.columns}
         st = pd.concat([st, pd.DataFrame(cols, index=st.index)], axis=1)

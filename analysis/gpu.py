@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import Coverage, gaps, union, union_sorted
+from nsys_transfer.analysis.intervals import Coverage, covered_sorted, gaps, union, union_sorted
 
 
 def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> pd.DataFrame:
@@ -19,7 +19,7 @@ def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame)
         cols["activity"] = pd.Categorical.from_codes(
             np.concatenate([np.full(len(df), i, dtype=np.int8) for i, (df, _) in enumerate(parts)]),
             categories=[a for _, a in parts])
-        return pd.DataFrame(cols)
+        return pd.DataFrame(cols, copy=False)  # one block per column: no consolidated copy of millions of rows
     return pd.DataFrame({**{c: pd.Series(dtype="int64") for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")},
                          "activity": pd.Series(dtype=object)})
 
@@ -63,22 +63,24 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
     codes = np.asarray(act.codes)
     for device in devices:
         m = slice(None) if len(devices) == 1 else dev == device  # one device: no copy of every column
-        s_raw, e_raw = ops["start_ns"].to_numpy()[m], ops["end_ns"].to_numpy()[m]
-        order = np.argsort(s_raw, kind="stable")
-        s, e = np.clip(s_raw[order], lo, hi), np.clip(e_raw[order], lo, hi)
+        order = np.argsort(ops["start_ns"].to_numpy()[m], kind="stable")
+        s, e = ops["start_ns"].to_numpy()[m][order], ops["end_ns"].to_numpy()[m][order]
+        np.clip(s, lo, hi, out=s)  # in place: two fewer copies of every operation's times
+        np.clip(e, lo, hi, out=e)
         kern = (codes[m] == kernel_code)[order]
         bs, be = union_sorted(s, e)
-        ks, ke = union_sorted(s[kern], e[kern])
-        busy, compute = int((be - bs).sum()), int((ke - ks).sum())
+        busy, compute = int((be - bs).sum()), covered_sorted(s[kern], e[kern])
         rows.append({"device": int(device), "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
                      "utilization": busy / (hi - lo) if hi > lo else 0.0,
                      "compute_utilization": compute / (hi - lo) if hi > lo else 0.0})
         g = gaps(bs, be, lo, hi, min_gap_ns)
         if len(g):
-            nxt = np.searchsorted(s_raw[order], g["end_ns"].to_numpy(), side="left")
-            at = np.clip(nxt, 0, len(s) - 1)
+            # the first operation starting at or after each gap's end (gap ends lie inside the window: the
+            # clipped starts find the same one)
+            nxt = np.searchsorted(s, g["end_ns"].to_numpy(), side="left")
+            at = order[np.clip(nxt, 0, len(s) - 1)]
             for col in ("correlation_id", "pid"):
-                g[f"next_{col}"] = np.where(nxt < len(s), ops[col].to_numpy()[m][order][at], -1)
+                g[f"next_{col}"] = np.where(nxt < len(s), ops[col].to_numpy()[m][at], -1)
             g.insert(0, "device", int(device))
             gap_parts.append(g)
         by_device[int(device)] = Coverage(bs, be)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, gaps, intersect, subtract, total, union
-from nsys_transfer.analysis.program import family, is_operator_range
+from nsys_transfer.analysis.program import family, is_operator_range, per_name
 from nsys_transfer.analysis.trace import pid_of
 
 WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
@@ -80,7 +80,7 @@ def deepest_range_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
         if stack and e[i] <= e[stack[-1]]:
             child_time[stack[-1]] += within[i]
         stack.append(i)
-    own = pd.Series(within - child_time, index=r["name"].astype(str).map(family).to_numpy())
+    own = pd.Series(within - child_time, index=per_name(r["name"], family).to_numpy())
     own = own.groupby(level=0).sum()
     return own[own > 0].sort_values(ascending=False)
 

@@ -92,12 +92,12 @@ FIGURES = """figures:
 """
 
 
-def assess(trace: Trace, pairs: bool = False) -> dict:
+def assess(trace: Trace, pairs: bool = False, gpu: dict | None = None) -> dict:
     """Verdict, lost fraction, one-sentence evidence and the figures behind them (module docstring).
 
     pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
-    `analyze-trace --check` does)."""
-    gpu = _gpu_rows(trace)
+    `analyze-trace --check` does). gpu: gpu_rows(trace), when the caller read them already."""
+    gpu = gpu_rows(trace) if gpu is None else gpu
     n_gpu = {k: len(v[0]) for k, v in gpu.items()}
     kinds = _name_kinds(trace)
     counts = _call_counts(trace, kinds)
@@ -130,7 +130,7 @@ def assess(trace: Trace, pairs: bool = False) -> dict:
 
 
 # --- loading --------------------------------------------------------------------------------------------------------
-def _gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
+def gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
     """kind -> (pid, correlation_id, start_ns, end_ns) arrays of the kernels, copies and memsets."""
     return {kind: tuple(df[c].to_numpy(np.int64) for c in ("pid", "correlation_id", "start_ns", "end_ns"))
             for kind, df in (("kernel", trace.kernels), ("copy", trace.memcpys), ("memset", trace.memsets))}
@@ -291,29 +291,28 @@ def _timeline(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> list[dict]:
     """Per process that ran GPU work: its GPU operations and its own activity per second over its span, and how much
     of that activity follows its last GPU operation. Its activity: its NVTX ranges (the program's own marks of work)
     where it has at least MIN_NVTX_RANGES, else its OS runtime calls (read only then, one column)."""
-    pid = np.concatenate([v[0] for v in gpu.values()])
-    if pid.size == 0:
+    kinds = [(v[0], v[2], v[3]) for v in gpu.values() if v[0].size]  # (pid, start, end) per kind: no concatenation
+    if not kinds:
         return []
-    start = np.concatenate([v[2] for v in gpu.values()])
-    end = np.concatenate([v[3] for v in gpu.values()])
     nvtx = trace.nvtx
     nvtx_pid, nvtx_t = pid_of(nvtx["global_tid"].to_numpy(np.int64)), nvtx["start_ns"].to_numpy(np.int64)
     out = []
-    for p in sorted(pd.unique(pid).tolist()):
-        mine = pid == p if p >= 0 else np.ones(pid.size, dtype=bool)
-        g_start, g_end = start[mine], end[mine]
+    for p in sorted(set().union(*(pd.unique(pid).tolist() for pid, _, _ in kinds))):
+        # each kind's rows of this process; all of them, without a copy, in the usual one-process trace
+        mine = [(s, e) if p < 0 or bool((pid == p).all()) else (s[pid == p], e[pid == p]) for pid, s, e in kinds]
+        mine = [(s, e) for s, e in mine if s.size]
         cpu, source = (nvtx_t[nvtx_pid == p] if p >= 0 else nvtx_t), "nvtx"
         if cpu.size < MIN_NVTX_RANGES:
             cpu, source = osrt_starts[int(p)], "osrt"
-        lo = int(min(g_start.min(), cpu.min() if cpu.size else g_start.min()))
-        hi = int(max(g_end.max(), cpu.max() if cpu.size else 0)) + 1
+        first, gpu_end = min(int(s.min()) for s, _ in mine), max(int(e.max()) for _, e in mine)
+        lo = int(min(first, cpu.min() if cpu.size else first))
+        hi = int(max(gpu_end, cpu.max() if cpu.size else 0)) + 1
         bin_ns = max(1, -(-(hi - lo) // TIMELINE_BINS))
-        gpu_n = np.bincount((g_start - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+        gpu_n = sum(np.bincount((s - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS] for s, _ in mine)
         cpu_n = np.bincount((cpu - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
-        gpu_end = int(g_end.max())
         after = int((cpu > gpu_end).sum())
         out.append({"pid": int(p), "start_ns": lo, "bin_ns": int(bin_ns), "activity": source,
-                    "gpu_ops": int(g_start.size), "cpu_events": int(cpu.size),
+                    "gpu_ops": int(sum(s.size for s, _ in mine)), "cpu_events": int(cpu.size),
                     "gpu_ops_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in gpu_n],
                     "cpu_events_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in cpu_n],
                     "gpu_end_ns": gpu_end, "cpu_events_after": after,

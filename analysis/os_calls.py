@@ -1,12 +1,13 @@
 """The OS runtime calls the analysis needs, read in two scoped passes: the table can hold tens of millions of rows,
 of which the analysis uses few.
 
-    launching processes   ---|=====|---|===|------   rows read in rowid chunks (memory bounded)
+    launching processes   ---|=====|---|===|------   rows read zone by zone (Trace.osrt_zones: memory bounded)
     GPU idle gaps              [gap]      [gap]
                                ^in_gaps, near_top (the largest gaps)     waits: wait/mapping calls for idle.attribute
 
 Two scoped reads: the waiting and mapping calls by name (from the start, beside the GPU work), and the launching
-processes' calls near the gaps (once the gaps are known; SQLite filters by time, see sql.touches_any).
+processes' calls near the gaps (once the gaps are known): zones whose time span holds no gap are skipped, and
+SQLite filters each other zone by the gaps inside its span (sql.touches_any).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pandas as pd
 
 from nsys_transfer.analysis import cpu, idle, sql
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.trace import Trace
+from nsys_transfer.analysis.trace import Trace, Zone
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
 MAX_SQL_INTERVALS = 4096  # gaps in the SQL filter (a binary search 12 CASEs deep); more are merged into fewer
@@ -37,9 +38,7 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
     gcov, tcov = Coverage(gs, ge), Coverage(*union(top_gaps["start_ns"].to_numpy(), top_gaps["end_ns"].to_numpy()))
     counts, near_top = [], []
     if launch_pids and len(gs):
-        # SQLite keeps only the rows near the gaps (a coarser superset when there are very many); exact test here
-        where = f"{sql.pid_in(launch_pids)} AND {sql.touches_any(*_coarse(gs, ge, MAX_SQL_INTERVALS))}"
-        for chunk in trace.osrt_chunks(where):
+        for chunk in trace.osrt_zone_chunks(lambda zone: _near_gaps(zone, gs, ge, sql.pid_in(launch_pids))):
             chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]
             counts.append(cpu.osrt_gap_counts(gaps, chunk))
             near_top.append(chunk[tcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())])
@@ -51,6 +50,19 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     name. idle.attribute picks the launching threads', their processes' and the DataLoader's."""
     names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
     return _concat(list(trace.osrt_chunks(sql.column_in("nameId", names)))) if names else _concat([])
+
+
+def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: str) -> str | None:
+    """The SQL condition keeping a zone's rows that may touch a gap: its own rows (`mine`) near the gaps inside
+    its time span (a coarser superset when there are very many; the exact test follows in numpy); None when no
+    gap falls inside the span, so the zone is not read at all."""
+    if zone.start_ns is not None:  # a row of the zone can touch only a gap ending after its first start and
+        first = np.searchsorted(ge, zone.start_ns, side="right")  # starting before its last end
+        gs, ge = gs[first:np.searchsorted(gs, zone.end_ns, side="left")], ge[first:]
+        ge = ge[:len(gs)]
+    if not len(gs):
+        return None
+    return f"{mine} AND {sql.touches_any(*_coarse(gs, ge, MAX_SQL_INTERVALS))}"
 
 
 def _coarse(starts: np.ndarray, ends: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import TOOLKIT_RANGES
@@ -33,6 +34,14 @@ def family(name: str) -> str:
     """Ranges that differ only by counters are one thing to a reader: 'IO 190' -> 'IO N', 'aten::mm, seq = 3' ->
     'aten::mm'."""
     return COUNTER.sub("N", base_name(name))
+
+
+def per_name(names: pd.Series, fn) -> pd.Series:
+    """fn(str(name)) for each row, computed once per distinct name (a long capture repeats a few names millions of
+    times)."""
+    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    mapped = np.array([fn(str(u)) for u in uniques], dtype=object)
+    return pd.Series(mapped[codes] if len(codes) else np.zeros(0, dtype=object), index=names.index, dtype=object)
 
 
 def is_operator_range(name: str) -> bool:

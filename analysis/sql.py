@@ -92,6 +92,8 @@ SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationI
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
 # OS runtime calls are read in parts (Trace.osrt_chunks): a rowid range and a condition, never the whole table.
 ROWID_RANGE = "SELECT MIN(rowid), MAX(rowid) FROM {table}"
+# Trace.osrt_zones: a rowid range's row count and time span (MIN and MAX skip NULL; text sorts above numbers)
+ZONE = 'SELECT COUNT(*), MIN(start), MAX("end") FROM OSRT_API WHERE rowid > {lo} AND rowid <= {hi}'
 SHORT_STRINGS = "SELECT id, value FROM StringIds WHERE length(value) <= 40"
 # usable times and thread: NULL, text (greater than any number in SQLite) and negative values fail BETWEEN, cheaply
 _INT64_MAX = 9223372036854775807
@@ -129,7 +131,6 @@ def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') 
 # Trace.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
 INT_COLUMNS = "SELECT {select} FROM {table} {where}"
 ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
-COUNT = "SELECT COUNT(*) FROM {table}"
 # integrity.py: which runtime calls launch GPU work, and how many of each kind (one scan, counts packed in two sums)
 CUDA_CALL_NAMES = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"  # LIKE is case-blind: cu, cuda
 PACKED_CALL_COUNTS = "SELECT {first}, {second}, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"

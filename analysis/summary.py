@@ -43,7 +43,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # SQLite scans without the GIL: these load on background threads while this one does the GPU side
     trace.prefetch("api_rows", "nvtx", "threads")
     trace.prefetch_call("waits", os_calls.wait_calls, trace)
-    trace.prefetch("sync_calls")
+    trace.prefetch("sync_calls", "osrt_zones")
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
@@ -57,10 +57,19 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("computing utilisation and gaps")
     passed = _gpu_section(trace, ops, window, opts, out, tables)
     del ops  # every GPU operation, once more: not needed past the device pass (a large part of a long capture)
+    trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
+    # runtime scans and GPU ids, beside the copies and gaps (the GPU rows taken here: the kernels are dropped below)
+    trace.prefetch_call("integrity", _integrity, trace, integrity.gpu_rows(trace))
     gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
     trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
     copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
+    tids = trace.result("launch")
+    # the launching processes' OS calls near the gaps and the launch calls' cost: the longest reads, started as soon
+    # as the gaps and launchers are known, beside everything below
+    trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(opts.top, "duration_ns"),
+                        {pid_of(t) for t in tids["by_gap"].values()})
+    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
     trace.wait("threads")
     out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx), **out}
     out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
@@ -72,11 +81,6 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads them next
         del kernels, memsets
         trace.forget("kernels", "memsets")  # millions of rows in a long capture, no longer needed: memory for idle
-    tids = trace.result("launch")
-    # the launching processes' OS calls near the gaps and the launch calls' cost, beside the idle attribution
-    trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(opts.top, "duration_ns"),
-                        {pid_of(t) for t in tids["by_gap"].values()})
-    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
     out["gaps"] = None  # filled below, once its OS calls are read; the JSON keeps its order
     say("attributing idle time")
     _idle_section(trace, passed, window, tids, trace.result("waits"), nvtx, copies, step_regex, opts, out, tables)
@@ -87,6 +91,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     ns = cpu.nvtx_summary(nvtx)
     tables["nvtx_summary"] = ns
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
+    out["trace"]["integrity"] = trace.result("integrity")
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))
     out["trace"]["counts"]["osrt_calls"] = trace.osrt_count()  # after the scoped reads: they say if it is damaged
@@ -303,4 +308,10 @@ def _trace_info(trace: Trace, kernels, memcpys, nvtx) -> dict:
             "gpus": json_rows(trace.gpus) if len(trace.gpus) else [],
             "counts": {"kernels": int(len(kernels)), "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
                        "osrt_calls": None},  # set last: analyze() counts them after the scoped reads
-            "integrity": integrity.assess(trace)}
+            "integrity": None}  # analyze() sets it once the background assessment is done
+
+
+def _integrity(trace: Trace, gpu_rows: dict) -> dict:
+    """integrity.assess() on a background thread, once the NVTX ranges it reads are loaded."""
+    trace.wait("nvtx")
+    return integrity.assess(trace, gpu=gpu_rows)

@@ -9,10 +9,11 @@ import os
 import re
 import sqlite3
 import threading
-import urllib.request
+import urllib.parse
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -32,6 +33,7 @@ ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
 CHUNK_ROWS = 1_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
+ZONE_ROWS = 262_144  # OS runtime rows per zone (osrt_zones): fine enough that a zone spans few GPU gaps
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 NO_COPY_API = re.compile(r"^(cu(da)?(LaunchKernel|LaunchCooperativeKernel|LaunchKernelEx)|cuKernelGet)")
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
@@ -69,7 +71,7 @@ class Trace:
         self.path = Path(path)
         self.source = source or str(path)
         _check_sqlite_file(self.path)
-        uri = f"file:{urllib.request.pathname2url(str(self.path.resolve()))}?mode=ro&immutable=1"
+        uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro&immutable=1"
         self._uri, self._owner, self._local, self._prefetching = uri, threading.get_ident(), threading.local(), {}
         self._extra_cons: list[sqlite3.Connection] = []
         self._results: dict[str, dict] = {}
@@ -154,21 +156,28 @@ class Trace:
 
     def int_column_chunks(self, table: str, columns: dict[str, str], where: str = "1",
                           chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
-        """int_columns() of the rows matching `where`, in rowid ranges of chunk_rows, in order; the next ranges are
-        read on background threads while the caller works on one (at most READ_THREADS + 1 chunks in memory)."""
-        first, last = self._connection().execute(sql.ROWID_RANGE.format(table=table)).fetchone()
-        if first is None:
-            return
-        bounds = [(lo, lo + chunk_rows) for lo in range(first - 1, last, chunk_rows)]
+        """int_columns() of the rows matching `where`, in rowid ranges of chunk_rows, in order (int_column_ranges)."""
+        yield from self.int_column_ranges(table, columns, [(lo, hi, where) for lo, hi in self._rowid_ranges(table,
+                                                                                                          chunk_rows)])
+
+    def int_column_ranges(self, table: str, columns: dict[str, str],
+                          ranges: list[tuple[int, int, str]]) -> Iterator[pd.DataFrame]:
+        """int_columns() of each (lo, hi, where): the rows with lo < rowid <= hi matching where, in order. The next
+        ranges are read on background threads while the caller works on one (at most READ_THREADS + 1 in memory)."""
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix=f"read-{table}") as pool:
             pending: deque = deque()
-            for lo, hi in bounds:
+            for lo, hi, where in ranges:
                 pending.append(pool.submit(self.int_columns, table, columns,
                                            sql.ROWID_CHUNK.format(lo=lo, hi=hi, where=where)))
                 if len(pending) > READ_THREADS:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
+
+    def _rowid_ranges(self, table: str, rows: int) -> list[tuple[int, int]]:
+        """(lo, hi] rowid ranges of `rows` rowids covering the table; none when it is empty."""
+        first, last = self._connection().execute(sql.ROWID_RANGE.format(table=table)).fetchone()
+        return [] if first is None else [(lo, lo + rows) for lo in range(first - 1, last, rows)]
 
     def _connection(self) -> sqlite3.Connection:
         """The main connection on the opening thread; a private one on any other (prefetch() runs there)."""
@@ -492,12 +501,37 @@ class Trace:
         if not self.has("OSRT_API"):
             return
         for df in self.int_column_chunks("OSRT_API", sql.OSRT_COLUMNS, where):
-            if df.empty:
-                continue
-            df, said = validate.clean(df, "OS runtime", ("global_tid",))
-            df["name"] = self._names(df.pop("name_id"), "OS runtime", said)
-            self._osrt_damaged |= bool(said)
-            yield _timed(df)
+            yield from self._checked_osrt(df)
+
+    def _checked_osrt(self, df: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        """A chunk of OS runtime rows, damaged rows dropped and names given; nothing for an empty one."""
+        if df.empty:
+            return
+        df, said = validate.clean(df, "OS runtime", ("global_tid",))
+        df["name"] = self._names(df.pop("name_id"), "OS runtime", said)
+        self._osrt_damaged |= bool(said)
+        yield _timed(df)
+
+    def osrt_zone_chunks(self, where_of) -> Iterator[pd.DataFrame]:
+        """osrt_chunks() zone by zone (osrt_zones): where_of(zone) gives the zone's SQL condition, or None to skip
+        the zone without reading it (e.g. no GPU gap inside its time span)."""
+        ranges = [(z.lo, z.hi, w) for z in self.osrt_zones for w in [where_of(z)] if w is not None]
+        for df in self.int_column_ranges("OSRT_API", sql.OSRT_COLUMNS, ranges) if ranges else ():
+            yield from self._checked_osrt(df)
+
+    @cached_property
+    def osrt_zones(self) -> list[Zone]:
+        """The OS runtime table cut into rowid ranges of ZONE_ROWS, each with its row count and time span: a read
+        by time skips the zones outside it and filters each zone by the times inside it (one cheap scan, no rows
+        handed over; prefetched by the analysis)."""
+        if not self.has("OSRT_API"):
+            return []
+        def zone(bounds: tuple[int, int]) -> Zone:
+            rows, first, last = self._connection().execute(sql.ZONE.format(lo=bounds[0], hi=bounds[1])).fetchone()
+            known = isinstance(first, int) and isinstance(last, int)  # text or a float: a damaged export
+            return Zone(bounds[0], bounds[1], int(rows), first if known else None, last if known else None)
+        with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="read-zones") as pool:
+            return list(pool.map(zone, self._rowid_ranges("OSRT_API", ZONE_ROWS)))
 
     def osrt_names(self, pattern: re.Pattern) -> dict[int, str]:
         """{string id: text} of the OS call names matching `pattern` (names are short: long strings are not read)."""
@@ -509,9 +543,7 @@ class Trace:
         checked full load keeps (its warnings then say what was dropped)."""
         if not self.has("OSRT_API"):
             return 0
-        if self._osrt_damaged:
-            return len(self.osrt)
-        return int(self._connection().execute(sql.COUNT.format(table="OSRT_API")).fetchone()[0])
+        return len(self.osrt) if self._osrt_damaged else sum(z.rows for z in self.osrt_zones)
 
     def osrt_starts(self, where: str) -> np.ndarray:
         """Start times of the OS runtime calls with usable times matching `where`, sorted: one column, chunked."""
@@ -547,6 +579,17 @@ class Trace:
         id_col = "id" if "id" in cols else "deviceId"
         chip = "chipName" if "chipName" in cols else "NULL"  # 2020 exports have no chip name
         return self.query(sql.GPUS.format(id_col=id_col, chip=chip)).drop_duplicates("device")
+
+
+@dataclass(frozen=True)
+class Zone:
+    """Rows lo < rowid <= hi of a table: how many, their first start and last end (None where a damaged export holds
+    a non-integer there: the zone then spans all time)."""
+    lo: int
+    hi: int
+    rows: int
+    start_ns: int | None
+    end_ns: int | None
 
 
 def _short_copy_kind(label: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsys_transfer.analysis.intervals import gaps, intersect, subtract, union
+from nsys_transfer.analysis.intervals import covered_sorted, gaps, intersect, subtract, union
 
 SPAN = 400
 
@@ -47,6 +47,18 @@ def test_intersect_and_subtract_match_a_timeline(seed):
         assert _canonical(both)
         positive = only_a[1] > only_a[0]  # an untouched zero-length interval of a far larger `a` stays (counts)
         assert _canonical((only_a[0][positive], only_a[1][positive]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_covered_time_without_the_union_matches_a_timeline(seed):
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 2, 30, 200):
+        s = np.sort(rng.integers(0, SPAN, n))
+        e = s + rng.integers(0, 40, n)  # nested, overlapping, touching and zero-length intervals
+        m = np.zeros(SPAN + 40, dtype=bool)
+        for a, b in zip(s, e):
+            m[a:b] = True
+        assert covered_sorted(s, e) == int(m.sum())
 
 
 def test_subtract_of_nothing_keeps_every_interval():
