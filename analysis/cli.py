@@ -128,7 +128,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
 
 def _plots():
     """The charts module, imported only when charts are asked for: matplotlib costs ~0.3 s of every run."""
-    from nsys_transfer.analysis import plots
+    import nsys_transfer.analysis.plots as plots
     return plots
 
 

@@ -40,10 +40,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     """Analyse one trace: the summary (JSON-able) and the tables behind it."""
     opts = opts or Options()
     say = progress or (lambda msg: None)
-    # SQLite scans without the GIL: these load on background threads while this one does the GPU side
-    trace.prefetch("api_rows", "nvtx", "threads")
-    trace.prefetch_call("waits", os_calls.wait_calls, trace)
-    trace.prefetch("sync_calls", "osrt_zones")
+    _read_beside_gpu(trace)
     say("loading GPU activity")
     kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
@@ -65,11 +62,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("joining copies to their API calls")
     copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
     tids = trace.result("launch")
-    # the launching processes' OS calls near the gaps and the launch calls' cost: the longest reads, started as soon
-    # as the gaps and launchers are known, beside everything below
-    trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(opts.top, "duration_ns"),
-                        {pid_of(t) for t in tids["by_gap"].values()})
-    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
+    _read_beside_idle(trace, gaps, tids, opts.top)
     trace.wait("threads")
     out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx), **out}
     out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
@@ -98,6 +91,22 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables)
+
+
+def _read_beside_gpu(trace: Trace) -> None:
+    """Start the reads the GPU side does not need: SQLite scans without the GIL, so they load on background threads
+    while this one reads the kernels and does the device pass."""
+    trace.prefetch("api_rows", "nvtx", "threads")
+    trace.prefetch_call("waits", os_calls.wait_calls, trace)
+    trace.prefetch("sync_calls", "osrt_zones")
+
+
+def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> None:
+    """Start the longest reads as soon as the gaps and launchers are known, beside everything that follows: the
+    launching processes' OS calls near the gaps and the launch calls' cost."""
+    trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(top, "duration_ns"),
+                        {pid_of(t) for t in tids["by_gap"].values()})
+    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
 
 
 def _kernels_section(kernels: pd.DataFrame, opts: Options, tables: dict) -> dict:

@@ -66,8 +66,10 @@ def repeated_rows(df: pd.DataFrame, start_col: str = "start_ns") -> np.ndarray:
     A repeat must share its start with another row, so only rows whose start is not unique are compared in full:
     pandas' duplicated() over every column of millions of rows would cost seconds, this a sort of one column."""
     start = df[start_col].to_numpy()
-    order = np.argsort(start, kind="stable")  # near-linear: exports are mostly in time order
-    same = start[order][1:] == start[order][:-1]
+    in_order = bool((start[1:] >= start[:-1]).all())  # nsys writes rows in time order: then no sort at all
+    order = np.arange(len(start)) if in_order else np.argsort(start, kind="stable")
+    ordered = start if in_order else start[order]
+    same = ordered[1:] == ordered[:-1]
     out = np.zeros(len(df), dtype=bool)
     if not same.any():
         return out

@@ -95,7 +95,8 @@ def test_every_package_is_layered():
     assert packages <= set(ALLOWED) | {"tests"}, f"put {packages - set(ALLOWED)} in a layer (ALLOWED)"
 
 
-HEAVY = {"torch", "torchvision"}  # optional (the workloads extra) and slow to import: may stay inside functions
+HEAVY = {"torch", "torchvision", "matplotlib"}  # optional or slow to import (matplotlib: 0.3 s of every analyze-trace
+# run, needed for charts only): may stay inside functions
 
 
 def _imports_torch_at_top(module: str) -> bool:
@@ -110,7 +111,8 @@ def _imports_torch_at_top(module: str) -> bool:
 
 @pytest.mark.parametrize("package,path", list(modules()), ids=lambda x: str(x.relative_to(ROOT)) if isinstance(x, Path) else x)
 def test_imports_at_module_top(package, path):
-    """Imports inside functions hide the graph; only torch (or a module that imports it) may wait until it is needed."""
+    """Imports inside functions hide the graph; only HEAVY packages (or a module that imports one) may wait until they
+    are needed."""
     module_parts = module_name(path)
     inner = []
     for func in ast.walk(ast.parse(path.read_text())):
