@@ -59,7 +59,7 @@ def user_ranges(nvtx: pd.DataFrame, threads, step_regex: str | None) -> pd.DataF
     d = nvtx[nvtx["global_tid"].isin(list(threads))]
     if d.empty:
         return d
-    keep = ~d["name"].astype(str).map(is_operator_range)
+    keep = ~per_name(d["name"], is_operator_range).astype(bool)
     if step_regex:
         keep &= ~d["name"].astype(str).str.contains(step_regex, regex=True)
     return d[keep]
@@ -140,13 +140,13 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
 def operator_ranges(nvtx: pd.DataFrame, threads) -> pd.DataFrame:
     """PyTorch operator ranges (emit_nvtx) on the threads: they say which op the thread was in."""
     d = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
-    return d[d["name"].astype(str).map(is_operator_range)] if len(d) else d
+    return d[per_name(d["name"], is_operator_range).astype(bool)] if len(d) else d
 
 
 def _range_edges(nvtx: pd.DataFrame, threads) -> np.ndarray:
     """Starts and ends of the threads' non-operator ranges, sorted: where the thread moves to other work."""
     d = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
-    d = d[~d["name"].astype(str).map(is_operator_range)] if len(d) else d
+    d = d[~per_name(d["name"], is_operator_range).astype(bool)] if len(d) else d
     return np.sort(np.concatenate((d["start_ns"].to_numpy(), d["end_ns"].to_numpy())))
 
 

@@ -91,7 +91,9 @@ SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
 # OS runtime calls are read in parts (Trace.osrt_chunks): a rowid range and a condition, never the whole table.
-ROWID_RANGE = "SELECT MIN(rowid), MAX(rowid) FROM {table}"
+# two subqueries: SQLite reads MIN or MAX of the rowid from the b-tree's ends only when it is a query's one aggregate;
+# `SELECT MIN(rowid), MAX(rowid)` scans the whole table (1.4 s on 22 M rows)
+ROWID_RANGE = "SELECT (SELECT MIN(rowid) FROM {table}), (SELECT MAX(rowid) FROM {table})"
 # Trace.osrt_zones: a rowid range's row count and time span (MIN and MAX skip NULL; text sorts above numbers)
 ZONE = 'SELECT COUNT(*), MIN(start), MAX("end") FROM OSRT_API WHERE rowid > {lo} AND rowid <= {hi}'
 SHORT_STRINGS = "SELECT id, value FROM StringIds WHERE length(value) <= 40"

@@ -311,7 +311,7 @@ class Trace:
         text goes to `said` (default: the trace's warnings)."""
         codes, uniques = pd.factorize(ids)
         names = self.strings(uniques)
-        (self.warnings if said is None else said).extend(validate.nameless(ids, names, what))
+        (self.warnings if said is None else said).extend(validate.nameless(codes, uniques, names, what))
         labels = pd.Index([names.get(int(u), "?") for u in uniques])
         if labels.has_duplicates:  # two ids with one text: merge them
             cats = pd.Index(labels.unique())

@@ -67,23 +67,27 @@ def repeated_rows(df: pd.DataFrame, start_col: str = "start_ns") -> np.ndarray:
     pandas' duplicated() over every column of millions of rows would cost seconds, this a sort of one column."""
     start = df[start_col].to_numpy()
     in_order = bool((start[1:] >= start[:-1]).all())  # nsys writes rows in time order: then no sort at all
-    order = np.arange(len(start)) if in_order else np.argsort(start, kind="stable")
+    order = None if in_order else np.argsort(start, kind="stable")
     ordered = start if in_order else start[order]
     same = ordered[1:] == ordered[:-1]
     out = np.zeros(len(df), dtype=bool)
     if not same.any():
         return out
-    candidates = np.zeros(len(df), dtype=bool)
-    candidates[order[1:][same]] = True
-    candidates[order[:-1][same]] = True
+    candidates = np.zeros(len(df), dtype=bool)  # both rows of every pair sharing a start
+    candidates[1:] |= same
+    candidates[:-1] |= same
+    if order is not None:  # the flags above are by sorted position: back to rows
+        candidates[order] = candidates.copy()
     rows = np.flatnonzero(candidates)
     out[rows] = df.iloc[rows].duplicated().to_numpy()
     return out
 
 
-def nameless(ids: pd.Series, names: dict[int, str], what: str) -> list[str]:
-    """A warning when string ids of `what` rows point at no text (a NULL or missing StringIds value)."""
-    missing = int((~ids.isin(list(names))).sum()) if len(ids) else 0
+def nameless(codes: np.ndarray, uniques, names: dict[int, str], what: str) -> list[str]:
+    """A warning when string ids of `what` rows (factorized: codes into uniques) point at no text (a NULL or missing
+    StringIds value). Counted per distinct id: no lookup per row."""
+    unknown = [k for k, u in enumerate(uniques) if int(u) not in names]
+    missing = int(np.bincount(codes[codes >= 0], minlength=len(uniques))[unknown].sum()) if unknown else 0
     return [f"{missing} {what} rows whose name is not in the string table, shown as '?'"] if missing else []
 
 
