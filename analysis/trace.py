@@ -515,6 +515,7 @@ class Trace:
     def osrt_zone_chunks(self, where_of) -> Iterator[pd.DataFrame]:
         """osrt_chunks() zone by zone (osrt_zones): where_of(zone) gives the zone's SQL condition, or None to skip
         the zone without reading it (e.g. no GPU gap inside its time span)."""
+        self.wait("osrt_zones")  # a prefetch may be computing them (cached_property has no lock from Python 3.12)
         ranges = [(z.lo, z.hi, w) for z in self.osrt_zones for w in [where_of(z)] if w is not None]
         for df in self.int_column_ranges("OSRT_API", sql.OSRT_COLUMNS, ranges) if ranges else ():
             yield from self._checked_osrt(df)
@@ -543,6 +544,7 @@ class Trace:
         checked full load keeps (its warnings then say what was dropped)."""
         if not self.has("OSRT_API"):
             return 0
+        self.wait("osrt_zones")
         return len(self.osrt) if self._osrt_damaged else sum(z.rows for z in self.osrt_zones)
 
     def osrt_starts(self, where: str) -> np.ndarray:
