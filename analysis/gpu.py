@@ -65,8 +65,11 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
         m = slice(None) if len(devices) == 1 else dev == device  # one device: no copy of every column
         order = np.argsort(ops["start_ns"].to_numpy()[m], kind="stable")
         s, e = ops["start_ns"].to_numpy()[m][order], ops["end_ns"].to_numpy()[m][order]
-        np.clip(s, lo, hi, out=s)  # in place: two fewer copies of every operation's times
-        np.clip(e, lo, hi, out=e)
+        if isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)):
+            np.clip(s, lo, hi, out=s)  # in place: two fewer copies of every operation's times
+            np.clip(e, lo, hi, out=e)
+        else:  # a window a Python caller gave in floats
+            s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
         kern = (codes[m] == kernel_code)[order]
         bs, be = union_sorted(s, e)
         busy, compute = int((be - bs).sum()), covered_sorted(s[kern], e[kern])

@@ -92,15 +92,15 @@ FIGURES = """figures:
 """
 
 
-def assess(trace: Trace, pairs: bool = False, gpu: dict | None = None) -> dict:
+def assess(trace: Trace, pairs: bool = False, gpu: dict | None = None, counts: dict | None = None) -> dict:
     """Verdict, lost fraction, one-sentence evidence and the figures behind them (module docstring).
 
     pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
-    `analyze-trace --check` does). gpu: gpu_rows(trace), when the caller read them already."""
+    `analyze-trace --check` does). gpu, counts: gpu_rows(trace) and call_counts(trace), when the caller has them."""
     gpu = gpu_rows(trace) if gpu is None else gpu
     n_gpu = {k: len(v[0]) for k, v in gpu.items()}
     kinds = _name_kinds(trace)
-    counts = _call_counts(trace, kinds)
+    counts = _call_counts(trace, kinds) if counts is None else counts
     fig: dict = {}
     if (not pairs and "capture_begin" not in kinds.values() and counts["graph"] == 0
             and counts["kernel"] == n_gpu["kernel"] and counts["copy"] == n_gpu["copy"]):
@@ -153,6 +153,11 @@ def _kind(name: str) -> str:
         if pattern.match(name):
             return kind
     return ""
+
+
+def call_counts(trace: Trace) -> dict[str, int]:
+    """Runtime calls of each GPU-work kind, and all runtime rows (one scan; see _call_counts)."""
+    return _call_counts(trace, _name_kinds(trace))
 
 
 def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:

@@ -94,14 +94,17 @@ FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
 # two subqueries: SQLite reads MIN or MAX of the rowid from the b-tree's ends only when it is a query's one aggregate;
 # `SELECT MIN(rowid), MAX(rowid)` scans the whole table (1.4 s on 22 M rows)
 ROWID_RANGE = "SELECT (SELECT MIN(rowid) FROM {table}), (SELECT MAX(rowid) FROM {table})"
-# Trace.osrt_zones: a rowid range's row count and time span (MIN and MAX skip NULL; text sorts above numbers)
-ZONE = 'SELECT COUNT(*), MIN(start), MAX("end") FROM OSRT_API WHERE rowid > {lo} AND rowid <= {hi}'
+
 SHORT_STRINGS = "SELECT id, value FROM StringIds WHERE length(value) <= 40"
 # usable times and thread: NULL, text (greater than any number in SQLite) and negative values fail BETWEEN, cheaply
 _INT64_MAX = 9223372036854775807
 USABLE_TIMES = (f'start BETWEEN 0 AND {_INT64_MAX} AND "end" BETWEEN start AND {_INT64_MAX} '
                 f"AND globalTid BETWEEN 0 AND {_INT64_MAX}")
 OSRT_SPAN = f'SELECT MIN(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
+# Trace.osrt_zones: a rowid range's row count and time span (MIN and MAX skip NULL; text sorts above numbers)
+ZONE = 'SELECT COUNT(*), MIN(start), MAX("end") FROM OSRT_API WHERE rowid > {lo} AND rowid <= {hi}'
+# Trace.osrt_unusable: rows with unusable times or thread anywhere in the table (the scoped reads see only some)
+UNUSABLE_OSRT = f"SELECT SUM(CASE WHEN {USABLE_TIMES} THEN 0 ELSE 1 END) FROM OSRT_API"
 
 
 def pid_in(pids) -> str:

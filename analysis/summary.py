@@ -42,7 +42,12 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say = progress or (lambda msg: None)
     _read_beside_gpu(trace)
     say("loading GPU activity")
-    kernels, memcpys, memsets = trace.kernels, trace.memcpys, trace.memsets
+    kernels = trace.kernels
+    trace.wait("memcpys", "memsets")
+    memcpys, memsets = trace.memcpys, trace.memsets
+    # two scans on the core the device pass leaves free: the runtime calls per kind, the unusable OS runtime rows
+    trace.prefetch_call("call_counts", integrity.call_counts, trace)
+    trace.prefetch("osrt_unusable")
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
     trace.wait("nvtx")
     nvtx = trace.nvtx
@@ -94,11 +99,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
 
 def _read_beside_gpu(trace: Trace) -> None:
-    """Start the reads the GPU side does not need: SQLite scans without the GIL, so they load on background threads
-    while this one reads the kernels and does the device pass."""
+    """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
+    this one reads the kernels (the copies and memsets first: the device pass needs them next)."""
     trace.prefetch("api_rows", "nvtx", "threads")
     trace.prefetch_call("waits", os_calls.wait_calls, trace)
-    trace.prefetch("sync_calls", "osrt_zones")
+    trace.prefetch("sync_calls", "memcpys", "memsets", "osrt_zones")
 
 
 def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> None:
@@ -266,6 +271,7 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     if passed is None:
         out["idle"] = None
         return
+    trace.wait("sync_calls")
     syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
     loaders = {dev: program.loader_threads(trace.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
                for dev in passed.busy_by_device}
@@ -321,6 +327,6 @@ def _trace_info(trace: Trace, kernels, memcpys, nvtx) -> dict:
 
 
 def _integrity(trace: Trace, gpu_rows: dict) -> dict:
-    """integrity.assess() on a background thread, once the NVTX ranges it reads are loaded."""
+    """integrity.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded."""
     trace.wait("nvtx")
-    return integrity.assess(trace, gpu=gpu_rows)
+    return integrity.assess(trace, gpu=gpu_rows, counts=trace.result("call_counts"))

@@ -397,7 +397,8 @@ class Trace:
         names = {i: v for i, v in self._connection().execute(sql.LAUNCH_NAME_IDS) if LAUNCH_API.match(v)}
         if not names:
             return _empty(["global_tid", "name", "count", "total_ns"])
-        self.sync_calls  # noqa: B018 - its validation says whether the runtime rows repeat
+        self.wait("sync_calls")  # its validation says whether the runtime rows repeat
+        self.sync_calls  # noqa: B018
         # an export whose runtime rows repeat (seen in its synchronize calls) is counted without the repeats
         repeats = any("repeat" in w for w in self._sync_warnings)
         ids = ",".join(str(int(i)) for i in names)
@@ -413,7 +414,8 @@ class Trace:
         names = [i for i, v in self._connection().execute(sql.LAUNCH_NAME_IDS) if LAUNCH_API.match(v)]
         if not names:
             return 0, 0
-        self.sync_calls  # noqa: B018 - its validation says whether the runtime rows repeat
+        self.wait("sync_calls")  # its validation says whether the runtime rows repeat
+        self.sync_calls  # noqa: B018
         repeats = any("repeat" in w for w in self._sync_warnings)
         query = sql.LAUNCH_STATS_DISTINCT if repeats else sql.LAUNCH_STATS
         row = self._connection().execute(query.format(tids=",".join(map(str, tids)),
@@ -429,10 +431,11 @@ class Trace:
         names = {i: v for i, v in self._connection().execute(sql.SYNC_NAME_IDS) if SYNC_API.match(v)}
         if not names:
             return _empty(cols)
-        df = self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names)))
-        before = len(self.warnings)
-        df = self._checked(df, "CUDA synchronize calls", ("global_tid",))
-        self._sync_warnings = self.warnings[before:]
+        df, said = validate.clean(self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names))),
+                                  "CUDA synchronize calls", ("global_tid",))
+        self.warnings += said
+        self._sync_warnings = said  # its own: other threads add to `warnings` meanwhile
+        df = _timed(df)
         df["name"] = df.pop("name_id").map(names)
         return df
 
@@ -509,7 +512,8 @@ class Trace:
             return
         df, said = validate.clean(df, "OS runtime", ("global_tid",))
         df["name"] = self._names(df.pop("name_id"), "OS runtime", said)
-        self._osrt_damaged |= bool(said)
+        if said:  # set, never cleared: two reader threads may get here at once
+            self._osrt_damaged = True
         yield _timed(df)
 
     def osrt_zone_chunks(self, where_of) -> Iterator[pd.DataFrame]:
@@ -528,7 +532,10 @@ class Trace:
         if not self.has("OSRT_API"):
             return []
         def zone(bounds: tuple[int, int]) -> Zone:
-            rows, first, last = self._connection().execute(sql.ZONE.format(lo=bounds[0], hi=bounds[1])).fetchone()
+            try:
+                rows, first, last = self._connection().execute(sql.ZONE.format(lo=bounds[0], hi=bounds[1])).fetchone()
+            except sqlite3.DatabaseError as e:
+                raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
             known = isinstance(first, int) and isinstance(last, int)  # text or a float: a damaged export
             return Zone(bounds[0], bounds[1], int(rows), first if known else None, last if known else None)
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="read-zones") as pool:
@@ -544,8 +551,21 @@ class Trace:
         checked full load keeps (its warnings then say what was dropped)."""
         if not self.has("OSRT_API"):
             return 0
-        self.wait("osrt_zones")
-        return len(self.osrt) if self._osrt_damaged else sum(z.rows for z in self.osrt_zones)
+        self.wait("osrt_zones", "osrt_unusable")
+        if self._osrt_damaged or self.osrt_unusable:
+            return len(self.osrt)
+        return sum(z.rows for z in self.osrt_zones)
+
+    @cached_property
+    def osrt_unusable(self) -> int:
+        """OS runtime rows whose times or thread no figure can use, in the whole table: one scan, so that a damaged
+        row is reported wherever it lies, not only where the scoped reads look (prefetched by the analysis)."""
+        if not self.has("OSRT_API"):
+            return 0
+        try:
+            return int(self._connection().execute(sql.UNUSABLE_OSRT).fetchone()[0] or 0)
+        except sqlite3.DatabaseError as e:
+            raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
 
     def osrt_starts(self, where: str) -> np.ndarray:
         """Start times of the OS runtime calls with usable times matching `where`, sorted: one column, chunked."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nsys_transfer.analysis.gpu import device_pass, gpu_ops
 from nsys_transfer.analysis.intervals import covered_sorted, gaps, intersect, subtract, union
 
 SPAN = 400
@@ -65,3 +66,14 @@ def test_subtract_of_nothing_keeps_every_interval():
     a = (np.array([0, 10, 20]), np.array([5, 10, 30]))
     s, e = subtract(a, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
     assert s.tolist() == [0, 10, 20] and e.tolist() == [5, 10, 30]
+
+
+def test_device_pass_takes_a_window_in_floats_as_in_integers():
+    """The CLI passes integers; a Python caller may pass floats (the pass clips in place only for integers)."""
+    import pandas as pd
+    kernels = pd.DataFrame({"start_ns": [10, 40, 100], "end_ns": [30, 60, 150], "device": 0, "correlation_id": [1, 2, 3],
+                            "pid": 7})
+    ops = gpu_ops(kernels, pd.DataFrame(), pd.DataFrame())
+    as_int, as_float = device_pass(ops, (0, 200), 5), device_pass(ops, (0.0, 200.0), 5)
+    assert as_int.util["busy_ns"].tolist() == as_float.util["busy_ns"].tolist() == [90]
+    assert as_int.gaps["duration_ns"].tolist() == as_float.gaps["duration_ns"].tolist() == [10, 10, 40, 50]

@@ -59,3 +59,18 @@ def test_a_damaged_zone_spans_all_time_and_changes_no_answer(h200, tmp_path, mon
     assert damaged == [0, 699 // 256] and all(zones[i].end_ns is None for i in damaged)
     assert any("OS runtime rows" in w for w in small["warnings"])
     assert small == whole
+
+
+def test_a_damaged_row_far_from_the_gaps_is_reported_whatever_the_zones(tmp_path, monkeypatch):
+    """The scoped reads see only rows near gaps: the table-wide count of unusable rows reports the others."""
+    path = tmp_path / "lightning.sqlite"
+    with lzma.open(PROGRAMS / "lightning_predict_nsys2023.sqlite.xz") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(path) as con:
+        con.execute('UPDATE OSRT_API SET "end" = start - 10 WHERE rowid = 522241')
+    monkeypatch.setattr(os_calls, "MAX_SQL_INTERVALS", 2)  # a coarse filter: the read shape differs most
+    whole, _, _ = _analyze(path, WHOLE_TABLE, monkeypatch)
+    small, _, _ = _analyze(path, 2048, monkeypatch)
+    said = "1 OS runtime rows that end before they start, dropped"
+    assert said in whole["warnings"] and said in small["warnings"]
+    assert small == whole
