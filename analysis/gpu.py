@@ -71,8 +71,12 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
         else:  # a window a Python caller gave in floats
             s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
         kern = (codes[m] == kernel_code)[order]
+        # compute time first, its copies freed before the busy union is built (memory peaks here on long captures)
+        compute = covered_sorted(s, e) if kern.all() else covered_sorted(s[kern], e[kern])
+        del kern
         bs, be = union_sorted(s, e)
-        busy, compute = int((be - bs).sum()), covered_sorted(s[kern], e[kern])
+        del e  # the starts stay: they find each gap's next operation below
+        busy = int((be - bs).sum())
         rows.append({"device": int(device), "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
                      "utilization": busy / (hi - lo) if hi > lo else 0.0,
                      "compute_utilization": compute / (hi - lo) if hi > lo else 0.0})

@@ -33,10 +33,12 @@ def covered_sorted(s: np.ndarray, e: np.ndarray) -> int:
     if s.size == 0:
         return 0
     reach = np.maximum.accumulate(e)
-    before = np.empty_like(s)
-    before[0] = s[0]
-    np.maximum(s[1:], reach[:-1], out=before[1:])
-    return int(np.clip(reach - before, 0, None).sum())
+    added = np.empty_like(reach)  # where each interval's new time begins, then (in place) how much it adds
+    added[0] = s[0]
+    np.maximum(s[1:], reach[:-1], out=added[1:])
+    np.subtract(reach, added, out=added)
+    np.maximum(added, 0, out=added)
+    return int(added.sum())
 
 
 class Coverage:
