@@ -126,7 +126,17 @@ class Trace:
             cols = [d[0] for d in cur.description]
             return pd.DataFrame.from_records(cur.fetchall(), columns=cols)
         except sqlite3.DatabaseError as e:
-            raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
+            raise self._damaged(e) from None
+
+    def one_row(self, statement: str) -> tuple:
+        """The first row of a SQL statement (aggregates, bounds); a TraceError when the export is damaged."""
+        try:
+            return self._connection().execute(statement).fetchone()
+        except sqlite3.DatabaseError as e:
+            raise self._damaged(e) from None
+
+    def _damaged(self, e: sqlite3.DatabaseError) -> TraceError:
+        return TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it")
 
     def int_columns(self, table: str, columns: dict[str, str], where: str = "") -> pd.DataFrame:
         """Integer columns of a big table, in one SQL scan, parsed in C by numpy.
@@ -144,10 +154,7 @@ class Trace:
 
     def _parsed_columns(self, table: str, columns: dict[str, str], where: str, as_int) -> pd.DataFrame:
         select = ", ".join(f"group_concat({as_int(expr)})" for expr in columns.values())
-        try:
-            texts = self._connection().execute(sql.INT_COLUMNS.format(select=select, table=table, where=where)).fetchone()
-        except sqlite3.DatabaseError as e:
-            raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
+        texts = self.one_row(sql.INT_COLUMNS.format(select=select, table=table, where=where))
         parsed = {name: np.fromstring(text, sep=",", dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
                   for name, text in zip(columns, texts)}
         if len({len(v) for v in parsed.values()}) > 1:  # numpy < 2 stops at unparsable text instead of raising
@@ -176,7 +183,7 @@ class Trace:
 
     def _rowid_ranges(self, table: str, rows: int) -> list[tuple[int, int]]:
         """(lo, hi] rowid ranges of `rows` rowids covering the table; none when it is empty."""
-        first, last = self._connection().execute(sql.ROWID_RANGE.format(table=table)).fetchone()
+        first, last = self.one_row(sql.ROWID_RANGE.format(table=table))
         return [] if first is None else [(lo, lo + rows) for lo in range(first - 1, last, rows)]
 
     def _connection(self) -> sqlite3.Connection:
@@ -532,10 +539,7 @@ class Trace:
         if not self.has("OSRT_API"):
             return []
         def zone(bounds: tuple[int, int]) -> Zone:
-            try:
-                rows, first, last = self._connection().execute(sql.ZONE.format(lo=bounds[0], hi=bounds[1])).fetchone()
-            except sqlite3.DatabaseError as e:
-                raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
+            rows, first, last = self.one_row(sql.ZONE.format(lo=bounds[0], hi=bounds[1]))
             known = isinstance(first, int) and isinstance(last, int)  # text or a float: a damaged export
             return Zone(bounds[0], bounds[1], int(rows), first if known else None, last if known else None)
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="read-zones") as pool:
@@ -547,8 +551,8 @@ class Trace:
         return {int(i): str(v) for i, v in rows if v is not None and pattern.match(str(v))}
 
     def osrt_count(self) -> int:
-        """Usable OS runtime calls: the table's row count, or, once a scoped read met damaged rows, the rows the
-        checked full load keeps (its warnings then say what was dropped)."""
+        """Usable OS runtime calls: the table's row count (its zones'), or, where the table holds unusable rows or a
+        scoped read met damaged ones, the rows the checked full load keeps (its warnings then say what was dropped)."""
         if not self.has("OSRT_API"):
             return 0
         self.wait("osrt_zones", "osrt_unusable")
@@ -562,10 +566,7 @@ class Trace:
         row is reported wherever it lies, not only where the scoped reads look (prefetched by the analysis)."""
         if not self.has("OSRT_API"):
             return 0
-        try:
-            return int(self._connection().execute(sql.UNUSABLE_OSRT).fetchone()[0] or 0)
-        except sqlite3.DatabaseError as e:
-            raise TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it") from None
+        return int(self.one_row(sql.UNUSABLE_OSRT)[0] or 0)
 
     def osrt_starts(self, where: str) -> np.ndarray:
         """Start times of the OS runtime calls with usable times matching `where`, sorted: one column, chunked."""
