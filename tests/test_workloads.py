@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import ROOT, run_cli  # noqa: E402
 
+GLOO_ABORT = "terminate called without an active exception"  # a C++ thread's uncaught exception: std::terminate
 TINY = ["--device", "cpu", "--batch", "2", "--img", "64", "--classes", "3", "--steps", "3", "--warmup", "1",
         "--loader-workers", "0", "--output-workers", "2"]
 
@@ -153,9 +154,14 @@ def test_checksums_agree_between_torch_and_numpy_and_chunks():
 def test_torchrun_ranks_on_cpu(ranks, tmp_path):
     """torchrun with the gloo backend: each rank its share of the output workers, totals and integrity on rank 0."""
     out = tmp_path / "d.json"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "-m", "workloads",
-                        "--stage", "bufpool", *TINY[:-2], "--output-workers", "4", "--json", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "-m", "workloads",
+           "--stage", "bufpool", *TINY[:-2], "--output-workers", "4", "--json", str(out)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 and GLOO_ABORT in r.stderr and "SIGABRT" in r.stderr:
+        # seen once in about 30 runs (2026-11-30, a fresh clone's suite): rank 0 aborted in C++ during the warm-up,
+        # most likely a gloo connection thread throwing (as in pytorch/gloo#514); not reproduced in 22 runs after.
+        # Only that abort is run again, once; any other failure fails at once.
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     rec = json.loads(out.read_text())
     assert [x["rank"] for x in rec["ranks"]] == list(range(ranks))
