@@ -130,30 +130,22 @@ def gap_cover_by_range(gap_table: pd.DataFrame, nvtx: pd.DataFrame, tids, exclud
     return t[t["gap_ns"] > 0].sort_values("gap_ns", ascending=False, ignore_index=True)
 
 
-def osrt_in_gaps(gap_table: pd.DataFrame, osrt: pd.DataFrame) -> pd.DataFrame:
-    """OS runtime calls overlapping any idle gap, by name: count, time inside gaps (all threads)."""
-    return sum_osrt_in_gaps([osrt_gap_counts(gap_table, osrt)])
-
-
-def osrt_gap_counts(gap_table: pd.DataFrame, osrt: pd.DataFrame) -> pd.DataFrame:
-    """Per name of these calls: how many touch an idle gap and their time inside gaps (every name, even at 0)."""
-    if gap_table.empty or osrt.empty:
+def osrt_gap_counts(gaps: Coverage, calls: pd.DataFrame) -> pd.DataFrame:
+    """Per name of these calls, which all touch the idle gaps `gaps`: how many, and their time inside the gaps (every
+    name, even at 0)."""
+    if calls.empty:
         return pd.DataFrame(columns=["name", "count", "gap_overlap_ns"])
-    gs, ge = union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy())
-    cov = Coverage(gs, ge)
-    st, en = osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy()
-    hit = cov.touches(st, en)  # cheap test first; the exact overlap only for the calls that touch a gap
-    inside = cov.within(st[hit], en[hit])
-    names = pd.Categorical(osrt["name"])
-    codes = names.codes[hit]  # group by integer code: no string per row
+    inside = gaps.within(calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy())
+    names = pd.Categorical(calls["name"])
+    codes = names.codes  # group by integer code: no string per row
     n = len(names.categories)
     return pd.DataFrame({"name": names.categories.astype(str), "count": np.bincount(codes, minlength=n),
                          "gap_overlap_ns": np.bincount(codes, weights=inside, minlength=n).astype(np.int64)})
 
 
 def sum_osrt_in_gaps(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """osrt_gap_counts() of the parts of the OS runtime table summed per name, the names with time inside gaps,
-    longest first: osrt_in_gaps() of the whole."""
+    """osrt_gap_counts() of the parts of the OS runtime table summed per name: the names with time inside gaps,
+    longest first."""
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=["name", "count", "gap_overlap_ns"])

@@ -26,8 +26,8 @@ MAX_SQL_INTERVALS = 4096  # gaps in the SQL filter (a binary search 12 CASEs dee
 
 @dataclass
 class GapCalls:
-    """in_gaps: the launching processes' calls during the gaps by name (cpu.osrt_in_gaps). near_top: their calls
-    touching the largest gaps."""
+    """in_gaps: the launching processes' calls during the gaps by name: count and time inside gaps
+    (cpu.sum_osrt_in_gaps). near_top: their calls touching the largest gaps."""
     in_gaps: pd.DataFrame
     near_top: pd.DataFrame
 
@@ -38,9 +38,10 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
     gcov, tcov = Coverage(gs, ge), Coverage(*union(top_gaps["start_ns"].to_numpy(), top_gaps["end_ns"].to_numpy()))
     counts, near_top = [], []
     if launch_pids and len(gs):
-        for chunk in trace.osrt_zone_chunks(lambda zone: _near_gaps(zone, gs, ge, sql.pid_in(launch_pids))):
-            chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]
-            counts.append(cpu.osrt_gap_counts(gaps, chunk))
+        mine = sql.pid_in(launch_pids)
+        for chunk in trace.osrt_zone_chunks(lambda zone: _near_gaps(zone, gs, ge, mine)):
+            chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]  # the exact test
+            counts.append(cpu.osrt_gap_counts(gcov, chunk))
             near_top.append(chunk[tcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())])
     return GapCalls(cpu.sum_osrt_in_gaps(counts), _concat(near_top))
 

@@ -580,7 +580,7 @@ class Trace:
         """(first start, last end) of the usable OS runtime calls matching `where`; None when there are none."""
         if not self.has("OSRT_API"):
             return None
-        first, last = self._connection().execute(sql.OSRT_SPAN.format(where=where)).fetchone()
+        first, last = self.one_row(sql.OSRT_SPAN.format(where=where))
         return (int(first), int(last)) if first is not None else None
 
     @cached_property
