@@ -57,7 +57,7 @@ def candidates() -> list[tuple[str, str]]:
 def version_of(path: str) -> str:
     """`nsys --version` as "2023.4.4.54"; "" when it does not run."""
     try:
-        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+        text = subprocess.run([path, "--version"], capture_output=True, text=True, errors="replace", timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ""
     m = re.search(r"(\d{4}\.\d+\.\d+(?:\.\d+)?)", text)
@@ -80,6 +80,7 @@ def find_nsys() -> Nsys:
 
 
 def export_sqlite(nsys: Nsys, report: Path, out: Path) -> subprocess.CompletedProcess:
-    """`nsys export --type=sqlite` of a .nsys-rep into `out`; the caller judges the result in its own words."""
+    """`nsys export --type=sqlite` of a .nsys-rep into `out`; the caller judges the result in its own words. nsys may
+    echo bytes of a file that is no report: its output is decoded with replacement characters, never an error."""
     return subprocess.run([nsys.path, "export", "--type=sqlite", "--force-overwrite=true", f"--output={out}",
-                           str(report)], capture_output=True, text=True)
+                           str(report)], capture_output=True, text=True, errors="replace")

@@ -10,6 +10,7 @@ import ctypes
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -163,10 +164,11 @@ def _names_as_the_file_lies(trace: Path) -> set[str]:
     return {v for (v,) in _raw(trace, "SELECT value FROM StringIds")}
 
 
-def random_file(name: str, *args: str):
+def random_file(name: str, *args: str, seed: int | None = None):
+    """A file of 4096 random bytes (os.urandom, or a fixed seed's bytes to repeat a case that once failed)."""
     def make(work: Path, pristine: Path):
         f = work / name
-        f.write_bytes(os.urandom(4096))
+        f.write_bytes(os.urandom(4096) if seed is None else random.Random(seed).randbytes(4096))
         trace = work / "trace.sqlite"
         shutil.copyfile(pristine, trace)
         return [a.format(file=f, trace=trace, work=work) for a in args], [f, trace]
@@ -313,6 +315,9 @@ CASES = [
                                              [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
     # a random file named like a report is not blamed on nsys' age
     Case("random-nsys-rep", random_file("capture.nsys-rep", "-m", "analysis", "{file}"), 2,
+         "does not start like an Nsight Systems report", needs_nsys=True),
+    # these bytes make nsys 2024.2 echo invalid UTF-8 (an internal error until its output was decoded leniently)
+    Case("random-nsys-rep-echoed", random_file("capture.nsys-rep", "-m", "analysis", "{file}", seed=27), 2,
          "does not start like an Nsight Systems report", needs_nsys=True),
 ]
 
