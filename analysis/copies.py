@@ -19,12 +19,19 @@ def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame) 
     df["blocking"] = (df["api_end_ns"] >= df["end_ns"]).astype("boolean")
     df["overlap_ns"] = 0
     for device, idx in df.groupby("device").groups.items():
-        k = kernels[kernels["device"] == device]
-        cov = Coverage(*union(k["start_ns"].to_numpy(), k["end_ns"].to_numpy()))
+        cov = _kernel_time(kernels, device)
         rows = df.loc[idx]
         df.loc[idx, "overlap_ns"] = cov.within(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
     df["overlapped"] = df["overlap_ns"] > 0
     return df.sort_values("start_ns", ignore_index=True)
+
+
+def _kernel_time(kernels: pd.DataFrame, device) -> Coverage:
+    """The device's kernel time as a Coverage: from the two time columns alone (a long capture holds millions of
+    kernels: no copy of the whole frame, and none at all on one device)."""
+    on = kernels["device"].to_numpy() == device
+    s, e = kernels["start_ns"].to_numpy(), kernels["end_ns"].to_numpy()
+    return Coverage(*(union(s, e) if on.all() else union(s[on], e[on])))
 
 
 def copy_summary(copies: pd.DataFrame, kind: str) -> dict:

@@ -10,15 +10,22 @@ from nsys_transfer.analysis.intervals import Coverage, covered_sorted, gaps, uni
 
 
 def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> pd.DataFrame:
-    """Every GPU operation as (start_ns, end_ns, device, activity, correlation_id, pid)."""
+    """Every GPU operation as (start_ns, end_ns, device, activity, correlation_id, pid), in start order (kernels,
+    then copies, then memsets on equal starts): device_pass() then needs no sort and no sorted copy of its own."""
     parts = [(df, a) for df, a in ((kernels, "kernel"), (memcpys, "memcpy"), (memsets, "memset")) if len(df)]
     if parts:  # numpy concatenation: pandas' concat of millions of rows costs several times more
-        cols = {c: np.concatenate([df[c].to_numpy(np.int64) if c in df else np.full(len(df), -1, np.int64)
-                                   for df, _ in parts])
+        starts = np.concatenate([df["start_ns"].to_numpy(np.int64) for df, _ in parts])
+        order = np.argsort(starts, kind="stable")  # timsort: near-linear on traces, which are mostly in time order
+        in_order = bool((order[1:] > order[:-1]).all())
+        del starts
+
+        def column(values: list[np.ndarray]) -> np.ndarray:  # concatenated, then put in start order
+            joined = np.concatenate(values)
+            return joined if in_order else joined[order]
+        cols = {c: column([df[c].to_numpy(np.int64) if c in df else np.full(len(df), -1, np.int64) for df, _ in parts])
                 for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")}
-        cols["activity"] = pd.Categorical.from_codes(
-            np.concatenate([np.full(len(df), i, dtype=np.int8) for i, (df, _) in enumerate(parts)]),
-            categories=[a for _, a in parts])
+        codes = column([np.full(len(df), i, dtype=np.int8) for i, (df, _) in enumerate(parts)])
+        cols["activity"] = pd.Categorical.from_codes(codes, categories=[a for _, a in parts])
         return pd.DataFrame(cols, copy=False)  # one block per column: no consolidated copy of millions of rows
     return pd.DataFrame({**{c: pd.Series(dtype="int64") for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")},
                          "activity": pd.Series(dtype=object)})
@@ -63,14 +70,8 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
     codes = np.asarray(act.codes)
     for device in devices:
         m = slice(None) if len(devices) == 1 else dev == device  # one device: no copy of every column
-        order = np.argsort(ops["start_ns"].to_numpy()[m], kind="stable")
-        s, e = ops["start_ns"].to_numpy()[m][order], ops["end_ns"].to_numpy()[m][order]
-        if isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)):
-            np.clip(s, lo, hi, out=s)  # in place: two fewer copies of every operation's times
-            np.clip(e, lo, hi, out=e)
-        else:  # a window a Python caller gave in floats
-            s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
-        kern = (codes[m] == kernel_code)[order]
+        s, e, order = _sorted_times(ops["start_ns"].to_numpy()[m], ops["end_ns"].to_numpy()[m], lo, hi)
+        kern = codes[m] == kernel_code if order is None else (codes[m] == kernel_code)[order]
         # compute time first, its copies freed before the busy union is built (memory peaks here on long captures)
         compute = covered_sorted(s, e) if kern.all() else covered_sorted(s[kern], e[kern])
         del kern
@@ -85,7 +86,7 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
             # the first operation starting at or after each gap's end (gap ends lie inside the window: the
             # clipped starts find the same one)
             nxt = np.searchsorted(s, g["end_ns"].to_numpy(), side="left")
-            at = order[np.clip(nxt, 0, len(s) - 1)]
+            at = np.clip(nxt, 0, len(s) - 1) if order is None else order[np.clip(nxt, 0, len(s) - 1)]
             for col in ("correlation_id", "pid"):
                 g[f"next_{col}"] = np.where(nxt < len(s), ops[col].to_numpy()[m][at], -1)
             g.insert(0, "device", int(device))
@@ -104,6 +105,16 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
     else:
         busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
     return DevicePass(util, gap_table, busy, by_device)
+
+
+def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Starts and ends in start order, clipped to [lo, hi], and the order applied (None: they were in order, as
+    gpu_ops() gives them). The caller's arrays are never changed: a clip that cuts something works on copies."""
+    order = None if bool((starts[1:] >= starts[:-1]).all()) else np.argsort(starts, kind="stable")
+    s, e = (starts, ends) if order is None else (starts[order], ends[order])
+    if s.size and (s[0] < lo or s[-1] > hi or ends.max() > hi or ends.min() < lo):
+        s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
+    return s, e, order
 
 
 def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:

@@ -45,9 +45,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     kernels = trace.kernels
     trace.wait("memcpys", "memsets")
     memcpys, memsets = trace.memcpys, trace.memsets
-    # two scans on the core the device pass leaves free: the runtime calls per kind, the unusable OS runtime rows
+    # a scan on the core the device pass leaves free: the runtime calls per kind
     trace.prefetch_call("call_counts", integrity.call_counts, trace)
-    trace.prefetch("osrt_unusable")
     ops = gpu.gpu_ops(kernels, memcpys, memsets)
     trace.wait("nvtx")
     nvtx = trace.nvtx

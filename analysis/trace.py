@@ -533,15 +533,16 @@ class Trace:
 
     @cached_property
     def osrt_zones(self) -> list[Zone]:
-        """The OS runtime table cut into rowid ranges of ZONE_ROWS, each with its row count and time span: a read
-        by time skips the zones outside it and filters each zone by the times inside it (one cheap scan, no rows
-        handed over; prefetched by the analysis)."""
+        """The OS runtime table cut into rowid ranges of ZONE_ROWS, each with its row count, time span and unusable
+        rows: a read by time skips the zones outside it and filters each zone by the times inside it (one cheap scan,
+        no rows handed over; prefetched by the analysis)."""
         if not self.has("OSRT_API"):
             return []
         def zone(bounds: tuple[int, int]) -> Zone:
-            rows, first, last = self.one_row(sql.ZONE.format(lo=bounds[0], hi=bounds[1]))
+            rows, first, last, unusable = self.one_row(sql.ZONE.format(lo=bounds[0], hi=bounds[1]))
             known = isinstance(first, int) and isinstance(last, int)  # text or a float: a damaged export
-            return Zone(bounds[0], bounds[1], int(rows), first if known else None, last if known else None)
+            return Zone(bounds[0], bounds[1], int(rows), first if known else None, last if known else None,
+                        int(unusable or 0))
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="read-zones") as pool:
             return list(pool.map(zone, self._rowid_ranges("OSRT_API", ZONE_ROWS)))
 
@@ -555,18 +556,15 @@ class Trace:
         scoped read met damaged ones, the rows the checked full load keeps (its warnings then say what was dropped)."""
         if not self.has("OSRT_API"):
             return 0
-        self.wait("osrt_zones", "osrt_unusable")
-        if self._osrt_damaged or self.osrt_unusable:
+        if self._osrt_damaged or self.osrt_unusable():
             return len(self.osrt)
         return sum(z.rows for z in self.osrt_zones)
 
-    @cached_property
     def osrt_unusable(self) -> int:
-        """OS runtime rows whose times or thread no figure can use, in the whole table: one scan, so that a damaged
-        row is reported wherever it lies, not only where the scoped reads look (prefetched by the analysis)."""
-        if not self.has("OSRT_API"):
-            return 0
-        return int(self.one_row(sql.UNUSABLE_OSRT)[0] or 0)
+        """OS runtime rows whose times or thread no figure can use, in the whole table (counted by the zone scan, so
+        that a damaged row is reported wherever it lies, not only where the scoped reads look)."""
+        self.wait("osrt_zones")
+        return sum(z.unusable for z in self.osrt_zones)
 
     def osrt_starts(self, where: str) -> np.ndarray:
         """Start times of the OS runtime calls with usable times matching `where`, sorted: one column, chunked."""
@@ -607,12 +605,13 @@ class Trace:
 @dataclass(frozen=True)
 class Zone:
     """Rows lo < rowid <= hi of a table: how many, their first start and last end (None where a damaged export holds
-    a non-integer there: the zone then spans all time)."""
+    a non-integer there: the zone then spans all time), and how many have unusable times or thread."""
     lo: int
     hi: int
     rows: int
     start_ns: int | None
     end_ns: int | None
+    unusable: int = 0
 
 
 def _short_copy_kind(label: str) -> str:
