@@ -10,8 +10,11 @@ from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.trace import process_keys
 
 
-def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
-    """Each copy joined to its API call (api_name, sync, tid) with overlap_ns: time a kernel ran on the same device."""
+def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame,
+               kernel_time: dict[int, Coverage] | None = None) -> pd.DataFrame:
+    """Each copy joined to its API call (api_name, sync, tid) with overlap_ns: time a kernel ran on the same device.
+    kernel_time: each device's kernel time at least where copies run (gpu.DevicePass.kernels_at_copies; a device
+    missing there has none), else it is built here from `kernels`."""
     keys = process_keys(memcpys)
     df = memcpys.merge(api if "pid" in keys else api.drop(columns="pid", errors="ignore"), on=keys, how="left")
     df["sync"] = df["sync"].astype("boolean")
@@ -19,11 +22,14 @@ def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame) 
     df["blocking"] = (df["api_end_ns"] >= df["end_ns"]).astype("boolean")
     df["overlap_ns"] = 0
     for device, idx in df.groupby("device").groups.items():
-        cov = _kernel_time(kernels, device)
+        cov = _kernel_time(kernels, device) if kernel_time is None else kernel_time.get(int(device), NO_TIME)
         rows = df.loc[idx]
         df.loc[idx, "overlap_ns"] = cov.within(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
     df["overlapped"] = df["overlap_ns"] > 0
     return df.sort_values("start_ns", ignore_index=True)
+
+
+NO_TIME = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _kernel_time(kernels: pd.DataFrame, device) -> Coverage:

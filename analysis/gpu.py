@@ -55,6 +55,7 @@ class DevicePass(NamedTuple):
     gaps: pd.DataFrame                    # idle_gaps()
     busy: Coverage                        # busy time of any device
     busy_by_device: dict[int, Coverage]   # each device's busy time
+    kernels_at_copies: dict[int, Coverage]  # each device's kernel time inside its copies (copies.copy_table)
 
 
 def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
@@ -62,19 +63,29 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
     lo, hi = window
     rows, gap_parts = [], []
     by_device: dict[int, Coverage] = {}
+    at_copies: dict[int, Coverage] = {}
     dev = ops["device"].to_numpy()
     devices = np.unique(dev)
     act = pd.Categorical(ops["activity"])  # categorical from gpu_ops(); an empty frame may be plain
     cats = list(act.categories)
     kernel_code = cats.index("kernel") if "kernel" in cats else -1
+    copy_code = cats.index("memcpy") if "memcpy" in cats else -1
     codes = np.asarray(act.codes)
     for device in devices:
         m = slice(None) if len(devices) == 1 else dev == device  # one device: no copy of every column
         s, e, order = _sorted_times(ops["start_ns"].to_numpy()[m], ops["end_ns"].to_numpy()[m], lo, hi)
-        kern = codes[m] == kernel_code if order is None else (codes[m] == kernel_code)[order]
+        dev_codes = codes[m] if order is None else codes[m][order]
+        kern = dev_codes == kernel_code
         # compute time first, its copies freed before the busy union is built (memory peaks here on long captures)
-        compute = covered_sorted(s, e) if kern.all() else covered_sorted(s[kern], e[kern])
-        del kern
+        if kern.all():
+            compute = covered_sorted(s, e)
+        else:
+            ks, ke = s[kern], e[kern]
+            reach = np.maximum.accumulate(ke)  # the latest end so far: binary-searchable, unlike the ends
+            compute = covered_sorted(ks, ke, reach)
+            at_copies[int(device)] = _at(ks, ke, reach, s[dev_codes == copy_code], e[dev_codes == copy_code])
+            del ks, ke, reach
+        del kern, dev_codes
         bs, be = union_sorted(s, e)
         del e  # the starts stay: they find each gap's next operation below
         busy = int((be - bs).sum())
@@ -104,7 +115,21 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
         busy = Coverage(*union(np.concatenate([c.s for c in covs]), np.concatenate([c.e for c in covs])))
     else:
         busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return DevicePass(util, gap_table, busy, by_device)
+    return DevicePass(util, gap_table, busy, by_device, at_copies)
+
+
+def _at(ks: np.ndarray, ke: np.ndarray, reach: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> Coverage:
+    """The union of the kernels (sorted by start; reach: their latest end so far) that overlap a copy: the kernel
+    time inside every copy, from the few kernels at the copies (a long capture holds millions of kernels)."""
+    if not cs.size or not ks.size:
+        return Coverage(ks[:0], ke[:0])
+    us, ue = union_sorted(cs, ce)
+    first = np.searchsorted(reach, us, side="right")  # every kernel before it ended by the copy's start
+    last = np.searchsorted(ks, ue, side="left")       # every kernel from it on starts after the copy's end
+    n = np.maximum(last - first, 0)
+    near = np.unique(np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum())))
+    near = near[Coverage(us, ue).touches(ks[near], ke[near])]
+    return Coverage(*union_sorted(ks[near], ke[near]))
 
 
 def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -19,6 +19,7 @@ Columns of the result: cause, subject, idle_ns, device.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -45,12 +46,16 @@ def _calls(osrt: pd.DataFrame, pattern: re.Pattern) -> tuple[Union, pd.DataFrame
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()), rows
 
 
-def _by_name(u: Union, rows: pd.DataFrame) -> dict[str, int]:
-    """Time of `u` inside the calls of each name (calls of one thread do not overlap)."""
+def _name_time(u: Union, rows: pd.DataFrame) -> pd.Series:
+    """Time of `u` inside the calls of each name, by name (calls of one thread do not overlap)."""
     if rows.empty or u[0].size == 0:
-        return {}
+        return pd.Series(dtype="int64")
     inside = Coverage(*u).within(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
-    t = pd.Series(inside, index=rows["name"].astype(str).to_numpy()).groupby(level=0).sum()
+    return pd.Series(inside, index=rows["name"].astype(str).to_numpy()).groupby(level=0).sum()
+
+
+def _named(t: pd.Series) -> dict[str, int]:
+    """Per-name times, longest first, without the empty ones."""
     return {str(k): int(v) for k, v in t.sort_values(ascending=False).items() if v > 0}
 
 
@@ -67,6 +72,11 @@ def user_ranges(nvtx: pd.DataFrame, threads, step_regex: str | None) -> pd.DataF
 
 def deepest_range_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
     """Time of `u` given to the deepest range open at each instant, summed per family of names (counters as N)."""
+    return _ranked(_family_time(u, ranges))
+
+
+def _family_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
+    """deepest_range_time() per family, unranked (parts of the time line add up)."""
     if ranges.empty or u[0].size == 0:
         return pd.Series(dtype="int64")
     r = ranges.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False])
@@ -81,7 +91,10 @@ def deepest_range_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
             child_time[stack[-1]] += within[i]
         stack.append(i)
     own = pd.Series(within - child_time, index=per_name(r["name"], family).to_numpy())
-    own = own.groupby(level=0).sum()
+    return own.groupby(level=0).sum()
+
+
+def _ranked(own: pd.Series) -> pd.Series:
     return own[own > 0].sort_values(ascending=False)
 
 
@@ -92,48 +105,125 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
 
     loader: {"pin": tids of the DataLoader's pin-memory threads, "workers": tids of its worker processes' main
     threads}; PyTorch's pin-memory thread waits for the workers, while the launching thread's own wait for it is a
-    timed lock nsys does not trace."""
+    timed lock nsys does not trace.
+
+    Each instant is judged on its own, so the window is cut into time segments of SEGMENT_INTERVALS busy intervals,
+    each attributed alone and the parts added up: a long capture's tens of millions of idle intervals are never all
+    in memory at once."""
+    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {})
+    parts = [_segment(shared, busy.s[i:i + SEGMENT_INTERVALS], busy.e[i:i + SEGMENT_INTERVALS], lo, hi)
+             for i, lo, hi in _segments(busy, window)]
+    return _combine(parts, device)
+
+
+SEGMENT_INTERVALS = 1 << 20  # busy intervals per segment of attribute(): about 50 MB of idle-time arrays
+
+
+@dataclass
+class _Shared:
+    """What every time segment reads: the OS calls, the threads' CUDA calls, ranges and synchronizations."""
+    threads: list
+    pids: list
+    loader: dict
+    min_gap_ns: int
+    osrt: pd.DataFrame
+    in_cuda: Union        # OS calls made inside a CUDA call belong to that call
+    ranges: pd.DataFrame  # user_ranges()
+    in_ranges: Union
+    op_ranges: pd.DataFrame
+    syncs: pd.DataFrame
+    edges: np.ndarray     # _range_edges()
+
+    @classmethod
+    def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader) -> "_Shared":
+        ranges = user_ranges(nvtx, threads, step_regex)
+        return cls(list(threads), [pid_of(t) for t in threads], loader, min_gap_ns, osrt,
+                   _thread_union(cuda_calls, threads), ranges,
+                   union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()), operator_ranges(nvtx, threads),
+                   _thread_rows(sync_calls, threads), _range_edges(nvtx, threads))
+
+
+def _segments(busy: Coverage, window: tuple[int, int]):
+    """(first busy interval, start, end) of each time segment: cut at a busy interval's start, so that every idle
+    interval lies in one segment whole."""
     lo, hi = window
-    holes = gaps(busy.s, busy.e, lo, hi, 0)
+    firsts = list(range(0, max(busy.s.size, 1), SEGMENT_INTERVALS))
+    cuts = [lo, *(int(busy.s[i]) for i in firsts[1:]), hi]
+    return [(i, cuts[k], cuts[k + 1]) for k, i in enumerate(firsts)]
+
+
+def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
+    """One time segment's idle time by cause: its totals and its per-name and per-range times, not yet ranked."""
+    holes = gaps(bs, be, lo, hi, 0)
     idle: Union = (holes["start_ns"].to_numpy(), holes["end_ns"].to_numpy())
-    is_long = holes["duration_ns"].to_numpy() >= min_gap_ns
-    if len(osrt):  # only the calls that touch idle time matter: select them once (millions of rows in long traces)
-        osrt = osrt[Coverage(*idle).touches(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())]
-    mine = osrt[osrt["global_tid"].isin(list(threads))] if len(osrt) else osrt
+    is_long = holes["duration_ns"].to_numpy() >= sh.min_gap_ns
+    osrt = _touching(sh.osrt, idle, lo, hi)
+    mine = osrt[osrt["global_tid"].isin(sh.threads)] if len(osrt) else osrt
     # mapping by any thread of the launching process: a queue's feeder thread maps shared memory while the launching
     # thread waits for it
     # (not the DataLoader's pin-memory thread: its mapping is the input hand-off, which the input cause explains)
-    process = osrt[np.isin(pid_of(osrt["global_tid"].to_numpy()), [pid_of(t) for t in threads])] if len(osrt) else osrt
-    process = process[~process["global_tid"].isin(list((loader or {}).get("pin", ())))] if len(process) else process
-    in_cuda = _thread_union(cuda_calls, threads)  # OS calls made inside a CUDA call belong to that call
+    process = osrt[np.isin(pid_of(osrt["global_tid"].to_numpy()), sh.pids)] if len(osrt) else osrt
+    process = process[~process["global_tid"].isin(list(sh.loader.get("pin", ())))] if len(process) else process
     waits, wait_rows = _calls(mine, WAIT_CALLS)
     maps, map_rows = _calls(process, MAPPING_CALLS)
-    waits = subtract(waits, in_cuda)
+    waits = subtract(waits, sh.in_cuda)
 
     mapping_u, rest = intersect(idle, maps), subtract(idle, maps)
     input_u, rest = intersect(rest, waits), subtract(rest, waits)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
     rest_short = subtract(rest, rest_long)
-    ranges = user_ranges(nvtx, threads, step_regex)
-    in_ranges = union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
-    range_u, rest_long = intersect(rest_long, in_ranges), subtract(rest_long, in_ranges)
-    starved = subtract(_loader_starved(osrt, loader or {}), in_cuda)
+    range_u, rest_long = intersect(rest_long, sh.in_ranges), subtract(rest_long, sh.in_ranges)
+    starved = subtract(_loader_starved(osrt, sh.loader), sh.in_cuda)
     loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
-    after_sync = _after_sync(idle, _thread_rows(sync_calls, threads), _range_edges(nvtx, threads))
+    after_sync = _after_sync(idle, sh.syncs, sh.edges)
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
+    ranges, op_ranges = _during(sh.ranges, lo, hi), _during(sh.op_ranges, lo, hi)
+    return {"input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
+            "sync": total(sync_long) + total(sync_short), "launch": total(launch_u), "cpu": total(rest_long),
+            "idle": total(idle), "holes": int(len(holes)), "short": int((~is_long).sum()),
+            "after_sync": int(after_sync[0].size),
+            "input_ranges": _family_time(input_u, ranges), "range_time": _family_time(range_u, ranges),
+            "cpu_ops": _family_time(rest_long, op_ranges),
+            "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows)}
 
-    rows = [("input", _range_subject(input_u, ranges), total(input_u)),
-            ("input", "DataLoader", total(loader_u)), ("mapping", None, total(mapping_u))]
+
+def _touching(osrt: pd.DataFrame, idle: Union, lo, hi) -> pd.DataFrame:
+    """The calls that touch this segment's idle time (millions of rows in long traces: selected once per segment)."""
+    if osrt.empty:
+        return osrt
+    s, e = osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy()
+    near = np.flatnonzero((s < hi) & (e > lo))
+    return osrt.iloc[near[Coverage(*idle).touches(s[near], e[near])]]
+
+
+def _during(ranges: pd.DataFrame, lo, hi) -> pd.DataFrame:
+    """The ranges that overlap [lo, hi): a range elsewhere holds none of its time, nor do the ranges nested in it."""
+    if ranges.empty:
+        return ranges
+    return ranges[(ranges["start_ns"].to_numpy() < hi) & (ranges["end_ns"].to_numpy() > lo)]
+
+
+def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
+    """attribute()'s table and details from its segments' parts."""
+    t = {k: sum(p[k] for p in parts) for k in ("input", "loader", "mapping", "sync", "launch", "cpu", "idle",
+                                                 "holes", "short", "after_sync")}
+    summed = {k: pd.concat([p[k] for p in parts]).groupby(level=0).sum()
+              for k in ("input_ranges", "range_time", "cpu_ops", "input_calls", "mapping_calls")}
+
+    def subject(key: str, time: int) -> str | None:  # the deepest range holding most of it, if one holds half
+        ranked = _ranked(summed[key])
+        return str(ranked.index[0]) if len(ranked) and ranked.iloc[0] >= 0.5 * time else None
+    rows = [("input", subject("input_ranges", t["input"]), t["input"]),
+            ("input", "DataLoader", t["loader"]), ("mapping", None, t["mapping"])]
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
-    rows += [("input" if LOADER_RANGE.search(name) else "cpu-range", name, int(t))
-             for name, t in deepest_range_time(range_u, ranges).items()]
-    rows += [("host-sync", None, total(sync_long) + total(sync_short)), ("launch", None, total(launch_u)),
-             ("cpu", _range_subject(rest_long, operator_ranges(nvtx, threads)), total(rest_long))]
+    rows += [("input" if LOADER_RANGE.search(name) else "cpu-range", name, int(v))
+             for name, v in _ranked(summed["range_time"]).items()]
+    rows += [("host-sync", None, t["sync"]), ("launch", None, t["launch"]), ("cpu", subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
-    details = {"idle_ns": total(idle), "idle_intervals": int(len(holes)), "short_idle_intervals": int((~is_long).sum()),
-               "input_calls": _by_name(input_u, wait_rows), "mapping_calls": _by_name(mapping_u, map_rows),
-               "loader_starved_ns": total(loader_u), "after_sync_intervals": int(after_sync[0].size)}
+    details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
+               "input_calls": _named(summed["input_calls"]), "mapping_calls": _named(summed["mapping_calls"]),
+               "loader_starved_ns": t["loader"], "after_sync_intervals": t["after_sync"]}
     return table, details
 
 
@@ -188,9 +278,3 @@ def _after_sync(idle: Union, syncs: pd.DataFrame, range_starts: np.ndarray) -> U
         e = np.minimum(e, np.maximum(nxt, sync_end))
     keep = e > s
     return s[keep], e[keep]
-
-
-def _range_subject(u: Union, ranges: pd.DataFrame) -> str | None:
-    """The deepest user range holding most of `u`, if one holds at least half of it."""
-    t = deepest_range_time(u, ranges)
-    return str(t.index[0]) if len(t) and t.iloc[0] >= 0.5 * total(u) else None

@@ -27,12 +27,12 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[idx], np.maximum.reduceat(e, idx)
 
 
-def covered_sorted(s: np.ndarray, e: np.ndarray) -> int:
+def covered_sorted(s: np.ndarray, e: np.ndarray, reach: np.ndarray | None = None) -> int:
     """Covered time of intervals sorted by start (union_sorted()'s total), without building the union: each interval
-    adds what reaches past every earlier end."""
+    adds what reaches past every earlier end (reach: np.maximum.accumulate(e), where the caller has it)."""
     if s.size == 0:
         return 0
-    reach = np.maximum.accumulate(e)
+    reach = np.maximum.accumulate(e) if reach is None else reach
     added = np.empty_like(reach)  # where each interval's new time begins, then (in place) how much it adds
     added[0] = s[0]
     np.maximum(s[1:], reach[:-1], out=added[1:])

@@ -57,6 +57,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
     say("computing utilisation and gaps")
     passed = _gpu_section(trace, ops, window, opts, out, tables)
+    kernel_time = _kernel_time_at_copies(passed, ops, window)
     del ops  # every GPU operation, once more: not needed past the device pass (a large part of a long capture)
     trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
     # runtime scans and GPU ids, beside the copies and gaps (the GPU rows taken here: the kernels are dropped below)
@@ -64,7 +65,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
     trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
-    copies = _copies_section(trace, memcpys, kernels, window, opts, out, tables)
+    copies = _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tables)
     tids = trace.result("launch")
     _read_beside_idle(trace, gaps, tids, opts.top)
     trace.wait("threads")
@@ -168,8 +169,16 @@ def _gpu_section(trace, ops, window, opts, out, tables):
     return passed
 
 
-def _copies_section(trace, memcpys, kernels, window, opts, out, tables) -> pd.DataFrame:
-    copies = cp.copy_table(memcpys, trace.memcpy_api, kernels) if len(memcpys) else memcpys.assign(
+def _kernel_time_at_copies(passed, ops: pd.DataFrame, window) -> dict | None:
+    """The device pass's kernel time at the copies, for their overlap, where it clipped no operation: every one lies
+    inside the window (it spans them all unless the user gave a narrower one); else None."""
+    if passed is None or not (ops.empty or (window[0] <= ops["start_ns"].min() and ops["end_ns"].max() <= window[1])):
+        return None
+    return passed.kernels_at_copies
+
+
+def _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tables) -> pd.DataFrame:
+    copies = cp.copy_table(memcpys, trace.memcpy_api, kernels, kernel_time) if len(memcpys) else memcpys.assign(
         sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
         api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
         api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"),

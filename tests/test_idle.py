@@ -58,3 +58,27 @@ def test_pytorch_counters_are_dropped():
     assert base_name("aten::mm, seq = 12, op_id = 34") == "aten::mm"
     assert base_name("aten::conv2d, sizes = [[64, 3, 224, 224]]") == "aten::conv2d"
     assert family("IO 190") == "IO N" and family("process output") == "process output"
+
+
+@pytest.mark.parametrize("name", ["torchvision_loader_nsys2023", "lightning_predict_nsys2024", "hf_generate_nsys2024",
+                                  "baseline", "async", "streams"])
+def test_idle_attributed_in_time_segments_equals_one_segment(name, h200, monkeypatch):
+    """attribute() cuts the window into segments of SEGMENT_INTERVALS busy intervals (memory on long captures): with
+    about 30 segments, every cause, subject, figure and per-name time is the same as in one segment. Between them
+    these traces give time to every cause: input, mapping, cpu-range, host-sync, launch and cpu."""
+    from pathlib import Path
+    from nsys_transfer.analysis import idle
+    path = h200.get(name) or Path(__file__).resolve().parent / "data" / "programs" / f"{name}.sqlite.xz"
+    cuts, busy_intervals = [], []
+    segments = idle._segments
+    monkeypatch.setattr(idle, "_segments", lambda busy, window: busy_intervals.append(busy.s.size) or
+                        cuts.append(segments(busy, window)) or cuts[-1])
+    answers = []
+    for size in (10 ** 12, None):
+        monkeypatch.setattr(idle, "SEGMENT_INTERVALS", size or max(1, busy_intervals[0] // 30))
+        with Trace.open(path) as t:
+            a = analyze(t)
+        answers.append((a.summary["idle"], a.tables["idle"].to_dict("records")))
+    assert len(cuts[0]) == 1 and len(cuts[-1]) >= 30
+    assert answers[1] == answers[0]
+    assert answers[0][0]["causes"]

@@ -77,3 +77,21 @@ def test_device_pass_takes_a_window_in_floats_as_in_integers():
     as_int, as_float = device_pass(ops, (0, 200), 5), device_pass(ops, (0.0, 200.0), 5)
     assert as_int.util["busy_ns"].tolist() == as_float.util["busy_ns"].tolist() == [90]
     assert as_int.gaps["duration_ns"].tolist() == as_float.gaps["duration_ns"].tolist() == [10, 10, 40, 50]
+
+
+@pytest.mark.parametrize("stage", ["streams", "pinned"])
+def test_copy_overlap_from_the_device_pass_equals_the_kernels_own(h200, stage):
+    """copy_table's overlap with kernels from the device pass's kernel time at the copies (what analyze hands it) is
+    the overlap built from every kernel row; in these stages copies do overlap kernels, so a wrong cut shows."""
+    from nsys_transfer.analysis import Trace
+    from nsys_transfer.analysis.copies import copy_table
+    from nsys_transfer.analysis.gpu import analysis_window
+    with Trace.open(h200[stage]) as t:
+        ops = gpu_ops(t.kernels, t.memcpys, t.memsets)
+        passed = device_pass(ops, analysis_window(ops), 1_000_000)
+        own = copy_table(t.memcpys, t.memcpy_api, t.kernels)
+        handed = copy_table(t.memcpys, t.memcpy_api, t.kernels, passed.kernels_at_copies)
+        n_kernels = len(t.kernels)
+    assert own["overlap_ns"].sum() > 0
+    assert handed["overlap_ns"].tolist() == own["overlap_ns"].tolist()
+    assert 0 < sum(c.s.size for c in passed.kernels_at_copies.values()) < n_kernels  # only the kernels at copies kept

@@ -252,3 +252,16 @@ def test_scaling_verdict_is_a_finding():
     no_cpu = dict(record["scenarios"][1], all={k: v for k, v in record["scenarios"][1]["all"].items() if k != "host_cpu"})
     lim = scaling_row(no_cpu)["limit"]
     assert lim["rule"] == "not-host-cpu" and lim["evidence"] == "not the host CPUs (no CPU reading): see the traces' per-GPU rows"
+
+
+def test_copy_overlap_from_the_device_pass_on_two_gpus(x2):
+    """Two devices in one trace: each device's kernel time at its own copies gives the overlap built from the rows."""
+    from nsys_transfer.analysis.copies import copy_table
+    from nsys_transfer.analysis.gpu import analysis_window, device_pass, gpu_ops
+    with Trace.open(x2["pinned-x2"]) as t:
+        ops = gpu_ops(t.kernels, t.memcpys, t.memsets)
+        passed = device_pass(ops, analysis_window(ops), 1_000_000)
+        own = copy_table(t.memcpys, t.memcpy_api, t.kernels)
+        handed = copy_table(t.memcpys, t.memcpy_api, t.kernels, passed.kernels_at_copies)
+    assert sorted(passed.kernels_at_copies) == [0, 1] and own["overlap_ns"].sum() > 0
+    assert handed["overlap_ns"].tolist() == own["overlap_ns"].tolist()
