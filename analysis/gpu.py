@@ -50,12 +50,13 @@ def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd
 
 
 class DevicePass(NamedTuple):
-    """What device_pass() returns: utilisation per device, the idle gaps and the busy Coverages."""
+    """What device_pass() returns: utilisation per device, the idle gaps, the busy Coverages and each device's
+    kernels at its copies."""
     util: pd.DataFrame                    # per device: busy_ns (kernels, copies, memsets), compute_ns, utilization
     gaps: pd.DataFrame                    # idle_gaps()
     busy: Coverage                        # busy time of any device
     busy_by_device: dict[int, Coverage]   # each device's busy time
-    kernels_at_copies: dict[int, Coverage]  # each device's kernel time inside its copies (copies.copy_table)
+    kernels_at_copies: dict[int, Coverage]  # union of each device's kernels that overlap its copies (copy_table)
 
 
 def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
@@ -83,8 +84,9 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
             ks, ke = s[kern], e[kern]
             reach = np.maximum.accumulate(ke)  # the latest end so far: binary-searchable, unlike the ends
             compute = covered_sorted(ks, ke, reach)
-            at_copies[int(device)] = _at(ks, ke, reach, s[dev_codes == copy_code], e[dev_codes == copy_code])
-            del ks, ke, reach
+            copy = dev_codes == copy_code
+            at_copies[int(device)] = _kernels_at_copies(ks, ke, reach, s[copy], e[copy])
+            del ks, ke, reach, copy
         del kern, dev_codes
         bs, be = union_sorted(s, e)
         del e  # the starts stay: they find each gap's next operation below
@@ -118,16 +120,18 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
     return DevicePass(util, gap_table, busy, by_device, at_copies)
 
 
-def _at(ks: np.ndarray, ke: np.ndarray, reach: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> Coverage:
-    """The union of the kernels (sorted by start; reach: their latest end so far) that overlap a copy: the kernel
-    time inside every copy, from the few kernels at the copies (a long capture holds millions of kernels)."""
+def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, reach: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> Coverage:
+    """The union of the kernels (sorted by start; reach: their latest end so far) that overlap a copy: their overlap
+    with each copy is the kernel time inside it. Binary searches find each copy's candidate kernels, and the
+    candidate ranges never overlap, so at most every kernel is looked at once (one long kernel under many copies)."""
     if not cs.size or not ks.size:
         return Coverage(ks[:0], ke[:0])
     us, ue = union_sorted(cs, ce)
     first = np.searchsorted(reach, us, side="right")  # every kernel before it ended by the copy's start
     last = np.searchsorted(ks, ue, side="left")       # every kernel from it on starts after the copy's end
+    first[1:] = np.maximum(first[1:], last[:-1])      # both ascend: what the previous copy's range holds is looked at
     n = np.maximum(last - first, 0)
-    near = np.unique(np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum())))
+    near = np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))  # ascending, no repeats
     near = near[Coverage(us, ue).touches(ks[near], ke[near])]
     return Coverage(*union_sorted(ks[near], ke[near]))
 

@@ -70,28 +70,44 @@ def user_ranges(nvtx: pd.DataFrame, threads, step_regex: str | None) -> pd.DataF
     return d[keep]
 
 
-def deepest_range_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
-    """Time of `u` given to the deepest range open at each instant, summed per family of names (counters as N)."""
-    return _ranked(_family_time(u, ranges))
+@dataclass(frozen=True)
+class Nesting:
+    """Ranges in (thread, start, longest first) order with each one's parent among them (-1: none) and family name:
+    worked out once over all ranges, so that the time of any part of the time line adds up to that of the whole."""
+    s: np.ndarray
+    e: np.ndarray
+    parent: np.ndarray
+    family: np.ndarray
+
+    @classmethod
+    def of(cls, ranges: pd.DataFrame) -> "Nesting":
+        """The nesting of these NVTX ranges (global_tid, start_ns, end_ns, name), thread by thread."""
+        r = ranges.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False])
+        s, e, tid = r["start_ns"].to_numpy(), r["end_ns"].to_numpy(), r["global_tid"].to_numpy()
+        parent = np.full(len(r), -1, dtype=np.int64)
+        stack: list[int] = []
+        for i in range(len(r)):  # nesting among these ranges only: each range's time is taken from its parent's
+            while stack and (tid[stack[-1]] != tid[i] or e[stack[-1]] <= s[i]):
+                stack.pop()
+            if stack and e[i] <= e[stack[-1]]:
+                parent[i] = stack[-1]
+            stack.append(i)
+        return cls(s, e, parent, per_name(r["name"], family).to_numpy())
 
 
-def _family_time(u: Union, ranges: pd.DataFrame) -> pd.Series:
-    """deepest_range_time() per family, unranked (parts of the time line add up)."""
-    if ranges.empty or u[0].size == 0:
+def _family_time(u: Union, nest: Nesting, lo, hi) -> pd.Series:
+    """Time of `u` (inside [lo, hi)) given to the deepest range open at each instant, summed per family of names
+    (counters as N), unranked: the parts of the time line add up."""
+    if nest.s.size == 0 or u[0].size == 0:
         return pd.Series(dtype="int64")
-    r = ranges.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False])
-    s, e, tid = r["start_ns"].to_numpy(), r["end_ns"].to_numpy(), r["global_tid"].to_numpy()
-    within = Coverage(*u).within(s, e)
-    child_time = np.zeros(len(r), dtype=np.int64)
-    stack: list[int] = []
-    for i in range(len(r)):  # nesting among these ranges only: subtract each range's time from its parent
-        while stack and (tid[stack[-1]] != tid[i] or e[stack[-1]] <= s[i]):
-            stack.pop()
-        if stack and e[i] <= e[stack[-1]]:
-            child_time[stack[-1]] += within[i]
-        stack.append(i)
-    own = pd.Series(within - child_time, index=per_name(r["name"], family).to_numpy())
-    return own.groupby(level=0).sum()
+    # only ranges overlapping [lo, hi) hold time there, and a range's parent overlaps wherever it does
+    near = np.flatnonzero((nest.s < hi) & (nest.e > lo))
+    within = Coverage(*u).within(nest.s[near], nest.e[near])
+    own = np.zeros(nest.s.size, dtype=np.int64)
+    own[near] = within
+    has = nest.parent[near] >= 0
+    np.subtract.at(own, nest.parent[near][has], within[has])
+    return pd.Series(own[near], index=nest.family[near]).groupby(level=0).sum()
 
 
 def _ranked(own: pd.Series) -> pd.Series:
@@ -119,7 +135,7 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
 SEGMENT_INTERVALS = 1 << 20  # busy intervals per segment of attribute(): about 50 MB of idle-time arrays
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Shared:
     """What every time segment reads: the OS calls, the threads' CUDA calls, ranges and synchronizations."""
     threads: list
@@ -128,19 +144,21 @@ class _Shared:
     min_gap_ns: int
     osrt: pd.DataFrame
     in_cuda: Union        # OS calls made inside a CUDA call belong to that call
-    ranges: pd.DataFrame  # user_ranges()
+    ranges: Nesting       # user_ranges()
     in_ranges: Union
-    op_ranges: pd.DataFrame
-    syncs: pd.DataFrame
+    op_ranges: Nesting    # operator_ranges()
+    sync_ends: np.ndarray  # the threads' synchronize calls' ends, sorted
     edges: np.ndarray     # _range_edges()
 
     @classmethod
     def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader) -> "_Shared":
         ranges = user_ranges(nvtx, threads, step_regex)
-        return cls(list(threads), [pid_of(t) for t in threads], loader, min_gap_ns, osrt,
-                   _thread_union(cuda_calls, threads), ranges,
-                   union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()), operator_ranges(nvtx, threads),
-                   _thread_rows(sync_calls, threads), _range_edges(nvtx, threads))
+        return cls(threads=list(threads), pids=[pid_of(t) for t in threads], loader=loader, min_gap_ns=min_gap_ns,
+                   osrt=osrt, in_cuda=_thread_union(cuda_calls, threads), ranges=Nesting.of(ranges),
+                   in_ranges=union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()),
+                   op_ranges=Nesting.of(operator_ranges(nvtx, threads)),
+                   sync_ends=np.sort(_thread_rows(sync_calls, threads)["end_ns"].to_numpy()),
+                   edges=_range_edges(nvtx, threads))
 
 
 def _segments(busy: Coverage, window: tuple[int, int]):
@@ -148,7 +166,7 @@ def _segments(busy: Coverage, window: tuple[int, int]):
     interval lies in one segment whole."""
     lo, hi = window
     firsts = list(range(0, max(busy.s.size, 1), SEGMENT_INTERVALS))
-    cuts = [lo, *(int(busy.s[i]) for i in firsts[1:]), hi]
+    cuts = [lo, *(min(max(busy.s[i], lo), hi) for i in firsts[1:]), hi]
     return [(i, cuts[k], cuts[k + 1]) for k, i in enumerate(firsts)]
 
 
@@ -175,16 +193,16 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     range_u, rest_long = intersect(rest_long, sh.in_ranges), subtract(rest_long, sh.in_ranges)
     starved = subtract(_loader_starved(osrt, sh.loader), sh.in_cuda)
     loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
-    after_sync = _after_sync(idle, sh.syncs, sh.edges)
+    after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
-    ranges, op_ranges = _during(sh.ranges, lo, hi), _during(sh.op_ranges, lo, hi)
     return {"input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
             "sync": total(sync_long) + total(sync_short), "launch": total(launch_u), "cpu": total(rest_long),
             "idle": total(idle), "holes": int(len(holes)), "short": int((~is_long).sum()),
             "after_sync": int(after_sync[0].size),
-            "input_ranges": _family_time(input_u, ranges), "range_time": _family_time(range_u, ranges),
-            "cpu_ops": _family_time(rest_long, op_ranges),
+            "input_ranges": _family_time(input_u, sh.ranges, lo, hi),
+            "range_time": _family_time(range_u, sh.ranges, lo, hi),
+            "cpu_ops": _family_time(rest_long, sh.op_ranges, lo, hi),
             "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows)}
 
 
@@ -197,19 +215,11 @@ def _touching(osrt: pd.DataFrame, idle: Union, lo, hi) -> pd.DataFrame:
     return osrt.iloc[near[Coverage(*idle).touches(s[near], e[near])]]
 
 
-def _during(ranges: pd.DataFrame, lo, hi) -> pd.DataFrame:
-    """The ranges that overlap [lo, hi): a range elsewhere holds none of its time, nor do the ranges nested in it."""
-    if ranges.empty:
-        return ranges
-    return ranges[(ranges["start_ns"].to_numpy() < hi) & (ranges["end_ns"].to_numpy() > lo)]
-
-
 def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     """attribute()'s table and details from its segments' parts."""
-    t = {k: sum(p[k] for p in parts) for k in ("input", "loader", "mapping", "sync", "launch", "cpu", "idle",
-                                                 "holes", "short", "after_sync")}
+    t = {k: sum(p[k] for p in parts) for k, v in parts[0].items() if isinstance(v, int)}
     summed = {k: pd.concat([p[k] for p in parts]).groupby(level=0).sum()
-              for k in ("input_ranges", "range_time", "cpu_ops", "input_calls", "mapping_calls")}
+              for k, v in parts[0].items() if isinstance(v, pd.Series)}
 
     def subject(key: str, time: int) -> str | None:  # the deepest range holding most of it, if one holds half
         ranked = _ranked(summed[key])
@@ -219,7 +229,8 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
     rows += [("input" if LOADER_RANGE.search(name) else "cpu-range", name, int(v))
              for name, v in _ranked(summed["range_time"]).items()]
-    rows += [("host-sync", None, t["sync"]), ("launch", None, t["launch"]), ("cpu", subject("cpu_ops", t["cpu"]), t["cpu"])]
+    rows += [("host-sync", None, t["sync"]), ("launch", None, t["launch"]),
+             ("cpu", subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
     details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
                "input_calls": _named(summed["input_calls"]), "mapping_calls": _named(summed["mapping_calls"]),
@@ -263,12 +274,12 @@ def _thread_union(calls: pd.DataFrame, threads) -> Union:
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
 
 
-def _after_sync(idle: Union, syncs: pd.DataFrame, range_starts: np.ndarray) -> Union:
-    """The idle time after a synchronising call returned: the GPU drained while the host waited, then stayed idle until
-    the host issued more work, or until the thread entered or left an NVTX range (other work, other causes)."""
-    if syncs.empty or idle[0].size == 0:
+def _after_sync(idle: Union, ends: np.ndarray, range_starts: np.ndarray) -> Union:
+    """The idle time after a synchronising call returned (ends: the calls' ends, sorted): the GPU drained while the
+    host waited, then stayed idle until the host issued more work, or until the thread entered or left an NVTX range
+    (other work, other causes)."""
+    if ends.size == 0 or idle[0].size == 0:
         return idle[0][:0], idle[1][:0]
-    ends = np.sort(syncs["end_ns"].to_numpy())
     i = np.searchsorted(ends, idle[0], side="left")
     hit = (i < ends.size) & (ends[np.clip(i, 0, ends.size - 1)] <= idle[1])
     s, e, sync_end = idle[0][hit], idle[1][hit], ends[np.clip(i, 0, ends.size - 1)][hit]

@@ -1,5 +1,6 @@
 """Idle time attributed once: interval set operations, and on real traces every idle nanosecond goes to one cause."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
@@ -82,3 +83,22 @@ def test_idle_attributed_in_time_segments_equals_one_segment(name, h200, monkeyp
     assert len(cuts[0]) == 1 and len(cuts[-1]) >= 30
     assert answers[1] == answers[0]
     assert answers[0][0]["causes"]
+
+
+def test_crossing_ranges_give_the_same_time_in_segments(monkeypatch):
+    """Ranges of one thread that cross (x ends inside y, which outlives a segment cut) nest the same way in every
+    segment as in the whole window: their nesting is worked out once, over all ranges (found in review)."""
+    from nsys_transfer.analysis import idle
+    from nsys_transfer.analysis.intervals import Coverage
+    busy = Coverage(np.array([0, 100, 200]), np.array([10, 110, 210]))
+    nvtx = pd.DataFrame({"start_ns": [0, 20, 50], "end_ns": [300, 60, 150], "global_tid": 7,
+                         "name": ["outer", "x", "y"], "event_type": 59, "domain_id": 0})
+    none = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("start_ns", "end_ns", "global_tid")}).assign(
+        name=pd.Series(dtype=object))
+    tables = []
+    for size in (10 ** 12, 1):
+        monkeypatch.setattr(idle, "SEGMENT_INTERVALS", size)
+        table, details = idle.attribute(busy, (0, 300), {7}, none, nvtx, none, none, None, 5)
+        tables.append((table.to_dict("records"), details))
+    assert tables[1] == tables[0]
+    assert {r["subject"]: r["idle_ns"] for r in tables[0][0]}["outer"] == 230

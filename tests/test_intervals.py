@@ -95,3 +95,35 @@ def test_copy_overlap_from_the_device_pass_equals_the_kernels_own(h200, stage):
     assert own["overlap_ns"].sum() > 0
     assert handed["overlap_ns"].tolist() == own["overlap_ns"].tolist()
     assert 0 < sum(c.s.size for c in passed.kernels_at_copies.values()) < n_kernels  # only the kernels at copies kept
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kernels_at_copies_give_every_copy_its_kernel_time(seed):
+    """The device pass's kernels at copies (binary searches over the running latest end) give each copy the same
+    kernel time as the union of every kernel: overlapping, nested, zero-length kernels and copies."""
+    from nsys_transfer.analysis.gpu import _kernels_at_copies
+    from nsys_transfer.analysis.intervals import Coverage, union_sorted
+    rng = np.random.default_rng(seed)
+    ks = np.sort(rng.integers(0, SPAN, 300))
+    ke = ks + rng.integers(0, 60, 300) * (rng.random(300) < 0.9) + (rng.random(300) < 0.02) * 400  # a few long ones
+    cs = np.sort(rng.integers(0, SPAN, 40))
+    ce = cs + rng.integers(0, 30, 40)
+    at = _kernels_at_copies(ks, ke, np.maximum.accumulate(ke), cs, ce)
+    assert at.within(cs, ce).tolist() == Coverage(*union_sorted(ks, ke)).within(cs, ce).tolist()
+
+
+def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
+    """One long kernel under many copies (a persistent or NCCL kernel beside short ones) makes every copy's candidate
+    range reach back to it: the ranges are made disjoint, so the candidates stay within the kernels (found in
+    review: they grew with copies x kernels, 3.7 GiB for 100 k kernels and 10 k copies)."""
+    import tracemalloc
+    from nsys_transfer.analysis.gpu import _kernels_at_copies
+    ks = np.concatenate(([0], np.arange(1, 100_001) * 10))
+    ke = np.concatenate(([2_000_000], ks[1:] + 5))
+    cs = np.arange(10_000) * 100 + 3
+    tracemalloc.start()
+    at = _kernels_at_copies(ks, ke, np.maximum.accumulate(ke), cs, cs + 4)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert at.within(cs, cs + 4).tolist() == [4] * 10_000
+    assert peak < 50 * 2 ** 20
