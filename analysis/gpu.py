@@ -129,7 +129,7 @@ def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, reach: np.ndarray, cs: np
     us, ue = union_sorted(cs, ce)
     first = np.searchsorted(reach, us, side="right")  # every kernel before it ended by the copy's start
     last = np.searchsorted(ks, ue, side="left")       # every kernel from it on starts after the copy's end
-    first[1:] = np.maximum(first[1:], last[:-1])      # both ascend: below the previous range's end is looked at
+    first[1:] = np.maximum(first[1:], last[:-1])      # both ascend: below the previous end was looked at already
     n = np.maximum(last - first, 0)
     near = np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))  # ascending, no repeats
     near = near[Coverage(us, ue).touches(ks[near], ke[near])]
