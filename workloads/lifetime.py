@@ -44,13 +44,31 @@ def _prctl():
         return None
 
 
+_STOPS: list[BaseException] = []  # the stop signals' exceptions, kept: one raised inside a destructor is lost
+
+
 def sigterm_as_interrupt() -> None:
     """SIGTERM (kill, torchrun stopping its ranks, a batch system's time limit) raises Terminated in the main thread,
-    so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it."""
-    def handler(signum, frame):
-        raise Terminated()
-    signal.signal(signal.SIGTERM, handler)
+    so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it. Both signals' exceptions
+    are also kept for raise_if_stopped()."""
+    def on_term(signum, frame):
+        _STOPS.append(Terminated())
+        raise _STOPS[-1]
+
+    def on_interrupt(signum, frame):
+        _STOPS.append(KeyboardInterrupt())
+        raise _STOPS[-1]
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_interrupt)
     quiet_resource_sharer()
+
+
+def raise_if_stopped() -> None:
+    """Raise again a stop signal's exception that was lost: Python prints and drops an exception raised inside a
+    destructor (__del__, a weakref finalizer), and a signal can land there (a tensor or a shared buffer freed), so a
+    Ctrl-C could let the run go on to the end (seen once in a test run: exit 0 after SIGINT)."""
+    if _STOPS:
+        raise _STOPS[0]
 
 
 def quiet_resource_sharer() -> None:

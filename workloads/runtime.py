@@ -15,6 +15,7 @@ from nsys_transfer.workloads import hostload
 from nsys_transfer.workloads.config import RunConfig
 from nsys_transfer.workloads.data import Prefetcher, SyncBatches, make_loader
 from nsys_transfer.workloads.integrity import IntegrityReport, checksum_tensor, compare
+from nsys_transfer.workloads.lifetime import raise_if_stopped
 from nsys_transfer.workloads.models import build_model
 from nsys_transfer.workloads.ranges import nvtx_range
 from nsys_transfer.workloads.stages import stage_class
@@ -113,6 +114,7 @@ def _steps(cfg: RunConfig, rank, device, model, stage, log) -> tuple[dict[int, t
     t0 = None
     with torch.inference_mode():
         for i in range(total):
+            raise_if_stopped()
             if i == cfg.warmup:
                 stage.drain()
                 _sync(device)
@@ -135,6 +137,7 @@ def _steps(cfg: RunConfig, rank, device, model, stage, log) -> tuple[dict[int, t
         with nvtx_range(DRAIN_OUTPUTS):  # the output workers' backlog when the last step's GPU work is done
             stage.drain()
             _sync(device)
+        raise_if_stopped()
         elapsed = time.perf_counter() - t0
         host_cpu = hostload.busy_fraction(cpu0, hostload.read())
         if cfg.profile and device.type == "cuda":
