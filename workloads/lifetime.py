@@ -51,15 +51,11 @@ def sigterm_as_interrupt() -> None:
     """SIGTERM (kill, torchrun stopping its ranks, a batch system's time limit) raises Terminated in the main thread,
     so the run stops through the same cleanup as Ctrl-C. Children forked later inherit it. Both signals' exceptions
     are also kept for raise_if_stopped()."""
-    def on_term(signum, frame):
-        _STOPS.append(Terminated())
+    def stop(signum, frame):
+        _STOPS.append(Terminated() if signum == signal.SIGTERM else KeyboardInterrupt())
         raise _STOPS[-1]
-
-    def on_interrupt(signum, frame):
-        _STOPS.append(KeyboardInterrupt())
-        raise _STOPS[-1]
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_interrupt)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     quiet_resource_sharer()
 
 
