@@ -26,6 +26,7 @@ from nsys_transfer.nsys_core import nsys_messages
 from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
 from nsys_transfer.analysis import sql
+from nsys_transfer.analysis.btree import Bits, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.trace import Trace, outermost_calls, pid_of
 
@@ -155,9 +156,26 @@ def _kind(name: str) -> str:
     return ""
 
 
+CALL_KINDS = ("kernel", "graph", "copy", "memset")  # the GPU-work kinds _call_counts counts
+
+
 def call_counts(trace: Trace) -> dict[str, int]:
     """Runtime calls of each GPU-work kind, and all runtime rows (one scan; see _call_counts)."""
     return _call_counts(trace, _name_kinds(trace))
+
+
+def _call_counts_from_pages(trace: Trace, kinds: dict[int, str]) -> dict[str, int] | None:
+    """_call_counts() through the fast reader: the name column alone, counted per chunk; None where it cannot."""
+    ids = {k: np.array([i for i, kind in kinds.items() if kind == k], np.int64) for k in CALL_KINDS}
+
+    def counted(df: pd.DataFrame) -> list[int]:
+        names = df["name_id"].to_numpy()
+        return [len(names), *(int(np.isin(names, ids[k]).sum()) for k in CALL_KINDS)]
+    parts = trace.page_reduce("CUPTI_ACTIVITY_KIND_RUNTIME", {"name_id": "nameId"}, counted)
+    if parts is None:
+        return None
+    totals = [sum(p[i] for p in parts) for i in range(len(CALL_KINDS) + 1)]
+    return {"all": totals[0], **dict(zip(CALL_KINDS, totals[1:]))}
 
 
 def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:
@@ -166,6 +184,10 @@ def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:
     out = {"kernel": 0, "graph": 0, "copy": 0, "memset": 0, "all": 0}
     if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return out
+
+    fast = _call_counts_from_pages(trace, kinds)
+    if fast is not None:
+        return out | fast
 
     def packed(low: str, high: str) -> str:
         whens = [f"WHEN {i} THEN {1 if k == low else 1 << 32}" for i, k in kinds.items() if k in (low, high)]
@@ -187,8 +209,7 @@ def _api_calls(trace: Trace, kinds: dict[int, str]) -> tuple[pd.DataFrame, dict]
             kind=pd.Series(dtype=object), ok=pd.Series(dtype=bool)).drop(columns="name_id"), _shared(None)
     if "returnValue" in trace.columns("CUPTI_ACTIVITY_KIND_RUNTIME"):
         cols["ret"] = "returnValue"
-    ids = ",".join(str(i) for i in kinds) or "NULL"
-    df = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, sql.NAME_IN.format(ids=ids))
+    df = trace.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, (In("nameId", tuple(kinds)),))
     df["pid"] = pid_of(df["global_tid"].to_numpy())
     df["kind"] = pd.Categorical(df.pop("name_id").map(kinds).fillna(""), categories=KINDS)
     df["ok"] = (df.pop("ret").to_numpy() == 0) if "ret" in df else True  # a failed call runs nothing
@@ -259,7 +280,7 @@ def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict):
     orphan = {k: ~_isin(v, api_keys) for k, v in gpu_key.items()}
     if has_runtime and any(o.any() for o in orphan.values()):
         # launched through an API not listed here? look at every runtime row before calling a GPU row orphaned
-        every = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId"})
+        every = trace.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId"})
         all_keys = np.sort(_key(pid_of(every["tid"].to_numpy()), every["corr"].to_numpy(), by_pid))
         orphan = {k: o & ~_isin(gpu_key[k], all_keys) for k, o in orphan.items()}
     missing_gpu = 0
@@ -288,7 +309,7 @@ class _OsrtStarts(dict):
         self.trace = trace
 
     def __missing__(self, pid: int) -> np.ndarray:
-        self[pid] = self.trace.osrt_starts(sql.pid_in([pid]) if pid >= 0 else "1")
+        self[pid] = self.trace.osrt_starts((In(Bits("globalTid"), (pid,)),) if pid >= 0 else ())
         return self[pid]
 
 
@@ -351,7 +372,7 @@ def _id_gaps(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> dict:
     if not suspects or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return out
     out["checked"] = True
-    rt = trace.int_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
+    rt = trace.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
                                                            "start_ns": "start"})
     rt_pid = pid_of(rt["tid"].to_numpy())
     for p in suspects:

@@ -7,7 +7,7 @@ of which the analysis uses few.
 
 Two scoped reads: the waiting and mapping calls by name (from the start, beside the GPU work), and the launching
 processes' calls near the gaps (once the gaps are known): zones whose time span holds no gap are skipped, and
-SQLite filters each other zone by the gaps inside its span (sql.touches_any).
+each other zone is filtered by the gaps inside its span (btree.Touches: in C, or in SQL by sql.touches_any).
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis import cpu, idle, sql
+from nsys_transfer.analysis import cpu, idle
+from nsys_transfer.analysis.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.trace import Trace, Zone
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
-MAX_SQL_INTERVALS = 4096  # gaps in the SQL filter (a binary search 12 CASEs deep); more are merged into fewer
 
 
 @dataclass
@@ -38,7 +38,7 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
     gcov, tcov = Coverage(gs, ge), Coverage(*union(top_gaps["start_ns"].to_numpy(), top_gaps["end_ns"].to_numpy()))
     counts, near_top = [], []
     if launch_pids and len(gs):
-        mine = sql.pid_in(launch_pids)
+        mine = In(Bits("globalTid"), tuple(launch_pids))
         for chunk in trace.osrt_zone_chunks(lambda zone: _near_gaps(zone, gs, ge, mine)):
             chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]  # the exact test
             counts.append(cpu.osrt_gap_counts(gcov, chunk))
@@ -50,12 +50,12 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...): a small part of the table, read by
     name. idle.attribute picks the launching threads', their processes' and the DataLoader's."""
     names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
-    return _concat(list(trace.osrt_chunks(sql.column_in("nameId", names)))) if names else _concat([])
+    return _concat(list(trace.osrt_chunks((In("nameId", tuple(names)),)))) if names else _concat([])
 
 
-def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: str) -> str | None:
-    """The SQL condition keeping a zone's rows that may touch a gap: its own rows (`mine`) near the gaps inside
-    its time span (a coarser superset when there are very many; the exact test follows in numpy); None when no
+def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: In) -> tuple[Filter, ...] | None:
+    """The filters keeping a zone's rows that may touch a gap: its own rows (`mine`) touching the gaps inside its
+    time span (in SQL a coarser superset when there are very many; the exact test follows in numpy); None when no
     gap falls inside the span, so the zone is not read at all."""
     if zone.start_ns is not None:  # a row of the zone can touch only a gap ending after its first start and
         first = np.searchsorted(ge, zone.start_ns, side="right")  # starting before its last end
@@ -63,18 +63,7 @@ def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: str) -> str | N
         ge = ge[:len(gs)]
     if not len(gs):
         return None
-    return f"{mine} AND {sql.touches_any(*_coarse(gs, ge, MAX_SQL_INTERVALS))}"
-
-
-def _coarse(starts: np.ndarray, ends: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most `most` intervals covering these: the closest neighbours merged (the SQL filter stays small)."""
-    if len(starts) <= most:
-        return starts, ends
-    between = starts[1:] - ends[:-1]
-    cut = np.sort(np.argpartition(between, len(between) - (most - 1))[len(between) - (most - 1):])  # widest holes
-    first = np.concatenate(([0], cut + 1))
-    last = np.concatenate((cut, [len(starts) - 1]))
-    return starts[first], ends[last]
+    return mine, Touches(gs, ge)
 
 
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:

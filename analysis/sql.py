@@ -54,6 +54,7 @@ FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
 WHERE (r.nameId IS NULL OR r.nameId NOT IN ({{launches}}))  -- kernel launches (most rows) issue no copy or wait
   AND r.correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{{sync}})"""  # one probe per row
 
+COPY_AND_WAIT_IDS = "SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY{sync}"  # API_ROWS' subquery, alone
 RUNTIME_FOR_CORRELATIONS = f"""
 SELECT correlationId AS correlation_id, {PID_OF.format(col="globalTid")} AS pid, globalTid AS global_tid,
        start AS api_start_ns, "end" AS api_end_ns
@@ -108,16 +109,6 @@ ZONE = (f'SELECT COUNT(*), MIN(start), MAX("end"), SUM(CASE WHEN {USABLE_TIMES} 
         "WHERE rowid > {lo} AND rowid <= {hi}")
 
 
-def pid_in(pids) -> str:
-    """The condition 'the row's process is one of pids' on a table with globalTid."""
-    return f"{PID_OF.format(col='globalTid')} IN ({', '.join(str(int(p)) for p in sorted(pids))})"
-
-
-def column_in(column: str, values) -> str:
-    """The condition 'column is one of values' (integers)."""
-    return f"{column} IN ({', '.join(str(int(v)) for v in sorted(values))})"
-
-
 def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') -> str:
     """The condition 'the row's [start, end) overlaps one of these disjoint sorted intervals', as a binary search
     compiled into nested CASEs: SQLite then drops the rows far from them without handing them over.
@@ -141,7 +132,6 @@ ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
 CUDA_CALL_NAMES = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"  # LIKE is case-blind: cu, cuda
 PACKED_CALL_COUNTS = "SELECT {first}, {second}, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
 PACKED_SUM = "SUM(CASE nameId {whens} ELSE 0 END)"
-NAME_IN = "WHERE nameId IN ({ids})"
 DIAGNOSTICS = "SELECT severity, text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"
 DRIVER_VERSION = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDriverVersion'"
 
@@ -153,6 +143,7 @@ GPUS = "SELECT {id_col} AS device, name, {chip} AS chip FROM TARGET_INFO_GPU"
 ENUM = "SELECT id, {col} AS name FROM {table}"
 TABLES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
 COLUMNS = "SELECT name FROM pragma_table_info(?)"
+RECORD_FIELDS = "SELECT name, hidden FROM pragma_table_xinfo(?) ORDER BY cid"  # btree.Pages: the record's field order
 META = "SELECT name, value FROM {table}"
 
 

@@ -22,7 +22,8 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis import sql, validate
+from nsys_transfer.analysis import btree, sql, validate
+from nsys_transfer.analysis.btree import Bits, Filter, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import resolve_input
 from nsys_transfer.analysis.journal import committed_copy
@@ -34,8 +35,18 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
 CHUNK_ROWS = 1_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
 ZONE_ROWS = 262_144  # OS runtime rows per zone (osrt_zones): fine enough that a zone spans few GPU gaps
+ZONE_COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid"}  # what sql.ZONE looks at
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 NO_COPY_API = re.compile(r"^(cu(da)?(LaunchKernel|LaunchCooperativeKernel|LaunchKernelEx)|cuKernelGet)")
+IDS_PER_QUERY = 900  # launch_threads: SQLite allows 999 parameters a statement
+# the fast reader's forms of sql.API_ROWS, sql.SYNC_CALLS and sql.RUNTIME_FOR_CORRELATIONS: the same columns, in order
+API_ROW_COLUMNS = {"correlation_id": "correlationId", "pid": Bits("globalTid"), "api_start_ns": "start",
+                   "api_end_ns": '"end"', "api_global_tid": "globalTid", "api_name_id": "nameId"}
+SYNC_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "correlation_id": "correlationId",
+                "name_id": "nameId"}
+LAUNCH_THREAD_COLUMNS = {"correlation_id": "correlationId", "pid": Bits("globalTid"), "global_tid": "globalTid",
+                         "api_start_ns": "start", "api_end_ns": '"end"'}
+_UNREAD = object()  # page_reduce: a chunk the fast reader could not read
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
@@ -84,6 +95,7 @@ class Trace:
             self.tables = {r[0] for r in self.con.execute(sql.TABLES)}
         except sqlite3.DatabaseError as e:
             raise TraceError(f"{self.source}: unreadable SQLite ({e}); copy it again or re-export it") from None
+        self._pages = btree.Pages.open(self.path, self._connection)  # the big tables' fast reader, where built
         if "StringIds" not in self.tables or not (self.tables & NSYS_TABLES):
             self.close()
             raise TraceError(f"{self.source}: an SQLite file, but not an Nsight Systems export (no StringIds or "
@@ -139,7 +151,7 @@ class Trace:
         return TraceError(f"{self.source}: the export is damaged or truncated ({e}); re-export it")
 
     def int_columns(self, table: str, columns: dict[str, str], where: str = "") -> pd.DataFrame:
-        """Integer columns of a big table, in one SQL scan, parsed in C by numpy.
+        """Integer columns of a table, in one SQL scan, parsed in C by numpy (small tables, or a rowid range).
 
         Building a Python tuple per row (what `query()` does) costs ~4x the time and several times the
         memory on millions of rows; `group_concat` keeps the work inside SQLite and numpy. NULL reads as -1
@@ -161,30 +173,65 @@ class Trace:
             raise ValueError("columns of different lengths")
         return pd.DataFrame(parsed, copy=False)  # one block per column: no copy of millions of rows
 
-    def int_column_chunks(self, table: str, columns: dict[str, str], where: str = "1",
-                          chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
-        """int_columns() of the rows matching `where`, in rowid ranges of chunk_rows, in order (int_column_ranges)."""
-        yield from self.int_column_ranges(table, columns, [(lo, hi, where) for lo, hi in self._rowid_ranges(table,
-                                                                                                          chunk_rows)])
+    def table_columns(self, table: str, columns: dict[str, str | Bits], filters: tuple[Filter, ...] = ()
+                      ) -> pd.DataFrame:
+        """Integer columns of the rows of a big table passing the filters, read in chunks (int_column_chunks)."""
+        return _concat_columns(self.int_column_chunks(table, columns, filters), list(columns))
 
-    def int_column_ranges(self, table: str, columns: dict[str, str],
-                          ranges: list[tuple[int, int, str]]) -> Iterator[pd.DataFrame]:
-        """int_columns() of each (lo, hi, where): the rows with lo < rowid <= hi matching where, in order. The next
-        ranges are read on background threads while the caller works on one (at most READ_THREADS + 1 in memory)."""
+    def int_column_chunks(self, table: str, columns: dict[str, str | Bits], filters: tuple[Filter, ...] = (),
+                          chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+        """The rows passing the filters, in rowid ranges of chunk_rows, in order (int_column_ranges)."""
+        yield from self.int_column_ranges(table, columns, [(lo, hi, filters) for lo, hi in self._rowid_ranges(
+            table, chunk_rows)])
+
+    def int_column_ranges(self, table: str, columns: dict[str, str | Bits],
+                          ranges: list[tuple[int, int, tuple[Filter, ...]]]) -> Iterator[pd.DataFrame]:
+        """Integer columns of each (lo, hi, filters): the rows with lo < rowid <= hi passing the filters, in order.
+        The next ranges are read on background threads while the caller works on one (at most READ_THREADS + 1 in
+        memory)."""
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix=f"read-{table}") as pool:
             pending: deque = deque()
-            for lo, hi, where in ranges:
-                pending.append(pool.submit(self.int_columns, table, columns,
-                                           sql.ROWID_CHUNK.format(lo=lo, hi=hi, where=where)))
+            for lo, hi, filters in ranges:
+                pending.append(pool.submit(self._range_columns, table, columns, lo, hi, filters))
                 if len(pending) > READ_THREADS:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
 
+    def _range_columns(self, table: str, columns: dict[str, str | Bits], lo: int, hi: int,
+                       filters: tuple[Filter, ...]) -> pd.DataFrame:
+        """One rowid range: from the table's pages where the fast reader can (btree.Pages), else through SQLite."""
+        fast = self._pages.read(table, columns, lo, hi, filters) if self._pages else None
+        if fast is not None:
+            return pd.DataFrame(fast, copy=False)
+        exprs = {name: c.sql() if isinstance(c, Bits) else c for name, c in columns.items()}
+        return self.int_columns(table, exprs, sql.ROWID_CHUNK.format(lo=lo, hi=hi, where=btree.where(filters)))
+
+    def page_reduce(self, table: str, columns: dict[str, str | Bits], reduce, filters: tuple[Filter, ...] = ()
+                    ) -> list | None:
+        """[reduce(frame) of each rowid chunk], in order, read by the fast reader alone (btree.Pages) on
+        READ_THREADS threads; None where it cannot read every chunk (no compiled reader, a damaged export): the caller
+        then asks SQLite its own question, whose answer stays exact on damaged exports."""
+        if self._pages is None:
+            return None
+
+        def one(bounds: tuple[int, int]):
+            got = self._pages.read(table, columns, *bounds, filters)
+            return _UNREAD if got is None else reduce(pd.DataFrame(got, copy=False))
+        with ThreadPoolExecutor(READ_THREADS, thread_name_prefix=f"pages-{table}") as pool:
+            parts = list(pool.map(one, self._rowid_ranges(table, CHUNK_ROWS)))
+        return None if any(p is _UNREAD for p in parts) else parts
+
+    def page_columns(self, table: str, columns: dict[str, str | Bits], filters: tuple[Filter, ...] = ()
+                     ) -> pd.DataFrame | None:
+        """The rows passing the filters, read by the fast reader alone; None where it cannot (page_reduce)."""
+        parts = self.page_reduce(table, columns, lambda df: df, filters)
+        return None if parts is None else _concat_columns(iter(parts), list(columns))
+
     def _rowid_ranges(self, table: str, rows: int) -> list[tuple[int, int]]:
         """(lo, hi] rowid ranges of `rows` rowids covering the table; none when it is empty."""
         first, last = self.one_row(sql.ROWID_RANGE.format(table=table))
-        return [] if first is None else [(lo, lo + rows) for lo in range(first - 1, last, rows)]
+        return [] if first is None else [(lo, min(lo + rows, last)) for lo in range(first - 1, last, rows)]
 
     def _connection(self) -> sqlite3.Connection:
         """The main connection on the opening thread; a private one on any other (prefetch() runs there)."""
@@ -307,8 +354,8 @@ class Trace:
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
         name_col = "shortName" if "shortName" in cols else "demangledName"
-        columns = {**sql.KERNEL_COLUMNS, "pid": self._pid_expr(cols), "name_id": name_col}
-        df = _concat_columns(self.int_column_chunks("CUPTI_ACTIVITY_KIND_KERNEL", columns), list(columns))
+        columns = {**sql.KERNEL_COLUMNS, "pid": self._pid_column(cols), "name_id": name_col}
+        df = self.table_columns("CUPTI_ACTIVITY_KIND_KERNEL", columns)
         df = self._checked(df, "kernel", ("device", "stream"))
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
@@ -352,13 +399,23 @@ class Trace:
                 if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
         # calls that never issue a copy or a wait: kernel launches and kernel queries (a graph launch does copy)
         skip = [i for i, v in self._connection().execute(sql.NO_COPY_NAME_IDS) if NO_COPY_API.match(v)]
-        query = sql.API_ROWS.format(sync=sync, launches=",".join(str(int(i)) for i in skip) or "-1")
-        df = outermost_calls(self._checked(self.query(query), "CUDA API (copy and wait calls)",
+        rows = self._api_rows_from_pages(sync, skip)
+        if rows is None:
+            rows = self.query(sql.API_ROWS.format(sync=sync, launches=",".join(str(int(i)) for i in skip) or "-1"))
+        df = outermost_calls(self._checked(rows, "CUDA API (copy and wait calls)",
                                            ("api_global_tid",), times=("api_start_ns", "api_end_ns")),
                              "api_start_ns", "api_end_ns")
         ids = df.pop("api_name_id")
         df["api_name"] = ids.map(self.strings(ids.unique())).fillna("?")
         return df
+
+    def _api_rows_from_pages(self, sync: str, skip: list[int]) -> pd.DataFrame | None:
+        """sql.API_ROWS through the fast reader; None where it cannot read them (or a copy's id is not an integer)."""
+        ids = [i for (i,) in self._connection().execute(sql.COPY_AND_WAIT_IDS.format(sync=sync)) if i is not None]
+        if self._pages is None or not all(isinstance(i, int) for i in ids):
+            return None
+        return self.page_columns("CUPTI_ACTIVITY_KIND_RUNTIME", API_ROW_COLUMNS,
+                                 (In("correlationId", tuple(set(ids))), In("nameId", tuple(skip), negate=True)))
 
     @cached_property
     def memcpy_api(self) -> pd.DataFrame:
@@ -424,6 +481,12 @@ class Trace:
         self.wait("sync_calls")  # its validation says whether the runtime rows repeat
         self.sync_calls  # noqa: B018
         repeats = any("repeat" in w for w in self._sync_warnings)
+        parts = None if repeats else self.page_reduce(
+            "CUPTI_ACTIVITY_KIND_RUNTIME", {"start": "start", "end": '"end"'},
+            lambda df: (len(df), int((df["end"] - df["start"]).sum())), (In("globalTid", tuple(tids)),
+                                                                         In("nameId", tuple(names))))
+        if parts is not None:
+            return sum(n for n, _ in parts), sum(t for _, t in parts)
         query = sql.LAUNCH_STATS_DISTINCT if repeats else sql.LAUNCH_STATS
         row = self._connection().execute(query.format(tids=",".join(map(str, tids)),
                                                       ids=",".join(str(int(i)) for i in names))).fetchone()
@@ -438,8 +501,10 @@ class Trace:
         names = {i: v for i, v in self._connection().execute(sql.SYNC_NAME_IDS) if SYNC_API.match(v)}
         if not names:
             return _empty(cols)
-        df, said = validate.clean(self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names))),
-                                  "CUDA synchronize calls", ("global_tid",))
+        rows = self.page_columns("CUPTI_ACTIVITY_KIND_RUNTIME", SYNC_COLUMNS, (In("nameId", tuple(names)),))
+        if rows is None:
+            rows = self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names)))
+        df, said = validate.clean(rows, "CUDA synchronize calls", ("global_tid",))
         self.warnings += said
         self._sync_warnings = said  # its own: other threads add to `warnings` meanwhile
         df = _timed(df)
@@ -452,8 +517,8 @@ class Trace:
         if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes"])
         cols = self.columns("CUPTI_ACTIVITY_KIND_MEMSET")
-        return self._checked(self.int_columns("CUPTI_ACTIVITY_KIND_MEMSET",
-                                              {**sql.MEMSET_COLUMNS, "pid": self._pid_expr(cols)}),
+        return self._checked(self.table_columns("CUPTI_ACTIVITY_KIND_MEMSET",
+                                                {**sql.MEMSET_COLUMNS, "pid": self._pid_column(cols)}),
                              "memset", ("device", "stream"))
 
     @staticmethod
@@ -461,15 +526,26 @@ class Trace:
         """The launching process's OS pid, or -1 where an export has no globalPid (joins then use ids alone)."""
         return sql.PID_OF.format(col=col) if "globalPid" in columns else "-1"
 
+    @staticmethod
+    def _pid_column(columns: set[str]) -> Bits | str:
+        """_pid_expr() for a big table's chunked read: Bits, which the fast reader takes too."""
+        return Bits("globalPid") if "globalPid" in columns else "-1"
+
     def launch_threads(self, correlation_ids) -> pd.DataFrame:
         """correlation_id -> global_tid of the runtime call that launched it (for a few ids; the outermost call where
         several share an id)."""
         ids = sorted({int(i) for i in correlation_ids})
         if not ids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["correlation_id", "pid", "global_tid", "api_start_ns", "api_end_ns"])
-        parts = [self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(ids[k:k + 900]))),
-                            ids[k:k + 900]) for k in range(0, len(ids), 900)]
-        return outermost_calls(pd.concat(parts, ignore_index=True), "api_start_ns", "api_end_ns")
+        df = self.page_columns("CUPTI_ACTIVITY_KIND_RUNTIME", LAUNCH_THREAD_COLUMNS, (In("correlationId", tuple(ids)),))
+        if df is not None:  # in the order of the SQL reads below: by batch of ids, then by rowid
+            batch = np.searchsorted(ids, df["correlation_id"].to_numpy()) // IDS_PER_QUERY
+            df = df.iloc[np.argsort(batch, kind="stable")].reset_index(drop=True)
+        else:
+            df = pd.concat([self.query(sql.RUNTIME_FOR_CORRELATIONS.format(ids=",".join("?" * len(part))), part)
+                            for k in range(0, len(ids), IDS_PER_QUERY) for part in [ids[k:k + IDS_PER_QUERY]]],
+                           ignore_index=True)
+        return outermost_calls(df, "api_start_ns", "api_end_ns")
 
     @cached_property
     def nvtx(self) -> pd.DataFrame:
@@ -499,18 +575,18 @@ class Trace:
         capture: the analysis reads scoped parts (osrt_chunks) and uses this only for a damaged table."""
         if not self.has("OSRT_API"):
             return _empty(["start_ns", "end_ns", "duration_ns", "global_tid", "name"])
-        df = self._checked(self.int_columns("OSRT_API", sql.OSRT_COLUMNS), "OS runtime", ("global_tid",))
+        df = self._checked(self.table_columns("OSRT_API", sql.OSRT_COLUMNS), "OS runtime", ("global_tid",))
         df["name"] = self._names(df.pop("name_id"), "OS runtime")
         return df
 
     # --- OS runtime calls, in scoped reads -------------------------------------------------------------------------
-    def osrt_chunks(self, where: str) -> Iterator[pd.DataFrame]:
-        """The OS runtime calls matching the SQL condition `where` (on OSRT_API's columns, e.g. sql.pid_in(...)), in
+    def osrt_chunks(self, filters: tuple[Filter, ...]) -> Iterator[pd.DataFrame]:
+        """The OS runtime calls passing the filters (on OSRT_API's columns, e.g. btree.In("nameId", ids)), in
         rowid chunks: start_ns, end_ns, duration_ns, global_tid, name. Damaged rows are dropped here without a
         warning; osrt_count() then checks the whole table once and says what it drops."""
         if not self.has("OSRT_API"):
             return
-        for df in self.int_column_chunks("OSRT_API", sql.OSRT_COLUMNS, where):
+        for df in self.int_column_chunks("OSRT_API", sql.OSRT_COLUMNS, filters):
             yield from self._checked_osrt(df)
 
     def _checked_osrt(self, df: pd.DataFrame) -> Iterator[pd.DataFrame]:
@@ -524,8 +600,8 @@ class Trace:
         yield _timed(df)
 
     def osrt_zone_chunks(self, where_of) -> Iterator[pd.DataFrame]:
-        """osrt_chunks() zone by zone (osrt_zones): where_of(zone) gives the zone's SQL condition, or None to skip
-        the zone without reading it (e.g. no GPU gap inside its time span)."""
+        """osrt_chunks() zone by zone (osrt_zones): where_of(zone) gives the zone's filters, or None to skip the
+        zone without reading it (e.g. no GPU gap inside its time span)."""
         self.wait("osrt_zones")  # a prefetch may be computing them (cached_property has no lock from Python 3.12)
         ranges = [(z.lo, z.hi, w) for z in self.osrt_zones for w in [where_of(z)] if w is not None]
         for df in self.int_column_ranges("OSRT_API", sql.OSRT_COLUMNS, ranges) if ranges else ():
@@ -539,6 +615,9 @@ class Trace:
         if not self.has("OSRT_API"):
             return []
         def zone(bounds: tuple[int, int]) -> Zone:
+            got = self._pages.read("OSRT_API", ZONE_COLUMNS, *bounds) if self._pages else None
+            if got is not None:
+                return _zone_of(bounds, got)
             rows, first, last, unusable = self.one_row(sql.ZONE.format(lo=bounds[0], hi=bounds[1]))
             known = isinstance(first, int) and isinstance(last, int)  # text or a float: a damaged export
             return Zone(bounds[0], bounds[1], int(rows), first if known else None, last if known else None,
@@ -566,12 +645,12 @@ class Trace:
         self.wait("osrt_zones")
         return sum(z.unusable for z in self.osrt_zones)
 
-    def osrt_starts(self, where: str) -> np.ndarray:
-        """Start times of the OS runtime calls with usable times matching `where`, sorted: one column, chunked."""
+    def osrt_starts(self, filters: tuple[Filter, ...]) -> np.ndarray:
+        """Start times of the OS runtime calls with usable times passing the filters, sorted: one column, chunked."""
         if not self.has("OSRT_API"):
             return np.zeros(0, np.int64)
         parts = [c["start_ns"].to_numpy() for c in
-                 self.int_column_chunks("OSRT_API", {"start_ns": "start"}, f"({where}) AND {sql.USABLE_TIMES}")]
+                 self.int_column_chunks("OSRT_API", {"start_ns": "start"}, (*filters, btree.USABLE))]
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
     def osrt_span(self, where: str = "1") -> tuple[int, int] | None:
@@ -612,6 +691,15 @@ class Zone:
     start_ns: int | None
     end_ns: int | None
     unusable: int = 0
+
+
+def _zone_of(bounds: tuple[int, int], got: dict[str, np.ndarray]) -> Zone:
+    """sql.ZONE's figures from the zone's integer columns (read by btree.Pages, which reads nothing else)."""
+    start, end, tid = got["start"], got["end"], got["tid"]
+    if not len(start):
+        return Zone(*bounds, 0, None, None, 0)
+    return Zone(*bounds, len(start), int(start.min()), int(end.max()),
+                int(np.count_nonzero((start < 0) | (end < start) | (tid < 0))))
 
 
 def _short_copy_kind(label: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_transfer.analysis import Trace, os_calls
+from nsys_transfer.analysis import Trace, btree, os_calls
 from nsys_transfer.analysis import trace as trace_module
 from nsys_transfer.analysis.summary import analyze
 
@@ -68,7 +68,7 @@ def test_a_damaged_row_far_from_the_gaps_is_reported_whatever_the_zones(tmp_path
         shutil.copyfileobj(src, dst)
     with sqlite3.connect(path) as con:
         con.execute('UPDATE OSRT_API SET "end" = start - 10 WHERE rowid = 522241')
-    monkeypatch.setattr(os_calls, "MAX_SQL_INTERVALS", 2)  # a coarse filter: the read shape differs most
+    monkeypatch.setattr(btree, "MAX_SQL_INTERVALS", 2)  # a coarse SQL filter: the read shape differs most
     whole, _, _ = _analyze(path, WHOLE_TABLE, monkeypatch)
     small, _, _ = _analyze(path, 2048, monkeypatch)
     said = "1 OS runtime rows that end before they start, dropped"
