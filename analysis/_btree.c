@@ -38,6 +38,7 @@ typedef struct {
     int ncol, max_field; int slot_of[MAX_FIELDS];
     int64_t *out[MAX_COLUMNS]; Py_ssize_t n, cap; int64_t seen;
     InFilter *ins; int nin; TouchFilter *touches; int ntouch;
+    const unsigned char *map;            /* the whole file, mapped by the caller; NULL: read each page (pread) */
     unsigned char *buf[MAX_DEPTH]; int status, done;  /* done: a rowid above hi was met */
 } Scan;
 
@@ -133,8 +134,8 @@ static uint32_t be32(const unsigned char *p) {
 /* The subtree at page pgno, whose rowids are in (min_key, max_key]. */
 static void walk(Scan *s, uint32_t pgno, int depth, int64_t min_key, int64_t max_key) {
     if (depth >= MAX_DEPTH || pgno == 0 || pgno > s->pages || ++s->visited > s->pages) { s->status = DAMAGED; return; }
-    unsigned char *page = s->buf[depth];
-    if (pread(s->fd, page, s->page_size, (off_t)(pgno - 1) * s->page_size) != (ssize_t)s->page_size) {
+    const unsigned char *page = s->map ? s->map + (size_t)(pgno - 1) * s->page_size : s->buf[depth];
+    if (!s->map && pread(s->fd, s->buf[depth], s->page_size, (off_t)(pgno - 1) * s->page_size) != (ssize_t)s->page_size) {
         s->status = DAMAGED; return;
     }
     const unsigned char *hdr = page + (pgno == 1 ? 100 : 0), *end = page + s->usable;
@@ -194,10 +195,23 @@ static int parse_filters(Scan *s, PyObject *ins, PyObject *tch, Py_buffer *views
     return 1;
 }
 
-/* scan(path, root, page_size, usable, fields, lo, hi, ins, touches) -> (status, rows seen, [bytearray per field]) */
+/* Open the file: the caller's mapping of it (a buffer, e.g. mmap.mmap), or its path (then each page is read). */
+static void open_source(Scan *s, const char *path, const Py_buffer *mapped) {
+    if (mapped) {
+        s->map = mapped->buf; s->pages = (uint64_t)mapped->len / s->page_size;
+        return;
+    }
+    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    off_t size = s->fd < 0 ? -1 : lseek(s->fd, 0, SEEK_END);
+    if (size < 0) s->status = DAMAGED;
+    else s->pages = (uint64_t)size / s->page_size;
+}
+
+/* scan(source, root, page_size, usable, fields, lo, hi, ins, touches) -> (status, rows seen, [bytearray per field]);
+   source: the file's path, or a buffer holding the whole file (a read-only mapping of it) */
 static PyObject *btree_scan(PyObject *Py_UNUSED(self), PyObject *args) {
-    const char *path; unsigned int root, page_size, usable; PyObject *fields, *ins, *tch; long long lo, hi;
-    if (!PyArg_ParseTuple(args, "sIIIOLLO!O!", &path, &root, &page_size, &usable, &fields, &lo, &hi,
+    PyObject *source; unsigned int root, page_size, usable; PyObject *fields, *ins, *tch; long long lo, hi;
+    if (!PyArg_ParseTuple(args, "OIIIOLLO!O!", &source, &root, &page_size, &usable, &fields, &lo, &hi,
                           &PyList_Type, &ins, &PyList_Type, &tch)) return NULL;
     Scan s; memset(&s, 0, sizeof s);
     s.page_size = page_size; s.usable = usable; s.lo = lo; s.hi = hi; s.max_field = -1;
@@ -219,6 +233,12 @@ static PyObject *btree_scan(PyObject *Py_UNUSED(self), PyObject *args) {
         s.slot_of[field] = c;
         if (field > s.max_field) s.max_field = (int)field;
     }
+    const char *path = PyUnicode_Check(source) ? PyUnicode_AsUTF8(source) : NULL;
+    Py_buffer mapped; int is_mapped = 0;
+    if (!path) {
+        if (PyErr_Occurred() || PyObject_GetBuffer(source, &mapped, PyBUF_SIMPLE) < 0) return NULL;
+        is_mapped = 1;
+    }
     Py_buffer views[3 * MAX_COLUMNS]; int nviews = 0;
     PyObject *cols = PyList_New(s.ncol), *result = NULL;
     s.cap = (Py_ssize_t)(hi - lo);
@@ -232,16 +252,16 @@ static PyObject *btree_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     for (int d = 0; d < MAX_DEPTH; d++)
         if (!(s.buf[d] = malloc(page_size))) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
-    s.fd = open(path, O_RDONLY | O_CLOEXEC);
-    off_t size = s.fd < 0 ? -1 : lseek(s.fd, 0, SEEK_END);
-    if (size < 0) s.status = DAMAGED;
-    else { s.pages = (uint64_t)size / page_size; s.last_rowid = INT64_MIN; walk(&s, root, 0, INT64_MIN, INT64_MAX); }
+    s.fd = -1; s.last_rowid = INT64_MIN;
+    open_source(&s, path, is_mapped ? &mapped : NULL);
+    if (s.status == OK) walk(&s, root, 0, INT64_MIN, INT64_MAX);
     if (s.fd >= 0) close(s.fd);
     Py_END_ALLOW_THREADS
     for (int c = 0; c < s.ncol; c++)
         if (PyByteArray_Resize(PyList_GET_ITEM(cols, c), s.status == OK ? s.n * 8 : 0) < 0) goto done;
     result = Py_BuildValue("(iLO)", s.status, (long long)s.seen, cols);
 done:
+    if (is_mapped) PyBuffer_Release(&mapped);
     for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
     for (int d = 0; d < MAX_DEPTH; d++) free(s.buf[d]);
     free(s.ins); free(s.touches);

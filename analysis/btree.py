@@ -13,6 +13,7 @@ overflowing or short record, a page that does not parse. The answers are the sam
 """
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import sqlite3
@@ -31,6 +32,10 @@ except ImportError:  # built by `pip install .` where a C compiler is present; S
 
 SQLITE_ONLY = "NSYS_TRANSFER_SQLITE_ONLY"  # set (to anything but 0) to read through SQLite alone: tests, bisecting
 MAX_SQL_INTERVALS = 4096  # intervals in Touches' SQL form (a binary search 12 CASEs deep); more are merged into fewer
+# A file up to this size is mapped once and its pages read in place: a per-scan copy of every page out of the page
+# cache cost more than parsing it. A larger file is read page by page, so that the pages a scan read leave the
+# process's memory with it: resident memory then stays bounded whatever the file's size.
+MAP_WHOLE_BYTES = 1 << 30
 MAX_RANGE_ROWS = 1 << 24  # rowids per scan: room for each is reserved (virtual memory, resident only where written)
 _IDENTIFIER = re.compile(r'^"?([A-Za-z_][A-Za-z0-9_]*)"?$')
 _OK, _NOT_HANDLED = 0, 2
@@ -111,8 +116,9 @@ def coarse(starts: np.ndarray, ends: np.ndarray, most: int) -> tuple[np.ndarray,
 class Pages:
     """One export's table b-trees, for _btree.scan. Use Pages.open(); read() gives None where SQLite must answer."""
 
-    def __init__(self, path: Path, page_size: int, usable: int, connection: Callable[[], sqlite3.Connection]):
-        self.path, self.page_size, self.usable = str(path), page_size, usable
+    def __init__(self, source: str | mmap.mmap, page_size: int, usable: int,
+                 connection: Callable[[], sqlite3.Connection]):
+        self.source, self.page_size, self.usable = source, page_size, usable
         self._connection = connection  # the calling thread's connection to the same file (Trace._connection)
         self._tables: dict[str, tuple[int, list[str]] | None] = {}
 
@@ -123,11 +129,18 @@ class Pages:
             return None
         with open(path, "rb") as f:
             header = f.read(100)
-        if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
-            return None
+            if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+                return None
+            size = os.fstat(f.fileno()).st_size
+            source = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size <= MAP_WHOLE_BYTES else str(path)
         page_size = int.from_bytes(header[16:18], "big")
         page_size = 65536 if page_size == 1 else page_size
-        return cls(path, page_size, page_size - header[20], connection)
+        return cls(source, page_size, page_size - header[20], connection)
+
+    def close(self) -> None:
+        """Unmap the file (once no scan reads it)."""
+        if isinstance(self.source, mmap.mmap):
+            self.source.close()
 
     def _table(self, table: str) -> tuple[int, list[str]] | None:
         """(root page, column names in record order) of a rowid table; None for anything else."""
@@ -162,7 +175,7 @@ class Pages:
         ins, touches = _compiled(filters, slot)
         if len(fields) > 16:
             return None
-        status, _seen, data = _btree.scan(self.path, root, self.page_size, self.usable,
+        status, _seen, data = _btree.scan(self.source, root, self.page_size, self.usable,
                                           [names.index(n) for n in fields], lo, hi, ins, touches)
         if status != _OK:
             return None

@@ -127,6 +127,8 @@ class Trace:
             t.join()
         for con in getattr(self, "_extra_cons", []):
             con.close()
+        if getattr(self, "_pages", None) is not None:
+            self._pages.close()
         if getattr(self, "con", None) is not None:
             self.con.close()
             self.con = None

@@ -57,11 +57,14 @@ def _rows(got: dict[str, np.ndarray]) -> list[tuple]:
 def _pages(path: Path, con: sqlite3.Connection) -> btree.Pages:
     pages = btree.Pages.open(path, lambda: con)
     assert pages is not None
+    assert isinstance(pages.source, str) == (path.stat().st_size > btree.MAP_WHOLE_BYTES)
     return pages
 
 
+@pytest.mark.parametrize("mapped", [True, False], ids=["mapped", "page by page"])
 @pytest.mark.parametrize("name", _traces())
-def test_every_table_reads_as_sqlite_reads_it(name, tmp_path):
+def test_every_table_reads_as_sqlite_reads_it(name, mapped, tmp_path, monkeypatch):
+    monkeypatch.setattr(btree, "MAP_WHOLE_BYTES", btree.MAP_WHOLE_BYTES if mapped else 0)
     path = _path(name, tmp_path)
     rng = random.Random(name)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
