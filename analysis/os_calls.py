@@ -48,9 +48,14 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
 
 def wait_calls(trace: Trace) -> pd.DataFrame:
     """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...): a small part of the table, read by
-    name. idle.attribute picks the launching threads', their processes' and the DataLoader's."""
+    name. idle.attribute picks the launching threads', their processes' and the DataLoader's. Reads the zones
+    (Trace.osrt_zones) too: one pass for both where the fast reader can."""
     names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
-    return _concat(list(trace.osrt_chunks((In("nameId", tuple(names)),)))) if names else _concat([])
+    rows = trace.osrt_zone_rows(names)  # the zones too, in the same pass, where the fast reader can
+    if rows is None:
+        rows = list(trace.osrt_chunks((In("nameId", tuple(names)),))) if names else []
+        trace.osrt_zones  # noqa: B018 - read here, on this thread, as the pass above would have
+    return _concat(rows)
 
 
 def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: In) -> tuple[Filter, ...] | None:

@@ -33,8 +33,8 @@ NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_A
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
-CHUNK_ROWS = 1_000_000  # rows of a big table per read: bounds the text SQLite hands over however long the capture
-ZONE_ROWS = 262_144  # OS runtime rows per zone (osrt_zones): fine enough that a zone spans few GPU gaps
+CHUNK_ROWS = 1 << 20  # rows of a big table per read: bounds what one read holds however long the capture
+ZONE_ROWS = 1 << 18  # OS runtime rows per zone (osrt_zones): fine enough that a zone spans few GPU gaps
 ZONE_COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid"}  # what sql.ZONE looks at
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 NO_COPY_API = re.compile(r"^(cu(da)?(LaunchKernel|LaunchCooperativeKernel|LaunchKernelEx)|cuKernelGet)")
@@ -253,8 +253,9 @@ class Trace:
         self.warnings += said
         return _timed(df) if times == validate.TIMES else df
 
-    def prefetch_call(self, key: str, fn, *args) -> None:
-        """Run fn(*args) on a background thread; `result(key)` joins it and returns its value."""
+    def prefetch_call(self, key: str, fn, *args, also: tuple[str, ...] = ()) -> None:
+        """Run fn(*args) on a background thread; `result(key)` joins it and returns its value; `wait()` for a name in
+        `also` (a property fn fills) joins it too."""
         box: dict = {}
 
         def work():
@@ -263,7 +264,7 @@ class Trace:
             except BaseException as e:  # re-raised on the caller's thread
                 box["error"] = e
         t = threading.Thread(target=work, name=f"prefetch-{key}", daemon=True)
-        self._prefetching[key] = t
+        self._prefetching.update({n: t for n in (key, *also)})
         self._results[key] = box
         t.start()
 
@@ -626,6 +627,33 @@ class Trace:
                         int(unusable or 0))
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="read-zones") as pool:
             return list(pool.map(zone, self._rowid_ranges("OSRT_API", ZONE_ROWS)))
+
+    def osrt_zone_rows(self, names) -> list[pd.DataFrame] | None:
+        """One pass of the fast reader over the OS runtime table for two reads: it fills osrt_zones, and gives the
+        calls with these name ids as osrt_chunks((In("nameId", names),)) would (the same chunks, checked the same
+        way); None, with nothing filled, where the fast reader cannot read every zone."""
+        per_chunk = CHUNK_ROWS // ZONE_ROWS  # zones grouped into osrt_chunks' very chunks: the same rows checked
+        if self._pages is None or not self.has("OSRT_API") or "osrt_zones" in self.__dict__ or not per_chunk or \
+                CHUNK_ROWS % ZONE_ROWS:
+            return None
+        wanted = np.unique(np.asarray(list(names), np.int64))
+
+        def zone(bounds: tuple[int, int]):
+            got = self._pages.read("OSRT_API", {**ZONE_COLUMNS, "name_id": "nameId"}, *bounds)
+            if got is None:
+                return None
+            keep = np.isin(got["name_id"], wanted)
+            rows = {c: got[k][keep] for c, k in (("start_ns", "start"), ("end_ns", "end"), ("global_tid", "tid"),
+                                                 ("name_id", "name_id"))}
+            return _zone_of(bounds, got), rows
+        with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="pages-zones") as pool:
+            parts = list(pool.map(zone, self._rowid_ranges("OSRT_API", ZONE_ROWS)))
+        if any(p is None for p in parts):
+            return None
+        self.__dict__["osrt_zones"] = [z for z, _ in parts]
+        chunks = [pd.DataFrame({c: np.concatenate([rows[c] for _, rows in parts[k:k + per_chunk]])
+                                for c in sql.OSRT_COLUMNS}, copy=False) for k in range(0, len(parts), per_chunk)]
+        return [df for chunk in chunks for df in self._checked_osrt(chunk)]
 
     def osrt_names(self, pattern: re.Pattern) -> dict[int, str]:
         """{string id: text} of the OS call names matching `pattern` (names are short: long strings are not read)."""
