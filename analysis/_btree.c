@@ -14,6 +14,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +197,26 @@ static int parse_filters(Scan *s, PyObject *ins, PyObject *tch, Py_buffer *views
     return 1;
 }
 
+/* A mapped file cut short while it is read (another program truncating it) raises SIGBUS on the missing pages:
+   the scan then ends as DAMAGED (SQLite reads it next and says what is wrong) instead of killing the process. */
+static __thread sigjmp_buf *bus_escape;
+static struct sigaction previous_bus;
+
+static void on_bus_error(int sig, siginfo_t *info, void *context) {
+    if (bus_escape) siglongjmp(*bus_escape, 1);
+    if (previous_bus.sa_flags & SA_SIGINFO) previous_bus.sa_sigaction(sig, info, context);
+    else if (previous_bus.sa_handler != SIG_IGN && previous_bus.sa_handler != SIG_DFL) previous_bus.sa_handler(sig);
+    else { signal(SIGBUS, SIG_DFL); raise(SIGBUS); }
+}
+
+static void walk_mapped(Scan *s, uint32_t root) {
+    sigjmp_buf escape;
+    if (sigsetjmp(escape, 0)) { bus_escape = NULL; s->status = DAMAGED; return; }
+    bus_escape = &escape;
+    walk(s, root, 0, INT64_MIN, INT64_MAX);
+    bus_escape = NULL;
+}
+
 /* Open the file: the caller's mapping of it (a buffer, e.g. mmap.mmap), or its path (then each page is read). */
 static void open_source(Scan *s, const char *path, const Py_buffer *mapped) {
     if (mapped) {
@@ -254,7 +276,8 @@ static PyObject *btree_scan(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     s.fd = -1; s.last_rowid = INT64_MIN;
     open_source(&s, path, is_mapped ? &mapped : NULL);
-    if (s.status == OK) walk(&s, root, 0, INT64_MIN, INT64_MAX);
+    if (s.status == OK && s.map) walk_mapped(&s, root);
+    else if (s.status == OK) walk(&s, root, 0, INT64_MIN, INT64_MAX);
     if (s.fd >= 0) close(s.fd);
     Py_END_ALLOW_THREADS
     for (int c = 0; c < s.ncol; c++)
@@ -274,4 +297,11 @@ static PyMethodDef METHODS[] = {
      "scan(path, root, page_size, usable, fields, lo, hi, ins, touches) -> (status, rows seen, columns)"},
     {NULL, NULL, 0, NULL}};
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_btree", "SQLite table b-tree reader", -1, METHODS};
-PyMODINIT_FUNC PyInit__btree(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__btree(void) {
+    struct sigaction bus = {0};
+    bus.sa_sigaction = on_bus_error;
+    bus.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&bus.sa_mask);
+    if (sigaction(SIGBUS, &bus, &previous_bus) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    return PyModule_Create(&MODULE);
+}

@@ -145,15 +145,19 @@ class Pages:
     def _table(self, table: str) -> tuple[int, list[str]] | None:
         """(root page, column names in record order) of a rowid table; None for anything else."""
         if table not in self._tables:
-            row = self._connection().execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                    (table,)).fetchone()
-            if row is None or not isinstance(row[0], int) or "WITHOUT ROWID" in str(row[1]).upper():
-                self._tables[table] = None
-            else:
-                info = self._connection().execute(sql.RECORD_FIELDS, (table,)).fetchall()
-                stored = all(hidden == 0 for _, hidden in info)  # generated columns are not in the record
-                self._tables[table] = (row[0], [name for name, _ in info]) if stored else None
+            try:
+                self._tables[table] = self._layout(table)
+            except sqlite3.DatabaseError:  # a damaged schema: SQLite says so when it reads the table
+                return None
         return self._tables[table]
+
+    def _layout(self, table: str) -> tuple[int, list[str]] | None:
+        row = self._connection().execute(sql.TABLE_ROOT, (table,)).fetchone()
+        if row is None or not isinstance(row[0], int) or "WITHOUT ROWID" in str(row[1]).upper():
+            return None
+        info = self._connection().execute(sql.RECORD_FIELDS, (table,)).fetchall()
+        stored = all(hidden == 0 for _, hidden in info)  # generated columns are not in the record
+        return (row[0], [name for name, _ in info]) if stored else None
 
     def read(self, table: str, columns: dict[str, str | Bits], lo: int, hi: int,
              filters: tuple[Filter, ...] = ()) -> dict[str, np.ndarray] | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import lzma
 import random
 import shutil
+import subprocess
+import sys
 import sqlite3
 from pathlib import Path
 
@@ -189,3 +191,23 @@ def _analysis(path: Path) -> dict:
     with Trace.open(path) as t:
         a = analyze(t)
         return {"summary": a.summary, "warnings": sorted(t.warnings)}
+
+
+def test_a_mapped_file_cut_short_under_the_reader_gives_up_instead_of_crashing(tmp_path):
+    """Another program truncating the export while it is mapped: the pages past the end raise SIGBUS, which the
+    reader turns into 'cannot read' (SQLite then says what is wrong). In a child process: a crash must not take
+    the test run with it."""
+    path = _path("tests/data/programs/hf_generate_nsys2023.sqlite.xz", tmp_path)
+    script = f"""
+import os, sqlite3
+from nsys_transfer.analysis import btree
+con = sqlite3.connect({str(path)!r})
+pages = btree.Pages.open({str(path)!r}, lambda: con)
+assert pages.source is not None and not isinstance(pages.source, str)
+assert pages.read("OSRT_API", {{"s": "start"}}, 0, 10 ** 6) is not None
+os.truncate({str(path)!r}, 50 * 4096)
+print(pages.read("OSRT_API", {{"s": "start"}}, 0, 10 ** 6))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"
