@@ -165,17 +165,15 @@ def call_counts(trace: Trace) -> dict[str, int]:
 
 
 def _call_counts_from_pages(trace: Trace, kinds: dict[int, str]) -> dict[str, int] | None:
-    """_call_counts() through the fast reader: the name column alone, counted per chunk; None where it cannot."""
-    ids = {k: np.array([i for i, kind in kinds.items() if kind == k], np.int64) for k in CALL_KINDS}
-
-    def counted(df: pd.DataFrame) -> list[int]:
-        names = df["name_id"].to_numpy()
-        return [len(names), *(int(np.isin(names, ids[k]).sum()) for k in CALL_KINDS)]
-    parts = trace.page_reduce("CUPTI_ACTIVITY_KIND_RUNTIME", {"name_id": "nameId"}, counted)
-    if parts is None:
+    """_call_counts() from the runtime table's one pass (Trace.runtime_pass); None where the fast reader cannot."""
+    both = trace.runtime_pass()
+    if both is None:
         return None
-    totals = [sum(p[i] for p in parts) for i in range(len(CALL_KINDS) + 1)]
-    return {"all": totals[0], **dict(zip(CALL_KINDS, totals[1:]))}
+    out = {"all": sum(both.name_counts.values()), **dict.fromkeys(CALL_KINDS, 0)}
+    for name_id, calls in both.name_counts.items():
+        if kinds.get(name_id) in CALL_KINDS:
+            out[kinds[name_id]] += calls
+    return out
 
 
 def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:

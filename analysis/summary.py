@@ -101,9 +101,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 def _read_beside_gpu(trace: Trace) -> None:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
     this one reads the kernels (the copies and memsets first: the device pass needs them next)."""
-    trace.prefetch("api_rows", "nvtx", "threads")
+    trace.prefetch("api_rows", "sync_calls", "nvtx", "threads")  # one pass of the runtime table gives the first two
     trace.prefetch_call("waits", os_calls.wait_calls, trace, also=("osrt_zones",))
-    trace.prefetch("sync_calls", "memcpys", "memsets")
+    trace.prefetch("memcpys", "memsets")
 
 
 def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> None:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis import btree, sql, validate
+from nsys_transfer.analysis import btree, runtime_calls, sql, validate
 from nsys_transfer.analysis.btree import Bits, Filter, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import resolve_input
@@ -39,11 +39,7 @@ ZONE_COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid"}  # what sq
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 NO_COPY_API = re.compile(r"^(cu(da)?(LaunchKernel|LaunchCooperativeKernel|LaunchKernelEx)|cuKernelGet)")
 IDS_PER_QUERY = 900  # launch_threads: SQLite allows 999 parameters a statement
-# the fast reader's forms of sql.API_ROWS, sql.SYNC_CALLS and sql.RUNTIME_FOR_CORRELATIONS: the same columns, in order
-API_ROW_COLUMNS = {"correlation_id": "correlationId", "pid": Bits("globalTid"), "api_start_ns": "start",
-                   "api_end_ns": '"end"', "api_global_tid": "globalTid", "api_name_id": "nameId"}
-SYNC_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "correlation_id": "correlationId",
-                "name_id": "nameId"}
+# the fast reader's form of sql.RUNTIME_FOR_CORRELATIONS: the same columns, in order
 LAUNCH_THREAD_COLUMNS = {"correlation_id": "correlationId", "pid": Bits("globalTid"), "global_tid": "globalTid",
                          "api_start_ns": "start", "api_end_ns": '"end"'}
 _UNREAD = object()  # page_reduce: a chunk the fast reader could not read
@@ -87,6 +83,7 @@ class Trace:
         self._extra_cons: list[sqlite3.Connection] = []
         self._results: dict[str, dict] = {}
         self._sync_warnings: list[str] = []
+        self._runtime_lock = threading.Lock()  # runtime_pass: read once, whichever thread asks first
         self._osrt_damaged = False  # a scoped read met rows validate.clean drops: osrt_count() checks the whole table
         self.warnings: list[str] = []  # what a damaged export made us drop or replace (analysis.validate)
         try:
@@ -398,11 +395,11 @@ class Trace:
         """Runtime rows behind every copy and every host wait, in one scan of the runtime table."""
         if not (self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and self.has("CUPTI_ACTIVITY_KIND_MEMCPY")):
             return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
-        sync = (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-                if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
+        sync = self._sync_table()
         # calls that never issue a copy or a wait: kernel launches and kernel queries (a graph launch does copy)
         skip = [i for i, v in self._connection().execute(sql.NO_COPY_NAME_IDS) if NO_COPY_API.match(v)]
-        rows = self._api_rows_from_pages(sync, skip)
+        both = self.runtime_pass()
+        rows = both.api if both is not None else None
         if rows is None:
             rows = self.query(sql.API_ROWS.format(sync=sync, launches=",".join(str(int(i)) for i in skip) or "-1"))
         df = outermost_calls(self._checked(rows, "CUDA API (copy and wait calls)",
@@ -412,13 +409,37 @@ class Trace:
         df["api_name"] = ids.map(self.strings(ids.unique())).fillna("?")
         return df
 
-    def _api_rows_from_pages(self, sync: str, skip: list[int]) -> pd.DataFrame | None:
-        """sql.API_ROWS through the fast reader; None where it cannot read them (or a copy's id is not an integer)."""
-        ids = [i for (i,) in self._connection().execute(sql.COPY_AND_WAIT_IDS.format(sync=sync)) if i is not None]
-        if self._pages is None or not all(isinstance(i, int) for i in ids):
+    def runtime_pass(self) -> runtime_calls.RuntimePass | None:
+        """The copy and wait calls, the synchronize calls, the calls per name and the launches per thread, in one
+        pass of the fast reader (analysis.runtime_calls); None where it cannot read the whole table."""
+        with self._runtime_lock:
+            if not hasattr(self, "_runtime_pass"):
+                self._runtime_pass = self._read_runtime_pass()
+            return self._runtime_pass
+
+    def _read_runtime_pass(self) -> runtime_calls.RuntimePass | None:
+        if self._pages is None or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return None
-        return self.page_columns("CUPTI_ACTIVITY_KIND_RUNTIME", API_ROW_COLUMNS,
-                                 (In("correlationId", tuple(set(ids))), In("nameId", tuple(skip), negate=True)))
+        copy_ids = None
+        if self.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
+            copy_ids = [i for (i,) in self._connection().execute(sql.COPY_AND_WAIT_IDS.format(sync=self._sync_table()))
+                        if i is not None]
+            if not all(isinstance(i, int) for i in copy_ids):
+                return None  # SQL's rules decide whether a float id matches
+
+        def ids(statement: str, pattern: re.Pattern) -> np.ndarray:
+            return np.array([i for i, v in self._connection().execute(statement) if pattern.match(v)], np.int64)
+        names = runtime_calls.Names(ids(sql.SYNC_NAME_IDS, SYNC_API), ids(sql.NO_COPY_NAME_IDS, NO_COPY_API),
+                                    ids(sql.LAUNCH_NAME_IDS, LAUNCH_API),
+                                    None if copy_ids is None else np.unique(np.array(copy_ids, np.int64)))
+        parts = self.page_reduce("CUPTI_ACTIVITY_KIND_RUNTIME", runtime_calls.COLUMNS,
+                                 lambda chunk: runtime_calls.split(chunk, names))
+        return None if parts is None else runtime_calls.combine(parts)
+
+    def _sync_table(self) -> str:
+        """sql.API_ROWS' {sync}: the waits' correlation ids too, where the export has them."""
+        return (" UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+                if self.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") else "")
 
     @cached_property
     def memcpy_api(self) -> pd.DataFrame:
@@ -484,12 +505,10 @@ class Trace:
         self.wait("sync_calls")  # its validation says whether the runtime rows repeat
         self.sync_calls  # noqa: B018
         repeats = any("repeat" in w for w in self._sync_warnings)
-        parts = None if repeats else self.page_reduce(
-            "CUPTI_ACTIVITY_KIND_RUNTIME", {"start": "start", "end": '"end"'},
-            lambda df: (len(df), int((df["end"] - df["start"]).sum())), (In("globalTid", tuple(tids)),
-                                                                         In("nameId", tuple(names))))
-        if parts is not None:
-            return sum(n for n, _ in parts), sum(t for _, t in parts)
+        both = None if repeats else self.runtime_pass()
+        if both is not None:
+            mine = [both.launches[t] for t in tids if t in both.launches]
+            return sum(n for n, _ in mine), sum(ns for _, ns in mine)
         query = sql.LAUNCH_STATS_DISTINCT if repeats else sql.LAUNCH_STATS
         row = self._connection().execute(query.format(tids=",".join(map(str, tids)),
                                                       ids=",".join(str(int(i)) for i in names))).fetchone()
@@ -504,7 +523,8 @@ class Trace:
         names = {i: v for i, v in self._connection().execute(sql.SYNC_NAME_IDS) if SYNC_API.match(v)}
         if not names:
             return _empty(cols)
-        rows = self.page_columns("CUPTI_ACTIVITY_KIND_RUNTIME", SYNC_COLUMNS, (In("nameId", tuple(names)),))
+        both = self.runtime_pass()
+        rows = both.sync if both is not None else None
         if rows is None:
             rows = self.query(sql.SYNC_CALLS.format(ids=",".join(str(int(i)) for i in names)))
         df, said = validate.clean(rows, "CUDA synchronize calls", ("global_tid",))
