@@ -101,7 +101,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 def _read_beside_gpu(trace: Trace) -> None:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
     this one reads the kernels (the copies and memsets first: the device pass needs them next)."""
-    trace.prefetch("api_rows", "sync_calls", "nvtx", "threads")  # one pass of the runtime table gives the first two
+    trace.prefetch("nvtx", "api_rows", "sync_calls", "threads")  # nvtx first: the GPU section waits for it soonest
     trace.prefetch_call("waits", os_calls.wait_calls, trace, also=("osrt_zones",))
     trace.prefetch("memcpys", "memsets")
 

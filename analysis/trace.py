@@ -81,6 +81,7 @@ class Trace:
         uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro&immutable=1"
         self._uri, self._owner, self._local, self._prefetching = uri, threading.get_ident(), threading.local(), {}
         self._extra_cons: list[sqlite3.Connection] = []
+        self._loaded: dict[str, threading.Event] = {}  # prefetch(): set once a name's frame is loaded
         self._results: dict[str, dict] = {}
         self._sync_warnings: list[str] = []
         self._runtime_lock = threading.Lock()  # runtime_pass: read once, whichever thread asks first
@@ -276,22 +277,33 @@ class Trace:
     def prefetch(self, *names: str) -> threading.Thread:
         """Load the named frames (e.g. "osrt", "nvtx") on a background thread: SQLite scans without the GIL,
         so on two cores they overlap with the GPU analysis. Reading the property later waits for it."""
+        loaded = {n: threading.Event() for n in names}  # wait(n) waits for n alone, not for the names after it
+
         def work():
-            for n in names:
-                try:
-                    getattr(self, n)
-                except TraceError:
-                    pass  # raised again, on the caller's thread, when the property is read
+            try:
+                for n in names:
+                    try:
+                        getattr(self, n)
+                    except TraceError:
+                        pass  # raised again, on the caller's thread, when the property is read
+                    finally:
+                        loaded[n].set()
+            finally:
+                for event in loaded.values():
+                    event.set()
         t = threading.Thread(target=work, name=f"prefetch-{'-'.join(names)}", daemon=True)
         self._prefetching.update({n: t for n in names})
+        self._loaded.update(loaded)
         t.start()
         return t
 
     def wait(self, *names: str) -> None:
-        """Join the prefetch of these frames (cached_property has no lock from Python 3.12 on)."""
+        """Wait for the prefetch of these frames (cached_property has no lock from Python 3.12 on)."""
         for n in names:
-            t = self._prefetching.get(n)
-            if t is not None:
+            event, t = self._loaded.get(n), self._prefetching.get(n)
+            if event is not None:
+                event.wait()
+            elif t is not None:
                 t.join()
 
     def forget(self, *names: str) -> None:
