@@ -75,7 +75,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                                                opts.run_record)
     _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
-    kernel_part = _kernels_section(kernels, opts, tables)
+    tables["kernels_top"] = None  # the top kernels, computed beside the idle attribution (its place kept here)
+    trace.prefetch_call("kernels_section", _kernels_section, kernels, opts.top)
     if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads them next
         del kernels, memsets
         trace.forget("kernels", "memsets")  # millions of rows in a long capture, no longer needed: memory for idle
@@ -85,7 +86,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("finding what the CPU did during gaps")
     _gaps_section(gaps, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
 
-    out["kernels"] = kernel_part
+    out["kernels"], tables["kernels_top"] = trace.result("kernels_section")
     ns = cpu.nvtx_summary(nvtx)
     tables["nvtx_summary"] = ns
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
@@ -114,12 +115,11 @@ def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) ->
     trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
 
 
-def _kernels_section(kernels: pd.DataFrame, opts: Options, tables: dict) -> dict:
-    """Kernel count, time, median and the top kernels by time."""
-    tk = gpu.top_kernels(kernels, opts.top)
-    tables["kernels_top"] = tk
+def _kernels_section(kernels: pd.DataFrame, top: int) -> tuple[dict, pd.DataFrame]:
+    """Kernel count, time, median and the top kernels by time; the top kernels' table."""
+    tk = gpu.top_kernels(kernels, top)
     return {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
-            "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None, "top": json_rows(tk)}
+            "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None, "top": json_rows(tk)}, tk
 
 
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
