@@ -87,8 +87,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     _gaps_section(gaps, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
 
     out["kernels"], tables["kernels_top"] = trace.result("kernels_section")
-    ns = cpu.nvtx_summary(nvtx)
-    tables["nvtx_summary"] = ns
+    tables["nvtx_summary"] = ns = cpu.nvtx_summary(nvtx)
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
     out["trace"]["integrity"] = trace.result("integrity")
     say("diagnosing")
