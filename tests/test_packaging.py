@@ -64,10 +64,13 @@ def _dependencies_of_this_environment(into: Path) -> Path:
     return into
 
 
-def test_pip_install_into_a_fresh_venv(tmp_path, h200):
+@pytest.mark.parametrize("compiler", ["found", "missing"])
+def test_pip_install_into_a_fresh_venv(tmp_path, h200, compiler):
+    """Where no C compiler works, the install still succeeds without the fast reader (SQLite reads everything)."""
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".nsys", ".carry", "out", "runs", "build", "*.egg-info", "__pycache__", "tests", "docs"))
+        ".git", ".venv", ".nsys", ".carry", "out", "runs", "build", "*.egg-info", "__pycache__", "tests", "docs",
+        "*.so"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     python, bin_ = venv / "bin" / "python", venv / "bin"
@@ -75,6 +78,7 @@ def test_pip_install_into_a_fresh_venv(tmp_path, h200):
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "dependencies.pth").write_text(f"{_dependencies_of_this_environment(tmp_path / 'deps')}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update({"CC": "/bin/false"} if compiler == "missing" else {})
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
                         "--no-build-isolation", "--no-index", str(src)],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
@@ -95,6 +99,8 @@ def test_pip_install_into_a_fresh_venv(tmp_path, h200):
     where = run(python, "-c", "import nsys_transfer, nsys_transfer.analysis as a, importlib.util as u; "
                               "print(nsys_transfer.__path__, a.__file__, [n for n in %r if u.find_spec(n)])" % LAYERS)
     assert str(site) in where and str(src) not in where and str(ROOT) not in where and where.endswith("[]\n"), where
+    built = run(python, "-c", "from nsys_transfer.analysis import btree; print(btree._btree is not None)")
+    assert built.strip() == str(compiler == "found"), built
     out = elsewhere / "baseline.json"
     run(bin_ / "analyze-trace", h200["baseline"], "--json", out, "-q")
     assert out.stat().st_size > 1000
