@@ -9,7 +9,8 @@
 Pages.read() gives None whenever SQLite must answer instead: no compiled reader (a machine without a C compiler at
 install), a value that is not an integer (a damaged export: SQLite's rules decide what it reads as), an
 overflowing or short record, a page that does not parse. The answers are the same either way
-(tests/test_btree.py compares both on every bundled trace and on damaged exports).
+(tests/test_btree.py compares both on every bundled trace and on damaged exports). A file up to MAP_WHOLE_BYTES is
+mapped once; a larger one is read page by page, so that resident memory stays bounded.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ MAX_SQL_INTERVALS = 4096  # intervals in Touches' SQL form (a binary search 12 C
 MAP_WHOLE_BYTES = 1 << 30
 MAX_RANGE_ROWS = 1 << 24  # rowids per scan: room for each is reserved (virtual memory, resident only where written)
 _IDENTIFIER = re.compile(r'^"?([A-Za-z_][A-Za-z0-9_]*)"?$')
-_OK, _NOT_HANDLED = 0, 2
+_OK = 0  # _btree.scan's status when it read every row; on any other, SQLite reads them
 
 
 @dataclass(frozen=True)
