@@ -132,8 +132,8 @@ class Pages:
             header = f.read(100)
             if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
                 return None
-            size = os.fstat(f.fileno()).st_size
-            source = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size <= MAP_WHOLE_BYTES else str(path)
+            mapped = _mapped(f) if os.fstat(f.fileno()).st_size <= MAP_WHOLE_BYTES else None
+        source = str(path) if mapped is None else mapped
         page_size = int.from_bytes(header[16:18], "big")
         page_size = 65536 if page_size == 1 else page_size
         return cls(source, page_size, page_size - header[20], connection)
@@ -189,6 +189,14 @@ class Pages:
             keep = Usable.keep(raw)
             raw = raw if keep.all() else {n: v[keep] for n, v in raw.items()}
         return {out: _value(raw, source) for out, source in columns.items()}
+
+
+def _mapped(f) -> mmap.mmap | None:
+    """The open file mapped read-only; None where it cannot be (a file system without mmap): then read by page."""
+    try:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
 
 
 def _bare(expr: str) -> str | None:
