@@ -164,7 +164,7 @@ def call_counts(trace: Trace) -> dict[str, int]:
     return _call_counts(trace, _name_kinds(trace))
 
 
-def _call_counts_from_pages(trace: Trace, kinds: dict[int, str]) -> dict[str, int] | None:
+def _call_counts_from_pass(trace: Trace, kinds: dict[int, str]) -> dict[str, int] | None:
     """_call_counts() from the runtime table's one pass (Trace.runtime_pass); None where the fast reader cannot."""
     both = trace.runtime_pass()
     if both is None:
@@ -183,7 +183,7 @@ def _call_counts(trace: Trace, kinds: dict[int, str]) -> dict[str, int]:
     if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return out
 
-    fast = _call_counts_from_pages(trace, kinds)
+    fast = _call_counts_from_pass(trace, kinds)
     if fast is not None:
         return out | fast
 

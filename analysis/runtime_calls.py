@@ -18,6 +18,8 @@ import pandas as pd
 from nsys_transfer.analysis.btree import Bits
 
 COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid", "corr": "correlationId", "name": "nameId"}
+API_COLUMNS = ["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name_id"]  # API_ROWS'
+SYNC_COLUMNS = ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id"]  # sql.SYNC_CALLS'
 MAX_DENSE_ID = 1 << 24  # name ids below this are counted with bincount (StringIds ids are small), others by unique
 
 
@@ -47,9 +49,7 @@ def split(chunk: pd.DataFrame, names: Names) -> tuple:
     if names.copy_ids is not None:
         api = _api_form(chunk[np.isin(corr, names.copy_ids) & ~np.isin(name, names.no_copy)])
     sync = chunk[np.isin(name, names.sync)]
-    sync = pd.DataFrame({"start_ns": sync["start"].to_numpy(), "end_ns": sync["end"].to_numpy(),
-                         "global_tid": sync["tid"].to_numpy(), "correlation_id": sync["corr"].to_numpy(),
-                         "name_id": sync["name"].to_numpy()})
+    sync = pd.DataFrame(dict(zip(SYNC_COLUMNS, (sync[c].to_numpy() for c in ("start", "end", "tid", "corr", "name")))))
     launch = chunk[np.isin(name, names.launch)]
     per_tid = (launch.assign(ns=launch["end"] - launch["start"]).groupby("tid")["ns"].agg(["size", "sum"])
                if len(launch) else None)
@@ -59,9 +59,8 @@ def split(chunk: pd.DataFrame, names: Names) -> tuple:
 def combine(parts: list[tuple]) -> RuntimePass:
     """The chunks' shares as one RuntimePass, in rowid order."""
     apis = [p[0] for p in parts]
-    api = None if any(a is None for a in apis) else _concat(apis, list(_api_form(pd.DataFrame(
-        {c: np.zeros(0, np.int64) for c in COLUMNS})).columns))
-    sync = _concat([p[1] for p in parts], ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id"])
+    api = None if any(a is None for a in apis) else _concat(apis, API_COLUMNS)
+    sync = _concat([p[1] for p in parts], SYNC_COLUMNS)
     counts: dict[int, int] = {}
     for ids, n in (p[2] for p in parts):
         for i, k in zip(ids.tolist(), n.tolist()):
@@ -76,11 +75,10 @@ def combine(parts: list[tuple]) -> RuntimePass:
 
 def _api_form(rows: pd.DataFrame) -> pd.DataFrame:
     """sql.API_ROWS' columns, in order: the process id is the globalTid's bits 24-47."""
-    pid = Bits("globalTid")
-    return pd.DataFrame({"correlation_id": rows["corr"].to_numpy(),
-                         "pid": (rows["tid"].to_numpy() >> pid.shift) & pid.mask,
-                         "api_start_ns": rows["start"].to_numpy(), "api_end_ns": rows["end"].to_numpy(),
-                         "api_global_tid": rows["tid"].to_numpy(), "api_name_id": rows["name"].to_numpy()})
+    pid, tid = Bits("globalTid"), rows["tid"].to_numpy()
+    values = (rows["corr"].to_numpy(), (tid >> pid.shift) & pid.mask, rows["start"].to_numpy(),
+              rows["end"].to_numpy(), tid, rows["name"].to_numpy())
+    return pd.DataFrame(dict(zip(API_COLUMNS, values)))
 
 
 def _counts(name: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

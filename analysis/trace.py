@@ -407,13 +407,13 @@ class Trace:
         """Runtime rows behind every copy and every host wait, in one scan of the runtime table."""
         if not (self.has("CUPTI_ACTIVITY_KIND_RUNTIME") and self.has("CUPTI_ACTIVITY_KIND_MEMCPY")):
             return _empty(["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"])
-        sync = self._sync_table()
-        # calls that never issue a copy or a wait: kernel launches and kernel queries (a graph launch does copy)
-        skip = [i for i, v in self._connection().execute(sql.NO_COPY_NAME_IDS) if NO_COPY_API.match(v)]
         both = self.runtime_pass()
         rows = both.api if both is not None else None
         if rows is None:
-            rows = self.query(sql.API_ROWS.format(sync=sync, launches=",".join(str(int(i)) for i in skip) or "-1"))
+            # calls that never issue a copy or a wait: kernel launches and kernel queries (a graph launch does copy)
+            skip = self._name_ids(sql.NO_COPY_NAME_IDS, NO_COPY_API)
+            rows = self.query(sql.API_ROWS.format(sync=self._sync_table(),
+                                                  launches=",".join(str(int(i)) for i in skip) or "-1"))
         df = outermost_calls(self._checked(rows, "CUDA API (copy and wait calls)",
                                            ("api_global_tid",), times=("api_start_ns", "api_end_ns")),
                              "api_start_ns", "api_end_ns")
@@ -438,15 +438,18 @@ class Trace:
                         if i is not None]
             if not all(isinstance(i, int) for i in copy_ids):
                 return None  # SQL's rules decide whether a float id matches
-
         def ids(statement: str, pattern: re.Pattern) -> np.ndarray:
-            return np.array([i for i, v in self._connection().execute(statement) if pattern.match(v)], np.int64)
+            return np.array(list(self._name_ids(statement, pattern)), np.int64)
         names = runtime_calls.Names(ids(sql.SYNC_NAME_IDS, SYNC_API), ids(sql.NO_COPY_NAME_IDS, NO_COPY_API),
                                     ids(sql.LAUNCH_NAME_IDS, LAUNCH_API),
                                     None if copy_ids is None else np.unique(np.array(copy_ids, np.int64)))
         parts = self.page_reduce("CUPTI_ACTIVITY_KIND_RUNTIME", runtime_calls.COLUMNS,
                                  lambda chunk: runtime_calls.split(chunk, names))
         return None if parts is None else runtime_calls.combine(parts)
+
+    def _name_ids(self, statement: str, pattern: re.Pattern) -> dict[int, str]:
+        """{string id: name} of the API names a sql.*_NAME_IDS statement finds that match the pattern."""
+        return {i: v for i, v in self._connection().execute(statement) if pattern.match(v)}
 
     def _sync_table(self) -> str:
         """sql.API_ROWS' {sync}: the waits' correlation ids too, where the export has them."""
@@ -494,7 +497,7 @@ class Trace:
         """Kernel launch calls (cuda/cu...Launch...) per thread and name: global_tid, name, count, total_ns."""
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(["global_tid", "name", "count", "total_ns"])
-        names = {i: v for i, v in self._connection().execute(sql.LAUNCH_NAME_IDS) if LAUNCH_API.match(v)}
+        names = self._name_ids(sql.LAUNCH_NAME_IDS, LAUNCH_API)
         if not names:
             return _empty(["global_tid", "name", "count", "total_ns"])
         self.wait("sync_calls")  # its validation says whether the runtime rows repeat
@@ -511,7 +514,7 @@ class Trace:
         tids = sorted({int(t) for t in tids})
         if not tids or not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return 0, 0
-        names = [i for i, v in self._connection().execute(sql.LAUNCH_NAME_IDS) if LAUNCH_API.match(v)]
+        names = list(self._name_ids(sql.LAUNCH_NAME_IDS, LAUNCH_API))
         if not names:
             return 0, 0
         self.wait("sync_calls")  # its validation says whether the runtime rows repeat
@@ -532,7 +535,7 @@ class Trace:
         cols = ["start_ns", "end_ns", "duration_ns", "global_tid", "correlation_id", "name"]
         if not self.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
             return _empty(cols)
-        names = {i: v for i, v in self._connection().execute(sql.SYNC_NAME_IDS) if SYNC_API.match(v)}
+        names = self._name_ids(sql.SYNC_NAME_IDS, SYNC_API)
         if not names:
             return _empty(cols)
         both = self.runtime_pass()
