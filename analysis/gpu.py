@@ -6,41 +6,76 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import Coverage, covered_sorted, gaps, union, union_sorted
+from nsys_transfer.analysis.intervals import Coverage, gaps, union, union_of_unions, union_sorted
 
 
-def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> pd.DataFrame:
-    """Every GPU operation as (start_ns, end_ns, device, activity, correlation_id, pid), in start order (kernels,
-    then copies, then memsets on equal starts): device_pass() then needs no sort and no sorted copy of its own."""
-    parts = [(df, a) for df, a in ((kernels, "kernel"), (memcpys, "memcpy"), (memsets, "memset")) if len(df)]
-    if parts:  # numpy concatenation: pandas' concat of millions of rows costs several times more
-        starts = np.concatenate([df["start_ns"].to_numpy(np.int64) for df, _ in parts])
-        order = np.argsort(starts, kind="stable")  # timsort: near-linear on traces, which are mostly in time order
-        in_order = bool((order[1:] > order[:-1]).all())
-        del starts
-
-        def column(values: list[np.ndarray]) -> np.ndarray:  # concatenated, then put in start order
-            joined = np.concatenate(values)
-            return joined if in_order else joined[order]
-        cols = {c: column([df[c].to_numpy(np.int64) if c in df else np.full(len(df), -1, np.int64) for df, _ in parts])
-                for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")}
-        codes = column([np.full(len(df), i, dtype=np.int8) for i, (df, _) in enumerate(parts)])
-        cols["activity"] = pd.Categorical.from_codes(codes, categories=[a for _, a in parts])
-        return pd.DataFrame(cols, copy=False)  # one block per column: no consolidated copy of millions of rows
-    return pd.DataFrame({**{c: pd.Series(dtype="int64") for c in ("start_ns", "end_ns", "device", "correlation_id", "pid")},
-                         "activity": pd.Series(dtype=object)})
+KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
 
 
-def analysis_window(ops: pd.DataFrame, user: tuple[int, int] | None = None) -> tuple[int, int] | None:
+class GpuOps:
+    """Every GPU operation, kept as the kernel, copy and memset tables it came from: the device pass works on each
+    one in place, so a long capture's millions of rows are never copied into one table (nor sorted together)."""
+
+    def __init__(self, parts: dict[str, pd.DataFrame]):
+        self.parts = {k: parts[k] for k in KINDS if k in parts and len(parts[k])}
+
+    def __len__(self) -> int:
+        return sum(len(df) for df in self.parts.values())
+
+    @property
+    def empty(self) -> bool:
+        """No operation at all."""
+        return not self.parts
+
+    def span(self) -> tuple[int, int] | None:
+        """The first operation's start and the last one's end; None without operations."""
+        if not self.parts:
+            return None
+        return (min(int(df["start_ns"].min()) for df in self.parts.values()),
+                max(int(df["end_ns"].max()) for df in self.parts.values()))
+
+    def devices(self) -> list[int]:
+        """The devices with operations, in order."""
+        return sorted({int(d) for df in self.parts.values() for d in np.unique(df["device"].to_numpy())})
+
+    def where(self, keep) -> "GpuOps":
+        """The operations for which keep(table) is true (a table nothing is taken from is kept as it is)."""
+        out = {}
+        for kind, df in self.parts.items():
+            mask = np.asarray(keep(df), dtype=bool)
+            out[kind] = df if mask.all() else df[mask]
+        return GpuOps(out)
+
+    def inside(self, lo, hi) -> "GpuOps":
+        """The operations that overlap [lo, hi)."""
+        return self.where(lambda df: (df["end_ns"].to_numpy() > lo) & (df["start_ns"].to_numpy() < hi))
+
+    def on_device(self, device: int) -> "GpuOps":
+        """The operations of one device."""
+        return self.where(lambda df: df["device"].to_numpy() == device)
+
+    def kernels(self) -> "GpuOps":
+        """The kernels alone."""
+        return GpuOps({k: df for k, df in self.parts.items() if k == "kernel"})
+
+    def last_end_of_those_starting_before(self, t: int) -> int | None:
+        """The latest end of the operations that start before t; None if none does."""
+        ends = [df["end_ns"].to_numpy()[df["start_ns"].to_numpy() < t] for df in self.parts.values()]
+        ends = [e for e in ends if e.size]
+        return max(int(e.max()) for e in ends) if ends else None
+
+
+def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> GpuOps:
+    """Every GPU operation (start_ns, end_ns, device, correlation_id, pid) of the three tables, without a copy."""
+    return GpuOps(dict(zip(KINDS, (kernels, memcpys, memsets))))
+
+
+def analysis_window(ops: GpuOps, user: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """From the first GPU operation's start to the last one's end, unless the user set one."""
-    if user:
-        return user
-    if ops.empty:
-        return None
-    return int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    return user if user else ops.span()
 
 
-def idle_gaps(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> pd.DataFrame:
+def idle_gaps(ops: GpuOps, window: tuple[int, int], min_gap_ns: int) -> pd.DataFrame:
     """Per device, stretches of the window with no GPU operation, at least min_gap_ns long.
 
     Columns: device, start_ns, end_ns, duration_ns, next_correlation_id and next_pid (the op that ends the gap and
@@ -59,57 +94,45 @@ class DevicePass(NamedTuple):
     kernels_at_copies: dict[int, Coverage]  # union of each device's kernels that overlap its copies (copy_table)
 
 
-def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
-    """Per-device utilisation, idle_gaps() and the busy Coverages from one sort per device (large traces)."""
+GAP_COLUMNS = ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id", "next_pid"]
+
+
+def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
+    """Per-device utilisation, idle_gaps() and the busy Coverages: each kind of operation sorted on its own (tables
+    from a trace are in order already) and their unions merged, so no table of every operation is built."""
     lo, hi = window
     rows, gap_parts = [], []
     by_device: dict[int, Coverage] = {}
     at_copies: dict[int, Coverage] = {}
-    dev = ops["device"].to_numpy()
-    devices = np.unique(dev)
-    act = pd.Categorical(ops["activity"])  # categorical from gpu_ops(); an empty frame may be plain
-    cats = list(act.categories)
-    kernel_code = cats.index("kernel") if "kernel" in cats else -1
-    copy_code = cats.index("memcpy") if "memcpy" in cats else -1
-    codes = np.asarray(act.codes)
+    devices = ops.devices()
     for device in devices:
-        m = slice(None) if len(devices) == 1 else dev == device  # one device: no copy of every column
-        s, e, order = _sorted_times(ops["start_ns"].to_numpy()[m], ops["end_ns"].to_numpy()[m], lo, hi)
-        dev_codes = codes[m] if order is None else codes[m][order]
-        kern = dev_codes == kernel_code
-        # compute time first, its copies freed before the busy union is built (memory peaks here on long captures)
-        if kern.all():
-            compute = covered_sorted(s, e)
-        else:
-            ks, ke = s[kern], e[kern]
-            reach = np.maximum.accumulate(ke)  # the latest end so far: binary-searchable, unlike the ends
-            compute = covered_sorted(ks, ke, reach)
-            copy = dev_codes == copy_code
-            at_copies[int(device)] = _kernels_at_copies(ks, ke, reach, s[copy], e[copy])
-            del ks, ke, reach, copy
-        del kern, dev_codes
-        bs, be = union_sorted(s, e)
-        del e  # the starts stay: they find each gap's next operation below
+        mine = ops if len(devices) == 1 else ops.on_device(device)
+        timed = {kind: _sorted_times(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), lo, hi)
+                 for kind, df in mine.parts.items()}
+        ks, ke, _ = timed.get("kernel", (np.zeros(0, np.int64), np.zeros(0, np.int64), None))
+        if set(timed) != {"kernel"}:  # the kernel time at the copies, for their overlap (copy_table)
+            cs, ce, _ = timed.get("memcpy", (ks[:0], ke[:0], None))
+            at_copies[device] = _kernels_at_copies(ks, ke, cs, ce)
+        kernel_union = union_sorted(ks, ke)
+        compute = int((kernel_union[1] - kernel_union[0]).sum())
+        bs, be = union_of_unions([kernel_union] + [union_sorted(s, e) for k, (s, e, _) in timed.items()
+                                                    if k != "kernel"])
+        del kernel_union
         busy = int((be - bs).sum())
-        rows.append({"device": int(device), "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
+        rows.append({"device": device, "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
                      "utilization": busy / (hi - lo) if hi > lo else 0.0,
                      "compute_utilization": compute / (hi - lo) if hi > lo else 0.0})
         g = gaps(bs, be, lo, hi, min_gap_ns)
         if len(g):
-            # the first operation starting at or after each gap's end (gap ends lie inside the window: the
-            # clipped starts find the same one)
-            nxt = np.searchsorted(s, g["end_ns"].to_numpy(), side="left")
-            at = np.clip(nxt, 0, len(s) - 1) if order is None else order[np.clip(nxt, 0, len(s) - 1)]
-            for col in ("correlation_id", "pid"):
-                g[f"next_{col}"] = np.where(nxt < len(s), ops[col].to_numpy()[m][at], -1)
-            g.insert(0, "device", int(device))
+            for col, values in _next_ops(g["end_ns"].to_numpy(), mine, timed).items():
+                g[f"next_{col}"] = values
+            g.insert(0, "device", device)
             gap_parts.append(g)
-        by_device[int(device)] = Coverage(bs, be)
+        by_device[device] = Coverage(bs, be)
     util = pd.DataFrame(rows, columns=["device", "busy_ns", "compute_ns", "window_ns", "utilization",
                                        "compute_utilization"])
     gap_table = (pd.concat(gap_parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if gap_parts else
-                 pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                               ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id", "next_pid"]}))
+                 pd.DataFrame({c: pd.Series(dtype="int64") for c in GAP_COLUMNS}))
     covs = list(by_device.values())
     if len(covs) == 1:  # already disjoint and sorted
         busy = covs[0]
@@ -120,13 +143,35 @@ def device_pass(ops: pd.DataFrame, window: tuple[int, int], min_gap_ns: int) -> 
     return DevicePass(util, gap_table, busy, by_device, at_copies)
 
 
-def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, reach: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> Coverage:
-    """The union of the kernels (sorted by start; reach: their latest end so far) that overlap a copy: their overlap
+def _next_ops(times: np.ndarray, mine: GpuOps, timed: dict) -> dict[str, np.ndarray]:
+    """correlation_id and pid of the first operation that starts at or after each time (-1: none). On equal starts
+    the kinds' order decides (a kernel, then a copy, then a memset), then each table's own order."""
+    out = {c: np.full(times.size, -1, np.int64) for c in ("correlation_id", "pid")}
+    found = np.zeros(times.size, dtype=bool)
+    best = np.zeros(times.size, dtype=np.int64)
+    for kind, df in mine.parts.items():  # in the kinds' order: a later kind wins only with an earlier start
+        s, _, order = timed[kind]
+        i = np.searchsorted(s, times, side="left")
+        at = np.clip(i, 0, len(s) - 1)
+        start = s[at]
+        better = (i < len(s)) & (~found | (start < best))
+        rows = at if order is None else order[at]
+        for col, values in out.items():
+            if col in df:
+                values[better] = df[col].to_numpy()[rows[better]]
+        best = np.where(better, start, best)
+        found |= better
+    return out
+
+
+def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> Coverage:
+    """The union of the kernels (sorted by start) that overlap a copy: their overlap
     with each copy is the kernel time inside it. Binary searches find each copy's candidate kernels, and the
     candidate ranges never overlap, so at most every kernel is looked at once (one long kernel under many copies)."""
     if not cs.size or not ks.size:
         return Coverage(ks[:0], ke[:0])
     us, ue = union_sorted(cs, ce)
+    reach = np.maximum.accumulate(ke)  # the latest end so far: binary-searchable, unlike the ends
     first = np.searchsorted(reach, us, side="right")  # every kernel before it ended by the copy's start
     last = np.searchsorted(ks, ue, side="left")       # every kernel from it on starts after the copy's end
     first[1:] = np.maximum(first[1:], last[:-1])      # both ascend: below the previous end was looked at already
@@ -138,7 +183,7 @@ def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, reach: np.ndarray, cs: np
 
 def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Starts and ends in start order, clipped to [lo, hi], and the order applied (None: they were in order, as
-    gpu_ops() gives them). The caller's arrays are never changed: a clip that cuts something works on copies."""
+    a trace's tables are). The caller's arrays are never changed: a clip that cuts something works on copies."""
     order = None if bool((starts[1:] >= starts[:-1]).all()) else np.argsort(starts, kind="stable")
     s, e = (starts, ends) if order is None else (starts[order], ends[order])
     if s.size and (s[0] < lo or s[-1] > hi or ends.max() > hi or ends.min() < lo):

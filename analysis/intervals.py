@@ -168,6 +168,17 @@ def _merge_sorted(a, b) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+def union_of_unions(unions: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of several disjoint sorted unions: merged by start (no sort), then joined where they overlap."""
+    unions = [u for u in unions if u[0].size]
+    if not unions:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    merged = unions[0]
+    for u in unions[1:]:
+        merged = _merge_sorted(merged, u)
+    return union_sorted(*merged) if len(unions) > 1 else merged
+
+
 def total(u) -> int:
     """Covered time of a union of disjoint intervals (starts, ends) (ns)."""
     return int((u[1] - u[0]).sum())

@@ -115,7 +115,7 @@ def run_summary(run: dict | None) -> dict | None:
 
 # --- one trace's per-GPU rows ------------------------------------------------------------------------------------
 
-def step_window(steps: pd.DataFrame, ops: pd.DataFrame, outputs: pd.DataFrame) -> tuple[int, int] | None:
+def step_window(steps: pd.DataFrame, ops: gpu.GpuOps, outputs: pd.DataFrame) -> tuple[int, int] | None:
     """A rank's measured span: from its first step's start until the last step's output has reached the host (its
     last data-carrying DtoH copy ends; without copies, the GPU work that started before the last step ended). The
     warm-up before it and the drain and barrier after it are left out."""
@@ -124,18 +124,18 @@ def step_window(steps: pd.DataFrame, ops: pd.DataFrame, outputs: pd.DataFrame) -
     lo, last = int(steps["start_ns"].min()), int(steps["end_ns"].max())
     if len(outputs):
         return lo, max(last, int(outputs["end_ns"].max()))
-    queued = ops["end_ns"].to_numpy()[ops["start_ns"].to_numpy() < last]
-    return lo, max(last, int(queued.max()) if len(queued) else last)
+    queued = ops.last_end_of_those_starting_before(last)
+    return lo, max(last, queued if queued is not None else last)
 
 
-def output_drain(nvtx: pd.DataFrame, ops: pd.DataFrame, outputs_done_ns: int) -> tuple[int, str]:
+def output_drain(nvtx: pd.DataFrame, ops: gpu.GpuOps, outputs_done_ns: int) -> tuple[int, str]:
     """How long the rank still waited for its output workers after its last step's output reached the host: the
     `drain outputs` NVTX range when the trace has it, else the rank's last GPU operation (the barrier before the
     capture stops, issued once its queue is drained). (drain_ns, source)."""
     d = nvtx[nvtx["name"] == DRAIN_OUTPUTS] if len(nvtx) else nvtx
     if len(d):
         return max(0, int(d["end_ns"].max()) - outputs_done_ns), f"NVTX '{DRAIN_OUTPUTS}'"
-    last = int(ops["end_ns"].max()) if len(ops) else outputs_done_ns
+    last = ops.span()[1] if len(ops) else outputs_done_ns
     return max(0, last - outputs_done_ns), "last GPU operation"
 
 
@@ -147,19 +147,19 @@ def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, o
     owner = dict(gpu.driving_process(kernels).itertuples(index=False, name=None))
     nvtx_pid = pid_of(nvtx["global_tid"].to_numpy()) if len(nvtx) else np.zeros(0, np.int64)
     rows = []
-    for dev in sorted(int(x) for x in ops["device"].unique()):
+    for dev in ops.devices():
         pid = owner.get(dev)
         mine = nvtx[nvtx_pid == pid] if pid is not None else nvtx.iloc[0:0]
         steps = cpu.steps(mine, opts.step_regex, None, None)
-        dev_ops = ops[ops["device"].to_numpy() == dev]
+        dev_ops = ops.on_device(dev)
         outputs = cp.big_copies(memcpys[(memcpys["device"] == dev) & (memcpys["start_ns"] >= steps["start_ns"].min())]
                                 if len(steps) else memcpys.iloc[0:0], "DtoH")
         window = step_window(steps, dev_ops, outputs) or trace_window
         passed = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
         util, idle_gaps = passed.util, passed.gaps
         # what the compute engine waited for: gaps between kernels, covered by the rank's own NVTX ranges
-        kern = dev_ops[np.asarray(dev_ops["activity"] == "kernel")]
-        compute_gaps = gpu.device_pass(kern, window, opts.min_gap_ns).gaps if len(kern) else kern
+        kern = dev_ops.kernels()
+        compute_gaps = gpu.device_pass(kern, window, opts.min_gap_ns).gaps
         cover = (cpu.gap_cover_by_range(compute_gaps, mine, set(mine["global_tid"]), opts.step_regex)
                  if len(mine) and len(compute_gaps) else pd.DataFrame(columns=["name", "share"]))
         d = memcpys[(memcpys["device"] == dev) & (memcpys["copy_kind"] == "DtoH")]

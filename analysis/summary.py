@@ -58,11 +58,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say("computing utilisation and gaps")
     passed = _gpu_section(trace, ops, window, opts, out, tables)
     kernel_time = _kernel_time_at_copies(passed, ops, window)
-    del ops  # every GPU operation, once more: not needed past the device pass (a large part of a long capture)
+    del ops  # it holds the kernel table: dropped with it below (a large part of a long capture)
     trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
     # runtime scans and GPU ids, beside the copies and gaps (the GPU rows taken here: the kernels are dropped below)
     trace.prefetch_call("integrity", _integrity, trace, integrity.gpu_rows(trace))
-    gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.gpu_ops(*[pd.DataFrame()] * 3), (0, 1), 1)
+    gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.GpuOps({}), (0, 1), 1)
     trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
     copies = _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tables)
@@ -130,7 +130,7 @@ def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
     return (found, "detected") if found else (None, "none found")
 
 
-def _window(ops: pd.DataFrame, nvtx: pd.DataFrame, step_regex: str | None, user) -> tuple[int, int] | None:
+def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -> tuple[int, int] | None:
     """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs."""
     window = gpu.analysis_window(ops, user)
     if window is None or user or not step_regex or nvtx.empty:
@@ -152,11 +152,9 @@ def _gpu_section(trace, ops, window, opts, out, tables):
         out["gpu"] = None
         return None
     lo, hi = window
-    inside = (ops["end_ns"].to_numpy() > lo) & (ops["start_ns"].to_numpy() < hi)
-    in_win = ops if inside.all() else ops[inside]  # no copy of millions of rows when nothing is cut
     out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
                      "source": "user" if opts.window else "first to last GPU operation or step range"}
-    passed = gpu.device_pass(in_win, window, opts.min_gap_ns)
+    passed = gpu.device_pass(ops.inside(lo, hi), window, opts.min_gap_ns)
     util = passed.util
     names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
     util["name"] = util["device"].map(names)
@@ -168,10 +166,11 @@ def _gpu_section(trace, ops, window, opts, out, tables):
     return passed
 
 
-def _kernel_time_at_copies(passed, ops: pd.DataFrame, window) -> dict | None:
+def _kernel_time_at_copies(passed, ops: gpu.GpuOps, window) -> dict | None:
     """The device pass's kernel time at the copies, for their overlap, where it clipped no operation: every one lies
     inside the window (it spans them all unless the user gave a narrower one); else None."""
-    if passed is None or not (ops.empty or (window[0] <= ops["start_ns"].min() and ops["end_ns"].max() <= window[1])):
+    span = ops.span()
+    if passed is None or not (span is None or (window[0] <= span[0] and span[1] <= window[1])):
         return None
     return passed.kernels_at_copies
 

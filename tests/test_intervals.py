@@ -108,7 +108,7 @@ def test_kernels_at_copies_give_every_copy_its_kernel_time(seed):
     ke = ks + rng.integers(0, 60, 300) * (rng.random(300) < 0.9) + (rng.random(300) < 0.02) * 400  # a few long ones
     cs = np.sort(rng.integers(0, SPAN, 40))
     ce = cs + rng.integers(0, 30, 40)
-    at = _kernels_at_copies(ks, ke, np.maximum.accumulate(ke), cs, ce)
+    at = _kernels_at_copies(ks, ke, cs, ce)
     assert at.within(cs, ce).tolist() == Coverage(*union_sorted(ks, ke)).within(cs, ce).tolist()
 
 
@@ -122,7 +122,7 @@ def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
     ke = np.concatenate(([2_000_000], ks[1:] + 5))
     cs = np.arange(10_000) * 100 + 3
     tracemalloc.start()
-    at = _kernels_at_copies(ks, ke, np.maximum.accumulate(ke), cs, cs + 4)
+    at = _kernels_at_copies(ks, ke, cs, cs + 4)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert at.within(cs, cs + 4).tolist() == [4] * 10_000
