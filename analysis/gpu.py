@@ -36,7 +36,7 @@ class GpuOps:
 
     def devices(self) -> list[int]:
         """The devices with operations, in order."""
-        return sorted({int(d) for df in self.parts.values() for d in np.unique(df["device"].to_numpy())})
+        return sorted({int(d) for df in self.parts.values() for d in _distinct(df["device"].to_numpy())})
 
     def where(self, keep) -> "GpuOps":
         """The operations for which keep(table) is true (a table nothing is taken from is kept as it is)."""
@@ -63,6 +63,11 @@ class GpuOps:
         ends = [df["end_ns"].to_numpy()[df["start_ns"].to_numpy() < t] for df in self.parts.values()]
         ends = [e for e in ends if e.size]
         return max(int(e.max()) for e in ends) if ends else None
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values; one comparison pass where they are all one (one GPU: the usual case)."""
+    return values[:1] if values.size and values.min() == values.max() else np.unique(values)
 
 
 def gpu_ops(kernels: pd.DataFrame, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> GpuOps:
@@ -151,11 +156,11 @@ def _next_ops(times: np.ndarray, mine: GpuOps, timed: dict) -> dict[str, np.ndar
     best = np.zeros(times.size, dtype=np.int64)
     for kind, df in mine.parts.items():  # in the kinds' order: a later kind wins only with an earlier start
         s, _, order = timed[kind]
-        i = np.searchsorted(s, times, side="left")
+        i = np.searchsorted(s, times, side="left")  # s clipped to the window: compared below as they were
         at = np.clip(i, 0, len(s) - 1)
-        start = s[at]
-        better = (i < len(s)) & (~found | (start < best))
         rows = at if order is None else order[at]
+        start = df["start_ns"].to_numpy()[rows]
+        better = (i < len(s)) & (~found | (start < best))
         for col, values in out.items():
             if col in df:
                 values[better] = df[col].to_numpy()[rows[better]]

@@ -22,9 +22,17 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     reach = np.maximum.accumulate(e)
     new_group = np.empty(s.size, dtype=bool)
     new_group[0] = True
-    new_group[1:] = s[1:] > reach[:-1]
+    np.greater(s[1:], reach[:-1], out=new_group[1:])
     idx = np.flatnonzero(new_group)
-    return s[idx], np.maximum.reduceat(e, idx)
+    del new_group
+    if bool((e < s).any()):  # an interval ending before it starts: the group's largest end, as given
+        return s[idx], np.maximum.reduceat(e, idx)
+    # else a group's largest end is the latest end so far at its last interval (every earlier one ends before the
+    # group starts): a gather, several times cheaper than reduceat on millions
+    last = np.empty_like(idx)
+    last[:-1] = idx[1:] - 1
+    last[-1] = s.size - 1
+    return s[idx], reach[last]
 
 
 def covered_sorted(s: np.ndarray, e: np.ndarray, reach: np.ndarray | None = None) -> int:
@@ -160,10 +168,12 @@ def _merge_sorted(a, b) -> tuple[np.ndarray, np.ndarray]:
     pos = np.searchsorted(a[0], b[0], side="right") + np.arange(b[0].size)  # b's places in the merged list
     from_a = np.ones(a[0].size + b[0].size, dtype=bool)
     from_a[pos] = False
+    pos_a = np.flatnonzero(from_a)  # a's places: integer scatters cost a third of boolean-mask ones on millions
+    del from_a
     out = []
     for x, y in zip(a, b):
-        merged = np.empty(from_a.size, dtype=np.result_type(x, y))
-        merged[pos], merged[from_a] = y, x
+        merged = np.empty(pos_a.size + pos.size, dtype=np.result_type(x, y))
+        merged[pos], merged[pos_a] = y, x
         out.append(merged)
     return out[0], out[1]
 

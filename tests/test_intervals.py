@@ -3,6 +3,7 @@ zero-length and touching intervals: the covered time must match instant by insta
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nsys_transfer.analysis.gpu import device_pass, gpu_ops
@@ -127,3 +128,67 @@ def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
     tracemalloc.stop()
     assert at.within(cs, cs + 4).tolist() == [4] * 10_000
     assert peak < 50 * 2 ** 20
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_union_sorted_matches_a_timeline_and_keeps_odd_intervals_as_given(seed):
+    """union_sorted() takes each group's end from the running latest end; an interval that ends before it starts
+    (no trace row does: analysis.validate drops them) still gets the group's largest end as given."""
+    from nsys_transfer.analysis.intervals import union_sorted
+    rng = np.random.default_rng(seed)
+    s = np.sort(rng.integers(0, SPAN, 60))
+    e = s + rng.integers(0, 25, 60)
+    us, ue = union_sorted(s, e)
+    m = np.zeros(SPAN + 30, dtype=bool)
+    for a, b in zip(s, e):
+        m[a:b] = True
+    assert int((ue - us).sum()) == int(m.sum()) and bool((us[1:] > ue[:-1]).all())
+    odd = e.copy()
+    odd[rng.integers(0, 60, 3)] -= 40
+    idx = np.flatnonzero(np.r_[True, s[1:] > np.maximum.accumulate(odd)[:-1]])
+    us, ue = union_sorted(s, odd)
+    assert us.tolist() == s[idx].tolist() and ue.tolist() == np.maximum.reduceat(odd, idx).tolist()
+
+
+def _ops(rng, n: int, kind: int) -> pd.DataFrame:
+    start = rng.integers(0, SPAN, n)  # few distinct starts: many ties inside and across kinds
+    return pd.DataFrame({"start_ns": start, "end_ns": start + rng.integers(1, 30, n), "device": rng.integers(0, 2, n),
+                         "correlation_id": kind * 1000 + np.arange(n), "pid": rng.integers(1, 4, n)})
+
+
+def _one_table_pass(parts: list[pd.DataFrame], lo: int, hi: int, min_gap: int) -> tuple[list, list]:
+    """The device pass from one table of every operation (stably sorted: kernels, then copies, then memsets on equal
+    starts) and a timeline of booleans: (device, busy, compute) rows and the gap rows with their next operation."""
+    every = pd.concat([p.assign(kind=i) for i, p in enumerate(parts)], ignore_index=True)
+    util, gap_rows = [], []
+    for dev in sorted(every["device"].unique()):
+        ops = every[every["device"] == dev].sort_values("start_ns", kind="stable")
+        s, e = np.clip(ops["start_ns"].to_numpy(), lo, hi), np.clip(ops["end_ns"].to_numpy(), lo, hi)
+        busy, compute = np.zeros(hi - lo, dtype=bool), np.zeros(hi - lo, dtype=bool)
+        for a, b, k in zip(s, e, ops["kind"]):
+            busy[a - lo:b - lo] = True
+            compute[a - lo:b - lo] |= k == 0
+        util.append((int(dev), int(busy.sum()), int(compute.sum())))
+        edges = np.flatnonzero(np.diff(np.r_[1, busy.astype(int), 1]))  # idle runs: [edges[0], edges[1]), ...
+        for a, b in zip(edges[::2] + lo, edges[1::2] + lo):
+            if b - a >= min_gap:
+                nxt = np.flatnonzero(s >= b)
+                row = ops.iloc[nxt[0]] if nxt.size else None
+                gap_rows.append((int(dev), int(a), int(b), int(row["correlation_id"]) if row is not None else -1,
+                                 int(row["pid"]) if row is not None else -1))
+    return util, sorted(gap_rows, key=lambda g: (g[1], g[0]))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_device_pass_on_each_kind_equals_one_sorted_table(seed):
+    """device_pass() works on the kernel, copy and memset tables apart (GpuOps): utilisation, gaps and each gap's next
+    operation (ties across kinds included) equal those of one sorted table of them all, in and around a window."""
+    rng = np.random.default_rng(seed)
+    parts = [_ops(rng, n, kind) for kind, n in enumerate(rng.integers(0, 25, 3))]
+    lo, hi = sorted(rng.integers(0, SPAN + 30, 2)) if seed % 2 else (0, SPAN + 30)
+    hi = max(hi, lo + 1)
+    passed = device_pass(gpu_ops(*parts), (int(lo), int(hi)), 3)
+    util, gap_rows = _one_table_pass(parts, int(lo), int(hi), 3)
+    assert [tuple(int(x) for x in r) for r in passed.util[["device", "busy_ns", "compute_ns"]].to_numpy()] == util
+    got = passed.gaps[["device", "start_ns", "end_ns", "next_correlation_id", "next_pid"]].to_numpy().tolist()
+    assert sorted(map(tuple, got), key=lambda g: (g[1], g[0])) == gap_rows
