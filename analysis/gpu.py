@@ -1,12 +1,15 @@
 """What the GPU did: busy/compute utilisation per device, idle gaps, top kernels."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import Coverage, gaps, union, union_of_unions, union_sorted
+from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.intervals import (Coverage, covered_chunks, gaps, in_chunks, union, union_chunks,
+                                              union_sorted)
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
@@ -118,11 +121,9 @@ def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int) -> Device
         if set(timed) != {"kernel"}:  # the kernel time at the copies, for their overlap (copy_table)
             cs, ce, _ = timed.get("memcpy", (ks[:0], ke[:0], None))
             at_copies[device] = _kernels_at_copies(ks, ke, cs, ce)
-        kernel_union = union_sorted(ks, ke)
-        compute = int((kernel_union[1] - kernel_union[0]).sum())
-        bs, be = union_of_unions([kernel_union] + [union_sorted(s, e) for k, (s, e, _) in timed.items()
-                                                    if k != "kernel"])
-        del kernel_union
+        compute = covered_chunks(in_chunks(ks, ke))
+        bs, be = union_chunks(_time_slices([(s, e) for s, e, _ in timed.values()]),
+                              sum(s.size for s, _, _ in timed.values()))
         busy = int((be - bs).sum())
         rows.append({"device": device, "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
                      "utilization": busy / (hi - lo) if hi > lo else 0.0,
@@ -146,6 +147,22 @@ def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int) -> Device
     else:
         busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
     return DevicePass(util, gap_table, busy, by_device, at_copies)
+
+
+def _time_slices(kinds: list[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The intervals of every kind (each sorted by start) as one list in start order, a slice of time at a time: each
+    slice holds CHUNK intervals of the largest kind and the others' that start in the same time."""
+    kinds = [k for k in kinds if k[0].size]
+    if len(kinds) == 1:
+        yield from in_chunks(*kinds[0])
+        return
+    cuts = max((s for s, _ in kinds), key=len)[intervals.CHUNK::intervals.CHUNK]
+    bounds = [np.concatenate(([0], np.searchsorted(s, cuts, side="left"), [s.size])) for s, _ in kinds]
+    for i in range(cuts.size + 1):
+        s = np.concatenate([k[0][b[i]:b[i + 1]] for k, b in zip(kinds, bounds)])
+        e = np.concatenate([k[1][b[i]:b[i + 1]] for k, b in zip(kinds, bounds)])
+        order = np.argsort(s, kind="stable")  # a few sorted runs: near-linear
+        yield s[order], e[order]
 
 
 def _next_ops(times: np.ndarray, mine: GpuOps, timed: dict) -> dict[str, np.ndarray]:

@@ -1,6 +1,8 @@
 """Interval arithmetic on numpy arrays: union, coverage function, gaps. Vectorised, no Python loops."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -33,6 +35,63 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     last[:-1] = idx[1:] - 1
     last[-1] = s.size - 1
     return s[idx], reach[last]
+
+
+CHUNK = 1 << 20  # intervals per step of the chunked forms: a few tens of MB of temporaries, whatever the trace
+
+
+def _groups(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """union_sorted() of intervals handed over chunk by chunk in start order (no end before its start), as the
+    merged intervals each chunk completes: the last group of a chunk stays open, joined by the next chunk's first
+    intervals where they reach it."""
+    open_s = open_e = None
+    for s, e in chunks:
+        if not s.size:
+            continue
+        reach = np.maximum.accumulate(e)
+        if open_e is not None:
+            np.maximum(reach, open_e, out=reach)
+        new = np.empty(s.size, dtype=bool)
+        new[0] = open_e is None or s[0] > open_e
+        np.greater(s[1:], reach[:-1], out=new[1:])
+        idx = np.flatnonzero(new)
+        del new
+        if idx.size == 0:  # the whole chunk extends the open group
+            open_e = reach[-1]
+            continue
+        if open_e is not None:  # closed by this chunk: it reaches up to the last interval before the first new group
+            yield np.array([open_s]), np.array([reach[idx[0] - 1] if idx[0] else open_e])
+        yield s[idx[:-1]], reach[idx[1:] - 1]
+        open_s, open_e = s[idx[-1]], reach[-1]
+    if open_e is not None:
+        yield np.array([open_s]), np.array([open_e])
+
+
+def union_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """union_sorted() of intervals handed over chunk by chunk in start order (at most `capacity` of them, no end
+    before its start), its temporaries bounded by a chunk's: the result is written into arrays made once."""
+    out: list[np.ndarray] = []
+    n = 0
+    for gs, ge in _groups(chunks):
+        if not out:
+            out = [np.empty(capacity, dtype=gs.dtype), np.empty(capacity, dtype=ge.dtype)]
+        out[0][n:n + gs.size], out[1][n:n + gs.size] = gs, ge
+        n += gs.size
+    if not out:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # a union much smaller than its intervals: its own arrays, the large ones freed
+    return (out[0][:n], out[1][:n]) if 2 * n > capacity else (out[0][:n].copy(), out[1][:n].copy())
+
+
+def covered_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> int:
+    """Covered time of intervals handed over chunk by chunk in start order (union_chunks()' total), no union kept."""
+    return sum(int((ge - gs).sum()) for gs, ge in _groups(chunks))
+
+
+def in_chunks(s: np.ndarray, e: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Views of s and e, CHUNK at a time."""
+    for k in range(0, s.size, CHUNK):
+        yield s[k:k + CHUNK], e[k:k + CHUNK]
 
 
 def covered_sorted(s: np.ndarray, e: np.ndarray, reach: np.ndarray | None = None) -> int:
@@ -90,14 +149,19 @@ class Coverage:
 
 
 def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0) -> pd.DataFrame:
-    """Holes of a disjoint sorted union inside [lo, hi), at least min_ns long."""
-    gs = np.concatenate(([lo], ends))
-    ge = np.concatenate((starts, [hi]))
-    np.maximum(gs, lo, out=gs)  # in place: the busy union can hold millions of intervals
-    np.minimum(ge, hi, out=ge)
-    d = ge - gs
-    keep = d >= max(min_ns, 1)
-    return pd.DataFrame({"start_ns": gs[keep], "end_ns": ge[keep], "duration_ns": d[keep]})
+    """Holes of a disjoint sorted union inside [lo, hi), at least min_ns long (worked out CHUNK holes at a time: the
+    busy union can hold millions of intervals, and few holes are long)."""
+    n, keep_s, keep_e = starts.size, [], []
+    for k in range(0, n + 1, CHUNK):  # hole i runs from union interval i-1's end (lo for the first) to i's start
+        j = min(k + CHUNK, n + 1)
+        gs = ends[max(k - 1, 0):j - 1] if k else np.concatenate(([lo], ends[:j - 1]))
+        ge = starts[k:j] if j <= n else np.concatenate((starts[k:n], [hi]))
+        gs, ge = np.maximum(gs, lo), np.minimum(ge, hi)
+        keep = (ge - gs) >= max(min_ns, 1)
+        keep_s.append(gs[keep])
+        keep_e.append(ge[keep])
+    gs, ge = np.concatenate(keep_s), np.concatenate(keep_e)
+    return pd.DataFrame({"start_ns": gs, "end_ns": ge, "duration_ns": ge - gs})
 
 
 SMALL_SIDE = 8  # subtract(): when `a` has this many times more intervals than `b`, those `b` misses stay whole
@@ -176,17 +240,6 @@ def _merge_sorted(a, b) -> tuple[np.ndarray, np.ndarray]:
         merged[pos], merged[pos_a] = y, x
         out.append(merged)
     return out[0], out[1]
-
-
-def union_of_unions(unions: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The union of several disjoint sorted unions: merged by start (no sort), then joined where they overlap."""
-    unions = [u for u in unions if u[0].size]
-    if not unions:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    merged = unions[0]
-    for u in unions[1:]:
-        merged = _merge_sorted(merged, u)
-    return union_sorted(*merged) if len(unions) > 1 else merged
 
 
 def total(u) -> int:

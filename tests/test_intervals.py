@@ -130,6 +130,28 @@ def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
     assert peak < 50 * 2 ** 20
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 20])
+@pytest.mark.parametrize("seed", range(30))
+def test_union_in_chunks_matches_union_sorted(seed, chunk, monkeypatch):
+    """union_chunks(), covered_chunks() and gaps() CHUNK intervals at a time equal union_sorted() and a timeline."""
+    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.intervals import covered_chunks, in_chunks, union_chunks, union_sorted
+    monkeypatch.setattr(intervals, "CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    s = np.sort(rng.integers(0, SPAN, rng.integers(0, 60)))
+    e = s + rng.integers(0, 25, s.size) * (rng.random(s.size) < 0.8)  # zero-length ones too
+    us, ue = union_chunks(in_chunks(s, e), s.size)
+    ref = union_sorted(s, e)
+    assert us.tolist() == ref[0].tolist() and ue.tolist() == ref[1].tolist()
+    assert covered_chunks(in_chunks(s, e)) == int((ref[1] - ref[0]).sum())
+    lo, hi = 5, SPAN + 20  # the holes between the union's intervals (a zero-length one splits a hole)
+    cs, ce = np.clip(us, lo, hi), np.clip(ue, lo, hi)
+    hs, he = np.r_[lo, ce], np.r_[cs, hi]
+    want = [(int(a), int(b)) for a, b in zip(hs, he) if b - a >= 3]
+    g = gaps(cs, ce, lo, hi, 3)
+    assert list(zip(g["start_ns"].tolist(), g["end_ns"].tolist())) == want
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_union_sorted_matches_a_timeline_and_keeps_odd_intervals_as_given(seed):
     """union_sorted() takes each group's end from the running latest end; an interval that ends before it starts
@@ -179,10 +201,14 @@ def _one_table_pass(parts: list[pd.DataFrame], lo: int, hi: int, min_gap: int) -
     return util, sorted(gap_rows, key=lambda g: (g[1], g[0]))
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
 @pytest.mark.parametrize("seed", range(30))
-def test_device_pass_on_each_kind_equals_one_sorted_table(seed):
-    """device_pass() works on the kernel, copy and memset tables apart (GpuOps): utilisation, gaps and each gap's next
-    operation (ties across kinds included) equal those of one sorted table of them all, in and around a window."""
+def test_device_pass_on_each_kind_equals_one_sorted_table(seed, chunk, monkeypatch):
+    """device_pass() works on the kernel, copy and memset tables apart (GpuOps), CHUNK intervals at a time:
+    utilisation, gaps and each gap's next operation (ties across kinds included) equal those of one sorted table of
+    them all, in and around a window, whatever the chunk."""
+    from nsys_transfer.analysis import intervals
+    monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     parts = [_ops(rng, n, kind) for kind, n in enumerate(rng.integers(0, 25, 3))]
     lo, hi = sorted(rng.integers(0, SPAN + 30, 2)) if seed % 2 else (0, SPAN + 30)
