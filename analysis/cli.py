@@ -16,6 +16,7 @@ from nsys_transfer.analysis import options, outputs, schema
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import read_record, run_record_beside
 from nsys_transfer.analysis.integrity import assess, capture_record_beside, check_report
+from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.program import toolkit_record
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
 from nsys_transfer.analysis.render import ranks_report, text_report
@@ -104,6 +105,8 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window:
         options.check_window_has_activity(t, opts.window)
+    if t.path.stat().st_size >= LARGE_TRACE_BYTES:
+        return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
     a = analyze(t, opts, progress)
     link_gbps = a.summary["trace"]["link"]["gbps"]
     ranks = None
