@@ -13,6 +13,7 @@ from nsys_transfer.analysis.intervals import (Coverage, covered_chunks, gaps, in
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
+OP_COLUMNS = ("start_ns", "end_ns", "device", "correlation_id", "pid")  # what the device pass reads
 
 
 class GpuOps:
@@ -42,11 +43,12 @@ class GpuOps:
         return sorted({int(d) for df in self.parts.values() for d in _distinct(df["device"].to_numpy())})
 
     def where(self, keep) -> "GpuOps":
-        """The operations for which keep(table) is true (a table nothing is taken from is kept as it is)."""
+        """The operations for which keep(table) is true, with OP_COLUMNS alone (the rest of a kernel table is not
+        copied); a table nothing is taken from is kept as it is."""
         out = {}
         for kind, df in self.parts.items():
             mask = np.asarray(keep(df), dtype=bool)
-            out[kind] = df if mask.all() else df[mask]
+            out[kind] = df if mask.all() else df[[c for c in OP_COLUMNS if c in df]][mask]
         return GpuOps(out)
 
     def inside(self, lo, hi) -> "GpuOps":
@@ -178,9 +180,8 @@ def _next_ops(times: np.ndarray, mine: GpuOps, timed: dict) -> dict[str, np.ndar
         rows = at if order is None else order[at]
         start = df["start_ns"].to_numpy()[rows]
         better = (i < len(s)) & (~found | (start < best))
-        for col, values in out.items():
-            if col in df:
-                values[better] = df[col].to_numpy()[rows[better]]
+        for col, values in out.items():  # a table without the column: -1, as for no operation
+            values[better] = df[col].to_numpy()[rows[better]] if col in df else -1
         best = np.where(better, start, best)
         found |= better
     return out
@@ -190,8 +191,8 @@ def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, cs: np.ndarray, ce: np.nd
     """The union of the kernels (sorted by start) that overlap a copy: their overlap
     with each copy is the kernel time inside it. Binary searches find each copy's candidate kernels, and the
     candidate ranges never overlap, so at most every kernel is looked at once (one long kernel under many copies)."""
-    if not cs.size or not ks.size:
-        return Coverage(ks[:0], ke[:0])
+    if not cs.size or not ks.size:  # new empty arrays: views would keep the kernel table's columns alive
+        return Coverage(np.zeros(0, ks.dtype), np.zeros(0, ke.dtype))
     us, ue = union_sorted(cs, ce)
     reach = np.maximum.accumulate(ke)  # the latest end so far: binary-searchable, unlike the ends
     first = np.searchsorted(reach, us, side="right")  # every kernel before it ended by the copy's start

@@ -80,6 +80,16 @@ def test_device_pass_takes_a_window_in_floats_as_in_integers():
     assert as_int.gaps["duration_ns"].tolist() == as_float.gaps["duration_ns"].tolist() == [10, 10, 40, 50]
 
 
+def test_a_gap_ended_by_a_table_without_ids_has_none():
+    """A caller's table without correlation_id or pid: the gap it ends names no next operation (-1), not the id of
+    another kind's later operation (found in review)."""
+    import pandas as pd
+    kernels = pd.DataFrame({"start_ns": [0, 30], "end_ns": [10, 40], "device": 0, "correlation_id": [1, 2], "pid": 5})
+    copies = pd.DataFrame({"start_ns": [20], "end_ns": [25], "device": [0]})
+    g = device_pass(gpu_ops(kernels, copies, pd.DataFrame()), (0, 40), 1).gaps
+    assert g[["start_ns", "next_correlation_id", "next_pid"]].to_numpy().tolist() == [[10, -1, -1], [25, 2, 5]]
+
+
 @pytest.mark.parametrize("stage", ["streams", "pinned"])
 def test_copy_overlap_from_the_device_pass_equals_the_kernels_own(h200, stage):
     """copy_table's overlap with kernels from the device pass's kernel time at the copies (what analyze hands it) is
