@@ -223,6 +223,16 @@ def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:
     return t[["device", "pid"]].sort_values("device", ignore_index=True)
 
 
+def median(values: np.ndarray) -> float:
+    """The median of integers as pandas gives it (the middle one, or the mean of the two middle ones), from one
+    partitioned copy: pandas' median holds three times the column (165 MiB on 6.9 M kernels)."""
+    half = values.size // 2
+    if values.size % 2:
+        return float(np.partition(values, half)[half])
+    low, high = np.partition(values, [half - 1, half])[[half - 1, half]]
+    return (float(low) + float(high)) / 2
+
+
 def top_kernels(kernels: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """Kernels grouped by name: count, total_ns, mean_ns, min_ns, max_ns, pct of kernel time."""
     if kernels.empty:

@@ -118,7 +118,8 @@ def _kernels_section(kernels: pd.DataFrame, top: int) -> tuple[dict, pd.DataFram
     """Kernel count, time, median and the top kernels by time; the top kernels' table."""
     tk = gpu.top_kernels(kernels, top)
     return {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
-            "median_ns": float(kernels["duration_ns"].median()) if len(kernels) else None, "top": json_rows(tk)}, tk
+            "median_ns": gpu.median(kernels["duration_ns"].to_numpy()) if len(kernels) else None,
+            "top": json_rows(tk)}, tk
 
 
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:

@@ -228,3 +228,13 @@ def test_device_pass_on_each_kind_equals_one_sorted_table(seed, chunk, monkeypat
     assert [tuple(int(x) for x in r) for r in passed.util[["device", "busy_ns", "compute_ns"]].to_numpy()] == util
     got = passed.gaps[["device", "start_ns", "end_ns", "next_correlation_id", "next_pid"]].to_numpy().tolist()
     assert sorted(map(tuple, got), key=lambda g: (g[1], g[0])) == gap_rows
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_median_of_kernel_times_is_pandas_median(seed):
+    """gpu.median() from one partitioned copy equals pandas' median, odd and even counts, repeats included."""
+    from nsys_transfer.analysis.gpu import median
+    rng = np.random.default_rng(seed)
+    for n in (1, 2, 3, 10, 11, 1000, 1001):
+        values = rng.integers(0, 10 ** int(rng.integers(1, 12)), n)
+        assert median(values) == float(pd.Series(values).median())
