@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import Coverage, gaps, intersect, subtract, total, union
+from nsys_transfer.analysis.intervals import Coverage, gaps, intersect, overlapped, subtract, total, union
 from nsys_transfer.analysis.program import family, is_operator_range, per_name
 from nsys_transfer.analysis.trace import pid_of
 
@@ -185,19 +185,24 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     waits, wait_rows = _calls(mine, WAIT_CALLS)
     maps, map_rows = _calls(process, MAPPING_CALLS)
     waits = subtract(waits, sh.in_cuda)
+    after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
+    # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
+    # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
+    plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync))))
+    judged: Union = (idle[0][~plain], idle[1][~plain])
 
-    mapping_u, rest = intersect(idle, maps), subtract(idle, maps)
+    mapping_u, rest = intersect(judged, maps), subtract(judged, maps)
     input_u, rest = intersect(rest, waits), subtract(rest, waits)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
     rest_short = subtract(rest, rest_long)
     range_u, rest_long = intersect(rest_long, sh.in_ranges), subtract(rest_long, sh.in_ranges)
     starved = subtract(_loader_starved(osrt, sh.loader), sh.in_cuda)
     loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
-    after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
     return {"input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
-            "sync": total(sync_long) + total(sync_short), "launch": total(launch_u), "cpu": total(rest_long),
+            "sync": total(sync_long) + total(sync_short),
+            "launch": total(launch_u) + int((idle[1][plain] - idle[0][plain]).sum()), "cpu": total(rest_long),
             "idle": total(idle), "holes": int(len(holes)), "short": int((~is_long).sum()),
             "after_sync": int(after_sync[0].size),
             "input_ranges": _family_time(input_u, sh.ranges, lo, hi),

@@ -190,6 +190,17 @@ def _canonical(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (s, e) if s.size < 2 or bool((s[1:] > e[:-1]).all()) else union_sorted(s, e)
 
 
+def overlapped(a, b) -> np.ndarray:
+    """For each interval of the disjoint sorted union `a`, whether an interval of union `b` overlaps it: searched
+    from b's side (few next to a's millions), each b marking its run of a with a difference array."""
+    first = np.searchsorted(a[1], b[0], side="right")  # a's first interval ending after b's start
+    last = np.searchsorted(a[0], b[1], side="left")    # a's first interval starting at or after b's end
+    has = first < last
+    marks = (np.bincount(first[has], minlength=a[0].size + 1)
+             - np.bincount(last[has], minlength=a[0].size + 1))
+    return np.cumsum(marks[:-1]) > 0
+
+
 def intersect(a, b) -> tuple[np.ndarray, np.ndarray]:
     """Time in both of two disjoint sorted unions (each a (starts, ends) pair)."""
     ia, ib = _pairs(a, b)

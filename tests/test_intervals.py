@@ -238,3 +238,13 @@ def test_median_of_kernel_times_is_pandas_median(seed):
     for n in (1, 2, 3, 10, 11, 1000, 1001):
         values = rng.integers(0, 10 ** int(rng.integers(1, 12)), n)
         assert median(values) == float(pd.Series(values).median())
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_overlapped_marks_the_intervals_another_union_overlaps(seed):
+    """intervals.overlapped(): each interval of `a` that some interval of `b` overlaps (a shared end is no overlap)."""
+    from nsys_transfer.analysis.intervals import overlapped
+    rng = np.random.default_rng(seed)
+    a, b = _holes(rng, 40), _random_union(rng, int(rng.integers(0, 12)))
+    want = [bool(((b[0] < ae) & (b[1] > as_)).any()) for as_, ae in zip(*a)]
+    assert overlapped(a, b).tolist() == want
