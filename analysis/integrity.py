@@ -25,7 +25,7 @@ import pandas as pd
 from nsys_transfer.nsys_core import nsys_messages
 from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
-from nsys_transfer.analysis import sql
+from nsys_transfer.analysis import intervals, sql
 from nsys_transfer.analysis.btree import Bits, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.trace import Trace, outermost_calls, pid_of
@@ -332,7 +332,8 @@ def _timeline(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> list[dict]:
         lo = int(min(first, cpu.min() if cpu.size else first))
         hi = int(max(gpu_end, cpu.max() if cpu.size else 0)) + 1
         bin_ns = max(1, -(-(hi - lo) // TIMELINE_BINS))
-        gpu_n = sum(np.bincount((s - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS] for s, _ in mine)
+        gpu_n = sum(np.bincount((s[k:k + intervals.CHUNK] - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+                    for s, _ in mine for k in range(0, s.size, intervals.CHUNK))  # bounded temporaries
         cpu_n = np.bincount((cpu - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
         after = int((cpu > gpu_end).sum())
         out.append({"pid": int(p), "start_ns": lo, "bin_ns": int(bin_ns), "activity": source,
@@ -351,19 +352,36 @@ def _process_activity(trace: Trace, pid: int, osrt_starts: _OsrtStarts) -> np.nd
     return np.sort(np.concatenate((mine, osrt_starts[int(pid)])))
 
 
+def _pids_in_order(gpu: dict) -> list[int]:
+    """The processes of the GPU rows in order of first appearance (kernels, then copies, then memsets)."""
+    seen: dict[int, None] = {}
+    for pid, *_ in gpu.values():
+        seen.update(dict.fromkeys(pd.unique(pid).tolist()))
+    return list(seen)
+
+
+def _largest_id_gap(gpu: dict, p: int) -> int | None:
+    """The largest hole between a process's sorted positive correlation ids (p < 0: every row's), from one sorted
+    copy of them (millions of GPU rows in a long capture); None with fewer than two ids."""
+    parts = [corr if p < 0 or bool((pid == p).all()) else corr[pid == p] for pid, corr, *_ in gpu.values()]
+    ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    ids.sort()
+    ids = ids[np.searchsorted(ids, 0, side="right"):]  # the positive ids: a view
+    if ids.size < 2:
+        return None
+    steps = [(k, min(k + intervals.CHUNK, ids.size - 1)) for k in range(0, ids.size - 1, intervals.CHUNK)]
+    return max(int((ids[k + 1:j + 1] - ids[k:j]).max()) for k, j in steps) - 1  # differences CHUNK at a time
+
+
 def _id_gaps(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> dict:
     """Holes in each process's correlation ids while it kept running: API calls (with their GPU work) never
     recorded. Read only where the GPU operations' own ids jump by more than GPU_ID_GAP_SUSPECT."""
     out = {"largest_gpu_id_gap": 0, "checked": False, "processes": []}
-    pid = np.concatenate([v[0] for v in gpu.values()])
-    corr = np.concatenate([v[1] for v in gpu.values()])
     suspects = []
-    for p in (pd.unique(pid).tolist() if pid.size else []):
-        ids = np.sort(corr[pid == p] if p >= 0 else corr)
-        ids = ids[ids > 0]
-        if ids.size < 2:
+    for p in _pids_in_order(gpu):
+        largest = _largest_id_gap(gpu, p)
+        if largest is None:
             continue
-        largest = int((np.diff(ids) - 1).max())
         out["largest_gpu_id_gap"] = max(out["largest_gpu_id_gap"], largest)
         if largest > GPU_ID_GAP_SUSPECT and p >= 0:
             suspects.append(p)

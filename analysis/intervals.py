@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -113,7 +114,18 @@ class Coverage:
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray):
         self.s, self.e = starts, ends
-        self.before = np.concatenate(([0], np.cumsum(ends - starts)))[:-1] if starts.size else np.zeros(0, np.int64)
+
+    @cached_property
+    def before(self) -> np.ndarray:
+        """Covered time before each interval, made on the first at(): a union only asked touches() never needs it
+        (the busy union of a long capture holds tens of millions of intervals)."""
+        lengths = self.e - self.s
+        if not lengths.size:
+            return np.zeros(0, np.int64)
+        out = np.empty_like(lengths)
+        out[0] = 0
+        np.cumsum(lengths[:-1], out=out[1:])
+        return out
 
     @property
     def total(self) -> int:

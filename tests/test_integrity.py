@@ -4,6 +4,8 @@ import json
 import shutil
 import sqlite3
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
@@ -228,3 +230,39 @@ def test_summary_of_a_lossy_trace_says_so(tmp_path):
     assert r.returncode == 0, r.stderr
     integ = json.loads(out.read_text())["trace"]["integrity"]
     assert integ["verdict"] == "lossy" and 0.25 < integ["lost_fraction"] < 0.45
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 20])
+def test_largest_correlation_id_gap_per_process_matches_a_plain_sort(chunk, monkeypatch):
+    """_largest_id_gap() sorts one copy of a process's ids and takes differences CHUNK at a time: the largest hole
+    between sorted positive ids equals that of one sorted array of every row's ids (p < 0: all processes)."""
+    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.integrity import _largest_id_gap, _pids_in_order
+    monkeypatch.setattr(intervals, "CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    for _ in range(200):
+        gpu = {}
+        for kind in ("kernel", "copy", "memset"):
+            n = int(rng.integers(0, 30))
+            gpu[kind] = (rng.choice([-1, 3, 7], n), rng.integers(-3, 200, n), np.zeros(n, np.int64), np.zeros(n, np.int64))
+        pid = np.concatenate([v[0] for v in gpu.values()])
+        corr = np.concatenate([v[1] for v in gpu.values()])
+        assert _pids_in_order(gpu) == pd.unique(pid).tolist()
+        for p in _pids_in_order(gpu):
+            ids = np.sort(corr[pid == p] if p >= 0 else corr)
+            ids = ids[ids > 0]
+            assert _largest_id_gap(gpu, p) == (int((np.diff(ids) - 1).max()) if ids.size >= 2 else None)
+
+
+def test_timeline_and_id_gaps_in_chunks_equal_whole(h200, monkeypatch):
+    """The integrity timeline's GPU counts and the correlation-id holes, CHUNK rows at a time, equal those of the whole
+    arrays on a real capture."""
+    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.integrity import _id_gaps, _OsrtStarts, _timeline, gpu_rows
+    with Trace.open(h200["pinned"]) as t:
+        gpu = gpu_rows(t)
+        whole = _timeline(t, gpu, _OsrtStarts(t)), _id_gaps(t, gpu, _OsrtStarts(t))
+        monkeypatch.setattr(intervals, "CHUNK", 7)
+        chunked = _timeline(t, gpu, _OsrtStarts(t)), _id_gaps(t, gpu, _OsrtStarts(t))
+    assert whole[0] and sum(p["gpu_ops"] for p in whole[0]) > 7
+    assert chunked == whole
