@@ -26,11 +26,6 @@ class GpuOps:
     def __len__(self) -> int:
         return sum(len(df) for df in self.parts.values())
 
-    @property
-    def empty(self) -> bool:
-        """No operation at all."""
-        return not self.parts
-
     def span(self) -> tuple[int, int] | None:
         """The first operation's start and the last one's end; None without operations."""
         if not self.parts:

@@ -95,20 +95,6 @@ def in_chunks(s: np.ndarray, e: np.ndarray) -> Iterator[tuple[np.ndarray, np.nda
         yield s[k:k + CHUNK], e[k:k + CHUNK]
 
 
-def covered_sorted(s: np.ndarray, e: np.ndarray, reach: np.ndarray | None = None) -> int:
-    """Covered time of intervals sorted by start (union_sorted()'s total), without building the union: each interval
-    adds what reaches past every earlier end (reach: np.maximum.accumulate(e), where the caller has it)."""
-    if s.size == 0:
-        return 0
-    reach = np.maximum.accumulate(e) if reach is None else reach
-    added = np.empty_like(reach)  # where each interval's new time begins, then (in place) how much it adds
-    added[0] = s[0]
-    np.maximum(s[1:], reach[:-1], out=added[1:])
-    np.subtract(reach, added, out=added)
-    np.maximum(added, 0, out=added)
-    return int(added.sum())
-
-
 class Coverage:
     """Covered time of a union of disjoint sorted intervals, as a function of time: F(t) = |union ∩ (-inf, t]|."""
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis.gpu import device_pass, gpu_ops
-from nsys_transfer.analysis.intervals import covered_sorted, gaps, intersect, subtract, union
+from nsys_transfer.analysis.intervals import covered_chunks, gaps, in_chunks, intersect, subtract, union
 
 SPAN = 400
 
@@ -51,8 +51,11 @@ def test_intersect_and_subtract_match_a_timeline(seed):
         assert _canonical((only_a[0][positive], only_a[1][positive]))
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 @pytest.mark.parametrize("seed", range(20))
-def test_covered_time_without_the_union_matches_a_timeline(seed):
+def test_covered_time_without_the_union_matches_a_timeline(seed, chunk, monkeypatch):
+    from nsys_transfer.analysis import intervals
+    monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     for n in (0, 1, 2, 30, 200):
         s = np.sort(rng.integers(0, SPAN, n))
@@ -60,7 +63,7 @@ def test_covered_time_without_the_union_matches_a_timeline(seed):
         m = np.zeros(SPAN + 40, dtype=bool)
         for a, b in zip(s, e):
             m[a:b] = True
-        assert covered_sorted(s, e) == int(m.sum())
+        assert covered_chunks(in_chunks(s, e)) == int(m.sum())
 
 
 def test_subtract_of_nothing_keeps_every_interval():
@@ -145,7 +148,7 @@ def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
 def test_union_in_chunks_matches_union_sorted(seed, chunk, monkeypatch):
     """union_chunks(), covered_chunks() and gaps() CHUNK intervals at a time equal union_sorted() and a timeline."""
     from nsys_transfer.analysis import intervals
-    from nsys_transfer.analysis.intervals import covered_chunks, in_chunks, union_chunks, union_sorted
+    from nsys_transfer.analysis.intervals import union_chunks, union_sorted
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     s = np.sort(rng.integers(0, SPAN, rng.integers(0, 60)))
