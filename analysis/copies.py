@@ -10,7 +10,7 @@ from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.trace import process_keys
 
 
-def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame,
+def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,
                kernel_time: dict[int, Coverage] | None = None) -> pd.DataFrame:
     """Each copy joined to its API call (api_name, sync, tid) with overlap_ns: time a kernel ran on the same device.
     kernel_time: each device's kernel time at least where copies run (gpu.DevicePass.kernels_at_copies; a device
@@ -103,16 +103,9 @@ def host_bandwidth(copies: pd.DataFrame, window: tuple[int, int], kind: str = "D
     return pd.DataFrame({"bin_start_ns": edges[:-1], "bin_ns": bin_ns, "bytes": moved, "gbps": moved / bin_ns})
 
 
-def stream_of_compute(kernels: pd.DataFrame) -> int | None:
-    """The stream that ran most kernel time (the compute stream)."""
-    if kernels.empty:
-        return None
-    return int(kernels.groupby("stream")["duration_ns"].sum().idxmax())
-
-
-def copies_on_compute_stream(copies: pd.DataFrame, kernels: pd.DataFrame, kind: str = "DtoH") -> float | None:
-    """Share of the big copies of this kind on the stream that runs most kernel time; None without either."""
-    s = stream_of_compute(kernels)
+def copies_on_compute_stream(copies: pd.DataFrame, s: int | None, kind: str = "DtoH") -> float | None:
+    """Share of the big copies of this kind on stream s, the one that runs most kernel time (KernelDigest.
+    compute_stream); None without either."""
     d = big_copies(copies, kind)
     if s is None or d.empty:
         return None

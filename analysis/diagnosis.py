@@ -419,7 +419,7 @@ class PageableMemcpy:
                 "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
                 "bufpool"))
         n_async = int((pg["sync"] == False).sum())  # noqa: E712
-        compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # copies.stream_of_compute of every kernel
+        compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # KernelDigest.compute_stream of every kernel
         side = compute is not None and bool((pg["stream"] != compute).all())
         if n_async:
             ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712

@@ -1,15 +1,15 @@
 """What the GPU did: busy/compute utilisation per device, idle gaps, top kernels."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.intervals import (Coverage, covered_chunks, gaps, in_chunks, union, union_chunks,
-                                              union_sorted)
+from nsys_transfer.analysis.intervals import (Coverage, covered_and_resumes, covered_chunks, gaps, in_chunks, union,
+                                              union_chunks, union_sorted)
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
@@ -97,41 +97,42 @@ class DevicePass(NamedTuple):
     busy: Coverage                        # busy time of any device
     busy_by_device: dict[int, Coverage]   # each device's busy time
     kernels_at_copies: dict[int, Coverage]  # union of each device's kernels that overlap its copies (copy_table)
+    wrote_spare: bool = False             # the busy union was written over the kernel times (Spare)
+
+
+class Spare(NamedTuple):
+    """Arrays the device pass may write the busy union into: the arrays holding the kernel table's time columns
+    (KernelDigest.spare_times), with room before them for the other operations, so that the union's writes never
+    pass the kernels still to be read. The kernel times are lost: ready() is called first (the caller's last reads
+    of them are done when it returns). A long capture's kernel times and busy union are each hundreds of MiB."""
+    start: np.ndarray
+    end: np.ndarray
+    ready: Callable[[], None]
 
 
 GAP_COLUMNS = ["device", "start_ns", "end_ns", "duration_ns", "next_correlation_id", "next_pid"]
 
 
-def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int) -> DevicePass:
+def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: Spare | None = None) -> DevicePass:
     """Per-device utilisation, idle_gaps() and the busy Coverages: each kind of operation sorted on its own (tables
-    from a trace are in order already) and their unions merged, so no table of every operation is built."""
+    from a trace are in order already) and their unions merged, so no table of every operation is built. With one
+    device, the union is written into `spare` where it holds the kernel times in place."""
     lo, hi = window
     rows, gap_parts = [], []
     by_device: dict[int, Coverage] = {}
     at_copies: dict[int, Coverage] = {}
     devices = ops.devices()
+    wrote = False
     for device in devices:
         mine = ops if len(devices) == 1 else ops.on_device(device)
-        timed = {kind: _sorted_times(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), lo, hi)
-                 for kind, df in mine.parts.items()}
-        ks, ke, _ = timed.get("kernel", (np.zeros(0, np.int64), np.zeros(0, np.int64), None))
-        if set(timed) != {"kernel"}:  # the kernel time at the copies, for their overlap (copy_table)
-            cs, ce, _ = timed.get("memcpy", (ks[:0], ke[:0], None))
-            at_copies[device] = _kernels_at_copies(ks, ke, cs, ce)
-        compute = covered_chunks(in_chunks(ks, ke))
-        bs, be = union_chunks(_time_slices([(s, e) for s, e, _ in timed.values()]),
-                              sum(s.size for s, _, _ in timed.values()))
-        busy = int((be - bs).sum())
-        rows.append({"device": device, "busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
-                     "utilization": busy / (hi - lo) if hi > lo else 0.0,
-                     "compute_utilization": compute / (hi - lo) if hi > lo else 0.0})
-        g = gaps(bs, be, lo, hi, min_gap_ns)
+        row, g, by_device[device], at, wrote = _one_device(mine, window, min_gap_ns,
+                                                           spare if len(devices) == 1 else None)
+        rows.append({"device": device, **row})
+        if at is not None:
+            at_copies[device] = at
         if len(g):
-            for col, values in _next_ops(g["end_ns"].to_numpy(), mine, timed).items():
-                g[f"next_{col}"] = values
             g.insert(0, "device", device)
             gap_parts.append(g)
-        by_device[device] = Coverage(bs, be)
     util = pd.DataFrame(rows, columns=["device", "busy_ns", "compute_ns", "window_ns", "utilization",
                                        "compute_utilization"])
     gap_table = (pd.concat(gap_parts, ignore_index=True).sort_values("start_ns", ignore_index=True) if gap_parts else
@@ -143,7 +144,69 @@ def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int) -> Device
         busy = Coverage(*union(np.concatenate([c.s for c in covs]), np.concatenate([c.e for c in covs])))
     else:
         busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return DevicePass(util, gap_table, busy, by_device, at_copies)
+    return DevicePass(util, gap_table, busy, by_device, at_copies, wrote)
+
+
+def _one_device(mine: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: Spare | None):
+    """One device's utilisation row, gaps (with the operations that end them), busy Coverage, kernel time at its
+    copies (None without copies or memsets) and whether the union went into `spare`."""
+    lo, hi = window
+    timed = {kind: _sorted_times(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), lo, hi)
+             for kind, df in mine.parts.items()}
+    ks, ke, _ = timed.get("kernel", (np.zeros(0, np.int64), np.zeros(0, np.int64), None))
+    at = None
+    if set(timed) != {"kernel"}:  # the kernel time at the copies, for their overlap (copy_table)
+        cs, ce, _ = timed.get("memcpy", (ks[:0], ke[:0], None))
+        at = _kernels_at_copies(ks, ke, cs, ce)
+    kinds, total = [(s, e) for s, e, _ in timed.values()], sum(s.size for s, _, _ in timed.values())
+    into = _spare_for(spare, ks, ke, total)
+    if into is None:
+        compute = covered_chunks(in_chunks(ks, ke))
+    else:  # the kernels that can end a gap, kept before their times are written over
+        compute, resumes = covered_and_resumes(in_chunks(ks, ke), min_gap_ns)
+        mine, timed = _kernels_starting_at(resumes, ks, mine, timed)
+        spare.ready()
+    bs, be = union_chunks(_time_slices(kinds), total, into)
+    busy = int((be - bs).sum())
+    row = {"busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
+           "utilization": busy / (hi - lo) if hi > lo else 0.0,
+           "compute_utilization": compute / (hi - lo) if hi > lo else 0.0}
+    g = gaps(bs, be, lo, hi, min_gap_ns)
+    if len(g):
+        for col, values in _next_ops(g["end_ns"].to_numpy(), mine, timed).items():
+            g[f"next_{col}"] = values
+    return row, g, Coverage(bs, be), at, into is not None
+
+
+def _spare_for(spare: Spare | None, ks: np.ndarray, ke: np.ndarray, total: int):
+    """(start, end) of the spare arrays where ks and ke are the kernel times in place inside them, with room for the
+    other `total - ks.size` operations before them; else None (no spare, or times clipped or sorted into copies)."""
+    if spare is None or not ks.size:
+        return None
+    at = _index_in(ks, spare.start)
+    if at is None or at != _index_in(ke, spare.end) or at < total - ks.size:
+        return None
+    return spare.start, spare.end
+
+
+def _index_in(view: np.ndarray, base: np.ndarray) -> int | None:
+    """Where a contiguous view lies in base (its first element's index); None where it is not one."""
+    if view.dtype != base.dtype or not view.flags.c_contiguous or not base.flags.writeable:
+        return None
+    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if offset < 0 or offset % view.itemsize or offset // view.itemsize + view.size > base.size:
+        return None
+    return offset // view.itemsize
+
+
+def _kernels_starting_at(resumes: np.ndarray, ks: np.ndarray, mine: GpuOps, timed: dict) -> tuple[GpuOps, dict]:
+    """mine and timed with only the first kernel starting at each of these times as kernels: the only ones that can
+    end a gap (a busy hole of min_gap is a kernel-free one too, so the next kernel resumes after a long hole)."""
+    rows = np.searchsorted(ks, resumes, side="left")
+    kernels = mine.parts["kernel"]
+    first = pd.DataFrame({c: kernels[c].to_numpy()[rows] for c in OP_COLUMNS if c in kernels})
+    start = first["start_ns"].to_numpy()
+    return GpuOps({**mine.parts, "kernel": first}), {**timed, "kernel": (start, start, None)}
 
 
 def _time_slices(kinds: list[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -189,14 +252,30 @@ def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, cs: np.ndarray, ce: np.nd
     if not cs.size or not ks.size:  # new empty arrays: views would keep the kernel table's columns alive
         return Coverage(np.zeros(0, ks.dtype), np.zeros(0, ke.dtype))
     us, ue = union_sorted(cs, ce)
-    reach = np.maximum.accumulate(ke)  # the latest end so far: binary-searchable, unlike the ends
-    first = np.searchsorted(reach, us, side="right")  # every kernel before it ended by the copy's start
+    first = _first_reaching_past(ke, us)  # every kernel before it ended by the copy's start
     last = np.searchsorted(ks, ue, side="left")       # every kernel from it on starts after the copy's end
     first[1:] = np.maximum(first[1:], last[:-1])      # both ascend: below the previous end was looked at already
     n = np.maximum(last - first, 0)
     near = np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))  # ascending, no repeats
     near = near[Coverage(us, ue).touches(ks[near], ke[near])]
     return Coverage(*union_sorted(ks[near], ke[near]))
+
+
+def _first_reaching_past(ends: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """For each of the sorted times, the first interval by which the latest end so far passes it: the searchsorted
+    (side right) of the running maximum of the ends, worked out CHUNK ends at a time (the running maximum of a long
+    capture's kernels is hundreds of MiB)."""
+    out = np.full(times.size, ends.size, np.int64)
+    found, latest = 0, None
+    for k in range(0, ends.size, intervals.CHUNK):
+        reach = np.maximum.accumulate(ends[k:k + intervals.CHUNK])
+        if latest is not None:
+            np.maximum(reach, latest, out=reach)
+        latest = reach[-1]
+        passed = int(np.searchsorted(times, latest, side="left"))  # the times the running maximum passes here
+        out[found:passed] = k + np.searchsorted(reach, times[found:passed], side="right")
+        found = max(found, passed)
+    return out
 
 
 def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -207,32 +286,3 @@ def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndar
     if s.size and (s[0] < lo or s[-1] > hi or ends.max() > hi or ends.min() < lo):
         s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
     return s, e, order
-
-
-def driving_process(kernels: pd.DataFrame) -> pd.DataFrame:
-    """device -> pid that launched most kernel time on it (the rank driving that GPU). Columns: device, pid."""
-    if kernels.empty:
-        return pd.DataFrame({"device": pd.Series(dtype="int64"), "pid": pd.Series(dtype="int64")})
-    t = kernels.groupby(["device", "pid"], as_index=False)["duration_ns"].sum()
-    t = t.sort_values("duration_ns", ascending=False).drop_duplicates("device")
-    return t[["device", "pid"]].sort_values("device", ignore_index=True)
-
-
-def median(values: np.ndarray) -> float:
-    """The median of integers as pandas gives it (the middle one, or the mean of the two middle ones), from one
-    partitioned copy: pandas' median holds three times the column (165 MiB on 6.9 M kernels)."""
-    half = values.size // 2
-    if values.size % 2:
-        return float(np.partition(values, half)[half])
-    low, high = np.partition(values, [half - 1, half])[[half - 1, half]]
-    return (float(low) + float(high)) / 2
-
-
-def top_kernels(kernels: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """Kernels grouped by name: count, total_ns, mean_ns, min_ns, max_ns, pct of kernel time."""
-    if kernels.empty:
-        return pd.DataFrame(columns=["name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "pct"])
-    g = kernels.groupby("name", sort=False)["duration_ns"].agg(["count", "sum", "mean", "min", "max"])
-    g = g.rename(columns={"sum": "total_ns", "mean": "mean_ns", "min": "min_ns", "max": "max_ns"})
-    g["pct"] = 100.0 * g["total_ns"] / g["total_ns"].sum()
-    return g.sort_values("total_ns", ascending=False).head(n).reset_index()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -93,12 +94,13 @@ FIGURES = """figures:
 """
 
 
-def assess(trace: Trace, pairs: bool = False, gpu: dict | None = None, counts: dict | None = None) -> dict:
+def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, counts: dict | None = None) -> dict:
     """Verdict, lost fraction, one-sentence evidence and the figures behind them (module docstring).
 
     pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
-    `analyze-trace --check` does). gpu, counts: gpu_rows(trace) and call_counts(trace), when the caller has them."""
-    gpu = gpu_rows(trace) if gpu is None else gpu
+    `analyze-trace --check` does). side, counts: gpu_side(trace) and call_counts(trace), when the caller has them."""
+    side = gpu_side(trace) if side is None else side
+    gpu = side.ids
     n_gpu = {k: len(v[0]) for k, v in gpu.items()}
     kinds = _name_kinds(trace)
     counts = _call_counts(trace, kinds) if counts is None else counts
@@ -122,19 +124,34 @@ def assess(trace: Trace, pairs: bool = False, gpu: dict | None = None, counts: d
     expected_gpu = n_gpu["kernel"] + n_gpu["copy"]
     fig["expected_ops"] = int(max(expected_api, expected_gpu))
     fig["missing_ops"] = int(max(missing_api, missing_gpu))
-    osrt_starts = _OsrtStarts(trace)  # a process's OS call times, read once for the timeline and the id gaps
-    fig["timeline"] = _timeline(trace, gpu, osrt_starts)
-    fig["correlation_gaps"] = _id_gaps(trace, gpu, osrt_starts)
+    fig["timeline"] = side.timeline
+    fig["correlation_gaps"] = _id_gaps(trace, gpu, side.osrt_starts)
     fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()))
     fig["capture"] = _capture(trace)
     return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
 
 
 # --- loading --------------------------------------------------------------------------------------------------------
+class GpuSide(NamedTuple):
+    """What the checks keep of the GPU rows: kind -> (pid, correlation_id) arrays, and the timeline their times make
+    (the times are let go after it: a long capture's kernel times are hundreds of MiB)."""
+    ids: dict[str, tuple[np.ndarray, np.ndarray]]
+    timeline: list[dict]
+    osrt_starts: _OsrtStarts  # a process's OS call times, read once for the timeline and the id gaps
+
+
+def gpu_side(trace: Trace, gpu: dict | None = None) -> GpuSide:
+    """GpuSide of gpu_rows(trace), or of the rows given (the NVTX ranges are read for the timeline)."""
+    gpu = gpu_rows(trace) if gpu is None else gpu
+    osrt_starts = _OsrtStarts(trace)
+    return GpuSide({k: v[:2] for k, v in gpu.items()}, _timeline(trace, gpu, osrt_starts), osrt_starts)
+
+
 def gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
-    """kind -> (pid, correlation_id, start_ns, end_ns) arrays of the kernels, copies and memsets."""
-    return {kind: tuple(df[c].to_numpy(np.int64) for c in ("pid", "correlation_id", "start_ns", "end_ns"))
-            for kind, df in (("kernel", trace.kernels), ("copy", trace.memcpys), ("memset", trace.memsets))}
+    """kind -> (pid, correlation_id, start_ns, end_ns) arrays of the kernels, copies and memsets (integers; the
+    kernels' ids and processes in narrow types, KernelDigest.ops)."""
+    return {kind: tuple(df[c].to_numpy() for c in ("pid", "correlation_id", "start_ns", "end_ns"))
+            for kind, df in (("kernel", trace.kernel_digest.ops), ("copy", trace.memcpys), ("memset", trace.memsets))}
 
 
 def _name_kinds(trace: Trace) -> dict[int, str]:

@@ -60,18 +60,23 @@ def _groups(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[n
         if idx.size == 0:  # the whole chunk extends the open group
             open_e = reach[-1]
             continue
-        if open_e is not None:  # closed by this chunk: it reaches up to the last interval before the first new group
-            yield np.array([open_s]), np.array([reach[idx[0] - 1] if idx[0] else open_e])
-        yield s[idx[:-1]], reach[idx[1:] - 1]
-        open_s, open_e = s[idx[-1]], reach[-1]
+        # closed by this chunk: the open group reaches up to the last interval before the first new group
+        closed = None if open_e is None else (np.array([open_s]), np.array([reach[idx[0] - 1] if idx[0] else open_e]))
+        groups = s[idx[:-1]], reach[idx[1:] - 1]
+        open_s, open_e = s[idx[-1]], reach[-1]  # all read before yielding: union_chunks may write over the chunk
+        if closed is not None:
+            yield closed
+        yield groups
     if open_e is not None:
         yield np.array([open_s]), np.array([open_e])
 
 
-def union_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], capacity: int) -> tuple[np.ndarray, np.ndarray]:
+def union_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], capacity: int,
+                 into: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """union_sorted() of intervals handed over chunk by chunk in start order (at most `capacity` of them, no end
-    before its start), its temporaries bounded by a chunk's: the result is written into arrays made once."""
-    out: list[np.ndarray] = []
+    before its start), its temporaries bounded by a chunk's: the result is written into arrays made once, or into
+    `into` (int64 arrays of at least `capacity`: the result is then views of them)."""
+    out: list[np.ndarray] = list(into) if into is not None else []
     n = 0
     for gs, ge in _groups(chunks):
         if not out:
@@ -81,12 +86,27 @@ def union_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], capacity: int)
     if not out:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     # a union much smaller than its intervals: its own arrays, the large ones freed
-    return (out[0][:n], out[1][:n]) if 2 * n > capacity else (out[0][:n].copy(), out[1][:n].copy())
+    keep = into is not None or 2 * n > capacity
+    return (out[0][:n], out[1][:n]) if keep else (out[0][:n].copy(), out[1][:n].copy())
 
 
 def covered_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> int:
     """Covered time of intervals handed over chunk by chunk in start order (union_chunks()' total), no union kept."""
     return sum(int((ge - gs).sum()) for gs, ge in _groups(chunks))
+
+
+def covered_and_resumes(chunks: Iterable[tuple[np.ndarray, np.ndarray]], min_ns: int) -> tuple[int, np.ndarray]:
+    """covered_chunks(), and where the intervals resume after a hole of at least min_ns: the starts of the merged
+    intervals that follow one (the first one too)."""
+    total, last_end, resumes = 0, None, []
+    for gs, ge in _groups(chunks):
+        if not gs.size:
+            continue
+        total += int((ge - gs).sum())
+        before = np.concatenate(([gs[0] - max(min_ns, 1) if last_end is None else last_end], ge[:-1]))
+        resumes.append(gs[gs - before >= max(min_ns, 1)])
+        last_end = ge[-1]
+    return total, np.concatenate(resumes) if resumes else np.zeros(0, np.int64)
 
 
 def in_chunks(s: np.ndarray, e: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:

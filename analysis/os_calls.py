@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from nsys_transfer.analysis import cpu, idle
 from nsys_transfer.analysis.btree import Bits, Filter, In, Touches
@@ -22,6 +23,7 @@ from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.trace import Trace, Zone
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
+WAIT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]  # what idle.attribute reads of the waits
 
 
 @dataclass
@@ -48,14 +50,29 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
 
 def wait_calls(trace: Trace) -> pd.DataFrame:
     """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...): a small part of the table, read by
-    name. idle.attribute picks the launching threads', their processes' and the DataLoader's. Reads the zones
-    (Trace.osrt_zones) too: one pass for both where the fast reader can."""
+    name: start_ns, end_ns, global_tid, name. idle.attribute picks the launching threads', their processes' and the
+    DataLoader's. Reads the zones (Trace.osrt_zones) too: one pass for both where the fast reader can."""
     names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
     rows = trace.osrt_zone_rows(names)  # the zones too, in the same pass, where the fast reader can
     if rows is None:
         rows = list(trace.osrt_chunks((In("nameId", tuple(names)),))) if names else []
         trace.osrt_zones  # noqa: B018 - read here, on this thread, as the pass above would have
-    return _concat(rows)
+    return _stacked(rows, WAIT_COLUMNS)
+
+
+def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """These columns of the parts one below the other, a column at a time, each part's column let go once copied:
+    pd.concat holds the parts and the whole at once (10.7 M calls on the 8 GB benchmark). Names as categories."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    out = {}
+    for c in columns:
+        pieces = [p.pop(c) for p in parts]
+        out[c] = (union_categoricals([x.array for x in pieces]) if isinstance(pieces[0].dtype, pd.CategoricalDtype)
+                  else np.concatenate([x.to_numpy() for x in pieces]))
+        del pieces
+    return pd.DataFrame(out, copy=False)
 
 
 def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: In) -> tuple[Filter, ...] | None:

@@ -19,6 +19,7 @@ from nsys_transfer.analysis import copies as cp
 from nsys_transfer.analysis import cpu, gpu
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.outputs import json_rows
 from nsys_transfer.analysis.rank_rules import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.schema import several_traces
@@ -139,12 +140,12 @@ def output_drain(nvtx: pd.DataFrame, ops: gpu.GpuOps, outputs_done_ns: int) -> t
     return max(0, last - outputs_done_ns), "last GPU operation"
 
 
-def _device_rows(label: str, kernels, memcpys, memsets, nvtx, gpu_names: dict, opts: RankOptions):
-    ops = gpu.gpu_ops(kernels, memcpys, memsets)
+def _device_rows(label: str, kernels: KernelDigest, memcpys, memsets, nvtx, gpu_names: dict, opts: RankOptions):
+    ops = gpu.gpu_ops(kernels.ops, memcpys, memsets)
     trace_window = gpu.analysis_window(ops)
     if trace_window is None:
         return [], None
-    owner = dict(gpu.driving_process(kernels).itertuples(index=False, name=None))
+    owner = dict(kernels.driving_process().itertuples(index=False, name=None))
     nvtx_pid = pid_of(nvtx["global_tid"].to_numpy()) if len(nvtx) else np.zeros(0, np.int64)
     rows = []
     for dev in ops.devices():
@@ -208,7 +209,7 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
     rows, big, windows = [], [], []
     for label, t, off in zip(labels, traces, offsets):
         say(f"loading {t.source}")
-        kernels, memcpys, memsets, nvtx = t.kernels, t.memcpys, t.memsets, t.nvtx
+        kernels, memcpys, memsets, nvtx = t.kernel_digest, t.memcpys, t.memsets, t.nvtx
         names = dict(zip(t.gpus["device"], t.gpus["name"])) if len(t.gpus) else {}
         r, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts)
         rows += r

@@ -1,6 +1,7 @@
 """All analyses of one trace, as tables (DataFrames) and as the documented JSON (docs/json-schema.md)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -10,6 +11,7 @@ from nsys_transfer.nsys_core.contracts import gbps
 from nsys_transfer.analysis import copies as cp
 from nsys_transfer.analysis import cpu, gpu, idle, integrity, os_calls, program
 from nsys_transfer.analysis.diagnosis import Context, diagnose
+from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
 from nsys_transfer.analysis.outputs import json_rows
 from nsys_transfer.analysis.schema import SCHEMA
@@ -42,12 +44,13 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say = progress or (lambda msg: None)
     _read_beside_gpu(trace)
     say("loading GPU activity")
-    kernels = trace.kernels
+    digest = trace.kernel_digest
+    kernels = digest.ops
     trace.wait("memcpys", "memsets")
-    memcpys, memsets = trace.memcpys, trace.memsets
+    memcpys = trace.memcpys
     # a scan on the core the device pass leaves free: the runtime calls per kind
     trace.prefetch_call("call_counts", integrity.call_counts, trace)
-    ops = gpu.gpu_ops(kernels, memcpys, memsets)
+    ops = gpu.gpu_ops(kernels, memcpys, trace.memsets)
     trace.wait("nvtx")
     nvtx = trace.nvtx
     step_regex, step_source = _step_regex(nvtx, opts)
@@ -56,37 +59,34 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out: dict = {"schema": SCHEMA}
 
     say("computing utilisation and gaps")
-    passed = _gpu_section(trace, ops, window, opts, out, tables)
-    kernel_time = _kernel_time_at_copies(passed, ops, window)
-    del ops  # it holds the kernel table: dropped with it below (a large part of a long capture)
-    trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
-    # runtime scans and GPU ids, beside the copies and gaps (the GPU rows taken here: the kernels are dropped below)
-    trace.prefetch_call("integrity", _integrity, trace, integrity.gpu_rows(trace))
+    passed, kernel_time = _device_section(trace, digest, ops, window, opts, out, tables)
+    del ops
+    if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
+        trace.forget("kernel_digest", "kernels", "memsets")  # millions of rows in a long capture: memory for the rest
+    digest = digest.without_ops()
+    # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
+    kernels = kernels if kernel_time is None and not (passed and passed.wrote_spare) else None
     gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.GpuOps({}), (0, 1), 1)
     trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
-    copies = _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tables)
+    copies = _copies_section(trace, memcpys, kernels, digest.compute_stream(), kernel_time, window, opts, out,
+                             tables)
     tids = trace.result("launch")
     _read_beside_idle(trace, gaps, tids, opts.top)
     trace.wait("threads")
-    out = {"schema": SCHEMA, "trace": _trace_info(trace, kernels, memcpys, nvtx), **out}
+    out = {"schema": SCHEMA, "trace": _trace_info(trace, digest.count, memcpys, nvtx), **out}
     out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
-    out["trace"]["program"] = program.describe(trace.threads, nvtx, kernels["name"].unique() if len(kernels) else [],
-                                               opts.run_record)
-    _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables)
+    out["trace"]["program"] = program.describe(trace.threads, nvtx, digest.names(), opts.run_record)
+    _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
-    tables["kernels_top"] = None  # the top kernels, computed beside the idle attribution (its place kept here)
-    trace.prefetch_call("kernels_section", _kernels_section, kernels, opts.top)
-    if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads them next
-        del kernels, memsets
-        trace.forget("kernels", "memsets")  # millions of rows in a long capture, no longer needed: memory for idle
+    kernel_section, tables["kernels_top"] = _kernels_section(digest, opts.top)
     out["gaps"] = None  # filled below, once its OS calls are read; the JSON keeps its order
     say("attributing idle time")
     _idle_section(trace, passed, window, tids, trace.result("waits"), nvtx, copies, step_regex, opts, out, tables)
     say("finding what the CPU did during gaps")
     _gaps_section(gaps, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
+    out["kernels"] = kernel_section
 
-    out["kernels"], tables["kernels_top"] = trace.result("kernels_section")
     tables["nvtx_summary"] = ns = cpu.nvtx_summary(nvtx)
     out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
     out["trace"]["integrity"] = trace.result("integrity")
@@ -96,6 +96,19 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables)
+
+
+def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables):
+    """The GPU section (_gpu_section) and the kernel time at the copies (_kernel_time_at_copies), with the integrity
+    checks started beside them: their timeline is made first, from the GPU rows' times, which the device pass may
+    then write the busy union over (gpu.Spare)."""
+    trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
+    timeline_made = threading.Event()
+    trace.prefetch_call("integrity", _integrity, trace, [integrity.gpu_rows(trace)], timeline_made)
+    spare = gpu.Spare(*digest.spare_times, timeline_made.wait) if digest.spare_times else None
+    span = ops.span()
+    passed = _gpu_section(trace, ops, window, opts, out, tables, spare)
+    return passed, _kernel_time_at_copies(passed, span, window)
 
 
 def _read_beside_gpu(trace: Trace) -> None:
@@ -114,12 +127,10 @@ def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) ->
     trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
 
 
-def _kernels_section(kernels: pd.DataFrame, top: int) -> tuple[dict, pd.DataFrame]:
+def _kernels_section(digest: KernelDigest, top: int) -> tuple[dict, pd.DataFrame]:
     """Kernel count, time, median and the top kernels by time; the top kernels' table."""
-    tk = gpu.top_kernels(kernels, top)
-    return {"count": int(len(kernels)), "total_ns": int(kernels["duration_ns"].sum()) if len(kernels) else 0,
-            "median_ns": gpu.median(kernels["duration_ns"].to_numpy()) if len(kernels) else None,
-            "top": json_rows(tk)}, tk
+    tk = digest.top(top)
+    return {"count": digest.count, "total_ns": digest.total_ns, "median_ns": digest.median_ns, "top": json_rows(tk)}, tk
 
 
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
@@ -142,7 +153,7 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -
     return min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max()))
 
 
-def _gpu_section(trace, ops, window, opts, out, tables):
+def _gpu_section(trace, ops, window, opts, out, tables, spare):
     """Utilisation per device and the idle gaps; None when the trace has no GPU activity."""
     if window is None:
         trace.wait("nvtx")
@@ -155,7 +166,7 @@ def _gpu_section(trace, ops, window, opts, out, tables):
     lo, hi = window
     out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
                      "source": "user" if opts.window else "first to last GPU operation or step range"}
-    passed = gpu.device_pass(ops.inside(lo, hi), window, opts.min_gap_ns)
+    passed = gpu.device_pass(ops.inside(lo, hi), window, opts.min_gap_ns, spare)
     util = passed.util
     names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
     util["name"] = util["device"].map(names)
@@ -167,16 +178,16 @@ def _gpu_section(trace, ops, window, opts, out, tables):
     return passed
 
 
-def _kernel_time_at_copies(passed, ops: gpu.GpuOps, window) -> dict | None:
+def _kernel_time_at_copies(passed, span: tuple[int, int] | None, window) -> dict | None:
     """The device pass's kernel time at the copies, for their overlap, where it clipped no operation: every one lies
-    inside the window (it spans them all unless the user gave a narrower one); else None."""
-    span = ops.span()
+    inside the window (it spans them all unless the user gave a narrower one; span: the operations' own); else
+    None."""
     if passed is None or not (span is None or (window[0] <= span[0] and span[1] <= window[1])):
         return None
     return passed.kernels_at_copies
 
 
-def _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tables) -> pd.DataFrame:
+def _copies_section(trace, memcpys, kernels, compute_stream, kernel_time, window, opts, out, tables) -> pd.DataFrame:
     copies = cp.copy_table(memcpys, trace.memcpy_api, kernels, kernel_time) if len(memcpys) else memcpys.assign(
         sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
         api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
@@ -185,8 +196,8 @@ def _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tab
     tables["memcpy"] = copies
     out["memcpy"] = {"dtoh": cp.copy_summary(copies, "DtoH"), "htod": cp.copy_summary(copies, "HtoD"),
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
-                     "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, kernels),
-                     "compute_stream": cp.stream_of_compute(kernels)}
+                     "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, compute_stream),
+                     "compute_stream": compute_stream}
     if window is not None:
         host = cp.host_bandwidth(copies, window, "DtoH", opts.bin_ns)
         tables["dtoh_host_timeline"] = host
@@ -198,12 +209,12 @@ def _copies_section(trace, memcpys, kernels, kernel_time, window, opts, out, tab
     return copies
 
 
-def _steps_section(kernels, nvtx, copies, passed, window, step_regex, step_source, out, tables):
+def _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source, out, tables):
     busy = passed.busy if passed is not None else None
     if not step_regex:
         step_table = pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
     elif busy is not None and len(out["gpu"]["devices"]) > 1:  # several ranks: each step against its own GPU
-        owners = gpu.driving_process(kernels)
+        owners = digest.driving_process()
         busy_of = {int(p): passed.busy_by_device[int(d)] for d, p in owners.itertuples(index=False, name=None)
                    if int(d) in passed.busy_by_device}
         step_table = cpu.steps(nvtx, step_regex, busy_of, copies)
@@ -325,15 +336,21 @@ def summarize(trace: Trace, **kw) -> dict:
     return analyze(trace, Options(**kw)).summary
 
 
-def _trace_info(trace: Trace, kernels, memcpys, nvtx) -> dict:
+def _trace_info(trace: Trace, n_kernels: int, memcpys, nvtx) -> dict:
     return {"path": trace.source, "nsys_version": trace.nsys_version,
             "gpus": json_rows(trace.gpus) if len(trace.gpus) else [],
-            "counts": {"kernels": int(len(kernels)), "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
+            "counts": {"kernels": n_kernels, "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
                        "osrt_calls": None},  # set last: analyze() counts them after the scoped reads
             "integrity": None}  # analyze() sets it once the background assessment is done
 
 
-def _integrity(trace: Trace, gpu_rows: dict) -> dict:
-    """integrity.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded."""
-    trace.wait("nvtx")
-    return integrity.assess(trace, gpu=gpu_rows, counts=trace.result("call_counts"))
+def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event) -> dict:
+    """integrity.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
+    list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
+    is made (timeline_made is set then, or on an error)."""
+    try:
+        trace.wait("nvtx")
+        side = integrity.gpu_side(trace, rows.pop())
+    finally:
+        timeline_made.set()
+    return integrity.assess(trace, side=side, counts=trace.result("call_counts"))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis import btree, runtime_calls, sql, validate
+from nsys_transfer.analysis import btree, kernel_digest, runtime_calls, sql, validate
 from nsys_transfer.analysis.btree import Bits, Filter, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import resolve_input
@@ -30,6 +30,7 @@ from nsys_transfer.analysis.journal import committed_copy
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
@@ -361,16 +362,41 @@ class Trace:
     @cached_property
     def kernels(self) -> pd.DataFrame:
         """start_ns, end_ns, duration_ns, device, stream, correlation_id, pid (of the launching process), name."""
-        if not self.has("CUPTI_ACTIVITY_KIND_KERNEL"):
+        if not self.has(KERNEL_TABLE):
             self.warnings += validate.no_kernel_table(self.tables)
             return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name"])
-        cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
-        name_col = "shortName" if "shortName" in cols else "demangledName"
-        columns = {**sql.KERNEL_COLUMNS, "pid": self._pid_column(cols), "name_id": name_col}
-        df = self.table_columns("CUPTI_ACTIVITY_KIND_KERNEL", columns)
+        df = self.table_columns(KERNEL_TABLE, self._kernel_columns())
         df = self._checked(df, "kernel", ("device", "stream"))
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
+
+    def _kernel_columns(self) -> dict[str, str | Bits]:
+        cols = self.columns(KERNEL_TABLE)
+        name_col = "shortName" if "shortName" in cols else "demangledName"
+        return {**sql.KERNEL_COLUMNS, "pid": self._pid_column(cols), "name_id": name_col}
+
+    @cached_property
+    def kernel_digest(self) -> kernel_digest.KernelDigest:
+        """The kernels as the analysis keeps them (analysis.kernel_digest): from one chunked pass where the table is
+        clean and in start order, so that it is never held whole; else from the whole table (`kernels`)."""
+        digest = self._chunked_kernel_digest() if self.has(KERNEL_TABLE) else None
+        return digest if digest is not None else kernel_digest.of_frame(self.kernels)
+
+    def _chunked_kernel_digest(self) -> kernel_digest.KernelDigest | None:
+        ranges = self._rowid_ranges(KERNEL_TABLE, CHUNK_ROWS)
+        others = sum(hi - lo for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if self.has(t)
+                     for lo, hi in self._rowid_ranges(t, 1 << 62))  # at least the copies and memsets: room for them
+        builder = kernel_digest.Builder(sum(hi - lo for lo, hi in ranges), others)
+        chunks = self.int_column_ranges(KERNEL_TABLE, self._kernel_columns(), [(lo, hi, ()) for lo, hi in ranges])
+        for chunk in chunks:
+            if not builder.add(chunk):
+                chunks.close()  # waits for the reads in flight
+                return None
+        got = builder.done(self.strings)
+        if got is None:
+            return None
+        self.warnings += got[1]
+        return got[0]
 
     def _names(self, ids: pd.Series, what: str, said: list[str] | None = None) -> pd.Categorical:
         """String-table ids to a categorical of names, without a Python string per row; a warning for ids without
@@ -551,13 +577,14 @@ class Trace:
 
     @cached_property
     def memsets(self) -> pd.DataFrame:
-        """The CUDA memset activity: one row per memset; empty without the table."""
+        """The CUDA memsets as the device pass and integrity read them: start_ns, end_ns, device, correlation_id, pid
+        (in narrow types: kernel_digest.narrow_ops; millions of rows in a long capture); empty without the table."""
         if not self.has("CUPTI_ACTIVITY_KIND_MEMSET"):
-            return _empty(["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes"])
+            return _empty(list(kernel_digest.OPS))
         cols = self.columns("CUPTI_ACTIVITY_KIND_MEMSET")
-        return self._checked(self.table_columns("CUPTI_ACTIVITY_KIND_MEMSET",
-                                                {**sql.MEMSET_COLUMNS, "pid": self._pid_column(cols)}),
-                             "memset", ("device", "stream"))
+        return kernel_digest.narrow_ops(self._checked(self.table_columns(
+            "CUPTI_ACTIVITY_KIND_MEMSET", {**sql.MEMSET_COLUMNS, "pid": self._pid_column(cols)}), "memset",
+            ("device", "stream")))
 
     @staticmethod
     def _pid_expr(columns: set[str], col: str = "globalPid") -> str:
@@ -686,9 +713,13 @@ class Trace:
         if any(p is None for p in parts):
             return None
         self.__dict__["osrt_zones"] = [z for z, _ in parts]
-        chunks = [pd.DataFrame({c: np.concatenate([rows[c] for _, rows in parts[k:k + per_chunk]])
-                                for c in sql.OSRT_COLUMNS}, copy=False) for k in range(0, len(parts), per_chunk)]
-        return [df for chunk in chunks for df in self._checked_osrt(chunk)]
+        out = []
+        for k in range(0, len(parts), per_chunk):  # each group of zones let go once joined: the rows are held once
+            group = [rows for _, rows in parts[k:k + per_chunk]]
+            parts[k:k + per_chunk] = [None] * len(group)
+            out += self._checked_osrt(pd.DataFrame({c: np.concatenate([rows[c] for rows in group])
+                                                    for c in sql.OSRT_COLUMNS}, copy=False))
+        return out
 
     def osrt_names(self, pattern: re.Pattern) -> dict[int, str]:
         """{string id: text} of the OS call names matching `pattern` (names are short: long strings are not read)."""

@@ -87,7 +87,12 @@ def nameless(codes: np.ndarray, uniques, names: dict[int, str], what: str) -> li
     """A warning when string ids of `what` rows (factorized: codes into uniques) point at no text (a NULL or missing
     StringIds value). Counted per distinct id: no lookup per row."""
     unknown = [k for k, u in enumerate(uniques) if int(u) not in names]
-    missing = int(np.bincount(codes[codes >= 0], minlength=len(uniques))[unknown].sum()) if unknown else 0
+    return nameless_rows(int(np.bincount(codes[codes >= 0], minlength=len(uniques))[unknown].sum()) if unknown else 0,
+                         what)
+
+
+def nameless_rows(missing: int, what: str) -> list[str]:
+    """nameless()'s warning for `missing` rows counted already."""
     return [f"{missing} {what} rows whose name is not in the string table, shown as '?'"] if missing else []
 
 

@@ -235,8 +235,8 @@ def test_device_pass_on_each_kind_equals_one_sorted_table(seed, chunk, monkeypat
 
 @pytest.mark.parametrize("seed", range(10))
 def test_median_of_kernel_times_is_pandas_median(seed):
-    """gpu.median() from one partitioned copy equals pandas' median, odd and even counts, repeats included."""
-    from nsys_transfer.analysis.gpu import median
+    """kernel_digest.median() from one partitioned copy equals pandas' median, odd and even counts, repeats included."""
+    from nsys_transfer.analysis.kernel_digest import median
     rng = np.random.default_rng(seed)
     for n in (1, 2, 3, 10, 11, 1000, 1001):
         values = rng.integers(0, 10 ** int(rng.integers(1, 12)), n)
