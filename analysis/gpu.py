@@ -167,7 +167,7 @@ def _one_device(mine: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: S
         mine, timed = _kernels_starting_at(resumes, ks, mine, timed)
         spare.ready()
     bs, be = union_chunks(_time_slices(kinds), total, into)
-    busy = int((be - bs).sum())
+    busy = intervals.length(bs, be)
     row = {"busy_ns": busy, "compute_ns": compute, "window_ns": hi - lo,
            "utilization": busy / (hi - lo) if hi > lo else 0.0,
            "compute_utilization": compute / (hi - lo) if hi > lo else 0.0}

@@ -109,6 +109,11 @@ def covered_and_resumes(chunks: Iterable[tuple[np.ndarray, np.ndarray]], min_ns:
     return total, np.concatenate(resumes) if resumes else np.zeros(0, np.int64)
 
 
+def length(s: np.ndarray, e: np.ndarray) -> int:
+    """The summed length of the intervals, CHUNK at a time (no temporary as long as them)."""
+    return sum(int((ce - cs).sum()) for cs, ce in in_chunks(s, e))
+
+
 def in_chunks(s: np.ndarray, e: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Views of s and e, CHUNK at a time."""
     for k in range(0, s.size, CHUNK):
@@ -125,18 +130,19 @@ class Coverage:
     def before(self) -> np.ndarray:
         """Covered time before each interval, made on the first at(): a union only asked touches() never needs it
         (the busy union of a long capture holds tens of millions of intervals)."""
-        lengths = self.e - self.s
-        if not lengths.size:
-            return np.zeros(0, np.int64)
-        out = np.empty_like(lengths)
-        out[0] = 0
-        np.cumsum(lengths[:-1], out=out[1:])
+        out = np.empty(self.s.size, np.int64)
+        done = 0
+        for k in range(0, self.s.size, CHUNK):  # CHUNK lengths at a time: no temporary as long as the union
+            j = min(k + CHUNK, self.s.size)
+            np.cumsum(self.e[k:j] - self.s[k:j], out=out[k:j])
+            out[k:j] += done - (self.e[k:j] - self.s[k:j])  # covered before each: the sum so far less its own
+            done = int(out[j - 1] + self.e[j - 1] - self.s[j - 1])
         return out
 
     @property
     def total(self) -> int:
         """Covered time of the whole union (ns)."""
-        return int((self.e - self.s).sum())
+        return length(self.s, self.e)
 
     def at(self, t) -> np.ndarray:
         """F(t) for each t: covered time up to t (ns)."""

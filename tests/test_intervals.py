@@ -251,3 +251,20 @@ def test_overlapped_marks_the_intervals_another_union_overlaps(seed):
     a, b = _holes(rng, 40), _random_union(rng, int(rng.integers(0, 12)))
     want = [bool(((b[0] < ae) & (b[1] > as_)).any()) for as_, ae in zip(*a)]
     assert overlapped(a, b).tolist() == want
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 20])
+@pytest.mark.parametrize("seed", range(10))
+def test_coverage_prefix_and_length_in_chunks(seed, chunk, monkeypatch):
+    """Coverage.before (the covered time before each interval) and intervals.length, worked out CHUNK intervals at a
+    time, equal their whole-array forms, and at() through them."""
+    from nsys_transfer.analysis import intervals
+    monkeypatch.setattr(intervals, "CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    s, e = _random_union(rng, int(rng.integers(0, 30)))
+    cov = intervals.Coverage(s, e)
+    lengths = e - s
+    assert cov.before.tolist() == (np.cumsum(lengths) - lengths).tolist()
+    assert cov.total == intervals.length(s, e) == int(lengths.sum())
+    t = rng.integers(-5, 300, 20)
+    assert cov.at(t).tolist() == [int(np.clip(np.minimum(e, x) - s, 0, None).sum()) for x in t]
