@@ -96,7 +96,7 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
         if launch is None:
             launch = int(trace.nvtx["global_tid"].value_counts().idxmax())
     fig, ax = plt.subplots(figsize=(12, 3.6))
-    timeline(ax, trace.kernels, tables["memcpy"], trace.nvtx, span[0], span[1], launch,
+    timeline(ax, trace.kernels_touching(*span), tables["memcpy"], trace.nvtx, span[0], span[1], launch,
              title or f"timeline: last {n_steps} steps")
     return save(fig, path)
 

@@ -23,7 +23,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import btree, kernel_digest, runtime_calls, sql, validate
-from nsys_transfer.analysis.btree import Bits, Filter, In
+from nsys_transfer.analysis.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import resolve_input
 from nsys_transfer.analysis.journal import committed_copy
@@ -369,6 +369,17 @@ class Trace:
         df = self._checked(df, "kernel", ("device", "stream"))
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
+
+    def kernels_touching(self, lo: int, hi: int) -> pd.DataFrame:
+        """The kernels overlapping [lo, hi) (`kernels`' columns but the name): a filtered read, so that a chart of a
+        few steps of a long capture does not load its whole kernel table. Damaged rows are dropped silently (the
+        analysis says what it drops)."""
+        if not self.has(KERNEL_TABLE):
+            return self.kernels.drop(columns="name")
+        columns = {k: v for k, v in self._kernel_columns().items() if k != "name_id"}
+        df = self.table_columns(KERNEL_TABLE, columns, (Touches(np.array([lo]), np.array([hi])),))
+        df = _timed(validate.clean(df, "kernel", ("device", "stream"))[0])
+        return df[(df["end_ns"] > lo) & (df["start_ns"] < hi)].reset_index(drop=True)  # the SQL form: a superset
 
     def _kernel_columns(self) -> dict[str, str | Bits]:
         cols = self.columns(KERNEL_TABLE)

@@ -121,7 +121,8 @@ def timelines(items: list[tuple[str, object, object]], path):
         rate = analysis.summary["steps"]["per_second"]
         period = int(1e9 / rate) if rate else int(last["duration_ns"])
         end = int(last["start_ns"]) + max(int(last["duration_ns"]), period)
-        timeline(ax, trace.kernels, analysis.tables["memcpy"], nvtx, int(last["start_ns"]), end, tid,
+        timeline(ax, trace.kernels_touching(int(last["start_ns"]), end), analysis.tables["memcpy"], nvtx,
+                 int(last["start_ns"]), end, tid,
                  title=f"{stage}: {last['name']} (range {last['duration_ns'] / 1e6:,.0f} ms; "
                        f"step period {period / 1e6:,.0f} ms)")
         ax.title.set_color(_color(stage))

@@ -180,3 +180,21 @@ def test_waits_from_zones_equal_the_whole_table(monkeypatch):
     for c in ("start_ns", "end_ns", "global_tid"):
         assert waits[c].tolist() == whole[c].tolist()
     assert waits["name"].astype(str).tolist() == whole["name"].astype(str).tolist()
+
+
+@pytest.mark.parametrize("sqlite_only", [False, True])
+@pytest.mark.parametrize("path", REAL[:3], ids=lambda p: p.name.split(".")[0])
+def test_kernels_touching_a_span_are_the_whole_tables(path, sqlite_only, monkeypatch):
+    """Trace.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
+    the page reader and through SQLite alone."""
+    if sqlite_only:
+        monkeypatch.setenv("NSYS_TRANSFER_SQLITE_ONLY", "1")
+    rng = np.random.default_rng(len(path.name))
+    with Trace.open(path) as t:
+        k = t.kernels
+        first, last = int(k["start_ns"].min()), int(k["end_ns"].max())
+        for lo in rng.integers(first - 1000, last, 4):
+            hi = int(lo + rng.integers(1, (last - first) // 3))
+            want = k[(k["end_ns"] > lo) & (k["start_ns"] < hi)].drop(columns="name").reset_index(drop=True)
+            got = t.kernels_touching(int(lo), hi)
+            assert len(want) and got[list(want.columns)].equals(want)
