@@ -165,6 +165,8 @@ class Builder:
                 self.one_value[c] = int(low)
                 return
             if self.one_value[c] is not None:  # a second value: the rows before get their one value written
+                if not _fits(np.asarray([self.one_value[c]]), self.columns[c].dtype):
+                    self.columns[c] = self.columns[c].astype(np.int64)
                 self.columns[c][:self.rows] = self.one_value[c]
                 self.one_value.pop(c)
         values = self.columns[c]

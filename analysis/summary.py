@@ -105,8 +105,10 @@ def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables)
     trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
     timeline_made = threading.Event()
     trace.prefetch_call("integrity", _integrity, trace, [integrity.gpu_rows(trace)], timeline_made)
-    spare = gpu.Spare(*digest.spare_times, timeline_made.wait) if digest.spare_times else None
     span = ops.span()
+    # written over only where the window cuts no operation: the copies' kernel time then comes from the device pass
+    whole = span is None or window is None or (window[0] <= span[0] and span[1] <= window[1])
+    spare = gpu.Spare(*digest.spare_times, timeline_made.wait) if digest.spare_times and whole else None
     passed = _gpu_section(trace, ops, window, opts, out, tables, spare)
     return passed, _kernel_time_at_copies(passed, span, window)
 

@@ -198,3 +198,24 @@ def test_kernels_touching_a_span_are_the_whole_tables(path, sqlite_only, monkeyp
             want = k[(k["end_ns"] > lo) & (k["start_ns"] < hi)].drop(columns="name").reset_index(drop=True)
             got = t.kernels_touching(int(lo), hi)
             assert len(want) and got[list(want.columns)].equals(want)
+
+
+def test_a_wide_single_value_then_another_is_kept_whole(tmp_path, monkeypatch):
+    """A first chunk all on device 200 (beyond int8), then another device: both come back exactly."""
+    monkeypatch.setattr(trace_module, "CHUNK_ROWS", 7)
+    path = _export(tmp_path, REAL[0], f"UPDATE {K} SET deviceId = 200 WHERE rowid <= 400",
+                   f"UPDATE {K} SET deviceId = 201 WHERE rowid > 400")
+    with Trace.open(path) as t:
+        chunked = t._chunked_kernel_digest()
+        _same(chunked, kernel_digest.of_frame(t.kernels))
+
+
+def test_a_window_cutting_only_a_copy_keeps_the_kernel_times(tmp_path):
+    """--window cutting a copy but no kernel: the copies' kernel time is read from the kernels (not written over)."""
+    from click.testing import CliRunner
+    from nsys_transfer.analysis.cli import main
+    out = tmp_path / "s.json"
+    r = CliRunner().invoke(main, [str(ROOT / "reports/data/h200/pinned.sqlite.xz"), "--window", "10838417:440359941",
+                                  "--json", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    assert out.exists()
