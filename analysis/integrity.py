@@ -29,6 +29,7 @@ from nsys_transfer.nsys_core.driver import compare, parse_cuda
 from nsys_transfer.analysis import intervals, sql
 from nsys_transfer.analysis.btree import Bits, In
 from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.kernel_digest import fits
 from nsys_transfer.analysis.trace import Trace, outermost_calls, pid_of
 
 # --- thresholds -------------------------------------------------------------------------------------------------
@@ -381,8 +382,7 @@ def _largest_id_gap(gpu: dict, p: int) -> int | None:
     """The largest hole between a process's sorted positive correlation ids (p < 0: every row's), from one sorted
     copy of them (millions of GPU rows in a long capture); None with fewer than two ids."""
     parts = [corr if p < 0 or bool((pid == p).all()) else corr[pid == p] for pid, corr, *_ in gpu.values()]
-    narrow = all(not x.size or (x.min() >= np.iinfo(np.int32).min and x.max() <= np.iinfo(np.int32).max)
-                 for x in parts)  # 32 bits where they fit: half the copy (tens of millions of ids in a long capture)
+    narrow = all(fits(x, np.int32) for x in parts)  # 32 bits where they fit: half the copy (tens of millions of ids)
     ids = (np.concatenate([x.astype(np.int32 if narrow else np.int64, copy=False) for x in parts]) if parts else
            np.zeros(0, np.int64))
     ids.sort()

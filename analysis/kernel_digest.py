@@ -91,18 +91,19 @@ def narrow_ops(df: pd.DataFrame) -> pd.DataFrame:
         if c in ONE_VALUE and v.size and v.min() == v.max():
             out[c] = _one(int(v[0]), NARROW[c], v.size)
         else:
-            out[c] = v.astype(NARROW[c], copy=False) if _fits(v, NARROW[c]) else v
+            out[c] = v.astype(NARROW[c], copy=False) if fits(v, NARROW[c]) else v
     return pd.DataFrame(out, copy=False)
 
 
-def _fits(values: np.ndarray, dtype) -> bool:
+def fits(values: np.ndarray, dtype) -> bool:
+    """Whether every value is within the integer type's range."""
     info = np.iinfo(dtype)
     return not values.size or (info.min <= values.min() and values.max() <= info.max)
 
 
 def _one(value: int, dtype, rows: int) -> np.ndarray:
     """A column of one value as a read-only view of it (no memory however many rows), narrow where it fits."""
-    return np.broadcast_to(np.asarray(value, dtype if _fits(np.asarray([value]), dtype) else np.int64), (rows,))
+    return np.broadcast_to(np.asarray(value, dtype if fits(np.asarray([value]), dtype) else np.int64), (rows,))
 
 
 def of_frame(kernels: pd.DataFrame) -> KernelDigest:
@@ -160,18 +161,17 @@ class Builder:
         """A chunk's column into place: widened where it does not fit the narrow type (rare), not written while a
         ONE_VALUE column holds one value."""
         low, high = part.min(), part.max()
+        held = None
         if c in self.one_value:
-            if low == high and self.one_value[c] in (None, low) and (self.rows == 0 or self.one_value[c] is not None):
+            if low == high and (self.rows == 0 or self.one_value[c] == low):
                 self.one_value[c] = int(low)
                 return
-            if self.one_value[c] is not None:  # a second value: the rows before get their one value written
-                if not _fits(np.asarray([self.one_value[c]]), self.columns[c].dtype):
-                    self.columns[c] = self.columns[c].astype(np.int64)
-                self.columns[c][:self.rows] = self.one_value[c]
-                self.one_value.pop(c)
+            held = self.one_value.pop(c)  # a second value: the rows before get their one value written
         values = self.columns[c]
-        if not _fits(np.asarray([low, high]), values.dtype):
+        if not fits(np.asarray([low, high] + ([held] if held is not None else [])), values.dtype):
             values = self.columns[c] = values.astype(np.int64)
+        if held is not None:
+            values[:self.rows] = held
         values[self.rows:self.rows + part.size] = part
 
     def _clean(self, chunk: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> bool:

@@ -65,7 +65,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
         trace.forget("kernel_digest", "kernels", "memsets")  # millions of rows in a long capture: memory for the rest
     digest = digest.without_ops()
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
-    kernels = kernels if kernel_time is None and not (passed and passed.wrote_spare) else None
+    kernels = kernels if kernel_time is None else None
     gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.GpuOps({}), (0, 1), 1)
     trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
@@ -99,18 +99,20 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
 
 def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables):
-    """The GPU section (_gpu_section) and the kernel time at the copies (_kernel_time_at_copies), with the integrity
+    """The GPU section (_gpu_section) and the kernel time at the copies (None where the window cuts an operation),
+    with the integrity
     checks started beside them: their timeline is made first, from the GPU rows' times, which the device pass may
     then write the busy union over (gpu.Spare)."""
     trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
     timeline_made = threading.Event()
     trace.prefetch_call("integrity", _integrity, trace, [integrity.gpu_rows(trace)], timeline_made)
     span = ops.span()
-    # written over only where the window cuts no operation: the copies' kernel time then comes from the device pass
+    # the window cuts no operation (it spans them all unless the user gave a narrower one): the device pass's kernel
+    # time at the copies serves their overlap, and only then may it write over the kernel times
     whole = span is None or window is None or (window[0] <= span[0] and span[1] <= window[1])
     spare = gpu.Spare(*digest.spare_times, timeline_made.wait) if digest.spare_times and whole else None
     passed = _gpu_section(trace, ops, window, opts, out, tables, spare)
-    return passed, _kernel_time_at_copies(passed, span, window)
+    return passed, passed.kernels_at_copies if passed is not None and whole else None
 
 
 def _read_beside_gpu(trace: Trace) -> None:
@@ -178,15 +180,6 @@ def _gpu_section(trace, ops, window, opts, out, tables, spare):
                   "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
                   "devices": json_rows(util)}
     return passed
-
-
-def _kernel_time_at_copies(passed, span: tuple[int, int] | None, window) -> dict | None:
-    """The device pass's kernel time at the copies, for their overlap, where it clipped no operation: every one lies
-    inside the window (it spans them all unless the user gave a narrower one; span: the operations' own); else
-    None."""
-    if passed is None or not (span is None or (window[0] <= span[0] and span[1] <= window[1])):
-        return None
-    return passed.kernels_at_copies
 
 
 def _copies_section(trace, memcpys, kernels, compute_stream, kernel_time, window, opts, out, tables) -> pd.DataFrame:
