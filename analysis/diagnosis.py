@@ -2,7 +2,7 @@
 
 The findings contract (docs/json-schema.md): every finding has `rule` (a stable id), `severity`, `impact_ns` (the time
 it costs: GPU idle time it explains, host time blocked, or copy time a fix would save), `impact_fraction` (impact over
-the analysis window), `subject` (the NVTX range, API call or copy direction it is about; None if none), `evidence`
+the GPUs' time in the analysis window: the window times the GPUs that ran work in it, so never above 1), `subject` (the NVTX range, API call or copy direction it is about; None if none), `evidence`
 (numbers from this trace) and `suggestion` (the fix, in the program's own terms). Severity follows from the impact:
 high >= 10% of the window, medium >= 2%, low below; `info` only for notes on the capture that cost no time. The list
 is ordered by impact, largest first, after the notes that say the trace itself cannot be trusted.
@@ -115,13 +115,22 @@ class Context:
         """The analysed window's duration (ns); 0 without a window."""
         return int(self.summary.get("window", {}).get("duration_ns") or 0)
 
+    def gpus(self) -> int:
+        """How many GPUs ran work in the window (at least 1)."""
+        return max(1, len((self.summary.get("gpu") or {}).get("devices") or []))
+
+    def gpu_time_ns(self) -> int:
+        """The GPUs' time in the window (window x GPUs): what impacts are shares of, so that the idle time of several
+        GPUs never counts for more than all of it."""
+        return self.window_ns() * self.gpus()
+
     def steps(self) -> int:
         """How many steps the trace holds; 0 without steps."""
         return int(self.summary["steps"]["count"] or 0)
 
     def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
         """A finding with its severity and share of the window derived from its impact."""
-        return make_finding(rule, impact_ns, self.window_ns(), subject, evidence, suggestion, severity)
+        return make_finding(rule, impact_ns, self.gpu_time_ns(), subject, evidence, suggestion, severity)
 
     def advice(self, pytorch: str, cuda: str, stage: str | None = None) -> str:
         """The fix in the program's terms; this toolkit's stage that applies it only for its own traces."""
@@ -130,8 +139,11 @@ class Context:
 
     def share_of_window(self, ns) -> str:
         """ns as a percentage of the window, in words."""
-        win = self.window_ns()
-        return f"{100 * ns / win:.0f}% of the window" if win else "the whole capture"
+        win = self.gpu_time_ns()
+        if not win:
+            return "the whole capture"
+        return f"{100 * ns / win:.0f}% of the window" if self.gpus() == 1 else \
+            f"{100 * ns / win:.0f}% of the {self.gpus()} GPUs' time in the window"
 
     def per_step(self, ns) -> str:
         """', X ms per step' for ns spread over the steps; empty without steps."""
@@ -256,7 +268,7 @@ class GpuIdleCpuBound:
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        out, win = [], ctx.window_ns()
+        out, win = [], ctx.gpu_time_ns()
         rows = pd.concat([_idle_of(ctx, "cpu-range"), _idle_of(ctx, "cpu")])
         if rows.empty or not win:
             return []
@@ -552,7 +564,7 @@ RULES = [IncompleteTrace(), InputBound(), GpuIdleCpuBound(), MemoryMappingInGaps
 def diagnose(ctx: Context) -> list[dict]:
     """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
     NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
-    floor = NOISE_SHARE * ctx.window_ns()
+    floor = NOISE_SHARE * ctx.gpu_time_ns()
     found = [(getattr(rule, "first", False), f) for rule in RULES for f in rule.check(ctx)
              if f.severity == "info" or getattr(rule, "first", False) or f.impact_ns >= floor]
     found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))

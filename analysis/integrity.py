@@ -30,7 +30,7 @@ from nsys_transfer.analysis import intervals, sql
 from nsys_transfer.analysis.btree import Bits, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.kernel_digest import fits
-from nsys_transfer.analysis.trace import Trace, outermost_calls, pid_of
+from nsys_transfer.analysis.trace import UNIFIED_KINDS, Trace, outermost_calls, pid_of
 
 # --- thresholds -------------------------------------------------------------------------------------------------
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
@@ -92,6 +92,8 @@ FIGURES = """figures:
        missing_share); read only when the GPU operations' ids jump by more than GPU_ID_GAP_SUSPECT
   capture: {nsys_version, driver_cuda, nsys_newest_cuda, nsys_older_than_driver}: the exporting nsys against the
        driver the trace recorded (a risk, reported, not a verdict)
+  graph_runs: of the kernel rows, CUDA graph launches traced whole (one GPU row each, paired with cudaGraphLaunch)
+  migrations: unified-memory migrations (copyKind 11-13): the driver's, on page faults; in no count above
 """
 
 
@@ -127,7 +129,11 @@ def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, count
     fig["missing_ops"] = int(max(missing_api, missing_gpu))
     fig["timeline"] = side.timeline
     fig["correlation_gaps"] = _id_gaps(trace, gpu, side.osrt_starts)
-    fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()))
+    fig["graph_runs"] = int(len(trace.graph_runs))
+    fig["migrations"] = int(trace.memcpys["copy_kind"].isin(UNIFIED_KINDS).sum())
+    # nsys's count of CUDA events holds the migrations and not the graph-trace rows (equal on real 2024 exports)
+    fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()) + fig["migrations"]
+                                      - fig["graph_runs"])
     fig["capture"] = _capture(trace)
     return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
 
@@ -149,10 +155,15 @@ def gpu_side(trace: Trace, gpu: dict | None = None) -> GpuSide:
 
 
 def gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
-    """kind -> (pid, correlation_id, start_ns, end_ns) arrays of the kernels, copies and memsets (integers; the
-    kernels' ids and processes in narrow types, KernelDigest.ops)."""
+    """kind -> (pid, correlation_id, start_ns, end_ns) arrays of the kernels (with the graph launches traced whole),
+    the copies an API call made and the memsets (integers; the kernels' ids and processes in narrow types,
+    KernelDigest.ops). Unified-memory migrations are left out: the driver makes them on page faults, with no call
+    behind them (correlation id 0)."""
+    copies = trace.memcpys
+    migrations = copies["copy_kind"].isin(UNIFIED_KINDS).to_numpy()
+    copies = copies[~migrations] if migrations.any() else copies
     return {kind: tuple(df[c].to_numpy() for c in ("pid", "correlation_id", "start_ns", "end_ns"))
-            for kind, df in (("kernel", trace.kernel_digest.ops), ("copy", trace.memcpys), ("memset", trace.memsets))}
+            for kind, df in (("kernel", trace.kernel_digest.ops), ("copy", copies), ("memset", trace.memsets))}
 
 
 def _name_kinds(trace: Trace) -> dict[int, str]:
@@ -588,10 +599,16 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
                         ("memset", "memset calls")):
         a = f["api"][kind]
         L.append(f"    {label:<16}{a['calls']:>10,}   without a GPU row {a['without_gpu']:>9,}")
-    for kind, label in (("kernel", "kernels"), ("copy", "copies"), ("memset", "memsets")):
+    kernels = "kernels + graphs" if f.get("graph_runs") else "kernels"
+    for kind, label in (("kernel", kernels), ("copy", "copies"), ("memset", "memsets")):
         g = f["gpu"][kind]
         w = "-" if g["without_api"] is None else f"{g['without_api']:,}"
         L.append(f"    {label:<16}{g['rows']:>10,}   without an API call {w:>7}")
+    if f.get("graph_runs"):
+        L.append(f"    ({f['graph_runs']:,} of the {kernels} are graph launches traced whole: one GPU row each)")
+    if f.get("migrations"):
+        L.append(f"    unified-memory migrations {f['migrations']:,}: made by the driver on page faults, with no API "
+                 "call (not counted above)")
     sh = f["shared_correlation_ids"]
     L.append(f"    correlation ids held by several API calls: {sh['count']:,}"
              + (" (each GPU operation joins the outermost call)" if sh["count"] else ""))

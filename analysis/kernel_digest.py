@@ -40,6 +40,7 @@ class KernelDigest:
     # the arrays behind ops' start_ns and end_ns where Builder made them, with room before them for the other GPU
     # operations: the device pass may write the busy union into them (gpu.Spare)
     spare_times: tuple[np.ndarray, np.ndarray] | None = None
+    graph_runs: int = 0  # of `count`, the graph launches traced as a whole (Trace.graph_runs), named 'CUDA graph N'
 
     def without_ops(self) -> "KernelDigest":
         """The same figures with no kernel rows (an empty ops frame): what is kept once the device pass is done."""
@@ -106,8 +107,9 @@ def _one(value: int, dtype, rows: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(value, dtype if fits(np.asarray([value]), dtype) else np.int64), (rows,))
 
 
-def of_frame(kernels: pd.DataFrame) -> KernelDigest:
-    """The digest of a loaded kernel table (Trace.kernels: its names a column of text or categories)."""
+def of_frame(kernels: pd.DataFrame, graph_runs: int = 0) -> KernelDigest:
+    """The digest of a loaded kernel table (Trace.kernels: its names a column of text or categories), of which
+    graph_runs rows are graph launches traced as a whole."""
     d = kernels["duration_ns"]
     by_name = d.groupby(kernels["name"], sort=False, observed=True).agg(["count", "sum", "min", "max"])
     by_name = by_name.reset_index().set_axis(NAME_COLUMNS, axis=1)
@@ -115,7 +117,7 @@ def of_frame(kernels: pd.DataFrame) -> KernelDigest:
     owners = _owners(kernels["device"].to_numpy(), kernels["pid"].to_numpy(), d.to_numpy())
     return KernelDigest(ops, by_name, d.groupby(kernels["stream"]).sum(), owners,
                         len(kernels), int(d.sum()) if len(kernels) else 0,
-                        median(d.to_numpy()) if len(kernels) else None)
+                        median(d.to_numpy()) if len(kernels) else None, graph_runs=graph_runs)
 
 
 def _owners(device: np.ndarray, pid: np.ndarray, duration: np.ndarray) -> pd.DataFrame:

@@ -76,9 +76,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
         L.append(f"host-side DtoH (all devices, {h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, "
                  f"mean {h['mean_gbps']:.1f} GB/s over the window")
     k = s["kernels"]
-    if k["count"]:
-        L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "
-                 + "; ".join(f"{r['name'][:40]} {r['pct']:.0f}%" for r in k["top"][:3]))
+    L += _kernel_lines(k)
     if s["nvtx"]["count"]:
         L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
@@ -89,6 +87,26 @@ def text_report(s: dict, show_all: bool = False) -> str:
     elif g:
         L.append("diagnosis: no transfer problem found")
     return "\n".join(L)
+
+
+def _kernel_lines(k: dict) -> list[str]:
+    """The kernels' count, time and top names; the CUDA graphs they ran in."""
+    L = []
+    if k["count"] or k.get("graphs"):
+        L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "
+                 + "; ".join(f"{r['name'][:40]} {r['pct']:.0f}%" for r in k["top"][:3]))
+    if k.get("graphs"):
+        L.append(_graphs_line(k["graphs"]))
+    return L
+
+
+def _graphs_line(gr: dict) -> str:
+    """How much GPU time ran inside CUDA graphs, and whether their kernels are in the trace."""
+    how = ("traced as whole graphs (nsys --cuda-graph-trace=graph): the kernels inside are not in the trace; trace "
+           "with --cuda-graph-trace=node to see them" if gr["traced_as"] == "graph" else
+           f"traced node by node: {gr['kernels_inside']:,} kernels inside them")
+    return (f"CUDA graphs: {gr['launches']:,} launches, {_ms(gr['gpu_ns'])} on the GPU "
+            f"({_pct(gr['share_of_kernel_time'])} of kernel time); {how}")
 
 
 def ranks_report(r: dict) -> str:

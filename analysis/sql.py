@@ -36,6 +36,8 @@ def int_or_missing(expr: str) -> str:
     return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE -1 END"
 
 
+GRAPH_KERNELS = """SELECT COUNT(*), SUM("end" - start), COUNT(DISTINCT correlationId)
+FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"""
 MEMCPYS = f"""
 SELECT {int_or_missing("m.start")} AS start_ns, {int_or_missing('m."end"')} AS end_ns,
        {int_or_missing("m.deviceId")} AS device, {int_or_missing("m.streamId")} AS stream,

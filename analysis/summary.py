@@ -79,7 +79,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["trace"]["program"] = program.describe(trace.threads, nvtx, digest.names(), opts.run_record)
     _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
-    kernel_section, tables["kernels_top"] = _kernels_section(digest, opts.top)
+    kernel_section, tables["kernels_top"] = _kernels_section(trace, digest, opts.top)
     out["gaps"] = None  # filled below, once its OS calls are read; the JSON keeps its order
     say("attributing idle time")
     _idle_section(trace, passed, window, tids, trace.result("waits"), nvtx, copies, step_regex, opts, out, tables)
@@ -131,10 +131,28 @@ def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) ->
     trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
 
 
-def _kernels_section(digest: KernelDigest, top: int) -> tuple[dict, pd.DataFrame]:
-    """Kernel count, time, median and the top kernels by time; the top kernels' table."""
+def _kernels_section(trace: Trace, digest: KernelDigest, top: int) -> tuple[dict, pd.DataFrame]:
+    """Kernel count (graph launches traced whole apart), time, median, the CUDA graphs and the top kernels by time;
+    the top kernels' table."""
     tk = digest.top(top)
-    return {"count": digest.count, "total_ns": digest.total_ns, "median_ns": digest.median_ns, "top": json_rows(tk)}, tk
+    return {"count": digest.count - digest.graph_runs, "total_ns": digest.total_ns, "median_ns": digest.median_ns,
+            "graphs": _graphs(trace, digest), "top": json_rows(tk)}, tk
+
+
+def _graphs(trace: Trace, digest: KernelDigest) -> dict | None:
+    """How much GPU work ran inside CUDA graphs and how it was traced: 'graph' (one row a launch, nsys's default:
+    the kernels inside are not in the trace) or 'node' (the kernels themselves); None without graphs."""
+    if digest.graph_runs:
+        names = digest.by_name["name"].astype(str)
+        gpu_ns = int(digest.by_name.loc[names.str.match(r"^CUDA graph( \d+)?$").to_numpy(), "total_ns"].sum())
+        launches, traced, inside = digest.graph_runs, "graph", None
+    else:
+        inside, gpu_ns, launches = trace.graph_kernels()
+        traced = "node"
+        if not inside:
+            return None
+    return {"traced_as": traced, "launches": int(launches), "gpu_ns": gpu_ns, "kernels_inside": inside,
+            "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
 
 
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:

@@ -31,6 +31,8 @@ from nsys_transfer.analysis.journal import committed_copy
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+UNIFIED_KINDS = ("Unified HtoD", "Unified DtoH", "Unified DtoD")  # managed-memory migrations (copyKind 11-13)
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # nsys --cuda-graph-trace=graph (its default): one row a graph launch
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
 LAUNCH_API = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Launch\b|LaunchKernelEx)")
@@ -370,15 +372,28 @@ class Trace:
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
 
+    def graph_kernels(self) -> tuple[int, int, int]:
+        """(kernels, their GPU ns, graph launches they ran under) of the kernels traced inside CUDA graphs
+        (`--cuda-graph-trace=node`: graphNodeId set, the launch's correlation id); zeros where none is, or where the
+        export records no graphs (the kernel table is then not scanned)."""
+        graphs = {"CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"} & self.tables
+        if not graphs or "graphNodeId" not in self.columns(KERNEL_TABLE):
+            return 0, 0, 0
+        n, ns, launches = self.one_row(sql.GRAPH_KERNELS)
+        return int(n or 0), int(ns or 0), int(launches or 0)
+
     def kernels_touching(self, lo: int, hi: int) -> pd.DataFrame:
         """The kernels overlapping [lo, hi) (`kernels`' columns but the name): a filtered read, so that a chart of a
         few steps of a long capture does not load its whole kernel table. Damaged rows are dropped silently (the
         analysis says what it drops)."""
+        graphs = self.graph_runs.drop(columns=["name", "graph_id"])
         if not self.has(KERNEL_TABLE):
-            return self.kernels.drop(columns="name")
-        columns = {k: v for k, v in self._kernel_columns().items() if k != "name_id"}
-        df = self.table_columns(KERNEL_TABLE, columns, (Touches(np.array([lo]), np.array([hi])),))
-        df = _timed(validate.clean(df, "kernel", ("device", "stream"))[0])
+            df = pd.concat([self.kernels.drop(columns="name"), graphs], ignore_index=True)
+        else:
+            columns = {k: v for k, v in self._kernel_columns().items() if k != "name_id"}
+            df = self.table_columns(KERNEL_TABLE, columns, (Touches(np.array([lo]), np.array([hi])),))
+            df = pd.concat([_timed(validate.clean(df, "kernel", ("device", "stream"))[0]), graphs], ignore_index=True)
+        df = df.sort_values("start_ns", kind="stable")
         return df[(df["end_ns"] > lo) & (df["start_ns"] < hi)].reset_index(drop=True)  # the SQL form: a superset
 
     def _kernel_columns(self) -> dict[str, str | Bits]:
@@ -389,9 +404,31 @@ class Trace:
     @cached_property
     def kernel_digest(self) -> kernel_digest.KernelDigest:
         """The kernels as the analysis keeps them (analysis.kernel_digest): from one chunked pass where the table is
-        clean and in start order, so that it is never held whole; else from the whole table (`kernels`)."""
+        clean and in start order, so that it is never held whole; else from the whole table (`kernels`). A graph
+        launch traced as a whole (`graph_runs`) counts as one kernel-like operation named after its graph: its GPU
+        time is compute like its kernels', and nsys recorded nothing finer."""
+        graphs = self.graph_runs
+        if len(graphs):
+            both = pd.concat([self.kernels, graphs.drop(columns="graph_id")], ignore_index=True)
+            return kernel_digest.of_frame(both.sort_values("start_ns", kind="stable", ignore_index=True),
+                                          graph_runs=len(graphs))
         digest = self._chunked_kernel_digest() if self.has(KERNEL_TABLE) else None
         return digest if digest is not None else kernel_digest.of_frame(self.kernels)
+
+    @cached_property
+    def graph_runs(self) -> pd.DataFrame:
+        """CUDA graph launches traced as a whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): `kernels`' columns, the name
+        'CUDA graph N' (N: nsys's graphId), and graph_id; empty where the capture traced graphs node by node (their
+        kernels are in the kernel table, under the graph launch's correlation id) or used none."""
+        cols = ["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name", "graph_id"]
+        if not self.has(GRAPH_TABLE):
+            return _empty(cols)
+        have = self.columns(GRAPH_TABLE)
+        columns = {**sql.KERNEL_COLUMNS, "pid": self._pid_expr(have),
+                   "graph_id": "graphId" if "graphId" in have else "-1"}
+        df = self._checked(self.int_columns(GRAPH_TABLE, columns), "CUDA graph", ("device", "stream"))
+        df["name"] = pd.Categorical([f"CUDA graph {g}" if g >= 0 else "CUDA graph" for g in df["graph_id"]])
+        return df[cols]
 
     def _chunked_kernel_digest(self) -> kernel_digest.KernelDigest | None:
         ranges = self._rowid_ranges(KERNEL_TABLE, CHUNK_ROWS)

@@ -13,7 +13,7 @@
 #   scaling   1 GPU against every GPU, unprofiled: nsys-transfer scaling -> OUT/scaling.json (needs 2+ GPUs)
 #   profile   stages traced: nsys-transfer profile baseline (3 steps) and pinned (12 steps; with 2+ GPUs also on
 #             every GPU in one trace), then analyze-trace --check and the diagnosis
-#   programs  the three user programs of tests/programs traced whole (nsys-transfer run --no-capture-range), the same
+#   programs  the user programs of tests/programs traced whole (nsys-transfer run), the same
 #             analysis, and one generate() request counted by torch.profiler (unprofiled)
 # Every command runs under `timeout`, its whole output in OUT/logs/. Raw captures: RUNS; each trace scrubbed of the
 # recorded environment (scrub-trace) as OUT/traces/NAME_nsysYEAR.sqlite.xz with its .run.json and .nsys.log (the
@@ -33,7 +33,8 @@
 #   BENCH_ARGS   more arguments for nsys-transfer bench, e.g. "--stages ceiling,pinned --steps 30 --warmup 5"
 #   SCALING_STAGE=pinned  SCALING_CPUS (e.g. 0-7: a second scaling scenario confined to those CPUs)
 #   CAPTURES     STAGE:STEPS[:GPUS] of the profile step (default "baseline:3 pinned:12", plus "pinned:12:N" on N>1 GPUs)
-#   PROGRAMS     default "hf_generate torchvision_loader lightning_predict"; TORCH_PROFILER=0 leaves out its count
+#   PROGRAMS     default "hf_generate torchvision_loader lightning_predict"; also cuda_graph_infer, cuda_graph_node
+#                (--cuda-graph-trace node), managed_memory, managed_prefetch; TORCH_PROFILER=0 leaves out its count
 #   T_TESTS=900 T_BENCH=3600 T_SCALING=2400 T_CAPTURE=600 T_PROGRAM=400 T_ANALYZE=300   seconds per command
 # Two Nsight Systems versions side by side: run the step once with each (the names carry the version's year), e.g.
 #   NSYS_BUNDLE=nsys2023.tar.xz bash benchmarks/gpu.sh programs; NSYS_BUNDLE=nsys2024.tar.xz bash benchmarks/gpu.sh programs
@@ -72,9 +73,17 @@ T_TESTS=${T_TESTS:-900} T_BENCH=${T_BENCH:-3600} T_SCALING=${T_SCALING:-2400} T_
 T_PROGRAM=${T_PROGRAM:-400} T_ANALYZE=${T_ANALYZE:-300}
 # what each program needs besides torch, and its arguments (the ones docs/benchmarks.md reports)
 declare -A PROGRAM_NEEDS=([hf_generate]="transformers" [torchvision_loader]="torchvision"
-                          [lightning_predict]="torchvision lightning")
+                          [lightning_predict]="torchvision lightning" [cuda_graph_infer]="" [cuda_graph_node]=""
+                          [managed_memory]="cupy" [managed_prefetch]="cupy")
 declare -A PROGRAM_ARGS=([hf_generate]="--requests 3" [torchvision_loader]="--batches 20 --warmup 3 --workers 2"
-                         [lightning_predict]="--batches 10 --workers 4")
+                         [lightning_predict]="--batches 10 --workers 4" [cuda_graph_infer]="--requests 20"
+                         [cuda_graph_node]="--requests 20" [managed_memory]="--steps 10"
+                         [managed_prefetch]="--steps 10 --prefetch")
+# a variant's program file, where it is not NAME.py, and the nsys-transfer run options it adds
+declare -A PROGRAM_FILE=([cuda_graph_node]=cuda_graph_infer [managed_memory]=managed_memory
+                         [managed_prefetch]=managed_memory)
+declare -A PROGRAM_RUN=([cuda_graph_node]="--cuda-graph-trace node" [managed_memory]="--um-page-faults"
+                        [managed_prefetch]="--um-page-faults")
 for p in "${PROGRAMS[@]}"; do
   [ -n "${PROGRAM_ARGS[$p]:-}" ] || { echo "gpu.sh: unknown program '$p' (tests/programs: ${!PROGRAM_ARGS[*]})" >&2; exit 2; }
 done
@@ -311,7 +320,7 @@ step_profile() {
 }
 
 step_programs() {
-  local p lacking base log t rc need args
+  local p lacking base log t rc need args run_opts
   for p in "${PROGRAMS[@]}"; do
     heading "programs: $p"
     read -ra need <<< "${PROGRAM_NEEDS[$p]}"
@@ -323,8 +332,9 @@ step_programs() {
     base="$RUNS/programs/${p}_nsys$YEAR"; log="$OUT/logs/run-${p}_nsys$YEAR.log"; t=$SECONDS
     live && rm -f "$base".*
     read -ra args <<< "${PROGRAM_ARGS[$p]}"
-    x "$log" "$T_PROGRAM" "$PYTHON" -m nsys_transfer run -o "$base" --force --trace cuda,nvtx,osrt --no-capture-range \
-      -- "$PYTHON" "tests/programs/$p.py" --device cuda "${args[@]}"; rc=$?
+    read -ra run_opts <<< "${PROGRAM_RUN[$p]:-}"
+    x "$log" "$T_PROGRAM" "$PYTHON" -m nsys_transfer run -o "$base" --force --trace cuda,nvtx,osrt "${run_opts[@]}" \
+      -- "$PYTHON" "tests/programs/${PROGRAM_FILE[$p]:-$p}.py" --device cuda "${args[@]}"; rc=$?
     analyze programs "$p" "$base.sqlite" "$rc" "$t" "$log"
     if [ "$p" = hf_generate ] && [ "$TORCH_PROFILER" = 1 ]; then
       t=$SECONDS

@@ -138,7 +138,11 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="output base path")
 @click.option("--trace", default="cuda,nvtx,osrt", show_default=True)
-@click.option("--capture-range/--no-capture-range", default=True, help="start at cudaProfilerStart")
+@click.option("--capture-range/--no-capture-range", default=False, show_default=True,
+              help="capture only from cudaProfilerStart to cudaProfilerStop (default: the whole program)")
+@click.option("--cuda-graph-trace", type=click.Choice(["graph", "node"]), default=None,
+              help="CUDA graphs as one row a launch (nsys's default) or as the kernels inside them")
+@click.option("--um-page-faults", is_flag=True, help="record the page faults behind managed-memory migrations")
 @click.option("--sample", default="none", show_default=True, type=click.Choice(["none", "cpu", "system-wide"]),
               help="CPU sampling (nsys --sample)")
 @click.option("--cpuctxsw", default="none", show_default=True,
@@ -146,8 +150,8 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @click.option("--force", is_flag=True)
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(output, trace, capture_range, sample, cpuctxsw, force, strict, command):
-    """Trace any COMMAND (CPU-only programs too, with --trace=nvtx,osrt --no-capture-range)."""
+def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, cpuctxsw, force, strict, command):
+    """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt)."""
     n = _nsys()
     driver_check = _driver_check(n)
     out = Path(output)
@@ -157,7 +161,8 @@ def run(output, trace, capture_range, sample, cpuctxsw, force, strict, command):
     base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
     try:
         rec = profile(n, ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample,
-                                        ctxsw=cpuctxsw, env=environment_for_profile()))
+                                        ctxsw=cpuctxsw, env=environment_for_profile(),
+                                        cuda_graph_trace=cuda_graph_trace, um_page_faults=um_page_faults))
     except ProfileError as e:
         fail(str(e), 1)
     rec["nsys"]["driver_check"] = driver_check

@@ -40,8 +40,8 @@ def diagnose_profile_failure(lines: list[str], rc: int, qdstrm: Path, nsys, req)
     if req.capture_range and ("No reports were generated" in text or "capture range" in text.lower()
                               or "cudaProfilerStart" in text or rc == 0):
         return ("the capture range never started: the program did not call cudaProfilerStart "
-                "(torch.cuda.profiler.start()); run the workload with --profile, or profile without a capture "
-                f"range (--no-capture-range). nsys said: {tail}")
+                "(torch.cuda.profiler.start()); call it where the capture should begin, or trace the whole program "
+                f"(leave out --capture-range). nsys said: {tail}")
     if rc != 0:
         return f"the program failed under nsys (exit {rc}); its last lines: {tail}"
     return f"nsys produced no report; its last lines: {tail}"

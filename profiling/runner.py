@@ -34,6 +34,8 @@ class ProfileRequest:
     sample: bool | str = False          # CPU sampling (off keeps traces small); or nsys's word: cpu, system-wide
     ctxsw: bool | str = False           # context switches; or nsys's word: process-tree, system-wide
     env: dict | None = None
+    cuda_graph_trace: str | None = None  # nsys --cuda-graph-trace: graph (nsys's default: one row a launch) or node
+    um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
 
 
 def next_free_base(directory: Path, name: str, force: bool) -> Path:
@@ -85,6 +87,10 @@ def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]
             f"--sample={sample}", f"--cpuctxsw={ctxsw}"]
     if req.capture_range:
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    if req.cuda_graph_trace:
+        args.append(f"--cuda-graph-trace={req.cuda_graph_trace}")
+    if req.um_page_faults:
+        args += ["--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true"]
     return args
 
 

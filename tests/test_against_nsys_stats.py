@@ -56,16 +56,24 @@ def _check(nsys, sqlite, tmp_path):
     with Trace.open(sqlite) as t:
         kernels, memcpys, memsets, nvtx = t.kernels, t.memcpys, t.memsets, t.nvtx
         digest = t.kernel_digest  # what the analysis reads: the kernel table in one chunked pass
+        graphs = t.graph_runs  # graph launches traced whole: in the digest as one row each, in no nsys kernel report
         has_enums = t.has("ENUM_CUDA_MEMCPY_OPER")
     ref = _stats(nsys, sqlite, tmp_path / "stats")
     k = ref["cuda_gpu_kern_sum"]
     assert sum(int(r["Total Time (ns)"]) for r in k) == kernels["duration_ns"].sum()
     assert sum(int(r["Instances"]) for r in k) == len(kernels)
-    assert sum(int(r["Total Time (ns)"]) for r in k) == digest.total_ns == digest.by_name["total_ns"].sum()
-    assert sum(int(r["Instances"]) for r in k) == digest.count == digest.by_name["count"].sum()
+    graph_ns = int(graphs["duration_ns"].sum())
+    assert sum(int(r["Total Time (ns)"]) for r in k) == digest.total_ns - graph_ns == \
+        digest.by_name["total_ns"].sum() - graph_ns
+    assert sum(int(r["Instances"]) for r in k) == digest.count - len(graphs) == \
+        digest.by_name["count"].sum() - len(graphs)
+    assert len(graphs) == digest.graph_runs == _raw(sqlite, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    if len(graphs):
+        assert graph_ns == _raw(sqlite, 'SELECT SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE')
     # nsys groups by the full name, we by the short one: the extremes agree
-    assert max(int(r["Max (ns)"]) for r in k) == digest.by_name["max_ns"].max()
-    assert min(int(r["Min (ns)"]) for r in k) == digest.by_name["min_ns"].min()
+    names = digest.by_name[~digest.by_name["name"].astype(str).str.match(r"^CUDA graph( \d+)?$")]
+    assert max(int(r["Max (ns)"]) for r in k) == names["max_ns"].max()
+    assert min(int(r["Min (ns)"]) for r in k) == names["min_ns"].min()
     ops = {r["Operation"]: r for r in ref["cuda_gpu_mem_time_sum"]}
     # nsys 2023.4's mem report skips exports without ENUM tables (made before 2023); nothing to compare there
     assert ops or not has_enums or memcpys.empty
@@ -85,3 +93,15 @@ def _check(nsys, sqlite, tmp_path):
         theirs = ref_nvtx[(r.name, r.kind)]
         assert int(theirs["Instances"]) == r.count
         assert int(theirs["Total Time (ns)"]) == r.total_ns
+
+
+def _raw(sqlite, statement):
+    """One number straight from SQLite (0 where the table is absent)."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    try:
+        return con.execute(statement).fetchone()[0] or 0
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        con.close()

@@ -11,8 +11,8 @@ PROGRAM = ROOT / "tests" / "programs" / "nvtx_steps.py"
 
 @pytest.fixture(scope="module")
 def recorded(nsys, tmp_path_factory):
-    d = tmp_path_factory.mktemp("rec")
-    r = run_cli("-m", "profiling", "run", "-o", str(d / "steps"), "--trace", "nvtx,osrt", "--no-capture-range",
+    d = tmp_path_factory.mktemp("rec")  # the defaults trace the whole program (no capture range)
+    r = run_cli("-m", "profiling", "run", "-o", str(d / "steps"), "--trace", "nvtx,osrt",
                 sys.executable, str(PROGRAM), "4", str(d / "files"), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return d
@@ -83,10 +83,11 @@ def test_numbered_runs_never_overwrite(recorded, nsys):
 
 
 def test_capture_range_never_started(nsys, tmp_path):
-    r = run_cli("-m", "profiling", "run", "-o", str(tmp_path / "x"), "--trace", "nvtx,osrt",
+    r = run_cli("-m", "profiling", "run", "-o", str(tmp_path / "x"), "--trace", "nvtx,osrt", "--capture-range",
                 sys.executable, str(PROGRAM), "1", str(tmp_path / "f"), timeout=300)
     assert r.returncode == 1
     assert "capture range never started" in r.stderr and "Traceback" not in r.stderr
+    assert "--profile" not in r.stderr  # the user's program, not this toolkit's workloads
 
 
 def test_program_failing_under_nsys_shows_its_last_lines(nsys, tmp_path):

@@ -7,7 +7,8 @@ from nsys_transfer.analysis.sql import NVTX_PUSHPOP, NVTX_STARTEND
 from conftest import sha256
 
 EXPECTED_VERSION = {"nvtxex_cudf_v2020": "2020.x", "ncar_miniweather": "2022.2.1", "pipit_cloverleaf": "2024.5.1",
-                    "nsightful_power": "2025.3.1"}
+                    "nsightful_power": "2025.3.1", "engpap_montecarlo": "2022.1.3", "zx3xyy_torch_compile": "2024.6.2",
+                    "lucasgasparino_p2p": "2023.4.4"}  # the exporting nsys (lucasgasparino: captured with 2022.3)
 
 
 def _raw_count(path, table, where=""):
