@@ -71,6 +71,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
             L.append(f"{label}: {m['count']} copies, {m['bytes'] / 1e9:.2f} GB, total {_ms(m['total_ns'])}, "
                      f"max {_ms(m['max_ns'])}, {m['gbps']:.1f} GB/s; host memory: {kinds}; "
                      f"{m['sync']} sync / {m['async']} async; overlapped kernels {_pct(m['overlap_fraction'])}")
+    if s["memcpy"].get("unified"):
+        L.append(_unified_line(s["memcpy"]["unified"]))
     h = s["memcpy"].get("dtoh_host")
     if h and s["memcpy"]["dtoh"]["count"]:
         L.append(f"host-side DtoH (all devices, {h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, "
@@ -87,6 +89,16 @@ def text_report(s: dict, show_all: bool = False) -> str:
     elif g:
         L.append("diagnosis: no transfer problem found")
     return "\n".join(L)
+
+
+def _unified_line(u: dict) -> str:
+    """The unified-memory migrations by direction, and how many the driver made on demand."""
+    dirs = "; ".join(f"{label} {u[key]['count']:,} ({u[key]['bytes'] / 1e9:.2f} GB, {_ms(u[key]['total_ns'])}, "
+                     f"{u[key]['on_demand']:,} on demand)" for key, label in (("htod", "HtoD"), ("dtoh", "DtoH"),
+                                                                              ("dtod", "DtoD")) if key in u)
+    od = u["on_demand"]
+    return (f"unified-memory migrations: {dirs}; on demand: {_ms(od['gpu_ns'])} of GPU time, {_ms(od['kernel_overlap_ns'])} "
+            "of it while kernels ran" + ("" if u["cause_recorded"] else " (the export records no causes)"))
 
 
 def _kernel_lines(k: dict) -> list[str]:

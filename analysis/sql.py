@@ -42,7 +42,8 @@ MEMCPYS = f"""
 SELECT {int_or_missing("m.start")} AS start_ns, {int_or_missing('m."end"')} AS end_ns,
        {int_or_missing("m.deviceId")} AS device, {int_or_missing("m.streamId")} AS stream,
        {int_or_missing("m.correlationId")} AS correlation_id, {{pid}} AS pid, {int_or_missing("m.bytes")} AS bytes,
-       m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id
+       m.copyKind AS copy_kind_id, m.srcKind AS src_kind_id, m.dstKind AS dst_kind_id,
+       {{cause}} AS migration_cause
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m"""
 
 # One scan of the runtime table for the calls behind the copies and the host waits. Several rows can share a

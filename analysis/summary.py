@@ -9,7 +9,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, os_calls, program
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, os_calls, program, unified
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
@@ -210,7 +210,7 @@ def _copies_section(trace, memcpys, kernels, compute_stream, kernel_time, window
     out["memcpy"] = {"dtoh": cp.copy_summary(copies, "DtoH"), "htod": cp.copy_summary(copies, "HtoD"),
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
                      "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, compute_stream),
-                     "compute_stream": compute_stream}
+                     "compute_stream": compute_stream, "unified": unified.summary(copies, window)}
     if window is not None:
         host = cp.host_bandwidth(copies, window, "DtoH", opts.bin_ns)
         tables["dtoh_host_timeline"] = host

@@ -460,13 +460,18 @@ class Trace:
 
     @cached_property
     def memcpys(self) -> pd.DataFrame:
-        """One row per copy: timing, bytes, copy_kind (HtoD, DtoH, ...), src_kind/dst_kind (Pageable, Pinned, Device, ...), gbps."""
+        """One row per copy: timing, bytes, copy_kind (HtoD, DtoH, ...), src_kind/dst_kind (Pageable, Pinned, Device, ...), gbps,
+        migration_cause (a unified-memory migration's CUPTI cause: 1 a user prefetch, 2 a page fault, 3 the driver's
+        prefetch on a fault, 4 an eviction; -1 for other copies or where the export does not say)."""
         cols = ["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "bytes", "copy_kind",
-                "src_kind", "dst_kind", "gbps"]
+                "src_kind", "dst_kind", "gbps", "migration_cause"]
         if not self.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
             return _empty(cols)
-        pid = self._pid_expr(self.columns("CUPTI_ACTIVITY_KIND_MEMCPY"), "m.globalPid")
-        df = self._checked(self.query(sql.MEMCPYS.format(pid=pid)), "memcpy", ("device", "stream", "bytes"))
+        have = self.columns("CUPTI_ACTIVITY_KIND_MEMCPY")
+        pid = self._pid_expr(have, "m.globalPid")
+        cause = "COALESCE(m.migrationCause, -1)" if "migrationCause" in have else "-1"  # unified memory's, -1: none
+        df = self._checked(self.query(sql.MEMCPYS.format(pid=pid, cause=cause)), "memcpy",
+                           ("device", "stream", "bytes"))
         copy_kind = {k: _short_copy_kind(v) for k, v in self._enum("ENUM_CUDA_MEMCPY_OPER", sql.COPY_KIND).items()}
         mem_kind = self._enum("ENUM_CUDA_MEM_KIND", sql.MEM_KIND)
         self.warnings += validate.uncoded(df, ("copy_kind_id", "src_kind_id", "dst_kind_id"), "memcpy")
