@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.program import base_name, family, is_operator_range, per_name
+from nsys_transfer.analysis.program import base_name, family, is_step_candidate, per_name
 from nsys_transfer.analysis.trace import pid_of
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
@@ -30,7 +30,7 @@ def detect_step_regex(nvtx: pd.DataFrame) -> str | None:
         return None
     names = nvtx["name"].astype(str)
     unique = names.unique()  # one template per distinct name, not per range
-    template_of = {n: (None if is_operator_range(n) else step_template(n)) for n in unique}
+    template_of = {n: (step_template(n) if is_step_candidate(n) else None) for n in unique}
     templates = names.map(template_of)
     ok = templates.notna()
     if not ok.any():

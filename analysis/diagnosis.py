@@ -404,6 +404,31 @@ class LaunchBound:
             "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
 
 
+class CommWait:
+    """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
+    collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
+    id = "comm-wait"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = _idle_of(ctx, "comm-wait")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        by = rows.groupby(rows["subject"].fillna("?"))["idle_ns"].sum().sort_values(ascending=False)
+        inside = ", ".join(f"{name} {_ms(ns)}" for name, ns in by.head(4).items())
+        ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
+              f"thread waited in communication ({inside})")
+        return [ctx.finding(self.id, impact, str(by.index[0]), ev, ctx.advice(
+            "overlap communication with compute: start the collective asynchronously (torch.distributed with "
+            "async_op=True, NCCL on its own stream) and wait on it only when its result is needed; with MPI, post "
+            "MPI_Isend/MPI_Irecv before the next GPU work and MPI_Wait after it, and pass device buffers to a CUDA-aware "
+            "MPI instead of staging them through the host",
+            "overlap communication with compute: post MPI_Isend/MPI_Irecv (or start the NCCL collective on its own "
+            "stream) before the next GPU work and wait after it; pass device buffers to a CUDA-aware MPI instead of "
+            "staging them through host copies"))]
+
+
 class UnifiedMemory:
     """Managed memory moved on demand: every page fault stalls a kernel (or the host thread) while the driver moves
     the page. Impact: the GPU time the on-demand migrations span; prefetched migrations cost nothing here."""
@@ -596,7 +621,7 @@ class NvtxMissing:
                                 "trace with --trace=cuda,nvtx,osrt"), severity="info")]
 
 
-RULES = [IncompleteTrace(), InputBound(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
+RULES = [IncompleteTrace(), InputBound(), CommWait(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
          UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 

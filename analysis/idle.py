@@ -6,6 +6,8 @@ thread was doing at that instant, so no time is counted twice.
                         ^input  ^host-sync      ^cpu-range (deepest user NVTX range)
 
 Order of precedence, first match wins:
+  comm-wait   the thread is inside an MPI call (nsys --trace=mpi); a user range named after one (MPI_Send) or after a
+              collective (all_reduce, nccl...) counts so too, in place of cpu-range
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
   input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls;
               or, outside user ranges, the DataLoader's pin-memory thread waits for a batch its workers still make
@@ -35,6 +37,9 @@ WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?
 MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|"
                            r"shm_open|ftruncate)$")
 LOADER_RANGE = re.compile(r"DataLoader|DataLoaderIter|__next__")
+# communication: the thread is inside an MPI call (nsys --trace=mpi) or a range named after one or after a collective
+COMM_CALLS = re.compile(r"^P?MPI_\w+$")
+COMM_RANGE = re.compile(r"^P?MPI_\w+|^nccl\w+|\b(all_?reduce|all_?gather|reduce_scatter|broadcast|barrier)\b", re.I)
 COLUMNS = ["cause", "subject", "idle_ns", "device"]
 Union = tuple[np.ndarray, np.ndarray]
 
@@ -184,14 +189,16 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     process = process[~process["global_tid"].isin(list(sh.loader.get("pin", ())))] if len(process) else process
     waits, wait_rows = _calls(mine, WAIT_CALLS)
     maps, map_rows = _calls(process, MAPPING_CALLS)
+    comm, comm_rows = _calls(mine, COMM_CALLS)
     waits = subtract(waits, sh.in_cuda)
     after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
-    plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync))))
+    plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm))))
     judged: Union = (idle[0][~plain], idle[1][~plain])
 
-    mapping_u, rest = intersect(judged, maps), subtract(judged, maps)
+    comm_u, rest = intersect(judged, comm), subtract(judged, comm)
+    mapping_u, rest = intersect(rest, maps), subtract(rest, maps)
     input_u, rest = intersect(rest, waits), subtract(rest, waits)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
     rest_short = subtract(rest, rest_long)
@@ -200,7 +207,8 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
-    return {"input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
+    return {"comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
+            "input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
             "sync": total(sync_long) + total(sync_short),
             "launch": total(launch_u) + int((idle[1][plain] - idle[0][plain]).sum()), "cpu": total(rest_long),
             "idle": total(idle), "holes": int(len(holes)), "short": int((~is_long).sum()),
@@ -229,11 +237,13 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     def subject(key: str, time: int) -> str | None:  # the deepest range holding most of it, if one holds half
         ranked = _ranked(summed[key])
         return str(ranked.index[0]) if len(ranked) and ranked.iloc[0] >= 0.5 * time else None
-    rows = [("input", subject("input_ranges", t["input"]), t["input"]),
+    comm = _ranked(summed["comm_calls"])
+    rows = [("comm-wait", str(comm.index[0]) if len(comm) else None, t["comm"]),
+            ("input", subject("input_ranges", t["input"]), t["input"]),
             ("input", "DataLoader", t["loader"]), ("mapping", None, t["mapping"])]
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
-    rows += [("input" if LOADER_RANGE.search(name) else "cpu-range", name, int(v))
-             for name, v in _ranked(summed["range_time"]).items()]
+    rows += [("input" if LOADER_RANGE.search(name) else "comm-wait" if COMM_RANGE.search(name) else "cpu-range", name,
+              int(v)) for name, v in _ranked(summed["range_time"]).items()]
     rows += [("host-sync", None, t["sync"]), ("launch", None, t["launch"]),
              ("cpu", subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)

@@ -49,7 +49,7 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
 
 
 def wait_calls(trace: Trace) -> pd.DataFrame:
-    """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...): a small part of the table, read by
+    """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...) and the MPI calls nsys traced: a small part of the table, read by
     name: start_ns, end_ns, global_tid, name. idle.attribute picks the launching threads', their processes' and the
     DataLoader's. Reads the zones (Trace.osrt_zones) too: one pass for both where the fast reader can."""
     names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
@@ -57,7 +57,8 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     if rows is None:
         rows = list(trace.osrt_chunks((In("nameId", tuple(names)),))) if names else []
         trace.osrt_zones  # noqa: B018 - read here, on this thread, as the pass above would have
-    return _stacked(rows, WAIT_COLUMNS)
+    mpi = trace.mpi_calls  # blocked in communication: idle.COMM_CALLS
+    return _stacked(list(rows) + ([mpi[WAIT_COLUMNS].copy()] if len(mpi) else []), WAIT_COLUMNS)
 
 
 def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:

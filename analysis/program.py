@@ -44,6 +44,15 @@ def per_name(names: pd.Series, fn) -> pd.Series:
     return pd.Series(mapped[codes] if len(codes) else np.zeros(0, dtype=object), index=names.index, dtype=object)
 
 
+NOT_A_STEP = re.compile(r", (op_id|seq) = \d+|^\w+Backward\d*$")  # PyTorch's per-call counters, autograd nodes
+
+
+def is_step_candidate(name: str) -> bool:
+    """Whether a range can mark a loop's steps: not a PyTorch op's range (aten::mm, `detach_, op_id = 3`, a
+    profiler record with its counter, AddmmBackward0)."""
+    return not (is_operator_range(name) or NOT_A_STEP.search(name))
+
+
 def is_operator_range(name: str) -> bool:
     """A PyTorch operator range (emit_nvtx, record_function of an op), not a phase the user marked."""
     return bool(OPERATOR_RANGE.match(name))

@@ -54,11 +54,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
     link = t.get("link") or {}
     if link.get("gbps"):
         L.append(f"host link: {link['gbps']:.1f} GB/s ({link['source']})")
-    if st["count"]:
-        L.append(f"steps: {st['count']} matching {st['regex']!r} ({st.get('source', 'given')}), "
-                 f"{st['per_second']:.2f} steps/s, "
-                 f"mean {_ms(st['mean_ns'])}" + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step"
-                                                 if st["mean_gpu_idle_ns"] is not None else ""))
+    L += _steps_lines(st, bool(g and s["nvtx"]["count"]))
     gp = s["gaps"]
     if g:
         L.append(f"idle gaps >= {_ms(gp['threshold_ns'])}: {gp['count']}, total {_ms(gp['total_ns'])}")
@@ -89,6 +85,16 @@ def text_report(s: dict, show_all: bool = False) -> str:
     elif g:
         L.append("diagnosis: no transfer problem found")
     return "\n".join(L)
+
+
+def _steps_lines(st: dict, say_none: bool) -> list[str]:
+    """The steps found and their rate; that none were found, where the trace has ranges they could have been."""
+    if st["count"]:
+        return [f"steps: {st['count']} matching {st['regex']!r} ({st.get('source', 'given')}), "
+                f"{st['per_second']:.2f} steps/s, mean {_ms(st['mean_ns'])}"
+                + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step" if st["mean_gpu_idle_ns"] is not None else "")]
+    return ["steps: none found (no NVTX range recurs with a counter: --step-regex names one); no per-step figures"] \
+        if say_none else []
 
 
 def _unified_line(u: dict) -> str:

@@ -372,6 +372,20 @@ class Trace:
         df["name"] = self._names(df.pop("name_id"), "kernel")
         return df
 
+    @cached_property
+    def mpi_calls(self) -> pd.DataFrame:
+        """The MPI calls nsys traced (--trace=mpi: the MPI_*_EVENTS tables): start_ns, end_ns, global_tid, name
+        (categories); empty without them."""
+        cols = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "name_id": "textId"}
+        parts = [self.int_columns(t, cols) for t in sorted(self.tables) if t.startswith("MPI_") and
+                 t.endswith("_EVENTS") and {"start", "end", "globalTid", "textId"} <= self.columns(t)]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return _empty(["start_ns", "end_ns", "global_tid", "name"])
+        df = self._checked(pd.concat(parts, ignore_index=True), "MPI call", ("global_tid",))
+        df["name"] = self._names(df.pop("name_id"), "MPI call")
+        return df[["start_ns", "end_ns", "global_tid", "name"]].sort_values("start_ns", ignore_index=True)
+
     def graph_kernels(self) -> tuple[int, int, int]:
         """(kernels, their GPU ns, graph launches they ran under) of the kernels traced inside CUDA graphs
         (`--cuda-graph-trace=node`: graphNodeId set, the launch's correlation id); zeros where none is, or where the

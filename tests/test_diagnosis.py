@@ -137,3 +137,14 @@ def test_steps_detected_in_anyones_program(publics, analyzed):
     assert publics["nvtxex"]["steps"]["count"] == 0 and publics["nvtxex"]["steps"]["source"] == "none found"
     st = analyzed["baseline"].summary["steps"]
     assert st["regex"] == r"^Batch \d+$" and st["count"] == 3 and st["source"] == "detected"
+
+
+def test_mpi_waits_are_communication_not_cpu_work(publics):
+    """4 ranks of OpenACC + MPI (nsys --trace=mpi): the GPUs idle while each rank sits in MPI_Recv / MPI_Send. That
+    is a wait on its peers (comm-wait, overlap advice), not CPU work and not the sync before it."""
+    d = publics["lucasgasparino"]["diagnosis"]
+    check_contract(d)
+    top = top_cost(d)
+    assert top["rule"] == "comm-wait" and top["subject"] == "MPI_Recv" and top["severity"] == "high"
+    assert "MPI_Isend" in top["suggestion"] and "MPI_Send" in top["evidence"]
+    assert "gpu-idle-cpu-bound" not in {f["rule"] for f in d if f["severity"] != "low"}

@@ -117,3 +117,22 @@ def test_toolkit_stages_captured_with_nsys_2024(stage):
         assert "stage multiproc" in found[0]["suggestion"]
     else:
         assert all(f["severity"] == "low" for f in found), found
+
+
+def test_operator_ranges_are_never_steps(tmp_path):
+    """PyTorch's op ranges (`detach_, op_id = 3` where the op has no namespace, autograd nodes) recur with a counter
+    and cover much of the time: they are not the loop's steps. The Lightning trace's 11,000 op ranges renamed so."""
+    import lzma
+    import sqlite3
+    path = tmp_path / "ops.sqlite"
+    path.write_bytes(lzma.decompress((DATA / "lightning_predict_nsys2024.sqlite.xz").read_bytes()))
+    con = sqlite3.connect(path)
+    # one op's counter form for all of them, so that together they cover more time than the steps
+    con.execute("UPDATE NVTX_EVENTS SET text = 'detach_, op_id = ' || rowid WHERE text LIKE 'aten::%, op_id = %'")
+    con.commit()
+    con.close()
+    with Trace.open(path) as t:
+        s = analyze(t).summary
+    assert s["steps"]["regex"] == r"^predict_batch \d+$" and s["steps"]["count"] == 10
+    # every section agrees with the header: each step's GPU time is inside the GPU's busy time
+    assert s["gpu"]["utilization"] > 0
