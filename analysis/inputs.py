@@ -1,83 +1,65 @@
 """Turn what the user gave (.sqlite, .sqlite.xz, .nsys-rep) into a local SQLite path, never touching theirs.
 
-Compressed traces are decompressed, and reports exported, into a cache folder keyed by the input's
-path, size and modification time, so a second run is instant.
+Compressed traces are decompressed, and reports exported, into the cache (analysis/cache.py), so a second run of the
+same trace is instant.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import lzma
-import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
+from nsys_transfer.analysis.cache import cached
 from nsys_transfer.analysis.errors import TraceError
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how a .nsys-rep begins (seen from 2023 to 2026 builds); wording only
 
 
-def cache_dir() -> Path:
-    """Where decompressed and exported traces are kept ($NSYS_TRANSFER_CACHE, else ~/.cache/nsys-transfer)."""
-    root = Path(os.environ.get("NSYS_TRANSFER_CACHE") or
-                Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsys-transfer")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def _cache_path(src: Path, suffix: str) -> Path:
-    st = src.stat()
-    key = hashlib.sha1(f"{src.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    return cache_dir() / f"{src.name.split('.')[0]}-{key}{suffix}"
-
-
 def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
     """(a local SQLite path to open, the path to show the user) for a .sqlite, .sqlite.xz or .nsys-rep."""
-    if not path.exists() or path.is_dir() or path.stat().st_size == 0:
+    if not path.exists() or path.is_dir():
         return path, str(path)  # Trace's checks word these cases
+    if not path.is_file():
+        raise TraceError(f"{path}: not a regular file (a pipe, socket or device); give the path of an nsys export "
+                         "(.sqlite, .sqlite.xz) or report (.nsys-rep) on disk")
+    if path.stat().st_size == 0:
+        return path, str(path)
     with open(path, "rb") as f:
         head = f.read(16)
     if head.startswith(XZ_MAGIC):
-        return _decompress_xz(path), str(path)
+        return cached(path, lambda tmp: _decompress_xz(path, tmp)), str(path)
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
-        return _export_report(path, nsys), str(path)
+        return cached(path, lambda tmp: _export_report(path, tmp, nsys)), str(path)
     return path, str(path)
 
 
-def _decompress_xz(path: Path) -> Path:
-    out = _cache_path(path, ".sqlite")
-    if not out.exists():
-        tmp = out.with_suffix(".part")
-        try:
-            with lzma.open(path) as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        except (lzma.LZMAError, EOFError) as e:
-            tmp.unlink(missing_ok=True)
-            raise TraceError(f"{path}: damaged .xz file ({e}); copy it again") from None
-        tmp.rename(out)
-    return out
+def _decompress_xz(path: Path, out: Path) -> None:
+    try:
+        with lzma.open(path) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except (lzma.LZMAError, EOFError) as e:
+        raise TraceError(f"{path}: damaged .xz file ({e}: cut short or corrupted); copy it again") from None
 
 
-def _export_report(path: Path, nsys=None) -> Path:
-    out = _cache_path(path, ".sqlite")
-    if out.exists():
-        return out
+def _export_report(path: Path, out: Path, nsys=None) -> None:
     if nsys is None:
         try:
             nsys = find_nsys()
         except NsysNotFound as e:
             raise TraceError(f"{path}: a .nsys-rep needs nsys to export it to SQLite, and {e}") from None
-    tmp = out.with_name(out.stem + ".part.sqlite")
-    proc = export_sqlite(nsys, path, tmp)
-    if proc.returncode != 0 or not tmp.exists():
-        said = " ".join((proc.stderr or proc.stdout).split())[-300:]
-        raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); "
-                         f"{_export_hint(path, said, nsys.version)}")
-    tmp.rename(out)
-    return out
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".export-") as d:
+        made = Path(d) / "export.sqlite"  # nsys names its output by the extension it is given
+        proc = export_sqlite(nsys, path, made)
+        if proc.returncode != 0 or not made.exists():
+            said = " ".join((proc.stderr or proc.stdout).split())[-300:]
+            raise TraceError(f"{path}: nsys {nsys.version} could not export it ({said or 'no output'}); "
+                             f"{_export_hint(path, said, nsys.version)}")
+        made.replace(out)
 
 
 def _export_hint(path: Path, said: str, version: str) -> str:

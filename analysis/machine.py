@@ -21,7 +21,8 @@ CHIP_GEN = (("GK", 3), ("GM", 3), ("GP", 3), ("GV", 3), ("TU", 3), ("GA", 4), ("
 # 2020-era exports have no chipName: the marketing name says the architecture
 NAME_GEN = ((r"H100|H200|H800|GH200", 5), (r"B100|B200|RTX 50\d\d|RTX PRO", 5),
             (r"A100|A800|A30|A40|A10|A16|A2\b|RTX 30\d\d|RTX A\d|L4|L40|RTX 40\d\d|Ada", 4),
-            (r"V100|TITAN V|T4|RTX 20\d\d|RTX [468]000|Quadro RTX|P100|GP100|P40|P4\b|GTX 10\d\d", 3))
+            (r"V100|TITAN V|TITAN RTX|TITAN Xp?\b|T4|RTX 20\d\d|GTX 16\d\d|RTX [468]000|Quadro RTX|Quadro [PMK]\d+|"
+             r"P100|GP100|P40|P4\b|GTX 10\d\d|GTX 9\d\d|Tesla [KMP]\d+|K80|M60|M40", 3))
 
 
 def nominal_gbps(gen: int) -> float:

@@ -8,6 +8,11 @@ def _ms(ns) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
 
 
+def _gbps(x) -> str:
+    """A rate, or n/a where nothing gives one (copies of zero length)."""
+    return "n/a GB/s" if x is None else f"{x:.1f} GB/s"
+
+
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -65,12 +70,12 @@ def text_report(s: dict, show_all: bool = False) -> str:
         if m["count"]:
             kinds = ", ".join(f"{k} {v}" for k, v in m["kinds"].items())
             L.append(f"{label}: {m['count']} copies, {m['bytes'] / 1e9:.2f} GB, total {_ms(m['total_ns'])}, "
-                     f"max {_ms(m['max_ns'])}, {m['gbps']:.1f} GB/s; host memory: {kinds}; "
+                     f"max {_ms(m['max_ns'])}, {_gbps(m['gbps'])}; host memory: {kinds}; "
                      f"{m['sync']} sync / {m['async']} async; overlapped kernels {_pct(m['overlap_fraction'])}")
     if s["memcpy"].get("unified"):
         L.append(_unified_line(s["memcpy"]["unified"]))
     h = s["memcpy"].get("dtoh_host")
-    if h and s["memcpy"]["dtoh"]["count"]:
+    if h and s["memcpy"]["dtoh"]["count"] and h["peak_gbps"] is not None:
         L.append(f"host-side DtoH (all devices, {h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, "
                  f"mean {h['mean_gbps']:.1f} GB/s over the window")
     k = s["kernels"]
@@ -112,7 +117,7 @@ def _kernel_lines(k: dict) -> list[str]:
     L = []
     if k["count"] or k.get("graphs"):
         L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "
-                 + "; ".join(f"{r['name'][:40]} {r['pct']:.0f}%" for r in k["top"][:3]))
+                 + "; ".join(f"{r['name'][:40]} " + ("n/a" if r["pct"] is None else f"{r['pct']:.0f}%") for r in k["top"][:3]))
     if k.get("graphs"):
         L.append(_graphs_line(k["graphs"]))
     return L

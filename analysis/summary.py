@@ -15,7 +15,7 @@ from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
 from nsys_transfer.analysis.outputs import json_rows
 from nsys_transfer.analysis.schema import SCHEMA
-from nsys_transfer.analysis.trace import Trace, pid_of
+from nsys_transfer.analysis.trace import KERNEL_TABLE, Trace, pid_of
 
 
 @dataclass
@@ -197,6 +197,10 @@ def _gpu_section(trace, ops, window, opts, out, tables, spare):
                   "compute_utilization": float(util["compute_utilization"].mean()),
                   "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
                   "devices": json_rows(util)}
+    if not trace.has(KERNEL_TABLE) and not len(trace.graph_runs):  # no kernels recorded: nothing gives compute
+        out["gpu"].update(compute_utilization=None, compute_ns=None)
+        for d in out["gpu"]["devices"]:
+            d.update(compute_utilization=None, compute_ns=None)
     return passed
 
 
@@ -211,13 +215,18 @@ def _copies_section(trace, memcpys, kernels, compute_stream, kernel_time, window
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
                      "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, compute_stream),
                      "compute_stream": compute_stream, "unified": unified.summary(copies, window)}
+    if not trace.has(KERNEL_TABLE) and not len(trace.graph_runs):  # overlap with kernels nobody recorded: unknown
+        for key in ("dtoh", "htod", "dtod"):
+            out["memcpy"][key]["overlap_fraction"] = None
+        out["memcpy"]["overlap_fraction"] = None
     if window is not None:
-        host = cp.host_bandwidth(copies, window, "DtoH", opts.bin_ns)
+        timed = copies[copies["duration_ns"].to_numpy() > 0] if len(copies) else copies  # a rate needs a time
+        host = cp.host_bandwidth(timed, window, "DtoH", opts.bin_ns)
         tables["dtoh_host_timeline"] = host
         out["memcpy"]["dtoh_host"] = {
             "bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
-            "peak_gbps": float(host["gbps"].max()) if len(host) else 0.0,
-            "mean_gbps": float(gbps(host["bytes"].sum(), window[1] - window[0])),
+            "peak_gbps": float(host["gbps"].max()) if len(host) else None,
+            "mean_gbps": float(gbps(host["bytes"].sum(), window[1] - window[0])) if len(host) else None,
             "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
     return copies
 

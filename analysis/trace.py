@@ -49,16 +49,17 @@ _UNREAD = object()  # page_reduce: a chunk the fast reader could not read
 SYNC_API = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|Ctx|Event)Synchronize)(_v\d+|_ptsz)*$")
 
 
-def _check_sqlite_file(path: Path) -> None:
-    """Cheap checks before SQLite sees the file: exists, not empty, SQLite, not truncated."""
-    if not path.exists():
+def _check_sqlite_file(file: Path, path: str) -> None:
+    """Cheap checks before SQLite sees the file: exists, not empty, SQLite, not truncated. path: what the user gave
+    (the messages name it, not a cache entry made from it)."""
+    if not file.exists():
         raise TraceError(f"{path}: no such file; give the path of an nsys export (.sqlite) or report (.nsys-rep)")
-    if path.is_dir():
+    if file.is_dir():
         raise TraceError(f"{path}: is a directory; give the path of an nsys export (.sqlite) inside it")
-    size = path.stat().st_size
+    size = file.stat().st_size
     if size == 0:
         raise TraceError(f"{path}: the file is empty; re-export it with `nsys export --type=sqlite REPORT.nsys-rep`")
-    with open(path, "rb") as f:
+    with open(file, "rb") as f:
         header = f.read(100)
     if not header.startswith(SQLITE_MAGIC):
         raise TraceError(f"{path}: not an SQLite file; give an nsys SQLite export "
@@ -80,7 +81,7 @@ class Trace:
     def __init__(self, path: str | os.PathLike, source: str | None = None):
         self.path = Path(path)
         self.source = source or str(path)
-        _check_sqlite_file(self.path)
+        _check_sqlite_file(self.path, self.source)
         uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro&immutable=1"
         self._uri, self._owner, self._local, self._prefetching = uri, threading.get_ident(), threading.local(), {}
         self._extra_cons: list[sqlite3.Connection] = []

@@ -108,10 +108,12 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
     (out_dir / "report.md").write_text(md)
     (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df), df, chart_map, note, gpus_md,
                                                           gpu_charts))
-    (out_dir / "results.json").write_text(json.dumps(df.drop(columns=["diagnosis"], errors="ignore").to_dict("records"),
-                                                     indent=2, default=float) + "\n")
+    records = df.drop(columns=["diagnosis"], errors="ignore").astype(object).where(df.notna().drop(
+        columns=["diagnosis"], errors="ignore"), None).to_dict("records")  # a figure nothing gives: null, never NaN
+    (out_dir / "results.json").write_text(json.dumps(records, indent=2, default=float) + "\n")
     if len(df):
         click.echo(render.results_markdown(df))
+        click.echo(render.results_note(df))
     if gpus_md:
         click.echo(gpus_md)
     click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {len(chart_map) + len(gpu_charts)} "

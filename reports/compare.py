@@ -26,11 +26,27 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
         "dtoh_ms": float(d["duration_ns"].mean() / 1e6) if len(d) else None,
         "dtoh_gbps": float(gbps(d["bytes"].sum(), d["duration_ns"].sum())) if len(d) else None,
         "dtoh_memory": ", ".join(sorted(set(d["dst_kind"]))) if len(d) else "",
-        "dtoh_overlap": float(d["overlap_ns"].sum() / d["duration_ns"].sum()) if len(d) else None,
+        "dtoh_overlap": (float(d["overlap_ns"].sum() / d["duration_ns"].sum()) if len(d) and s["gpu"] and
+                         s["gpu"]["compute_utilization"] is not None else None),  # no kernels recorded: unknown
+        "cannot_give": _cannot_give(s),
         "captured_steps": steps["count"],
         "diagnosis": s["diagnosis"],
     }
     return row
+
+
+def _cannot_give(s: dict) -> list[str]:
+    """What this trace's row leaves empty and why: figures from tables the export lacks, or from a lossy capture."""
+    out = []
+    if s["gpu"] and s["gpu"]["compute_utilization"] is None:
+        out.append("no kernel table: compute and overlap")
+    if not s["gpu"]:
+        out.append("no GPU activity: every GPU figure")
+    integ = s["trace"].get("integrity") or {}
+    if integ.get("verdict") == "lossy":
+        out.append(f"the capture lost CUDA events ({integ.get('lost_fraction') or 0:.0%}): its GPU figures count only "
+                   "what was recorded")
+    return out
 
 
 def results_table(rows: list[dict]) -> pd.DataFrame:

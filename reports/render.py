@@ -50,14 +50,23 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def results_note(df: pd.DataFrame) -> str:
+    """Where the steps/s come from, and what some rows cannot give."""
+    rows = df.to_dict("records")
+    traced = [r["stage"] for r in rows if r["throughput_source"] != "bench (unprofiled)"]
+    note = ("steps/s from the unprofiled bench (tracing slows the pipeline)" if not traced else
+            "steps/s counted from the trace's own steps (a profiled run: slower than unprofiled) for " + ", ".join(traced)
+            + ("; from the unprofiled bench for the others" if len(traced) < len(rows) else ""))
+    note += ". Every other column comes from each trace."
+    gaps = [f"{r['stage']}: {'; '.join(r['cannot_give'])}" for r in rows if r.get("cannot_give")]
+    return note + ("  \nNot given (left empty): " + " | ".join(gaps) + "." if gaps else "")
+
+
 def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str, gpus_md: str = "",
              gpu_charts: dict[str, str] | None = None) -> str:
     """report.md: the note, the results table, the charts, each stage's diagnosis and the GPUs section."""
     parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
-             "steps/s: " + ("; ".join(f"{r['stage']}: {r['throughput_source']}" for r in df.to_dict("records")
-                                      if r["throughput_source"] != "bench (unprofiled)") or
-                            "all from the unprofiled bench (tracing slows the pipeline)") +
-             ". Every other column comes from the stage's trace.", ""]
+             results_note(df), ""]
     for title, name in charts.items():
         parts += [f"## {title}", "", f"![{title}]({name})", ""]
     parts += ["## Diagnosis", "", diagnosis_markdown(df)]

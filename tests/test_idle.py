@@ -46,6 +46,9 @@ def test_pcie_generation_table():
     assert pcie_generation("AD104", "NVIDIA GeForce RTX 4070")[0] == 4
     assert pcie_generation("GA100", None)[0] == 4 and pcie_generation("GV100", None)[0] == 3
     assert pcie_generation(None, "Quadro RTX 8000")[0] == 3
+    # 2020-era exports name the GPU only (no chipName): common boards still have a link
+    for name in ("TITAN RTX", "NVIDIA TITAN Xp", "Tesla P100-PCIE-16GB", "Tesla K80", "GeForce GTX 1660"):
+        assert pcie_generation(None, name) == (3, f"GPU name {name}"), name
     assert pcie_generation(None, "Mystery GPU") == (None, "unknown GPU Mystery GPU")
 
 

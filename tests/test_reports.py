@@ -67,3 +67,24 @@ def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
     assert json.loads((tmp_path / "o3" / "results.json").read_text())[0]["throughput_source"] == "bench (unprofiled)"
     r = run_cli("-m", "reports", str(runs), "--bench", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "bench" in r.stderr
+
+
+def test_a_trace_without_kernels_says_what_it_cannot_give(tmp_path, h200):
+    """Two traces of one program, one exported without its kernel table (dropped with sqlite3): its compute and
+    overlap cells stay empty and the note says why, instead of 0% computed from nothing."""
+    import lzma
+    import sqlite3
+    a, b = tmp_path / "before.sqlite", tmp_path / "after.sqlite"
+    for p in (a, b):
+        p.write_bytes(lzma.decompress(h200["pinned"].read_bytes()))
+    con = sqlite3.connect(b)
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    con.commit()
+    con.close()
+    r = run_cli("-m", "reports", str(a), str(b), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    res = {row["stage"]: row for row in json.loads((tmp_path / "rep" / "results.json").read_text())}
+    assert res["after"]["compute_utilization"] is None and res["after"]["dtoh_overlap"] is None
+    assert res["before"]["compute_utilization"] > 0.9
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Not given (left empty): after: no kernel table: compute and overlap" in md

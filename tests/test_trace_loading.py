@@ -78,3 +78,64 @@ def test_xz_input_is_decompressed_to_cache_not_beside_it(h200, tmp_path, monkeyp
         assert t.path.parent == tmp_path / "cache"
         assert len(t.kernels) > 0
     assert sha256(src) == before
+
+
+def _cache_env(monkeypatch, tmp_path, limit=None):
+    monkeypatch.setenv("NSYS_TRANSFER_CACHE", str(tmp_path / "cache"))
+    if limit is not None:
+        monkeypatch.setenv("NSYS_TRANSFER_CACHE_MAX", limit)
+    return tmp_path / "cache"
+
+
+def test_cache_holds_one_entry_per_content_and_is_private(h200, tmp_path, monkeypatch):
+    cache = _cache_env(monkeypatch, tmp_path)
+    copies = [tmp_path / f"{name}.sqlite.xz" for name in ("a", "b", "c")]
+    for c in copies:
+        c.write_bytes(h200["streams"].read_bytes())  # the same trace under three names
+    for c in copies:
+        with Trace.open(c) as t:
+            assert t.source == str(c) and len(t.kernels) > 0
+    entries = list(cache.glob("*.sqlite"))
+    assert len(entries) == 1 and not list(cache.glob(".*"))
+    assert cache.stat().st_mode & 0o777 == 0o700 and entries[0].stat().st_mode & 0o077 == 0
+
+
+def test_cache_is_bounded_oldest_first(h200, tmp_path, monkeypatch):
+    import os
+    cache = _cache_env(monkeypatch, tmp_path, "1")  # 1 byte: only the trace in use stays
+    for name in ("streams", "pinned"):
+        with Trace.open(h200[name]):
+            pass
+    assert len(list(cache.glob("*.sqlite"))) == 1
+    monkeypatch.setenv("NSYS_TRANSFER_CACHE_MAX", "4G")
+    with Trace.open(h200["streams"]):
+        pass
+    first = next(p for p in cache.glob("*.sqlite") if p.stat().st_size)
+    os.utime(first, (1, 1))  # used long ago
+    monkeypatch.setenv("NSYS_TRANSFER_CACHE_MAX", str(first.stat().st_size + 1))
+    with Trace.open(h200["baseline"]):
+        pass
+    assert first not in set(cache.glob("*.sqlite")) and len(list(cache.glob("*.sqlite"))) <= 2
+
+
+def test_a_cut_xz_leaves_nothing_and_names_the_users_file(h200, tmp_path, monkeypatch):
+    from nsys_transfer.analysis.errors import TraceError
+    cache = _cache_env(monkeypatch, tmp_path)
+    cut = tmp_path / "cut.sqlite.xz"
+    data = h200["pinned"].read_bytes()
+    cut.write_bytes(data[: len(data) // 3])
+    try:
+        Trace.open(cut)
+        raise AssertionError("a cut .xz opened")
+    except TraceError as e:
+        assert str(e).startswith(str(cut)) and str(cache) not in str(e)
+    assert not list(cache.iterdir())  # no entry, no temporary file
+
+
+def test_a_fifo_is_not_a_regular_file(tmp_path):
+    import os
+    from conftest import run_cli
+    fifo = tmp_path / "trace.sqlite"
+    os.mkfifo(fifo)
+    r = run_cli("-m", "analysis", str(fifo), timeout=60)
+    assert r.returncode == 2 and "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
