@@ -12,7 +12,8 @@ import click
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
-from nsys_transfer.analysis import options, outputs, schema
+from nsys_transfer.analysis import options, outputs, schema, window
+from nsys_transfer.analysis.window import step_ranges
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import read_record, run_record_beside
 from nsys_transfer.analysis.integrity import assess, capture_record_beside, check_report
@@ -41,7 +42,11 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="write PNG charts into this folder")
 @click.option("--min-gap-ms", default=1.0, show_default=True, help="smallest idle gap reported")
 @click.option("--step-regex", default=None, help="NVTX ranges that are steps (default: detected, e.g. 'Batch 7', 'step 12')")
-@click.option("--window", "window", default=None, help="analyse only START_NS:END_NS")
+@click.option("--window", "window", default=None,
+              help="analyse only START:END: trace ns, or times from the capture's start with a unit (1200ms:4500ms, "
+                   "1.2s:); either end may be left open")
+@click.option("--steps", "steps", default=None,
+              help="analyse only these steps: FIRST:END, 0-based, END left out (3: skips the first three)")
 @click.option("--top", default=10, show_default=True, help="rows in the top-N lists")
 @click.option("--pipeline-depth", default=10, show_default=True, help="for the short-capture rule")
 @click.option("--link-gbps", default=None, type=float,
@@ -55,7 +60,7 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 @click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
               "time, nsys's messages from the run record beside it) and exit 1 when it is not to be trusted")
-def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, top, pipeline_depth, link_gbps,
+def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, steps, top, pipeline_depth, link_gbps,
          show_all, probe_path, run_path, quiet, check):
     """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
 
@@ -63,15 +68,15 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     also compares the GPUs and names the resource that limits them."""
     if check:
         return _check(traces)
-    win = _checked_options(window, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
+    win = _checked_options(window, steps, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m workloads.linkprobe --json FILE` on the GPU machine")
     run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
                   "`python -m workloads --json FILE` writes one")
     if len(traces) > 1:
-        if window:
-            _fail("--window applies to one trace; with several traces each GPU is analysed over its own steps")
+        if win:
+            _fail(f"{win.flag} applies to one trace; with several traces each GPU is analysed over its own steps")
         return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet)
     trace = traces[0]
 
@@ -82,8 +87,9 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
-    opts = Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=win, top=top,
-                   pipeline_depth=pipeline_depth, link_gbps=link_gbps, run_record=toolkit_record(str(trace)))
+    opts = Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=None, top=top,
+                   pipeline_depth=pipeline_depth, link_gbps=link_gbps, run_record=toolkit_record(str(trace)),
+                   window_asked=win)
     try:
         with Trace.open(trace) as t:
             a = _analyze_one(t, trace, opts, min_gap_ms, probe, run, plot_dir, progress)
@@ -103,7 +109,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, t
 
 def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
-    if opts.window:
+    if opts.window_asked:
+        opts.window = window.resolve(opts.window_asked, t, step_ranges(t.nvtx, opts.step_regex))
         options.check_window_has_activity(t, opts.window)
     if t.path.stat().st_size >= LARGE_TRACE_BYTES:
         return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
@@ -189,13 +196,15 @@ def _check(traces) -> None:
     sys.exit(0 if trusted else 1)
 
 
-def _checked_options(window, traces, json_path, csv_dir, plot_dir, **numbers) -> tuple[int, int] | None:
+def _checked_options(window_text, steps_text, traces, json_path, csv_dir, plot_dir, **numbers) -> window.Spec | None:
     """Every option value and output place, before any work: one line and exit 2 for the first that is wrong."""
     try:
         options.check_numbers(**numbers)
         for flag, path, folder in (("--json", json_path, False), ("--csv", csv_dir, True), ("--plots", plot_dir, True)):
             outputs.check_destination(path, flag, folder, inputs=traces)
-        return options.window(window)
+        if window_text and steps_text:
+            raise TraceError("--window and --steps both name the span: give one")
+        return window.parse_window(window_text) or window.parse_steps(steps_text)
     except TraceError as e:
         _fail(str(e))
 

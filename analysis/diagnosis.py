@@ -578,13 +578,12 @@ class WarmupInCapture:
         excess = first - rest
         if first < self.ratio * rest or excess < self.min_share * ctx.window_ns():
             return []
-        start = int(st["start_ns"].iloc[1])
         return [ctx.finding(self.id, 0, str(st["name"].iloc[0]),
                             f"the first step took {_ms(first)}, {first / rest:.1f} x the median of the others "
                             f"({_ms(rest)}): warm-up is inside the capture, and {_ms(excess)} of the idle time above "
                             "belongs to it", "capture the steady state: start the capture after a few steps "
                             "(torch.cuda.profiler.start() with nsys --capture-range=cudaProfilerApi), or analyse from "
-                            f"the second step on: --window {start}:{ctx.summary['window']['end_ns']}", severity="info")]
+                            "the second step on: --steps 1:", severity="info")]
 
 
 class ShortCapture:

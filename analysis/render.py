@@ -47,7 +47,10 @@ def text_report(s: dict, show_all: bool = False) -> str:
                  "count only what was recorded.")
     w = s["window"]
     if "duration_ns" in w:
-        L.append(f"window: {_ms(w['duration_ns'])} ({w['source']})")
+        first = w.get("capture_start_ns")
+        rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the capture's "
+               "start" if first is not None else "")
+        L.append(f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})")
     g = s["gpu"]
     st = s["steps"]
     if g:

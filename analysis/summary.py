@@ -29,6 +29,7 @@ class Options:
     bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
     link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
     run_record: dict | None = None      # this toolkit's run record beside the trace, if any
+    window_asked: object | None = None  # analysis.window.Spec: how the user gave `window` (--window or --steps)
 
 
 @dataclass
@@ -175,6 +176,12 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -
     return min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max()))
 
 
+def _capture_start(ops, trace: Trace) -> int | None:
+    """The capture's first recorded event: its first GPU operation or NVTX range (--window's times count from it)."""
+    starts = [s[0] for s in [ops.span()] if s] + ([int(trace.nvtx["start_ns"].min())] if len(trace.nvtx) else [])
+    return min(starts) if starts else None
+
+
 def _gpu_section(trace, ops, window, opts, out, tables, spare):
     """Utilisation per device and the idle gaps; None when the trace has no GPU activity."""
     if window is None:
@@ -186,8 +193,10 @@ def _gpu_section(trace, ops, window, opts, out, tables, spare):
         out["gpu"] = None
         return None
     lo, hi = window
+    asked = opts.window_asked
     out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
-                     "source": "user" if opts.window else "first to last GPU operation or step range"}
+                     "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
+                     "first to last GPU operation or step range", "capture_start_ns": _capture_start(ops, trace)}
     passed = gpu.device_pass(ops.inside(lo, hi), window, opts.min_gap_ns, spare)
     util = passed.util
     names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
@@ -242,6 +251,9 @@ def _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source
         step_table = cpu.steps(nvtx, step_regex, busy_of, copies)
     else:
         step_table = cpu.steps(nvtx, step_regex, busy, copies)
+    if window is not None and len(step_table):  # the window is the window: only the steps that start inside it
+        start = step_table["start_ns"].to_numpy()
+        step_table = step_table[(start >= window[0]) & (start < window[1])].reset_index(drop=True)
     tables["steps"] = step_table
     n_steps = len(step_table)
     idle_per_step = float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None

@@ -41,7 +41,7 @@ def test_min_gap_and_window_options(h200, tmp_path):
                  "--window", f"{lo}:{lo + 100_000_000}", "-q")
     assert r3.returncode == 0, r3.stderr
     c = json.loads((tmp_path / "c.json").read_text())
-    assert c["window"]["duration_ns"] == 100_000_000 and c["window"]["source"] == "user"
+    assert c["window"]["duration_ns"] == 100_000_000 and c["window"]["source"] == f"user: --window {lo}:{lo + 100_000_000}"
 
 
 def _bad(tmp_path, h200, tmp_copy):
@@ -100,7 +100,7 @@ def test_bad_options_are_one_line(h200):
     r = run_cli("-m", "analysis", str(h200["pinned"]), "--step-regex", "(")
     assert r.returncode == 2 and "not a valid regular expression" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("-m", "analysis", str(h200["pinned"]), "--window", "5:1")
-    assert r.returncode == 2 and "END_NS" in r.stderr
+    assert r.returncode == 2 and "END must be after START" in r.stderr
 
 
 def test_nvtx_only_export_is_valid(tmp_path, h200):
@@ -118,3 +118,26 @@ def test_nvtx_only_export_is_valid(tmp_path, h200):
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "o.json").read_text())
     assert s["gpu"] is None and s["nvtx"]["count"] > 0 and s["memcpy"]["dtoh"]["count"] == 0
+
+
+def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
+    """--steps 1: and the same span given in ms from the capture's start, and in trace ns, analyse the same window;
+    every count in it is the window's (11 of the 12 steps)."""
+    runs = {}
+    for name, args in (("steps", ["--steps", "1:"]),):
+        out = tmp_path / f"{name}.json"
+        r = run_cli("-m", "analysis", str(h200["pinned-long"]), "--json", str(out), "-q", *args)
+        assert r.returncode == 0, r.stderr
+        runs[name] = json.loads(out.read_text())
+    w = runs["steps"]["window"]
+    assert w["source"] == "user: --steps 1:" and runs["steps"]["steps"]["count"] == 11
+    first = w["capture_start_ns"]
+    ms = f"{(w['start_ns'] - first) / 1e6}ms:{(w['end_ns'] - first) / 1e6}ms"
+    for name, args in (("ms", ["--window", ms]), ("ns", ["--window", f"{w['start_ns']}:{w['end_ns']}"])):
+        out = tmp_path / f"{name}.json"
+        r = run_cli("-m", "analysis", str(h200["pinned-long"]), "--json", str(out), *args)
+        assert r.returncode == 0, r.stderr
+        runs[name] = json.loads(out.read_text())
+        assert abs(runs[name]["window"]["start_ns"] - w["start_ns"]) <= 1000, name  # ms printed to the microsecond
+        assert runs[name]["steps"]["count"] == 11 and "ms from the capture's start" in r.stdout
+    assert "warmup-in-capture" not in {f["rule"] for f in runs["steps"]["diagnosis"]}

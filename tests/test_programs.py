@@ -69,7 +69,7 @@ def test_lightning_predict(programs):
     conv = [f for f in costed(s) if f["subject"] == "aten::cudnn_convolution"]
     assert conv and "warm-up" in conv[0]["suggestion"]
     warm = [f for f in s["diagnosis"] if f["rule"] == "warmup-in-capture"]
-    assert warm and warm[0]["severity"] == "info" and "--window" in warm[0]["suggestion"]
+    assert warm and warm[0]["severity"] == "info" and "--steps 1:" in warm[0]["suggestion"]
 
 
 def test_no_toolkit_advice_and_the_h200_link(programs):

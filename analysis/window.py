@@ -1,0 +1,132 @@
+"""`--window` and `--steps`: the span a user asks for, as a user says it, turned into trace ns.
+
+    --window 8771928647:13472651983   trace ns (whole numbers: what the JSON's `window` holds)
+    --window 1200ms:4500ms            from the capture's start (its first recorded event); units ns, us, ms, s
+    --window 1.2s:                    an open end: to the end of the capture (or from its start, `:4.5s`)
+    --steps 3:                        from the 4th step on (Python's slice of the steps: 0-based, end excluded)
+    --steps 2:5                       steps 2, 3 and 4
+
+A number without a unit that is not a whole number of ns is refused, never truncated (0.1:0.5 is not 0:0).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from nsys_transfer.analysis.cpu import detect_step_regex
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.options import MAX_NS
+
+UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
+STEP = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the user asked for: trace ns (relative False), ns from the capture start (relative True), or steps."""
+    text: str
+    flag: str
+    start: float | None
+    end: float | None
+    relative: bool = False
+    steps: bool = False
+
+
+def parse_window(text: str | None) -> Spec | None:
+    """`--window` as the user wrote it; TraceError in one line when it is not a span."""
+    if not text:
+        return None
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise TraceError(f"--window {text}: use START:END, trace ns (8771928647:13472651983) or times from the "
+                         "capture's start with a unit (1200ms:4500ms, 1.2s:4.5s)")
+    found = [PART.match(p) if p.strip() else None for p in parts]
+    if any(p.strip() and m is None for p, m in zip(parts, found)) or not any(found):
+        if any(re.search(r"inf|nan", p, re.I) for p in parts):
+            raise TraceError(f"--window {text}: START and END must be finite numbers")
+        raise TraceError(f"--window {text}: use START:END, trace ns (8771928647:13472651983) or times from the "
+                         "capture's start with a unit (1200ms:4500ms, 1.2s:4.5s)")
+    units = {m.group(2).lower() if m.group(2) else None for m in found if m}
+    relative = units != {None}
+    if relative and None in units:
+        raise TraceError(f"--window {text}: give both ends a unit (1200ms:4500ms), or neither (trace ns)")
+    values = [float(m.group(1)) * UNIT_NS[(m.group(2) or "ns").lower()] if m else None for m in found]
+    for v in values:
+        if v is not None and not math.isfinite(v):
+            raise TraceError(f"--window {text}: START and END must be finite numbers")
+        if v is not None and v > MAX_NS:
+            raise TraceError(f"--window {text}: trace timestamps run from 0 to at most {MAX_NS:.2e} ns")
+    if not relative and any(v is not None and v != int(v) for v in values):
+        raise TraceError(f"--window {text}: numbers without a unit are trace ns and must be whole; for times from the "
+                         "capture's start give a unit (100ms:500ms, 0.1s:0.5s)")
+    if values[0] is not None and values[1] is not None and values[1] <= values[0]:
+        raise TraceError(f"--window {text}: END must be after START")
+    return Spec(text, "--window", values[0], values[1], relative=relative)
+
+
+def parse_steps(text: str | None) -> Spec | None:
+    """`--steps A:B` (0-based, B excluded, either end open); TraceError when it is not one."""
+    if not text:
+        return None
+    m = STEP.match(text)
+    if not m or not (m.group(1) or m.group(2)):
+        raise TraceError(f"--steps {text}: use FIRST:END step numbers, 0-based with END left out (3: skips the first "
+                         "three steps; 2:5 keeps steps 2, 3 and 4)")
+    a, b = (int(g) if g else None for g in m.groups())
+    if a is not None and b is not None and b <= a:
+        raise TraceError(f"--steps {text}: END must be after FIRST")
+    return Spec(text, "--steps", a, b, steps=True)
+
+
+def step_ranges(nvtx: pd.DataFrame, regex: str | None) -> pd.DataFrame:
+    """The step ranges in start order (the given regex, else the detected one), for --steps."""
+    regex = regex or detect_step_regex(nvtx)
+    if not regex or nvtx.empty:
+        return pd.DataFrame(columns=["start_ns", "end_ns"])
+    st = nvtx[nvtx["name"].astype(str).str.contains(regex, regex=True)]
+    return st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
+
+
+def capture_start(trace) -> int | None:
+    """The capture's first recorded event (GPU operation or NVTX range), in trace ns; None without either."""
+    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets, trace.nvtx) if len(df)]
+    return min(int(df["start_ns"].min()) for df in frames) if frames else None
+
+
+def capture_end(trace) -> int | None:
+    """The capture's last recorded end (GPU operation or NVTX range), in trace ns."""
+    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets, trace.nvtx) if len(df)]
+    return max(int(df["end_ns"].max()) for df in frames) if frames else None
+
+
+def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
+    """The span in trace ns; step_ranges: the trace's steps (start_ns, end_ns in order) for --steps."""
+    if spec.steps:
+        n = len(step_ranges)
+        if not n:
+            raise TraceError(f"--steps {spec.text}: no steps found in this trace (--step-regex names them); use "
+                             "--window instead")
+        chosen = step_ranges.iloc[slice(spec.start, spec.end)]
+        if chosen.empty:
+            raise TraceError(f"--steps {spec.text}: the trace has {n} steps (0 to {n - 1})")
+        return int(chosen["start_ns"].min()), int(chosen["end_ns"].max())
+    first, last = capture_start(trace), capture_end(trace)
+    if first is None:
+        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
+    base = first if spec.relative else 0
+    lo = base + int(spec.start) if spec.start is not None else first
+    hi = base + int(spec.end) if spec.end is not None else last
+    if hi <= lo:
+        raise TraceError(f"{spec.flag} {spec.text}: ends before it starts in this trace (it runs "
+                         f"{(last - first) / 1e6:,.1f} ms from {first} ns)")
+    return lo, hi
+
+
+def describe(lo: int, hi: int, first: int | None) -> str:
+    """The window in absolute ns and in ms from the capture's start."""
+    rel = f" = {(lo - first) / 1e6:,.1f} to {(hi - first) / 1e6:,.1f} ms from the capture's start" if first is not None else ""
+    return f"{lo}:{hi} ns{rel}"
