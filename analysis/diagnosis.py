@@ -210,10 +210,14 @@ class IncompleteTrace:
         integ = ctx.summary["trace"].get("integrity") or {}
         if integ.get("verdict") != "lossy":
             return []
-        return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"),
-                            "do not trust the GPU figures of this trace: capture it again with an Nsight Systems that "
-                            "records this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; "
-                            "`python -m profiling where` compares yours with the driver; NSYS=/path/to/nsys selects one)",
+        if (integ.get("figures") or {}).get("cut"):
+            fix = ("do not trust the figures near the edges: analyse the whole capture this slice was cut from, or "
+                   "pass a --window (or --steps) well inside this one")
+        else:
+            fix = ("do not trust the GPU figures of this trace: capture it again with an Nsight Systems that records "
+                   "this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; `python -m profiling "
+                   "where` compares yours with the driver; NSYS=/path/to/nsys selects one)")
+        return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"), fix,
                             severity="high")]
 
 

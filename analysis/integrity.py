@@ -64,6 +64,10 @@ IMPORT_LOSS_LOSSY = 0.05
 # calls, at the id density of the rest of the trace.
 GPU_ID_GAP_SUSPECT = 5000
 API_ID_GAP_LOST = 1000
+# A capture cut out of a longer one (a time slice exported or trimmed by another tool) leaves calls whose GPU work fell
+# past its end and GPU work whose calls came before its start: each kind's unpaired rows all at one edge. This share
+# of them may stray from the edge and the cut is still named.
+EDGE_SLACK = 0.05
 
 # API names (version suffixes like _v7000 follow) whose call puts an operation on the GPU
 KERNEL_API = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
@@ -94,6 +98,9 @@ FIGURES = """figures:
        driver the trace recorded (a risk, reported, not a verdict)
   graph_runs: of the kernel rows, CUDA graph launches traced whole (one GPU row each, paired with cudaGraphLaunch)
   migrations: unified-memory migrations (copyKind 11-13): the driver's, on page faults; in no count above
+  edges: {calls_without_gpu, gpu_without_calls}: where each kind's unpaired rows sit among the paired ones (start,
+       end, middle; unknown where the rows are out of time order; null: none); cut: every kind of them at an edge,
+       as a time slice cut from a longer capture leaves them (said instead of "lost", with no nsys-version note)
 """
 
 
@@ -119,10 +126,11 @@ def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, count
         fig["gpu"] = {k: {"rows": n, "without_api": max(0, n - counts[k])} for k, n in n_gpu.items()}
         missing_api = missing_gpu = 0
         fig["shared_correlation_ids"] = {"count": 0, "examples": []}
+        fig["edges"] = {"calls_without_gpu": None, "gpu_without_calls": None}
     else:
         fig["method"] = "pairs"
         api, fig["shared_correlation_ids"] = _api_calls(trace, kinds)
-        fig["api"], fig["gpu"], missing_api, missing_gpu = _pairing(trace, api, gpu)
+        fig["api"], fig["gpu"], missing_api, missing_gpu, fig["edges"] = _pairing(trace, api, gpu, side.in_order)
     expected_api = sum(fig["api"][k]["calls"] for k in ("kernel", "graph", "copy"))
     expected_gpu = n_gpu["kernel"] + n_gpu["copy"]
     fig["expected_ops"] = int(max(expected_api, expected_gpu))
@@ -145,13 +153,15 @@ class GpuSide(NamedTuple):
     ids: dict[str, tuple[np.ndarray, np.ndarray]]
     timeline: list[dict]
     osrt_starts: _OsrtStarts  # a process's OS call times, read once for the timeline and the id gaps
+    in_order: dict[str, bool]  # kind -> whether its rows are in start order (their positions then stand for times)
 
 
 def gpu_side(trace: Trace, gpu: dict | None = None) -> GpuSide:
     """GpuSide of gpu_rows(trace), or of the rows given (the NVTX ranges are read for the timeline)."""
     gpu = gpu_rows(trace) if gpu is None else gpu
     osrt_starts = _OsrtStarts(trace)
-    return GpuSide({k: v[:2] for k, v in gpu.items()}, _timeline(trace, gpu, osrt_starts), osrt_starts)
+    in_order = {k: bool((v[2][1:] >= v[2][:-1]).all()) for k, v in gpu.items()}
+    return GpuSide({k: v[:2] for k, v in gpu.items()}, _timeline(trace, gpu, osrt_starts), osrt_starts, in_order)
 
 
 def gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
@@ -287,7 +297,7 @@ def _isin(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
 
 
 # --- figures --------------------------------------------------------------------------------------------------------
-def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict):
+def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict, in_order: dict[str, bool]):
     """Each GPU-work call against the GPU rows by (process, correlation id), and each GPU row against the calls.
     Exports without globalPid (pid -1 on GPU rows) pair by correlation id alone."""
     by_pid = all((v[0] >= 0).all() for v in gpu.values())
@@ -315,7 +325,31 @@ def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict):
         gpu_fig[kind] = {"rows": int(len(o)), "without_api": int(o.sum()) if has_runtime else None}
         if kind != "memset" and has_runtime:
             missing_gpu += int(o.sum())
-    return api_fig, gpu_fig, missing_api, missing_gpu
+    calls = rows[rows["kind"].isin(["kernel", "graph", "copy"]).to_numpy() & rows["ok"].to_numpy()]
+    lonely_calls = ~_isin(_key(calls["pid"].to_numpy(), calls["correlation_id"].to_numpy(), by_pid), gpu_keys)
+    # the GPU rows' times are gone by now (the device pass may write over them): in start order, positions serve
+    sides = {_edge(np.arange(o.size), o) if in_order.get(k) else "unknown" for k, o in orphan.items()
+             if k != "memset" and o.any()} if has_runtime else set()
+    edges = {"calls_without_gpu": _edge(calls["start_ns"].to_numpy(), lonely_calls),
+             "gpu_without_calls": sides.pop() if len(sides) == 1 else ("middle" if sides else None)}
+    return api_fig, gpu_fig, missing_api, missing_gpu, edges
+
+
+def _edge(starts: np.ndarray, lonely: np.ndarray) -> str | None:
+    """Where the rows without their other half sit among the rest: 'start' or 'end' when (but for EDGE_SLACK of
+    them) they all come before or after every paired row, as a time slice cut from a longer capture leaves them;
+    'middle' when they are mixed in, as lost events are; None when there are none."""
+    if not lonely.any():
+        return None
+    if lonely.all():
+        return "middle"
+    alone, paired = np.sort(starts[lonely]), starts[~lonely]
+    k = min(alone.size - 1, int(alone.size * EDGE_SLACK))
+    if alone[alone.size - 1 - k] <= paired.min():
+        return "start"
+    if alone[k] >= paired.max():
+        return "end"
+    return "middle"
 
 
 def _shared(dup: pd.DataFrame | None) -> dict:
@@ -538,7 +572,14 @@ def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, e
     if reasons:
         reasons.sort(key=lambda r: -r[0])
         lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
-        evidence = "The capture lost CUDA events: " + "; ".join(r for _, r in reasons) + _capture_note(fig) + "."
+        cut = _cut_at(fig["edges"])
+        if cut:
+            evidence = (f"The export looks cut out of a longer capture (a time slice, trimmed or exported with a time "
+                        f"range): {cut}; " + "; ".join(r for _, r in reasons) + ". Figures near its edges are "
+                        "incomplete: analyse the whole capture, or a --window well inside this one.")
+        else:
+            evidence = "The capture lost CUDA events: " + "; ".join(r for _, r in reasons) + _capture_note(fig) + "."
+        fig["cut"] = bool(cut)
         return {"verdict": "lossy", "lost_fraction": lost, "evidence": evidence, "figures": fig}
     if not (expected_api or expected_gpu):
         evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
@@ -546,7 +587,19 @@ def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, e
         evidence = (f"Every check passed: {fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies lack "
                     "their API call or GPU row, and GPU operations go on as long as the program's own activity"
                     + _capture_note(fig) + ".")
+    fig["cut"] = False
     return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+
+
+def _cut_at(edges: dict) -> str | None:
+    """Where a cut left its marks, in words, when every kind of unpaired row sits at an edge; None otherwise."""
+    calls, gpu = edges.get("calls_without_gpu"), edges.get("gpu_without_calls")
+    if not (calls or gpu) or {calls, gpu} & {"middle", "unknown"}:
+        return None
+    words = {"start": "its start", "end": "its end"}
+    said = ([f"the calls without GPU work all come at {words[calls]}"] if calls else []) + \
+           ([f"the GPU work without calls all comes at {words[gpu]}"] if gpu else [])
+    return " and ".join(said)
 
 
 def _capture_note(fig: dict) -> str:

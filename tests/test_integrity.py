@@ -266,3 +266,25 @@ def test_timeline_and_id_gaps_in_chunks_equal_whole(h200, monkeypatch):
         chunked = _timeline(t, gpu, _OsrtStarts(t)), _id_gaps(t, gpu, _OsrtStarts(t))
     assert whole[0] and sum(p["gpu_ops"] for p in whole[0]) > 7
     assert chunked == whole
+
+
+def test_a_time_slice_cut_from_a_capture_is_called_cut_not_lost(tmp_path):
+    """Another tool cut a slice out of a real capture, the GPU tables 300 ms earlier than the CPU ones: the calls at
+    its end lack their kernels, the kernels at its start their calls. Not to be trusted, but not nsys's loss."""
+    path = _local_copy(ROOT / "tests" / "data" / "programs" / "hf_generate_nsys2024.sqlite.xz", tmp_path)
+    a, b, shift = 15_200_000_000, 16_200_000_000, 300_000_000
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+        _delete(path, f"DELETE FROM {table} WHERE start < {a} OR start > {b}")
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        _delete(path, f"DELETE FROM {table} WHERE start < {a - shift} OR start > {b - shift}")
+    _delete(path, "DELETE FROM DIAGNOSTIC_EVENT")
+    r = _assess(path, pairs=True)
+    assert r["verdict"] == "lossy" and r["figures"]["cut"]
+    assert r["figures"]["edges"] == {"calls_without_gpu": "end", "gpu_without_calls": "start"}
+    assert r["evidence"].startswith("The export looks cut out of a longer capture") and "nsys 2024" not in r["evidence"]
+    # events lost in the middle (every other kernel) stay "lost"
+    (tmp_path / "b").mkdir()
+    lossy = _local_copy(ROOT / "tests" / "data" / "programs" / "hf_generate_nsys2024.sqlite.xz", tmp_path / "b")
+    _delete(lossy, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
+    r = _assess(lossy, pairs=True)
+    assert r["verdict"] == "lossy" and not r["figures"]["cut"] and r["evidence"].startswith("The capture lost")
