@@ -573,14 +573,9 @@ def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, e
         reasons.sort(key=lambda r: -r[0])
         lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
         cut = _cut_at(fig["edges"])
-        if cut:
-            evidence = (f"The export looks cut out of a longer capture (a time slice, trimmed or exported with a time "
-                        f"range): {cut}; " + "; ".join(r for _, r in reasons) + ". Figures near its edges are "
-                        "incomplete: analyse the whole capture, or a --window well inside this one.")
-        else:
-            evidence = "The capture lost CUDA events: " + "; ".join(r for _, r in reasons) + _capture_note(fig) + "."
         fig["cut"] = bool(cut)
-        return {"verdict": "lossy", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+        return {"verdict": "lossy", "lost_fraction": lost, "evidence": _lossy_evidence(fig, reasons, cut),
+                "figures": fig}
     if not (expected_api or expected_gpu):
         evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
     else:
@@ -589,6 +584,16 @@ def _verdict(fig: dict, missing_api: int, missing_gpu: int, expected_api: int, e
                     + _capture_note(fig) + ".")
     fig["cut"] = False
     return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+
+
+def _lossy_evidence(fig: dict, reasons: list[tuple[float, str]], cut: str | None) -> str:
+    """The sentence of a lossy verdict: a cut from a longer capture where the edges say so, else lost events."""
+    said = "; ".join(r for _, r in reasons)
+    if cut:
+        return (f"The export looks cut out of a longer capture (a time slice, trimmed or exported with a time range): "
+                f"{cut}; {said}. Figures near its edges are incomplete: analyse the whole capture, or a --window well "
+                "inside this one.")
+    return "The capture lost CUDA events: " + said + _capture_note(fig) + "."
 
 
 def _cut_at(edges: dict) -> str | None:
