@@ -182,8 +182,13 @@ def _calls_text(calls: dict, n: int = 3) -> str:
     return ", ".join(f"{k} {_ms(v)}" for k, v in list(calls.items())[:n])
 
 
+STEADY_CAUSES = ("host-sync", "launch", "mapping")  # costs of each step: counted inside the steps (summary.setup)
+
+
 def _idle_of(ctx: Context, cause: str) -> pd.DataFrame:
-    t = ctx.idle
+    """The idle attribution's rows of one cause; for the per-step causes, those inside the steps where the set-up
+    before them is reported apart."""
+    t = ctx.tables.get("idle_steps") if cause in STEADY_CAUSES and "idle_steps" in ctx.tables else ctx.idle
     return t[t["cause"] == cause] if len(t) else t
 
 
@@ -352,14 +357,18 @@ class HostSync:
         info = ctx.summary.get("idle") or {}
         if rows.empty or not info.get("sync_calls"):
             return []
-        impact, n = int(rows["idle_ns"].sum()), int(info["sync_calls"])
+        setup = ctx.summary["steps"].get("setup") or {}
+        impact, n = int(rows["idle_ns"].sum()), int(setup.get("sync_calls_in_steps", info["sync_calls"]))
         names = ctx.tables.get("sync_names", pd.Series(dtype="int64"))
         top = ", ".join(f"{_api(k)} x{v}" for k, v in names.head(3).items()) if len(names) else f"{n} calls"
         steps = ctx.steps()
         per = f" ({n / steps:.0f} per step)" if steps else ""
-        ev = (f"{n} synchronising calls on the launching thread{per}: {top}; blocked {_ms(info['sync_blocked_ns'])} in "
-              f"them, and the GPU then sat idle {_ms(impact)} ({ctx.share_of_window(impact)}) until the next work "
-              "arrived")
+        where = " inside the steps" if setup else ""
+        before = (f" ({setup['sync_calls']:,} more before the first step are set-up: model.to(device), warm-up)"
+                  if setup.get("sync_calls") else "")
+        ev = (f"{n} synchronising calls on the launching thread{where}{per}: {top}{before}; blocked "
+              f"{_ms(info['sync_blocked_ns'])} in them, and the GPU then sat idle {_ms(impact)} "
+              f"({ctx.share_of_window(impact)}) until the next work arrived")
         subject = _api(names.index[0]) if len(names) else None
         return [ctx.finding(self.id, impact, subject, ev, ctx.advice(
             "each sync drains the GPU's queue, then the GPU waits while Python issues the next work: remove per-step "

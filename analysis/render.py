@@ -63,6 +63,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if link.get("gbps"):
         L.append(f"host link: {link['gbps']:.1f} GB/s ({link['source']})")
     L += _steps_lines(st, bool(g and s["nvtx"]["count"]))
+    if st.get("setup"):
+        L.append(_setup_line(st["setup"]))
     gp = s["gaps"]
     if g:
         L.append(f"idle gaps >= {_ms(gp['threshold_ns'])}: {gp['count']}, total {_ms(gp['total_ns'])}")
@@ -103,6 +105,14 @@ def _steps_lines(st: dict, say_none: bool) -> list[str]:
                 + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step" if st["mean_gpu_idle_ns"] is not None else "")]
     return ["steps: none found (no NVTX range recurs with a counter: --step-regex names one); no per-step figures"] \
         if say_none else []
+
+
+def _setup_line(su: dict) -> str:
+    """The set-up before the first step, what the GPU's idle time there went to, and that per-step costs leave it out."""
+    idle = ", ".join(f"{k} {_ms(v)}" for k, v in sorted(su["idle_ns"].items(), key=lambda kv: -kv[1])[:3])
+    calls = f"; {su['sync_calls']:,} synchronising calls" if su["sync_calls"] else ""
+    return (f"set-up before the first step: {_ms(su['before_first_step_ns'])} (GPU idle there: {idle or 'none'}"
+            f"{calls}); host-sync, launch and mapping costs count from the first step on")
 
 
 def _unified_line(u: dict) -> str:

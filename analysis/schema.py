@@ -20,8 +20,16 @@ def one_trace(summary: dict, ranks: dict | None = None) -> dict:
     doc["schema"] = SCHEMA
     if ranks is not None:
         doc["ranks"] = ranks
-        doc["diagnosis"] = [*summary["diagnosis"], ranks["limit"]]
+        doc["diagnosis"] = with_limit(summary["diagnosis"], ranks["limit"])
     return _checked(doc, summary)
+
+
+def with_limit(findings: list[dict], limit: dict) -> list[dict]:
+    """The findings with the multi-GPU limit in its place by impact: after the capture-trust notes and every costlier
+    finding, before cheaper ones and the info notes."""
+    at = next((i for i, f in enumerate(findings) if f["rule"] != "incomplete-trace" and
+               (f["severity"] == "info" or f["impact_ns"] < limit["impact_ns"])), len(findings))
+    return [*findings[:at], limit, *findings[at:]]
 
 
 def several_traces(ranks: dict, warnings: list[str]) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
@@ -337,13 +338,45 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)
     tables["idle"] = table
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
-    tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else pd.Series(dtype="int64")
     launch_calls, launch_ns = trace.result("launch_stats")
     out["idle"] = {"causes": json_rows(table), "devices": details,
                    "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
                    "launch_calls": launch_calls, "launch_api_ns": launch_ns,
                    "sync_calls": int(len(mine_syncs)),
                    "sync_blocked_ns": int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0}
+    span = _steady_span(tables.get("steps"), window)
+    out["steps"]["setup"] = None
+    if span is not None:  # the set-up before the first step (model load, warm-up) is not what each step costs
+        steady = [idle.attribute(busy, span, tids["devices"].get(dev, set()), osrt, nvtx, syncs, cuda_calls, step_regex,
+                                 opts.min_gap_ns, dev, loaders[dev])[0] for dev, busy in passed.busy_by_device.items()]
+        tables["idle_steps"] = pd.concat(steady, ignore_index=True) if steady else table.iloc[0:0]
+        inside = (mine_syncs["start_ns"] >= span[0]).to_numpy() & (mine_syncs["start_ns"] < span[1]).to_numpy() \
+            if len(mine_syncs) else np.zeros(0, bool)
+        out["steps"]["setup"] = _setup(window, span, table, tables["idle_steps"], len(mine_syncs), int(inside.sum()))
+        mine_syncs = mine_syncs[inside]
+    tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else pd.Series(dtype="int64")
+
+
+SETUP_SHARE = 0.10  # set-up (before the first step, after the last) above this share of the window is reported apart
+
+
+def _steady_span(steps: pd.DataFrame | None, window) -> tuple[int, int] | None:
+    """From the first step's start to the window's end, where the set-up before the first step is at least
+    SETUP_SHARE of the window; None otherwise (no steps, or too little set-up to matter). The time after the last
+    step stays: in a pipelined program the GPU is still running the steps' work there."""
+    if steps is None or len(steps) < 2 or window is None:
+        return None
+    lo = int(steps["start_ns"].min())
+    return (lo, window[1]) if lo - window[0] >= SETUP_SHARE * (window[1] - window[0]) else None
+
+
+def _setup(window, span, whole: pd.DataFrame, steady: pd.DataFrame, syncs: int, syncs_inside: int) -> dict:
+    """What happened before the first step: its time, the GPU idle time in it by cause, the synchronising calls made."""
+    by_cause = (whole.groupby("cause")["idle_ns"].sum() - steady.groupby("cause")["idle_ns"].sum()).fillna(
+        whole.groupby("cause")["idle_ns"].sum()).clip(lower=0)
+    return {"steps_start_ns": span[0], "before_first_step_ns": span[0] - window[0],
+            "idle_ns": {str(k): int(v) for k, v in by_cause.items() if v > 0},
+            "sync_calls": syncs - syncs_inside, "sync_calls_in_steps": syncs_inside}
 
 
 def _host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

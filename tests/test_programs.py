@@ -136,3 +136,33 @@ def test_operator_ranges_are_never_steps(tmp_path):
     assert s["steps"]["regex"] == r"^predict_batch \d+$" and s["steps"]["count"] == 10
     # every section agrees with the header: each step's GPU time is inside the GPU's busy time
     assert s["gpu"]["utilization"] > 0
+
+
+def test_setup_before_the_first_step_is_not_a_per_step_cost(programs):
+    """The DataLoader loop moves the model to the GPU (about 320 synchronous parameter copies) before its first batch:
+    that is set-up, reported apart, and host-sync no longer divides it among the 20 steps."""
+    s = programs["torchvision_loader"]
+    su = s["steps"]["setup"]
+    assert su and su["sync_calls"] >= 300 and su["sync_calls_in_steps"] < 40
+    assert su["idle_ns"]["host-sync"] > 100e6 and su["before_first_step_ns"] > 0.1 * s["window"]["duration_ns"]
+    host_sync = [f for f in s["diagnosis"] if f["rule"] == "host-sync"]
+    assert not host_sync or host_sync[0]["severity"] == "low"
+    # the whole window's attribution is still there
+    whole = sum(c["idle_ns"] for c in s["idle"]["causes"] if c["cause"] == "host-sync")
+    assert whole >= su["idle_ns"]["host-sync"]
+
+
+def test_several_gpus_limit_takes_its_place_by_impact(public_traces, tmp_path):
+    """4 GPUs in one trace: the limit finding (gpu-compute here) sits among the others by what it costs, not after the
+    info notes."""
+    import json
+    from click.testing import CliRunner
+    from nsys_transfer.analysis.cli import main
+    path = next(p for p in public_traces if p.name.startswith("engpap"))
+    r = CliRunner().invoke(main, [str(path), "--json", str(tmp_path / "s.json"), "-q"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "s.json").read_text())
+    costed = [f["impact_ns"] for f in doc["diagnosis"] if f["severity"] != "info" and f["rule"] != "incomplete-trace"]
+    assert costed == sorted(costed, reverse=True) and doc["ranks"]["limit"] in doc["diagnosis"]
+    infos = [i for i, f in enumerate(doc["diagnosis"]) if f["severity"] == "info"]
+    assert infos and doc["diagnosis"].index(doc["ranks"]["limit"]) < infos[0]
