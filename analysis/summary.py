@@ -10,7 +10,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, os_calls, program, unified
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_digest, os_calls, program, unified
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
@@ -46,10 +46,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     say = progress or (lambda msg: None)
     _read_beside_gpu(trace)
     say("loading GPU activity")
-    digest = trace.kernel_digest
+    # a window the user gave is the window: the kernels, copies and ranges counted are the ones inside it
+    digest = trace.kernel_digest if opts.window is None else _digest_inside(trace, opts.window)
     kernels = digest.ops
     trace.wait("memcpys", "memsets")
-    memcpys = trace.memcpys
+    memcpys = trace.memcpys if opts.window is None else _overlapping(trace.memcpys, opts.window)
     # a scan on the core the device pass leaves free: the runtime calls per kind
     trace.prefetch_call("call_counts", integrity.call_counts, trace)
     ops = gpu.gpu_ops(kernels, memcpys, trace.memsets)
@@ -89,8 +90,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     _gaps_section(gaps, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
     out["kernels"] = kernel_section
 
-    tables["nvtx_summary"] = ns = cpu.nvtx_summary(nvtx)
-    out["nvtx"] = {"count": int(len(nvtx)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
+    shown = nvtx if opts.window is None else _overlapping(nvtx, opts.window)
+    tables["nvtx_summary"] = ns = cpu.nvtx_summary(shown)
+    out["nvtx"] = {"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
     out["trace"]["integrity"] = trace.result("integrity")
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))
@@ -98,6 +100,20 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables)
+
+
+def _overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
+    """The rows of a timed table that overlap the window."""
+    keep = (df["end_ns"].to_numpy() > window[0]) & (df["start_ns"].to_numpy() < window[1])
+    return df if keep.all() else df[keep].reset_index(drop=True)
+
+
+def _digest_inside(trace: Trace, window: tuple[int, int]) -> KernelDigest:
+    """The kernel digest of the kernels (and graph launches traced whole) that overlap a user's window."""
+    graphs = _overlapping(trace.graph_runs, window)
+    both = pd.concat([_overlapping(trace.kernels, window), graphs.drop(columns="graph_id")], ignore_index=True)
+    return kernel_digest.of_frame(both.sort_values("start_ns", kind="stable", ignore_index=True),
+                                  graph_runs=len(graphs))
 
 
 def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables):

@@ -3,7 +3,7 @@ import json
 import os
 import sqlite3
 
-
+from nsys_transfer.analysis import Trace
 from conftest import run_cli, sha256
 
 
@@ -141,3 +141,10 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
         assert abs(runs[name]["window"]["start_ns"] - w["start_ns"]) <= 1000, name  # ms printed to the microsecond
         assert runs[name]["steps"]["count"] == 11 and "ms from the capture's start" in r.stdout
     assert "warmup-in-capture" not in {f["rule"] for f in runs["steps"]["diagnosis"]}
+    # the kernels, copies and ranges counted are the window's, not the whole capture's
+    with Trace.open(h200["pinned-long"]) as t:
+        k, m = t.kernels, t.memcpys
+        inside = lambda df: int(((df["end_ns"] > w["start_ns"]) & (df["start_ns"] < w["end_ns"])).sum())  # noqa: E731
+        assert runs["steps"]["kernels"]["count"] == inside(k) < len(k)
+        assert runs["steps"]["trace"]["counts"]["memcpys"] == inside(m) < len(m)
+        assert runs["steps"]["nvtx"]["count"] == inside(t.nvtx) < len(t.nvtx)
