@@ -617,6 +617,33 @@ class ShortCapture:
                             severity="info")]
 
 
+class GpuBound:
+    """The kernels fill the GPU: what limits the program is its GPU work itself, named by its top kernels (their
+    precision and library where the names say them), whatever transfer findings stand beside it."""
+    id = "gpu-bound"
+    min_compute = 0.8  # of the window, on average over the GPUs: kernels running this much of the time
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        g = ctx.summary.get("gpu") or {}
+        if (g.get("compute_utilization") or 0) < self.min_compute or not ctx.summary["kernels"]["top"]:
+            return []
+        top = ctx.summary["kernels"]["top"][:3]
+        named = "; ".join(f"{r['shown_name']} {r['pct']:.0f}%" + "".join(f", {x}" for x in (r["precision"], r["library"])
+                                                                        if x) for r in top)
+        ev = f"kernels ran {g['compute_utilization']:.0%} of the window; by time: {named}"
+        fp64 = top[0]["precision"] == "FP64"
+        return [ctx.finding(self.id, g["compute_ns"], str(top[0]["shown_name"]), ev, ctx.advice(
+            ("the top kernel computes in FP64: if the model allows, run it in FP32/TF32 or BF16 on the tensor cores; "
+             if fp64 else "") + "less GPU work per result is the lever now: bf16/fp16 autocast "
+            "(torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls (torch.backends.cuda.matmul.allow_tf32), "
+            "channels_last for convolutions, torch.compile to fuse the elementwise kernels, a larger batch where the "
+            "GPU is not yet full",
+            ("the top kernel computes in FP64: where the algorithm allows, FP32/TF32 or lower precision on the tensor "
+             "cores is several times faster; " if fp64 else "") + "less GPU work per result is the lever now: lower "
+            "precision, tensor-core kernels (cuBLAS/cuDNN math modes), fused kernels, fewer FLOPs"))]
+
+
 class NvtxMissing:
     """No NVTX ranges: idle time cannot be tied to the program's phases."""
     id = "nvtx-missing"
@@ -634,7 +661,8 @@ class NvtxMissing:
 
 
 RULES = [IncompleteTrace(), InputBound(), CommWait(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
-         UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), WarmupInCapture(), ShortCapture(), NvtxMissing()]
+         UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(), WarmupInCapture(),
+         ShortCapture(), NvtxMissing()]
 
 
 def diagnose(ctx: Context) -> list[dict]:

@@ -89,12 +89,32 @@ def text_report(s: dict, show_all: bool = False) -> str:
         L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
     findings = own_findings(s)  # the multi-GPU limit is ranks_report's
-    if findings:
+    if any(show_all or f["severity"] in SHOWN for f in findings):
         L.append("diagnosis (by what each costs):")
-        L += finding_lines(findings, show_all)
-    elif g:
-        L.append("diagnosis: no transfer problem found")
+    L += finding_lines(findings, show_all)
+    if g:
+        L.append(verdict_line(s["diagnosis"]))
     return "\n".join(L)
+
+
+def verdict_line(findings: list[dict]) -> str:
+    """One line that says what limits the program: the costliest finding (the trust notes first), or that nothing
+    costs a measurable share."""
+    costed = [f for f in findings if f["severity"] != "info" or f["rule"] == "incomplete-trace"]
+    if not costed:
+        return "verdict: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
+    f = costed[0]
+    if f["rule"] == "incomplete-trace":
+        return "verdict: the trace is incomplete: re-capture before trusting any figure (see incomplete-trace)"
+    what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
+    return (f"verdict: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
+            f"{_first_clause(f['suggestion'])}")
+
+
+def _first_clause(text: str, most: int = 220) -> str:
+    """A suggestion's first clause (to its first semicolon), cut to `most` characters."""
+    clause = text.split("; ")[0]
+    return clause if len(clause) <= most else clause[:most - 3] + "..."
 
 
 def _steps_lines(st: dict, say_none: bool) -> list[str]:
@@ -130,7 +150,8 @@ def _kernel_lines(k: dict) -> list[str]:
     L = []
     if k["count"] or k.get("graphs"):
         L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "
-                 + "; ".join(f"{r['name'][:40]} " + ("n/a" if r["pct"] is None else f"{r['pct']:.0f}%") for r in k["top"][:3]))
+                 + "; ".join(f"{str(r.get('shown_name') or r['name'])[:60]} "
+                             + ("n/a" if r["pct"] is None else f"{r['pct']:.0f}%") for r in k["top"][:3]))
     if k.get("graphs"):
         L.append(_graphs_line(k["graphs"]))
     return L

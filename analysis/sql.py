@@ -36,6 +36,9 @@ def int_or_missing(expr: str) -> str:
     return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE -1 END"
 
 
+FULL_KERNEL_NAMES = """SELECT s.value, d.value FROM (SELECT shortName AS short, MIN(demangledName) AS full
+    FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName IN ({ids}) GROUP BY shortName) AS k
+JOIN StringIds AS s ON s.id = k.short JOIN StringIds AS d ON d.id = k.full"""
 GRAPH_KERNELS = """SELECT COUNT(*), SUM("end" - start), COUNT(DISTINCT correlationId)
 FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"""
 MEMCPYS = f"""

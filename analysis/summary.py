@@ -10,7 +10,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_digest, os_calls, program, unified
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_digest, kernel_names, os_calls, program, unified
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
@@ -153,6 +153,10 @@ def _kernels_section(trace: Trace, digest: KernelDigest, top: int) -> tuple[dict
     """Kernel count (graph launches traced whole apart), time, median, the CUDA graphs and the top kernels by time;
     the top kernels' table."""
     tk = digest.top(top)
+    full = trace.full_kernel_names([str(n) for n in tk["name"]]) if len(tk) else {}
+    tk["shown_name"] = [kernel_names.shown(str(n), full.get(str(n))) for n in tk["name"]]
+    tk["precision"] = [kernel_names.precision(full.get(str(n), str(n))) for n in tk["name"]]
+    tk["library"] = [kernel_names.library(full.get(str(n), str(n))) for n in tk["name"]]
     return {"count": digest.count - digest.graph_runs, "total_ns": digest.total_ns, "median_ns": digest.median_ns,
             "graphs": _graphs(trace, digest), "top": json_rows(tk)}, tk
 

@@ -387,6 +387,23 @@ class Trace:
         df["name"] = self._names(df.pop("name_id"), "MPI call")
         return df[["start_ns", "end_ns", "global_tid", "name"]].sort_values("start_ns", ignore_index=True)
 
+    def full_kernel_names(self, names: list[str]) -> dict[str, str]:
+        """{short name: demangled name} for a few kernel names (the top kernels'); empty where the export has no
+        demangled names."""
+        if not names or not self.has(KERNEL_TABLE) or "demangledName" not in self.columns(KERNEL_TABLE) or \
+                "shortName" not in self.columns(KERNEL_TABLE):
+            return {}
+        con = self._connection()
+        ids = [i for (i,) in con.execute(f"SELECT id FROM StringIds WHERE value IN ({','.join('?' * len(names))})",
+                                         names)]
+        if not ids:
+            return {}
+        try:
+            rows = con.execute(sql.FULL_KERNEL_NAMES.format(ids=",".join(str(int(i)) for i in ids))).fetchall()
+        except sqlite3.DatabaseError:
+            return {}
+        return {str(a): str(b) for a, b in rows if a is not None and b is not None}
+
     def graph_kernels(self) -> tuple[int, int, int]:
         """(kernels, their GPU ns, graph launches they ran under) of the kernels traced inside CUDA graphs
         (`--cuda-graph-trace=node`: graphNodeId set, the launch's correlation id); zeros where none is, or where the

@@ -115,8 +115,8 @@ def test_toolkit_stages_captured_with_nsys_2024(stage):
     if stage == "baseline":
         assert found[0]["rule"] == "gpu-idle-cpu-bound" and found[0]["subject"] == "process output"
         assert "stage multiproc" in found[0]["suggestion"]
-    else:
-        assert all(f["severity"] == "low" for f in found), found
+    else:  # pinned: its kernels fill the GPU, and nothing else costs
+        assert found[0]["rule"] == "gpu-bound" and all(f["severity"] == "low" for f in found[1:]), found
 
 
 def test_operator_ranges_are_never_steps(tmp_path):
