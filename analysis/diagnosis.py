@@ -417,6 +417,29 @@ class LaunchBound:
             "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
 
 
+class HostSleep:
+    """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
+    computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
+    id = "host-sleep"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = _idle_of(ctx, "sleep")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        by = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
+        where = f" inside '{by.index[0]}'" if by.index[0] else ""
+        ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
+              f"thread slept{where} (nanosleep/clock_nanosleep: off the CPU, not computing)")
+        return [ctx.finding(self.id, impact, by.index[0] or None, ev, ctx.advice(
+            "the thread waits instead of issuing GPU work: if it sleeps to wait for something (weights loaded from "
+            "disk, a file, another process), keep that resident or prefetch it on a background thread before it is "
+            "needed; if it polls, wait on an event or a queue instead; queue the next GPU work before any wait",
+            "the thread waits instead of issuing GPU work: prefetch what it waits for on another thread, replace "
+            "sleep-polling with an event or condition variable, and queue the next GPU work before any wait"))]
+
+
 class CommWait:
     """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
     collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
@@ -660,7 +683,7 @@ class NvtxMissing:
                                 "trace with --trace=cuda,nvtx,osrt"), severity="info")]
 
 
-RULES = [IncompleteTrace(), InputBound(), CommWait(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
+RULES = [IncompleteTrace(), InputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
          UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(), WarmupInCapture(),
          ShortCapture(), NvtxMissing()]
 

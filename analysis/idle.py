@@ -9,6 +9,8 @@ Order of precedence, first match wins:
   comm-wait   the thread is inside an MPI call (nsys --trace=mpi); a user range named after one (MPI_Send) or after a
               collective (all_reduce, nccl...) counts so too, in place of cpu-range
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
+  sleep       the thread sleeps (nanosleep, clock_nanosleep, usleep: Python's time.sleep): off the CPU, not working
+              (subject: the deepest user range it slept in)
   input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls;
               or, outside user ranges, the DataLoader's pin-memory thread waits for a batch its workers still make
   cpu-range   a long gap (>= min_gap) inside a user NVTX range (the deepest one; steps and PyTorch operator ranges
@@ -34,6 +36,7 @@ WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?
                         r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"
                         r"pthread_cond_clockwait|pthread_join|pthread_mutex_lock|pthread_mutex_timedlock|"
                         r"pthread_rwlock_(rd|wr)lock|waitpid|wait4|waitid|msgrcv|mq_receive|mq_timedreceive|sigwait\w*)$")
+SLEEP_CALLS = re.compile(r"^(nanosleep|clock_nanosleep|usleep|sleep|pause)$")  # off the CPU by choice, not working
 MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|"
                            r"shm_open|ftruncate)$")
 LOADER_RANGE = re.compile(r"DataLoader|DataLoaderIter|__next__")
@@ -190,15 +193,18 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     waits, wait_rows = _calls(mine, WAIT_CALLS)
     maps, map_rows = _calls(process, MAPPING_CALLS)
     comm, comm_rows = _calls(mine, COMM_CALLS)
+    sleeps, sleep_rows = _calls(mine, SLEEP_CALLS)
     waits = subtract(waits, sh.in_cuda)
     after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
-    plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm))))
+    plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm,
+                                                                                sleeps))))
     judged: Union = (idle[0][~plain], idle[1][~plain])
 
     comm_u, rest = intersect(judged, comm), subtract(judged, comm)
     mapping_u, rest = intersect(rest, maps), subtract(rest, maps)
+    sleep_u, rest = intersect(rest, sleeps), subtract(rest, sleeps)
     input_u, rest = intersect(rest, waits), subtract(rest, waits)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
     rest_short = subtract(rest, rest_long)
@@ -208,6 +214,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
     return {"comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
+            "sleep": total(sleep_u), "sleep_ranges": _family_time(sleep_u, sh.ranges, lo, hi),
             "input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
             "sync": total(sync_long) + total(sync_short),
             "launch": total(launch_u) + int((idle[1][plain] - idle[0][plain]).sum()), "cpu": total(rest_long),
@@ -239,6 +246,7 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
         return str(ranked.index[0]) if len(ranked) and ranked.iloc[0] >= 0.5 * time else None
     comm = _ranked(summed["comm_calls"])
     rows = [("comm-wait", str(comm.index[0]) if len(comm) else None, t["comm"]),
+            ("sleep", subject("sleep_ranges", t["sleep"]), t["sleep"]),
             ("input", subject("input_ranges", t["input"]), t["input"]),
             ("input", "DataLoader", t["loader"]), ("mapping", None, t["mapping"])]
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time

@@ -52,13 +52,21 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...) and the MPI calls nsys traced: a small part of the table, read by
     name: start_ns, end_ns, global_tid, name. idle.attribute picks the launching threads', their processes' and the
     DataLoader's. Reads the zones (Trace.osrt_zones) too: one pass for both where the fast reader can."""
-    names = trace.osrt_names(idle.WAIT_CALLS) | trace.osrt_names(idle.MAPPING_CALLS)
+    names = waited_names(trace)
     rows = trace.osrt_zone_rows(names)  # the zones too, in the same pass, where the fast reader can
     if rows is None:
         rows = list(trace.osrt_chunks((In("nameId", tuple(names)),))) if names else []
         trace.osrt_zones  # noqa: B018 - read here, on this thread, as the pass above would have
     mpi = trace.mpi_calls  # blocked in communication: idle.COMM_CALLS
     return _stacked(list(rows) + ([mpi[WAIT_COLUMNS].copy()] if len(mpi) else []), WAIT_COLUMNS)
+
+
+def waited_names(trace: Trace) -> dict[int, str]:
+    """{string id: name} of the OS calls idle.attribute judges by: waits, mappings, sleeps."""
+    out: dict[int, str] = {}
+    for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS):
+        out |= trace.osrt_names(pattern)
+    return out
 
 
 def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:

@@ -169,12 +169,12 @@ def test_covered_and_resumes(seed, chunk, monkeypatch):
 def test_waits_from_zones_equal_the_whole_table(monkeypatch):
     """The waiting calls read zone by zone and joined a column at a time (names from chunks whose categories differ)
     are the whole OS runtime table's calls of those names."""
-    from nsys_transfer.analysis import idle, os_calls
+    from nsys_transfer.analysis import os_calls
     monkeypatch.setattr(trace_module, "CHUNK_ROWS", 1 << 10)
     monkeypatch.setattr(trace_module, "ZONE_ROWS", 1 << 8)
     with Trace.open(REAL[4]) as t:
         waits = os_calls.wait_calls(t)
-        names = set((t.osrt_names(idle.WAIT_CALLS) | t.osrt_names(idle.MAPPING_CALLS)).values())
+        names = set(os_calls.waited_names(t).values())
         whole = t.osrt[t.osrt["name"].astype(str).isin(names)].reset_index(drop=True)
     assert len(waits) > 1000 and list(waits.columns) == os_calls.WAIT_COLUMNS
     for c in ("start_ns", "end_ns", "global_tid"):
