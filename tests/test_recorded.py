@@ -11,8 +11,8 @@ PROGRAM = ROOT / "tests" / "programs" / "nvtx_steps.py"
 
 @pytest.fixture(scope="module")
 def recorded(nsys, tmp_path_factory):
-    d = tmp_path_factory.mktemp("rec")  # the defaults trace the whole program (no capture range)
-    r = run_cli("-m", "profiling", "run", "-o", str(d / "steps"), "--trace", "nvtx,osrt",
+    d = tmp_path_factory.mktemp("rec")  # every default: the whole program (no capture range), cuda,nvtx,osrt
+    r = run_cli("-m", "profiling", "run", "-o", str(d / "steps"),
                 sys.executable, str(PROGRAM), "4", str(d / "files"), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return d
