@@ -14,16 +14,19 @@ CPUS    ?=
 REPORT  ?= out/report
 GPU_OUT ?= out/gpu
 WHAT    ?=
+PROG    ?=
+NAME    ?= $(basename $(notdir $(firstword $(PROG))))
 STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
-.PHONY: install install-workloads nsys test report profile profile-all scaling bench benchmark-analysis benchmark-gpu clean help
+.PHONY: install install-workloads nsys test report profile profile-all trace scaling bench benchmark-analysis benchmark-gpu clean help
 
 help:
 	@echo "make report                 comparison report (PNGs, Markdown, HTML) from runs/ or the bundled H200 traces"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
+	@echo "make trace PROG='my.py ARGS' [NAME=my FORCE=1]   your own program: traced whole with the venv's Python, then analysed"
 	@echo "make scaling STAGE=pinned GPUS=2 [CPUS=0-7]   1 GPU against N GPUs unprofiled -> runs/scaling.json (the report reads it)"
 	@echo "make benchmark-gpu [WHAT='bench profile']   the GPU benchmark: benchmarks/gpu.sh (tests, bench, scaling, captures) -> out/gpu"
 	@echo "make nsys [NSYS_SUITE=experimental]   install Nsight Systems into .nsys/ (no system change); checks it against the driver"
@@ -56,6 +59,12 @@ report: $(VENV)/.base
 
 profile: $(VENV)/.full nsys
 	$(BIN)/python -m profiling profile $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
+
+# your own program, traced whole (nsys-transfer run) with the venv's Python (torch, nvtx), then analysed
+trace: $(VENV)/.full nsys
+	@test -n "$(PROG)" || { echo 'make trace PROG="my.py ARGS": the Python program to trace, run with $(BIN)/python' >&2; exit 2; }
+	$(BIN)/nsys-transfer run -o $(OUT)/$(NAME)/$(NAME) $(if $(FORCE),--force,) -- $(BIN)/python $(PROG)
+	$(BIN)/analyze-trace "$$(ls -t $(OUT)/$(NAME)/$(NAME)*.sqlite | head -n1)"
 
 profile-all: $(VENV)/.full nsys
 	@for s in $(STAGES); do $(BIN)/python -m profiling profile $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done

@@ -45,20 +45,10 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if integ.get("verdict") == "lossy":
         L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
                  "count only what was recorded.")
-    w = s["window"]
-    if "duration_ns" in w:
-        first = w.get("capture_start_ns")
-        rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the capture's "
-               "start" if first is not None else "")
-        L.append(f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})")
+    L += _window_lines(s["window"])
     g = s["gpu"]
     st = s["steps"]
-    if g:
-        L.append(f"GPU busy {_pct(g['utilization'])}, compute (kernels) {_pct(g['compute_utilization'])}"
-                 + ("".join(f"; device {d['device']}: {_pct(d['utilization'])} / {_pct(d['compute_utilization'])}"
-                            for d in g["devices"]) if len(g["devices"]) > 1 else ""))
-    else:
-        L.append("no GPU activity in this trace (NVTX / OS runtime only)")
+    L += _gpu_lines(g, t)
     link = t.get("link") or {}
     if link.get("gbps"):
         L.append(f"host link: {link['gbps']:.1f} GB/s ({link['source']})")
@@ -115,6 +105,29 @@ def _first_clause(text: str, most: int = 220) -> str:
     """A suggestion's first clause (to its first semicolon), cut to `most` characters."""
     clause = text.split("; ")[0]
     return clause if len(clause) <= most else clause[:most - 3] + "..."
+
+
+def _window_lines(w: dict) -> list[str]:
+    """The window's length and source, in trace ns and in ms from the capture's start."""
+    if "duration_ns" not in w:
+        return []
+    first = w.get("capture_start_ns")
+    rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the capture's "
+           "start" if first is not None else "")
+    return [f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})"]
+
+
+def _gpu_lines(g: dict | None, t: dict) -> list[str]:
+    """GPU busy and compute per device; without GPU work, what the OS calls took instead."""
+    if g:
+        return [f"GPU busy {_pct(g['utilization'])}, compute (kernels) {_pct(g['compute_utilization'])}"
+                + ("".join(f"; device {d['device']}: {_pct(d['utilization'])} / {_pct(d['compute_utilization'])}"
+                           for d in g["devices"]) if len(g["devices"]) > 1 else "")]
+    L = ["no GPU activity in this trace (NVTX / OS runtime only)"]
+    if t.get("os_runtime"):
+        L.append("OS runtime calls (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
+                                                        for r in t["os_runtime"][:6]))
+    return L
 
 
 def _steps_lines(st: dict, say_none: bool) -> list[str]:

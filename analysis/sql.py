@@ -39,6 +39,8 @@ def int_or_missing(expr: str) -> str:
 FULL_KERNEL_NAMES = """SELECT s.value, d.value FROM (SELECT shortName AS short, MIN(demangledName) AS full
     FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName IN ({ids}) GROUP BY shortName) AS k
 JOIN StringIds AS s ON s.id = k.short JOIN StringIds AS d ON d.id = k.full"""
+OSRT_BY_NAME = """SELECT s.value AS name, COUNT(*) AS count, SUM(o."end" - o.start) AS total_ns FROM OSRT_API AS o
+JOIN StringIds AS s ON s.id = o.nameId WHERE o."end" >= o.start GROUP BY o.nameId ORDER BY total_ns DESC LIMIT {top}"""
 GRAPH_KERNELS = """SELECT COUNT(*), SUM("end" - start), COUNT(DISTINCT correlationId)
 FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"""
 MEMCPYS = f"""

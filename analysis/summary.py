@@ -10,7 +10,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_digest, kernel_names, os_calls, program, unified
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_digest, kernel_names, os_calls, program, sql, unified
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
@@ -77,9 +77,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     tids = trace.result("launch")
     _read_beside_idle(trace, gaps, tids, opts.top)
     trace.wait("threads")
-    out = {"schema": SCHEMA, "trace": _trace_info(trace, digest.count, memcpys, nvtx), **out}
-    out["trace"]["link"] = host_link(trace.gpus, copies, opts.link_gbps)
-    out["trace"]["program"] = program.describe(trace.threads, nvtx, digest.names(), opts.run_record)
+    out = {"schema": SCHEMA, "trace": _trace_section(trace, digest, memcpys, nvtx, copies, out["gpu"], opts), **out}
     _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
     kernel_section, tables["kernels_top"] = _kernels_section(trace, digest, opts.top)
@@ -421,6 +419,23 @@ def _host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFr
 def summarize(trace: Trace, **kw) -> dict:
     """The summary of analyze() with Options(**kw)."""
     return analyze(trace, Options(**kw)).summary
+
+
+def _trace_section(trace: Trace, digest: KernelDigest, memcpys, nvtx, copies, gpu_section, opts: Options) -> dict:
+    """What the trace is: its counts, host link and program, and for a capture without GPU work (a CPU-only program,
+    a machine without a GPU) what its OS calls took instead."""
+    info = _trace_info(trace, digest.count, memcpys, nvtx)
+    info["os_runtime"] = _os_runtime(trace, opts.top) if gpu_section is None else None
+    info["link"] = host_link(trace.gpus, copies, opts.link_gbps)
+    info["program"] = program.describe(trace.threads, nvtx, digest.names(), opts.run_record)
+    return info
+
+
+def _os_runtime(trace: Trace, top: int) -> list[dict]:
+    """The OS runtime calls by total time (name, count, total_ns), the top few; empty without the table."""
+    if not trace.has("OSRT_API"):
+        return []
+    return json_rows(trace.query(sql.OSRT_BY_NAME.format(top=int(top))))
 
 
 def _trace_info(trace: Trace, n_kernels: int, memcpys, nvtx) -> dict:

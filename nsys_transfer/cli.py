@@ -3,7 +3,9 @@ Nsight Systems, or measure them unprofiled. Parse, call, print: no logic here.""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -154,6 +156,7 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt)."""
     n = _nsys()
     driver_check = _driver_check(n)
+    _say_which_python(command)
     out = Path(output)
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
@@ -170,6 +173,23 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     path = write_record(base, rec)
     click.echo(rec["files"]["sqlite"])
     _finish(rec, path, strict)
+
+
+def _say_which_python(command) -> None:
+    """Where the command is a Python, say which one runs and whether it has the nvtx package (its ranges name the
+    program's phases); a bare `python` is often the system's, not the venv's."""
+    exe = shutil.which(command[0]) if command else None
+    if not exe or not re.match(r"^python(\d(\.\d+)?)?$", Path(command[0]).name):
+        return
+    probe = subprocess.run([exe, "-c", "import importlib.util, sys; print(sys.version.split()[0], "
+                            "bool(importlib.util.find_spec('nvtx')), bool(importlib.util.find_spec('torch')))"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        return
+    version, nvtx, torch = probe.stdout.split()
+    click.echo(f"profile: tracing {command[0]} = {exe} (Python {version}; nvtx "
+               f"{'installed' if nvtx == 'True' else 'missing: its NVTX ranges will not be recorded'}"
+               f"{'' if torch == 'True' else '; no torch'})", err=True)
 
 
 def _integrity(sqlite: Path) -> dict:

@@ -128,3 +128,17 @@ def test_trace_check_warns_when_nvtx_is_missing(public_traces, nsys):
     assert any("no NVTX ranges" in w for w in warnings)
     with_nvtx = next(p for p in public_traces if p.name.startswith("nsightful"))
     assert not any("NVTX" in w for w in check_trace(with_nvtx, expect_nvtx=True, nsys=nsys))
+
+
+def test_make_trace_is_the_whole_path_for_your_own_program(nsys, tmp_path):
+    """The README's "your own program" path as written: `make trace PROG=...` traces it with the venv's Python
+    (which it names, nvtx included) and analyses it; without a GPU the report shows its steps, ranges and OS calls."""
+    import subprocess
+    if not (ROOT / ".venv" / ".full").exists():
+        pytest.skip("make trace needs the venv `make test` sets up")
+    r = subprocess.run(["make", "-s", "trace", f"PROG={PROGRAM} 2 {tmp_path / 'files'}", f"OUT={tmp_path / 'runs'}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "nvtx installed" in r.stderr and ".venv/bin/python" in r.stderr
+    assert (tmp_path / "runs" / "nvtx_steps" / "nvtx_steps.sqlite").exists()
+    assert "steps: 2 matching" in r.stdout and "OS runtime calls (total):" in r.stdout and "clock_nanosleep" in r.stdout
