@@ -36,11 +36,8 @@ def int_or_missing(expr: str) -> str:
     return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE -1 END"
 
 
-FULL_KERNEL_NAMES = """SELECT s.value, d.value FROM (SELECT shortName AS short, MIN(demangledName) AS full
-    FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName IN ({ids}) GROUP BY shortName) AS k
-JOIN StringIds AS s ON s.id = k.short JOIN StringIds AS d ON d.id = k.full"""
-OSRT_BY_NAME = """SELECT s.value AS name, COUNT(*) AS count, SUM(o."end" - o.start) AS total_ns FROM OSRT_API AS o
-JOIN StringIds AS s ON s.id = o.nameId WHERE o."end" >= o.start GROUP BY o.nameId ORDER BY total_ns DESC LIMIT {top}"""
+# one row of a name: the scan stops at the first (a top kernel appears early), never the whole table
+FULL_KERNEL_NAME = "SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName = ? LIMIT 1"
 GRAPH_KERNELS = """SELECT COUNT(*), SUM("end" - start), COUNT(DISTINCT correlationId)
 FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"""
 MEMCPYS = f"""

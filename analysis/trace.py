@@ -394,15 +394,14 @@ class Trace:
                 "shortName" not in self.columns(KERNEL_TABLE):
             return {}
         con = self._connection()
-        ids = [i for (i,) in con.execute(f"SELECT id FROM StringIds WHERE value IN ({','.join('?' * len(names))})",
-                                         names)]
-        if not ids:
-            return {}
+        ids = con.execute(f"SELECT id, value FROM StringIds WHERE value IN ({','.join('?' * len(names))})",
+                          names).fetchall()
         try:
-            rows = con.execute(sql.FULL_KERNEL_NAMES.format(ids=",".join(str(int(i)) for i in ids))).fetchall()
+            full = {str(v): con.execute(sql.FULL_KERNEL_NAME, (i,)).fetchone() for i, v in ids}
         except sqlite3.DatabaseError:
             return {}
-        return {str(a): str(b) for a, b in rows if a is not None and b is not None}
+        texts = self.strings(f[0] for f in full.values() if f)
+        return {short: texts[f[0]] for short, f in full.items() if f and f[0] in texts}
 
     def graph_kernels(self) -> tuple[int, int, int]:
         """(kernels, their GPU ns, graph launches they ran under) of the kernels traced inside CUDA graphs
