@@ -173,6 +173,17 @@ def _size(b) -> str:
     return f"{b / 1e9:.2f} GB" if b >= 1e9 else f"{b / 1e6:.1f} MB" if b >= 1e6 else f"{b / 1e3:.0f} KB"
 
 
+def _left_out(ctx: Context, kind: str, considered: pd.DataFrame) -> str:
+    """What a copy rule leaves out of the summary's count of this direction: the small copies (scalar reads), so
+    that the two counts never seem to disagree."""
+    every = ctx.copies[ctx.copies["copy_kind"] == kind] if len(ctx.copies) else ctx.copies
+    rest = len(every) - len(considered)
+    if rest <= 0:
+        return ""
+    small = every[~every.index.isin(considered.index)]
+    return f"; {rest:,} smaller {kind} copies ({_size(int(small['bytes'].sum()))} in all) are not counted here"
+
+
 def _api(name: str) -> str:
     """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize."""
     return re.sub(r"(_v\d+|_ptsz|_ptds)+$", "", str(name))
@@ -517,7 +528,8 @@ class PageableMemcpy:
         speed = gbps(nbytes, dur) if dur else 0.0
         link = ctx.link_gbps or speed
         ev = (f"{len(pg)} of {len(d)} {kind} copies ({_gb(pg['bytes'].mean())} each) "
-              f"{'into' if kind == 'DtoH' else 'from'} pageable host memory at {speed:.1f} GB/s{ctx.link_pct(speed)}")
+              f"{'into' if kind == 'DtoH' else 'from'} pageable host memory at {speed:.1f} GB/s{ctx.link_pct(speed)}"
+              f"{_left_out(ctx, kind, d)}")
         if kind == "HtoD":
             return ctx.finding(self.id, dur - nbytes / link, kind, ev, ctx.advice(
                 "pin the input (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy it with "
@@ -565,7 +577,7 @@ class SyncMemcpy:
             return []
         wait = int((s["api_end_ns"] - s["api_start_ns"]).sum())
         ev = (f"{len(s)} of {len(d)} DtoH copies into pinned memory were waited for by the thread that issued them "
-              f"({_ms(wait / len(s))} per copy inside the copy call and its synchronize)")
+              f"({_ms(wait / len(s))} per copy inside the copy call and its synchronize){_left_out(ctx, 'DtoH', d)}")
         return [ctx.finding(self.id, wait, "DtoH", ev, ctx.advice(
             "copy with non_blocking=True, record a CUDA event per buffer and read the buffer once the event has "
             "fired (event.query() or a monitor thread), so the thread launches the next step meanwhile",
@@ -589,7 +601,8 @@ class NoCopyComputeOverlap:
         if overlap >= self.min_overlap or on_compute < 0.5:
             return []
         ev = (f"{len(d)} asynchronous DtoH copies ({_ms(d['duration_ns'].sum())}) overlapped kernels for "
-              f"{100 * overlap:.0f}% of their time; {100 * on_compute:.0f}% of them ran on the compute stream {compute}")
+              f"{100 * overlap:.0f}% of their time; {100 * on_compute:.0f}% of them ran on the compute stream {compute}"
+              f"{_left_out(ctx, 'DtoH', d)}")
         return [ctx.finding(self.id, int(d["duration_ns"].sum() - d["overlap_ns"].sum()), "DtoH", ev, ctx.advice(
             "issue the copy on its own stream (copy_stream.wait_stream(torch.cuda.current_stream()), then "
             "out.copy_(t, non_blocking=True) under torch.cuda.stream(copy_stream)) so it overlaps the next step's "

@@ -179,3 +179,13 @@ def test_sleeping_is_a_wait_not_cpu_work(name):
     assert top["rule"] == "host-sleep" and top["subject"] == "ensure_layer_weights", top
     assert 0.9 * 320e6 < top["impact_ns"] < 1.1 * 320e6 and "prefetch" in top["suggestion"]
     assert not [f for f in s["diagnosis"] if f["rule"] == "gpu-idle-cpu-bound" and f["subject"] == "ensure_layer_weights"]
+
+
+def test_a_rule_on_a_subset_of_copies_says_so(programs):
+    """One count per thing: generate() copies 168 HtoD; pageable-memcpy looks at the large one and says how many
+    smaller ones it leaves out, so its '1 of 1' never contradicts the summary's 168."""
+    import re
+    s = programs["hf_generate"]
+    f = next(f for f in s["diagnosis"] if f["rule"] == "pageable-memcpy" and f["subject"] == "HtoD")
+    m = re.search(r"^(\d+) of (\d+) HtoD copies .*; ([\d,]+) smaller HtoD copies", f["evidence"])
+    assert m and int(m.group(2)) + int(m.group(3).replace(",", "")) == s["memcpy"]["htod"]["count"], f["evidence"]
