@@ -141,7 +141,7 @@ def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, count
     fig["migrations"] = int(trace.memcpys["copy_kind"].isin(UNIFIED_KINDS).sum())
     # nsys's count of CUDA events holds the migrations and not the graph-trace rows (equal on real 2024 exports)
     fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()) + fig["migrations"]
-                                      - fig["graph_runs"])
+                                      - fig["graph_runs"], {int(p) for v in gpu.values() for p in pd.unique(v[0])})
     fig["capture"] = _capture(trace)
     return _verdict(fig, missing_api, missing_gpu, expected_api, expected_gpu)
 
@@ -484,21 +484,47 @@ def _id_gaps(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> dict:
     return out
 
 
-def _diagnostics(trace: Trace, exported: int) -> dict:
-    """nsys's own messages stored in the export (2024+): warnings and errors, and its count of CUDA events."""
+def _diagnostics(trace: Trace, exported: int, gpu_pids: set[int]) -> dict:
+    """nsys's own messages stored in the export (2024+): warnings and errors, each "no CUDA/NVTX events" one said of
+    which process and whether the rows bear it out; and its count of CUDA events."""
     out = {"cuda_events_collected": None, "cuda_rows_exported": int(exported), "messages": []}
     if not trace.has("DIAGNOSTIC_EVENT"):
         return out
+    pid = sql.PID_OF.format(col="globalPid") if "globalPid" in trace.columns("DIAGNOSTIC_EVENT") else "NULL"
     try:
-        found = trace.query(sql.DIAGNOSTICS)
+        found = trace.query(sql.DIAGNOSTICS.format(pid=pid))
     except TraceError:
         return out
+    found["text"] = [_reconciled(str(t), p, trace, gpu_pids) for t, p in zip(found["text"], found["pid"])]
     collected = [int(m.group(1)) for t in found["text"].astype(str) for m in [COLLECTED.search(t)] if m]
     if collected:
         out["cuda_events_collected"] = int(sum(collected))
     warn = found[found["severity"].isin([2, 3])]  # ENUM_DIAGNOSTIC_SEVERITY_LEVEL: 2 Warning, 3 Error
     out["messages"] = [" ".join(str(t).split())[:300] for t in warn["text"].drop_duplicates().head(20)]
     return out
+
+
+NO_EVENTS = re.compile(r"^No (CUDA|NVTX) events collected")
+
+
+def _reconciled(text: str, pid, trace: Trace, gpu_pids: set[int]) -> str:
+    """nsys says "No CUDA events collected" (or NVTX) once per process: say which, and whether the trace's rows agree
+    (the GPU work is another process's) or contradict it."""
+    m = NO_EVENTS.match(text)
+    if not m or pid is None or pid != pid:
+        return text
+    pid, what = int(pid), m.group(1)
+    if what == "CUDA":
+        others = sorted(gpu_pids - {pid})
+        if pid in gpu_pids:
+            return f"{text} [about process {pid}, yet the trace holds its GPU work: the message contradicts the rows]"
+        return f"{text} [about process {pid}, which runs no GPU work" + (
+            f"; the GPU work is process {', '.join(map(str, others))}'s]" if others else "]")
+    nvtx_pids = set(pid_of(trace.nvtx["global_tid"].to_numpy(np.int64)).tolist()) if len(trace.nvtx) else set()
+    if pid in nvtx_pids:
+        return f"{text} [about process {pid}, yet the trace holds its NVTX ranges: the message contradicts the rows]"
+    return f"{text} [about process {pid}, which marks no NVTX ranges" + (
+        "; the ranges are other processes'" if nvtx_pids else "") + "]"
 
 
 def _capture(trace: Trace) -> dict:

@@ -137,7 +137,7 @@ ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
 CUDA_CALL_NAMES = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"  # LIKE is case-blind: cu, cuda
 PACKED_CALL_COUNTS = "SELECT {first}, {second}, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
 PACKED_SUM = "SUM(CASE nameId {whens} ELSE 0 END)"
-DIAGNOSTICS = "SELECT severity, text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"
+DIAGNOSTICS = "SELECT severity, text, {pid} AS pid FROM DIAGNOSTIC_EVENT ORDER BY timestamp"
 DRIVER_VERSION = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDriverVersion'"
 
 

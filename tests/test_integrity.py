@@ -288,3 +288,15 @@ def test_a_time_slice_cut_from_a_capture_is_called_cut_not_lost(tmp_path):
     _delete(lossy, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0")
     r = _assess(lossy, pairs=True)
     assert r["verdict"] == "lossy" and not r["figures"]["cut"] and r["evidence"].startswith("The capture lost")
+
+
+def test_check_says_which_process_nsys_found_no_cuda_in():
+    """nsys writes "No CUDA events collected" once per process without CUDA (here a DataLoader worker of the
+    Lightning program); --check says which process and that the GPU work is another's, instead of a bare
+    contradiction beside 2,502 kernels."""
+    path = ROOT / "tests" / "data" / "programs" / "lightning_predict_nsys2024.sqlite.xz"
+    a = _assess(path)
+    said = [m for m in a["figures"]["diagnostics"]["messages"] if m.startswith("No CUDA events collected")]
+    assert said and "[about process 1375, which runs no GPU work; the GPU work is process 1325's]" in said[0]
+    r = run_cli("-m", "analysis", "--check", str(path))
+    assert r.returncode == 0 and "which runs no GPU work" in r.stdout and "=> trusted" in r.stdout
