@@ -12,9 +12,12 @@ from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LIN
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
-          "idle": "#DDDDDD", GET_BATCH: "#55A868", COMPUTE: "#4C72B0", COPY_TO_CPU: "#C44E52",
-          PROCESS_OUTPUT: "#CCB974", QUEUE_OUTPUT: "#DD8452"}
-NVTX_DEFAULT = "#9E9E9E"
+          "idle": "#DDDDDD"}
+# NVTX ranges are the CPU's phases: colours of their own, never a GPU kind's (a green 'get batch' read as HtoD)
+NVTX_COLORS = {GET_BATCH: "#E9C46A", COMPUTE: "#B8A9D9", COPY_TO_CPU: "#F4A7B9", PROCESS_OUTPUT: "#CFC6A8",
+               QUEUE_OUTPUT: "#F6BD8E"}
+NVTX_DEFAULT = "#C9C9C9"
+NVTX_OUTER = "#E3E3E3"  # depth 0: the step itself
 
 
 def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame, t0: int, t1: int,
@@ -40,9 +43,9 @@ def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame
         for depth in sorted(n["depth"].unique())[:3]:
             nd = n[n["depth"] == depth]
             for r in nd.itertuples():
-                col = COLORS.get(r.name, NVTX_DEFAULT if depth else "#B0B0D8")
+                col = NVTX_COLORS.get(r.name, NVTX_DEFAULT if depth else NVTX_OUTER)
                 ax.broken_barh([(ms(max(r.start_ns, t0)), (min(r.end_ns, t1) - max(r.start_ns, t0)) / 1e6)],
-                               (y, 0.8), color=col, lw=0.3, edgecolor="white")
+                               (y, 0.8), facecolor=col, lw=0.5, edgecolor="#777777", hatch="///" if depth else None)
                 width = (min(r.end_ns, t1) - max(r.start_ns, t0)) / (t1 - t0)
                 if width > 0.06:
                     ax.text(ms((max(r.start_ns, t0) + min(r.end_ns, t1)) / 2), y + 0.4, r.name[:18], ha="center",
@@ -55,8 +58,9 @@ def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame
     ax.set_xlabel("time (ms)")
     ax.set_title(title, fontsize=10, loc="left")
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[x]) for x in ("kernel", "HtoD", "DtoH")]
-    ax.legend(handles, ["kernel", "HtoD", "DtoH"], loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncol=3,
-              frameon=False, borderaxespad=0.1)
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=NVTX_DEFAULT, edgecolor="#777777", hatch="///"))
+    ax.legend(handles, ["kernel", "HtoD", "DtoH", "NVTX range (CPU)"], loc="lower right", bbox_to_anchor=(1.0, 1.0),
+              fontsize=7, ncol=4, frameon=False, borderaxespad=0.1)
 
 
 def save(fig, path, dpi: int = 110):
@@ -174,11 +178,12 @@ def plot_ranks(ranks, path, title: str = ""):
                          :len(piv.columns)], alpha=0.85)
         # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
         shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
+        # not a rate: shaded behind the GB/s, named in the legend
         for i, r in enumerate(d.itertuples()):
             if r.drain_ns and r.drain_ns > 0:
                 end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
-                a2.axvspan(end, end + r.drain_ns / 1e6, ymin=0.9 - 0.05 * i, ymax=0.94 - 0.05 * i, color="#999999",
-                           label="outputs still draining" if i == 0 else None)
+                a2.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
+                           label="a GPU's outputs still draining (time only)" if i == 0 else None)
         a2.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
         a2.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
                 f"({hs['capacity_source']})", fontsize=7, va="bottom")

@@ -54,5 +54,5 @@ def shared_capacity(probe: dict | None, n_gpus: int, link_gbps: float) -> tuple[
     """The host's DtoH capacity for all GPUs at once: measured by the probe, else n x the link speed (nominal)."""
     v = (probe or {}).get("verdict", {}).get("pinned") or {}  # the sum of per-GPU rates while all GPUs copy
     if v.get("together_gbps") and len(v.get("solo_gbps", [])) == n_gpus:
-        return float(v["together_gbps"]), f"measured by the link probe ({n_gpus} GPUs at once)"
+        return float(v["together_gbps"]), f"measured by the link probe, {n_gpus} GPUs at once"
     return n_gpus * link_gbps, f"nominal: {n_gpus} x {link_gbps:g} GB/s"

@@ -38,6 +38,8 @@ def int_or_missing(expr: str) -> str:
 
 # one row of a name: the scan stops at the first (a top kernel appears early), never the whole table
 FULL_KERNEL_NAME = "SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE shortName = ? LIMIT 1"
+OSRT_BY_NAME = """SELECT s.value AS name, COUNT(*) AS count, SUM(o."end" - o.start) AS total_ns FROM OSRT_API AS o
+JOIN StringIds AS s ON s.id = o.nameId WHERE o."end" >= o.start GROUP BY o.nameId ORDER BY total_ns DESC LIMIT {top}"""
 GRAPH_KERNELS = """SELECT COUNT(*), SUM("end" - start), COUNT(DISTINCT correlationId)
 FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"""
 MEMCPYS = f"""

@@ -105,14 +105,16 @@ def overlap(df, path):
 
 
 def timelines(items: list[tuple[str, object, object]], path):
-    """One steady step per stage, stacked; each row on its own time scale (steps differ 20x)."""
+    """One steady step per stage, stacked; each row on its own time scale (steps differ 20x), said in its title."""
     n = len(items)
     fig, axes = plt.subplots(n, 1, figsize=(12, 1.9 * n + 0.4))
     axes = np.atleast_1d(axes)
     for ax, (stage, analysis, trace) in zip(axes, items):
         st = analysis.tables.get("steps")
-        if st is None or len(st) == 0:
+        if st is None or len(st) == 0:  # said, not dropped
             ax.set_axis_off()
+            ax.text(0.0, 0.5, f"{stage}: no steps found in this trace (no NVTX range recurs with a counter), so no "
+                    "step to draw", transform=ax.transAxes, fontsize=10, color=_color(stage), va="center")
             continue
         last = st.sort_values("start_ns").iloc[-1]
         nvtx = trace.nvtx
@@ -124,6 +126,6 @@ def timelines(items: list[tuple[str, object, object]], path):
         timeline(ax, trace.kernels_touching(int(last["start_ns"]), end), analysis.tables["memcpy"], nvtx,
                  int(last["start_ns"]), end, tid,
                  title=f"{stage}: {last['name']} (range {last['duration_ns'] / 1e6:,.0f} ms; "
-                       f"step period {period / 1e6:,.0f} ms)")
+                       f"step period {period / 1e6:,.0f} ms)   [its own time scale: 0 to {(end - int(last['start_ns'])) / 1e6:,.0f} ms]")
         ax.title.set_color(_color(stage))
     return save(fig, path, dpi=100)
