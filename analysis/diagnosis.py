@@ -442,7 +442,8 @@ class HostSleep:
         by = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
         where = f" inside '{by.index[0]}'" if by.index[0] else ""
         ev = (f"the GPU sat idle {_ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
-              f"thread slept{where} (nanosleep/clock_nanosleep: off the CPU, not computing)")
+              f"thread slept{where} (off the CPU: in a sleep call, or switched out by the scheduler outside any call "
+              "that says why; not computing)")
         return [ctx.finding(self.id, impact, by.index[0] or None, ev, ctx.advice(
             "the thread waits instead of issuing GPU work: if it sleeps to wait for something (weights loaded from "
             "disk, a file, another process), keep that resident or prefetch it on a background thread before it is "

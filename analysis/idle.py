@@ -9,8 +9,8 @@ Order of precedence, first match wins:
   comm-wait   the thread is inside an MPI call (nsys --trace=mpi); a user range named after one (MPI_Send) or after a
               collective (all_reduce, nccl...) counts so too, in place of cpu-range
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
-  sleep       the thread sleeps (nanosleep, clock_nanosleep, usleep: Python's time.sleep): off the CPU, not working
-              (subject: the deepest user range it slept in)
+  sleep       the thread sleeps (nanosleep, clock_nanosleep, usleep: Python's time.sleep), or the scheduler has it off
+              the CPU outside any call that says why (nsys --cpuctxsw): not working (subject: the deepest user range)
   input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls;
               or, outside user ranges, the DataLoader's pin-memory thread waits for a batch its workers still make
   cpu-range   a long gap (>= min_gap) inside a user NVTX range (the deepest one; steps and PyTorch operator ranges
@@ -37,6 +37,7 @@ WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?
                         r"pthread_cond_clockwait|pthread_join|pthread_mutex_lock|pthread_mutex_timedlock|"
                         r"pthread_rwlock_(rd|wr)lock|waitpid|wait4|waitid|msgrcv|mq_receive|mq_timedreceive|sigwait\w*)$")
 SLEEP_CALLS = re.compile(r"^(nanosleep|clock_nanosleep|usleep|sleep|pause)$")  # off the CPU by choice, not working
+OFF_CPU = re.compile(r"^\(off CPU\)$")  # Trace.off_cpu: the scheduler took the thread off, outside any traced call
 MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|"
                            r"shm_open|ftruncate)$")
 LOADER_RANGE = re.compile(r"DataLoader|DataLoaderIter|__next__")
@@ -193,8 +194,12 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     waits, wait_rows = _calls(mine, WAIT_CALLS)
     maps, map_rows = _calls(process, MAPPING_CALLS)
     comm, comm_rows = _calls(mine, COMM_CALLS)
-    sleeps, sleep_rows = _calls(mine, SLEEP_CALLS)
+    sleeps, _ = _calls(mine, SLEEP_CALLS)
+    off, _ = _calls(mine, OFF_CPU)
     waits = subtract(waits, sh.in_cuda)
+    # off the CPU outside any call that says why (a wait, a mapping, a CUDA call): asleep all the same
+    off = subtract(subtract(subtract(off, sh.in_cuda), waits), maps)
+    sleeps = union(*(np.concatenate(x) for x in zip(sleeps, off)))
     after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)

@@ -57,8 +57,12 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     if rows is None:
         rows = list(trace.osrt_chunks((In("nameId", tuple(names)),))) if names else []
         trace.osrt_zones  # noqa: B018 - read here, on this thread, as the pass above would have
-    mpi = trace.mpi_calls  # blocked in communication: idle.COMM_CALLS
-    return _stacked(list(rows) + ([mpi[WAIT_COLUMNS].copy()] if len(mpi) else []), WAIT_COLUMNS)
+    # blocked in communication (idle.COMM_CALLS); off the CPU by the scheduler's account (idle.OFF_CPU) only where
+    # no OS runtime trace says why a thread waits: beside one, a switch-out outside every traced call is as likely
+    # preemption or an untraced call as a sleep (MiniWeather's and CloverLeaf's exports: after their syncs)
+    off = trace.off_cpu if not trace.has("OSRT_API") else trace.off_cpu.iloc[0:0]
+    extra = [df[WAIT_COLUMNS].copy() for df in (trace.mpi_calls, off) if len(df)]
+    return _stacked(list(rows) + extra, WAIT_COLUMNS)
 
 
 def waited_names(trace: Trace) -> dict[int, str]:

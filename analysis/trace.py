@@ -374,6 +374,21 @@ class Trace:
         return df
 
     @cached_property
+    def off_cpu(self) -> pd.DataFrame:
+        """When each thread was off the CPU, from the scheduler's events (nsys --cpuctxsw): start_ns, end_ns,
+        global_tid and the name '(off CPU)' (categories), one row from a switch out to the next switch in; empty
+        without SCHED_EVENTS."""
+        cols = ["start_ns", "end_ns", "global_tid", "name"]
+        if not self.has("SCHED_EVENTS") or not {"start", "isSchedIn", "globalTid"} <= self.columns("SCHED_EVENTS"):
+            return _empty(cols)
+        ev = self.int_columns("SCHED_EVENTS", {"t": "start", "tid": "globalTid", "into": "isSchedIn"})
+        ev = ev[(ev["t"] >= 0) & (ev["tid"] >= 0)].sort_values(["tid", "t"], kind="stable")
+        t, tid, into = (ev[c].to_numpy() for c in ("t", "tid", "into"))
+        out = np.flatnonzero((into[:-1] == 0) & (into[1:] != 0) & (tid[:-1] == tid[1:]))  # out, then back in
+        return pd.DataFrame({"start_ns": t[out], "end_ns": t[out + 1], "global_tid": tid[out],
+                             "name": pd.Categorical(["(off CPU)"] * out.size)})
+
+    @cached_property
     def mpi_calls(self) -> pd.DataFrame:
         """The MPI calls nsys traced (--trace=mpi: the MPI_*_EVENTS tables): start_ns, end_ns, global_tid, name
         (categories); empty without them."""

@@ -34,7 +34,8 @@
 #   SCALING_STAGE=pinned  SCALING_CPUS (e.g. 0-7: a second scaling scenario confined to those CPUs)
 #   CAPTURES     STAGE:STEPS[:GPUS] of the profile step (default "baseline:3 pinned:12", plus "pinned:12:N" on N>1 GPUs)
 #   PROGRAMS     default "hf_generate torchvision_loader lightning_predict"; also cuda_graph_infer, cuda_graph_node
-#                (--cuda-graph-trace node), managed_memory, managed_prefetch, sleepy_weights; TORCH_PROFILER=0 leaves
+#                (--cuda-graph-trace node), managed_memory, managed_prefetch, sleepy_weights (sleepy_sampled, sleepy_ctxsw: with
+#                CPU sampling / context switches only, no OS runtime trace); TORCH_PROFILER=0 leaves
 #                out its count
 #   T_TESTS=900 T_BENCH=3600 T_SCALING=2400 T_CAPTURE=600 T_PROGRAM=400 T_ANALYZE=300   seconds per command
 # Two Nsight Systems versions side by side: run the step once with each (the names carry the version's year), e.g.
@@ -75,16 +76,19 @@ T_PROGRAM=${T_PROGRAM:-400} T_ANALYZE=${T_ANALYZE:-300}
 # what each program needs besides torch, and its arguments (the ones docs/benchmarks.md reports)
 declare -A PROGRAM_NEEDS=([hf_generate]="transformers" [torchvision_loader]="torchvision"
                           [lightning_predict]="torchvision lightning" [cuda_graph_infer]="" [cuda_graph_node]=""
-                          [managed_memory]="cupy" [managed_prefetch]="cupy" [sleepy_weights]="" [sleepy_sampled]="")
+                          [managed_memory]="cupy" [managed_prefetch]="cupy" [sleepy_weights]="" [sleepy_sampled]="" [sleepy_ctxsw]="")
 declare -A PROGRAM_ARGS=([hf_generate]="--requests 3" [torchvision_loader]="--batches 20 --warmup 3 --workers 2"
                          [lightning_predict]="--batches 10 --workers 4" [cuda_graph_infer]="--requests 20"
                          [cuda_graph_node]="--requests 20" [managed_memory]="--steps 10"
-                         [managed_prefetch]="--steps 10 --prefetch" [sleepy_weights]="--steps 8" [sleepy_sampled]="--steps 8")
+                         [managed_prefetch]="--steps 10 --prefetch" [sleepy_weights]="--steps 8" [sleepy_sampled]="--steps 8"
+                         [sleepy_ctxsw]="--steps 8")
 # a variant's program file, where it is not NAME.py, and the nsys-transfer run options it adds
 declare -A PROGRAM_FILE=([cuda_graph_node]=cuda_graph_infer [managed_memory]=managed_memory
-                         [managed_prefetch]=managed_memory [sleepy_sampled]=sleepy_weights)
+                         [managed_prefetch]=managed_memory [sleepy_sampled]=sleepy_weights
+                         [sleepy_ctxsw]=sleepy_weights)
 declare -A PROGRAM_RUN=([cuda_graph_node]="--cuda-graph-trace node" [managed_memory]="--um-page-faults"
-                        [managed_prefetch]="--um-page-faults" [sleepy_sampled]="--sample cpu --cpuctxsw process-tree")
+                        [managed_prefetch]="--um-page-faults" [sleepy_sampled]="--sample cpu --cpuctxsw process-tree"
+                        [sleepy_ctxsw]="--trace cuda,nvtx --cpuctxsw process-tree")
 for p in "${PROGRAMS[@]}"; do
   [ -n "${PROGRAM_ARGS[$p]:-}" ] || { echo "gpu.sh: unknown program '$p' (tests/programs: ${!PROGRAM_ARGS[*]})" >&2; exit 2; }
 done

@@ -168,16 +168,18 @@ def test_several_gpus_limit_takes_its_place_by_impact(public_traces, tmp_path):
     assert infos and doc["diagnosis"].index(doc["ranks"]["limit"]) < infos[0]
 
 
-@pytest.mark.parametrize("name", ["sleepy_weights", "sleepy_sampled"])
+@pytest.mark.parametrize("name", ["sleepy_weights", "sleepy_sampled", "sleepy_ctxsw"])
 def test_sleeping_is_a_wait_not_cpu_work(name):
-    """A loop that sleeps 5 ms per layer for its weights (8 layers, 8 steps; captured on the H200, once also with CPU
-    sampling and context switches): the GPU idles while the launching thread sleeps in 'ensure_layer_weights'. That is
-    host-sleep (keep the weights resident, prefetch them), never "move the CPU work off the thread"."""
+    """A loop that sleeps 5 ms per layer for its weights (8 layers, 8 steps; captured on the H200 three ways: OS
+    runtime trace; with CPU sampling and context switches too; context switches alone, no OS runtime trace, where
+    only the scheduler's switch-outs show the sleep): the GPU idles while the launching thread sleeps in
+    'ensure_layer_weights'. That is host-sleep (keep the weights resident, prefetch them), never "move the CPU work
+    off the thread"."""
     with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
         s = analyze(t).summary
     top = costed(s)[0]
     assert top["rule"] == "host-sleep" and top["subject"] == "ensure_layer_weights", top
-    assert 0.9 * 320e6 < top["impact_ns"] < 1.1 * 320e6 and "prefetch" in top["suggestion"]
+    assert 0.9 * 320e6 < top["impact_ns"] < 1.15 * 320e6 and "prefetch" in top["suggestion"]
     assert not [f for f in s["diagnosis"] if f["rule"] == "gpu-idle-cpu-bound" and f["subject"] == "ensure_layer_weights"]
 
 
