@@ -82,8 +82,10 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if any(show_all or f["severity"] in SHOWN for f in findings):
         L.append("diagnosis (by what each costs):")
     L += finding_lines(findings, show_all)
-    if g:
-        L.append(verdict_line(s["diagnosis"]))
+    if g:  # what limits the program: the first thing read (after a warning that the trace is incomplete), and the last
+        at = 2 if len(L) > 1 and L[1].startswith("!!") else 1
+        L.insert(at, verdict_line(s["diagnosis"]))
+        L.append(L[at])
     return "\n".join(L)
 
 
