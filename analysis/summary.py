@@ -10,7 +10,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_digest, kernel_names, os_calls, program, sql, unified
+from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_names, os_calls, program, sql, unified
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
@@ -108,10 +108,7 @@ def _overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
 
 def _digest_inside(trace: Trace, window: tuple[int, int]) -> KernelDigest:
     """The kernel digest of the kernels (and graph launches traced whole) that overlap a user's window."""
-    graphs = _overlapping(trace.graph_runs, window)
-    both = pd.concat([_overlapping(trace.kernels, window), graphs.drop(columns="graph_id")], ignore_index=True)
-    return kernel_digest.of_frame(both.sort_values("start_ns", kind="stable", ignore_index=True),
-                                  graph_runs=len(graphs))
+    return trace.kernel_digest_of(_overlapping(trace.kernels, window), _overlapping(trace.graph_runs, window))
 
 
 def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables):

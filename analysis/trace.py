@@ -453,13 +453,17 @@ class Trace:
         clean and in start order, so that it is never held whole; else from the whole table (`kernels`). A graph
         launch traced as a whole (`graph_runs`) counts as one kernel-like operation named after its graph: its GPU
         time is compute like its kernels', and nsys recorded nothing finer."""
-        graphs = self.graph_runs
-        if len(graphs):
-            both = pd.concat([self.kernels, graphs.drop(columns="graph_id")], ignore_index=True)
-            return kernel_digest.of_frame(both.sort_values("start_ns", kind="stable", ignore_index=True),
-                                          graph_runs=len(graphs))
+        if len(self.graph_runs):
+            return self.kernel_digest_of(self.kernels, self.graph_runs)
         digest = self._chunked_kernel_digest() if self.has(KERNEL_TABLE) else None
         return digest if digest is not None else kernel_digest.of_frame(self.kernels)
+
+    @staticmethod
+    def kernel_digest_of(kernels: pd.DataFrame, graphs: pd.DataFrame) -> kernel_digest.KernelDigest:
+        """The digest of these kernels and graph launches traced whole (`graph_runs`' rows), in start order."""
+        both = pd.concat([kernels, graphs.drop(columns="graph_id")], ignore_index=True)
+        return kernel_digest.of_frame(both.sort_values("start_ns", kind="stable", ignore_index=True),
+                                      graph_runs=len(graphs))
 
     @cached_property
     def graph_runs(self) -> pd.DataFrame:
