@@ -11,6 +11,7 @@ from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import copies as cp
 from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_names, os_calls, program, sql, unified
+from nsys_transfer.analysis import window as window_spec
 from nsys_transfer.analysis.diagnosis import Context, diagnose
 from nsys_transfer.analysis.kernel_digest import KernelDigest
 from nsys_transfer.analysis.machine import host_link
@@ -59,7 +60,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     step_regex, step_source = _step_regex(nvtx, opts)
     window = _window(ops, nvtx, step_regex, opts.window)
     tables: dict[str, pd.DataFrame] = {}
-    out: dict = {"schema": SCHEMA}
+    # the whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)
+    out: dict = {"schema": SCHEMA, "window": {"capture_start_ns": window_spec.capture_start(trace)}}
 
     say("computing utilisation and gaps")
     passed, kernel_time = _device_section(trace, digest, ops, window, opts, out, tables)
@@ -192,12 +194,6 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -
     return min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max()))
 
 
-def _capture_start(ops, trace: Trace) -> int | None:
-    """The capture's first recorded event: its first GPU operation or NVTX range (--window's times count from it)."""
-    starts = [s[0] for s in [ops.span()] if s] + ([int(trace.nvtx["start_ns"].min())] if len(trace.nvtx) else [])
-    return min(starts) if starts else None
-
-
 def _gpu_section(trace, ops, window, opts, out, tables, spare):
     """Utilisation per device and the idle gaps; None when the trace has no GPU activity."""
     if window is None:
@@ -212,7 +208,7 @@ def _gpu_section(trace, ops, window, opts, out, tables, spare):
     asked = opts.window_asked
     out["window"] = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
                      "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
-                     "first to last GPU operation or step range", "capture_start_ns": _capture_start(ops, trace)}
+                     "first to last GPU operation or step range", "capture_start_ns": out["window"]["capture_start_ns"]}
     passed = gpu.device_pass(ops.inside(lo, hi), window, opts.min_gap_ns, spare)
     util = passed.util
     names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
