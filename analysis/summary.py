@@ -339,14 +339,16 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
     loaders = {dev: program.loader_threads(trace.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
                for dev in passed.busy_by_device}
-    parts, details = [], {}
-    for dev, busy in passed.busy_by_device.items():
-        launchers = tids["devices"].get(dev, set())
-        t, d = idle.attribute(busy, window, launchers, osrt, nvtx, syncs, cuda_calls, step_regex, opts.min_gap_ns,
-                              dev, loaders[dev])
-        parts.append(t)
-        details[str(dev)] = d
-    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)
+
+    def attributed(span: tuple[int, int]) -> tuple[pd.DataFrame, dict]:
+        """Every device's idle time in the span by cause (idle.attribute), and each device's details."""
+        parts, details = [], {}
+        for dev, busy in passed.busy_by_device.items():
+            t, details[str(dev)] = idle.attribute(busy, span, tids["devices"].get(dev, set()), osrt, nvtx, syncs,
+                                                  cuda_calls, step_regex, opts.min_gap_ns, dev, loaders[dev])
+            parts.append(t)
+        return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)), details
+    table, details = attributed(window)
     tables["idle"] = table
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
     launch_calls, launch_ns = trace.result("launch_stats")
@@ -358,9 +360,7 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     span = _steady_span(tables.get("steps"), window)
     out["steps"]["setup"] = None
     if span is not None:  # the set-up before the first step (model load, warm-up) is not what each step costs
-        steady = [idle.attribute(busy, span, tids["devices"].get(dev, set()), osrt, nvtx, syncs, cuda_calls, step_regex,
-                                 opts.min_gap_ns, dev, loaders[dev])[0] for dev, busy in passed.busy_by_device.items()]
-        tables["idle_steps"] = pd.concat(steady, ignore_index=True) if steady else table.iloc[0:0]
+        tables["idle_steps"] = attributed(span)[0]
         inside = (mine_syncs["start_ns"] >= span[0]).to_numpy() & (mine_syncs["start_ns"] < span[1]).to_numpy() \
             if len(mine_syncs) else np.zeros(0, bool)
         out["steps"]["setup"] = _setup(window, span, table, tables["idle_steps"], len(mine_syncs), int(inside.sum()))
