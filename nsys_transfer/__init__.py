@@ -1,4 +1,4 @@
-"""One import namespace for the toolkit: nsys_transfer.nsys_core, .workloads, .profiling, .analysis, .reports, and on
+"""One import namespace for the toolkit: nsys_transfer.nsys_core, .fixes, .workloads, .profiling, .analysis, .reports, and on
 top the `nsys-transfer` command line (nsys_transfer.cli). Nothing else lives here: importing any layer imports this.
 
 Installed (`pip install .`), pyproject's package-dir puts the top-level folders analysis/, profiling/, ... inside

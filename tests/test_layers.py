@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # what each package may import of the toolkit's own packages (besides itself)
 ALLOWED = {
     "nsys_core": set(),
-    "workloads": {"nsys_core"},
-    "profiling": {"nsys_core", "workloads"},
+    "fixes": {"nsys_core"},
+    "workloads": {"nsys_core", "fixes"},
+    "profiling": {"nsys_core", "fixes", "workloads"},
     "analysis": {"nsys_core"},
     "reports": {"nsys_core", "analysis"},
-    "nsys_transfer": {"nsys_core", "workloads", "profiling", "analysis", "reports"},
+    "nsys_transfer": {"nsys_core", "fixes", "workloads", "profiling", "analysis", "reports"},
 }
 # `python -m PACKAGE` scripts: entry points nothing imports, so they may start the command line on top
 ENTRY_POINT_MAY_IMPORT = {"nsys_transfer"}

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-LAYERS = ["nsys_core", "workloads", "profiling", "analysis", "reports"]
+LAYERS = ["nsys_core", "fixes", "workloads", "profiling", "analysis", "reports"]
 # after the command ran: every toolkit file loaded as one module object, whatever names point to it
 # (`__main__` is the file `python -m` ran, a copy by Python's own design, installed or not)
 ONE_OBJECT_PER_FILE = """

@@ -51,9 +51,10 @@ def _segments_of(pids) -> list[str]:
     return [n for n in names for p in pids if f"_{p}_" in n or f"-{p}-" in n]
 
 
-def _start_long_run():
-    p = subprocess.Popen([sys.executable, "-m", "workloads", *LONG_RUN], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+def _start_long_run(stage: str = "bufpool"):
+    args = [stage if a == "bufpool" else a for a in LONG_RUN]
+    p = subprocess.Popen([sys.executable, "-m", "workloads", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own group, for killpg
     line, deadline = "", time.time() + 120
     while "step 1/" not in line and time.time() < deadline and p.poll() is None:
         line = p.stderr.readline()
@@ -66,13 +67,18 @@ def _start_long_run():
     return p, kids
 
 
-@pytest.mark.parametrize("fault", ["one-worker-killed", "SIGTERM", "SIGKILL"])
-def test_faults_end_the_run_and_leave_nothing_behind(fault):
-    p, kids = _start_long_run()
+@pytest.mark.parametrize("stage", ["bufpool", "pinned"])
+@pytest.mark.parametrize("fault", ["one-worker-killed", "SIGTERM", "SIGKILL", "SIGTERM-group"])
+def test_faults_end_the_run_and_leave_nothing_behind(fault, stage):
+    """pinned runs on the fixes library (OutputPipeline, prefetch) through its CPU path; SIGTERM-group is what
+    `timeout`, Slurm's scancel and `kill -TERM -PGID` send: the loader's and the pipeline's workers get it too."""
+    p, kids = _start_long_run(stage)
     victim = next(pid for pid, name in kids.items() if name == "output-worker-1")
     t0 = time.time()
     if fault == "one-worker-killed":  # its two siblings would keep up: the run must notice it anyway
         os.kill(victim, signal.SIGKILL)
+    elif fault == "SIGTERM-group":
+        os.killpg(p.pid, signal.SIGTERM)
     else:
         os.kill(p.pid, getattr(signal, fault))
     try:
@@ -88,7 +94,7 @@ def test_faults_end_the_run_and_leave_nothing_behind(fault):
         assert p.returncode == 1 and took < 10, (p.returncode, took)
         assert errors == [f"workloads: output worker 1 (pid {victim}) was killed by SIGKILL while batches were "
                           "pending; stopping the run"], err[-2000:]
-    elif fault == "SIGTERM":
+    elif fault.startswith("SIGTERM"):
         assert p.returncode == 1 and took < 10 and errors == ["workloads: terminated (SIGTERM); workers stopped"], err
     else:
         assert p.returncode == -signal.SIGKILL and errors == []

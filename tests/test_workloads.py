@@ -35,7 +35,7 @@ def _shm() -> set:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-@pytest.mark.parametrize("stage", ["naive-input", "baseline", "multiproc", "bufpool", "ceiling"])
+@pytest.mark.parametrize("stage", ["naive-input", "baseline", "multiproc", "bufpool", "pinned", "ceiling"])
 def test_cpu_stages_run_with_integrity(stage, tmp_path):
     out = tmp_path / "r.json"
     shm_before = _shm()
@@ -129,7 +129,7 @@ def test_ctrl_c_leaves_no_children(tmp_path):
 
 
 def test_gpu_stage_on_cpu_and_bad_sizes_are_refused():
-    r = run_cli("-m", "workloads", "--stage", "pinned", "--device", "cpu")
+    r = run_cli("-m", "workloads", "--stage", "streams", "--device", "cpu")
     assert r.returncode != 0 and "needs --device cuda" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("-m", "workloads", "--stage", "bufpool", "--device", "cpu", "--batch", "100000", "--img", "1024")
     assert r.returncode != 0 and "host memory" in r.stderr and "Traceback" not in r.stderr
@@ -138,7 +138,7 @@ def test_gpu_stage_on_cpu_and_bad_sizes_are_refused():
 
 
 def test_checksums_agree_between_torch_and_numpy_and_chunks():
-    from nsys_transfer.workloads.integrity import as_unsigned, checksum_tensor, checksum_update
+    from nsys_transfer.fixes.integrity import as_unsigned, checksum_tensor, checksum_update
     from nsys_transfer.workloads.postprocess import Sink
     x = torch.randn(3, 5, 7, 11)  # 4620 bytes: not a multiple of 8 in every chunking
     whole = checksum_update(0, x.numpy())

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from nsys_transfer.fixes.errors import PipelineError
 from nsys_transfer.workloads.config import MODELS, STAGES, ConfigError, RunConfig
 from nsys_transfer.workloads.distributed import current, worker_totals
 from nsys_transfer.workloads.lifetime import Terminated, sigterm_as_interrupt
@@ -50,7 +51,6 @@ def main(json_path, **kw):
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
     from nsys_transfer.workloads.runtime import ResourceError, run  # torch: imported only to run, not for --help
-    from nsys_transfer.workloads.workers import WorkerDied
 
     if rank.is_main:
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "
@@ -59,8 +59,10 @@ def main(json_path, **kw):
     sigterm_as_interrupt()
     try:
         record = run(cfg, log=click.echo)
-    except (ResourceError, WorkerDied) as e:
+    except ResourceError as e:
         raise SystemExit(f"workloads: {e}")
+    except PipelineError as e:  # a worker died or failed: the pool's message names it
+        raise SystemExit(f"workloads: {e}; stopping the run")
     except Terminated:
         raise SystemExit("workloads: terminated (SIGTERM); workers stopped")
     except KeyboardInterrupt:

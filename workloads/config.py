@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from nsys_transfer.nsys_core.contracts import STAGES
 
 MODELS = ("deeplabv3", "encoder")
-# Stages whose copy machinery (events, side streams, pinned registration) needs a GPU.
-GPU_ONLY_STAGES = ("async", "streams", "pinned")
+# Stages whose copy machinery (events, side streams) needs a GPU; pinned runs on the CPU through the fixes library.
+GPU_ONLY_STAGES = ("async", "streams")
 # Stages with a copy-monitor thread, the only place --unsafe changes anything.
 UNSAFE_STAGES = ("async", "streams", "pinned")
 

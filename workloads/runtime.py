@@ -10,14 +10,14 @@ import torch
 
 from nsys_transfer.nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
 
+from nsys_transfer.fixes.integrity import IntegrityReport, checksum_tensor
+from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.workloads import distributed as dd
 from nsys_transfer.workloads import hostload
 from nsys_transfer.workloads.config import RunConfig
-from nsys_transfer.workloads.data import Prefetcher, SyncBatches, make_loader
-from nsys_transfer.workloads.integrity import IntegrityReport, checksum_tensor, compare
+from nsys_transfer.workloads.data import make_loader
 from nsys_transfer.workloads.lifetime import raise_if_stopped
 from nsys_transfer.workloads.models import build_model
-from nsys_transfer.workloads.ranges import nvtx_range
 from nsys_transfer.workloads.stages import stage_class
 
 SHARED_STAGES = ("bufpool", "async", "streams", "pinned")
@@ -110,7 +110,7 @@ def _steps(cfg: RunConfig, rank, device, model, stage, log) -> tuple[dict[int, t
     total = cfg.warmup + cfg.steps
     expected: dict[int, torch.Tensor] = {}
     loader = make_loader(cfg, total, naive=stage.naive_input)
-    batches = SyncBatches(loader, device) if stage.naive_input or device.type == "cpu" else Prefetcher(loader, device)
+    batches = iter(stage.batches(loader, device))
     t0 = None
     with torch.inference_mode():
         for i in range(total):
@@ -149,7 +149,7 @@ def _steps(cfg: RunConfig, rank, device, model, stage, log) -> tuple[dict[int, t
 def _integrity(stage, expected: dict[int, torch.Tensor]) -> IntegrityReport:
     """The workers' checksums against the ones taken on the GPU (unchecked when the stage copies nothing)."""
     if stage.copies_output:
-        return compare({i: int(v.item()) for i, v in expected.items()}, list(stage.results()))
+        return stage.integrity({i: int(v.item()) for i, v in expected.items()})
     return IntegrityReport(expected_batches=0, checked=False)
 
 

@@ -11,7 +11,7 @@ import torch
 
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
-from nsys_transfer.workloads.ranges import nvtx_range
+from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.workloads.stages.bufpool import Stage as BufPool
 
 

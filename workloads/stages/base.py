@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
 
+from nsys_transfer.fixes.integrity import compare
+from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.workloads.postprocess import Sink, apply_fault
-from nsys_transfer.workloads.ranges import nvtx_range
+from nsys_transfer.workloads.data import Prefetcher, SyncBatches
 
 
 class InProcessStage:
@@ -24,6 +26,16 @@ class InProcessStage:
         self.split = 1 if cfg.postprocess.startswith("npy:") else min(split, max(1, cfg.output_workers))
         self._results: list[tuple[int, int]] = []
         self.handed = 0
+
+    def batches(self, loader, device):
+        """The loader's batches on the device: part 1's prefetcher, or plain copies for the naive stage and the CPU."""
+        if self.naive_input or device.type == "cpu":
+            return SyncBatches(loader, device)
+        return Prefetcher(loader, device)
+
+    def integrity(self, expected: dict):
+        """The workers' checksums against the ones taken on the GPU (expected: batch id -> checksum)."""
+        return compare(expected, list(self.results()))
 
     def setup(self, shape, dtype):
         """Open the output sink (shape and dtype are for stages that pre-allocate buffers)."""

@@ -3,7 +3,7 @@ import torch
 
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
-from nsys_transfer.workloads.ranges import nvtx_range
+from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.workloads.workers import OutputWorkers
 from nsys_transfer.workloads.stages.base import WorkerStage
 

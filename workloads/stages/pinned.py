@@ -1,56 +1,72 @@
-"""Beyond the article: what the `streams` stage needs to run at the compute ceiling.
+"""Beyond the article: the `streams` stage's loop on the fixes library (nsys_transfer.fixes), which reaches the
+compute ceiling.
 
-1. Pin the shared buffers in place (cudaHostRegister) instead of pin_memory=True + share_memory_(),
-   which silently un-pins: DtoH copies become Pinned and run at link speed, truly async.
-2. output.record_stream(copy_stream): the allocator cannot recycle the output while the copy reads it.
-3. Post-process in 8 MB chunks (same tobytes()+write of every byte): no fresh 1.4 GB allocation,
-   page-faulted and zeroed, per batch in every worker.
-4. Split each batch across the output workers (each serialises one slice): a batch is done in ~1/8 of
-   the time, so the pipeline drains faster and buffers come back sooner.
+1. prefetch(): the next batches copied on a side stream, the compute stream waiting on an event per batch.
+2. OutputPipeline: shared buffers pinned in place (cudaHostRegister; pin_memory=True + share_memory_() silently
+   un-pins), the copy on its own stream with record_stream, an event per buffer, a monitor thread.
+3. Post-processing in 8 MB chunks (same tobytes()+write of every byte): no fresh 1.4 GB allocation, page-faulted and
+   zeroed, per batch in every worker.
+4. Each batch split across the output workers (split=8, one slice of rows each): a batch is done in ~1/8 of the
+   time, so the pipeline drains faster and buffers come back sooner.
 """
+import sys
+
 import torch
 
-from nsys_transfer.workloads.stages.streams import Stage as Streams
+from nsys_transfer.fixes import OutputPipeline, prefetch
+from nsys_transfer.workloads.postprocess import Sink, apply_fault
+from nsys_transfer.workloads.stages.base import InProcessStage
 
 
-class HostRegistrationError(RuntimeError):
-    """cudaHostRegister refused a shared buffer (locked-memory limit or no room)."""
+class Serialise:
+    """process() for the pipeline: the rows a worker got through the Sink (opened once per worker)."""
+
+    def __init__(self, sink_spec: str, chunk_bytes: int, fault: str):
+        self.sink_spec, self.chunk_bytes, self.fault, self.sink = sink_spec, chunk_bytes, fault, None
+
+    def __call__(self, batch_id, array, rows=range(0)):
+        if self.sink is None:
+            self.sink = Sink(self.sink_spec)
+        if rows.start == 0:
+            apply_fault(self.fault, batch_id, array)
+        self.sink.write_batch(batch_id, array, self.chunk_bytes)
 
 
-class Stage(Streams):
-    """Beyond the article: shared buffers pinned in place, record_stream, sliced serialisation."""
+class Stage(InProcessStage):
+    """Beyond the article: prefetch() and OutputPipeline, the fixes a user adopts."""
     default_chunk_mb = 8
     default_split = 8
 
-    def make_buffers(self, shape, dtype):
-        """Shared-memory buffers pinned in place with cudaHostRegister."""
-        buffers = [torch.empty(shape, dtype=dtype).share_memory_() for _ in range(self.cfg.n_buffers)]
-        self.registered = []
-        cudart = torch.cuda.cudart()
-        for b in buffers:
-            rc = cudart.cudaHostRegister(b.data_ptr(), b.numel() * b.element_size(), 0)
-            if int(rc) != 0:
-                self.unregister()
-                raise HostRegistrationError(f"cudaHostRegister failed ({rc}) on a {b.numel() * b.element_size() >> 20} MiB "
-                                            "buffer; lower --buffers or raise the locked-memory limit (ulimit -l)")
-            self.registered.append(b)
-        return buffers
+    def batches(self, loader, device):
+        """The loader's batches on the GPU, prefetched on a side stream."""
+        return prefetch(loader, device)
 
-    def unregister(self):
-        """Unpin the buffers this stage registered."""
-        cudart = torch.cuda.cudart()
-        for b in getattr(self, "registered", []):
-            cudart.cudaHostUnregister(b.data_ptr())
-        self.registered = []
+    def setup(self, shape, dtype):
+        """The pipeline, its buffers and workers made now (before the loader forks its own)."""
+        self.pipeline = OutputPipeline(Serialise(self.cfg.postprocess, self.chunk_bytes, self.cfg.fault),
+                                       workers=self.cfg.output_workers, buffers=self.cfg.n_buffers, split=self.split,
+                                       verify=True, like=torch.empty(shape, dtype=dtype, device="meta"),
+                                       device=self.device).__enter__()
+        self.pipeline._copier.unsafe = self.cfg.unsafe  # --unsafe: hand buffers over before their copy landed
 
-    def copy_out(self, buf, output):
-        """The streams copy, with the output kept alive for the copy stream (record_stream)."""
-        super().copy_out(buf, output)
-        output.record_stream(self.copy_stream)
+    def handle(self, batch_id, output):
+        """Hand one batch's output to the pipeline (returns once the copy is queued)."""
+        self.pipeline.submit(batch_id, output)
+        self.handed += 1
+
+    def drain(self):
+        """Wait until the workers have processed every batch handed over."""
+        self.pipeline.flush()
+
+    def integrity(self, expected):
+        """The pipeline's own check: each batch's checksum on the GPU against the bytes its workers received."""
+        return self.pipeline.report()
+
+    def results(self):
+        """(batch id, checksum) of every batch the workers processed."""
+        return self.pipeline.received()
 
     def close(self):
-        """Stop the workers, wait for the GPU, then unpin the buffers."""
-        super().close()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        self.unregister()
+        """Stop the pipeline: an orderly close at the end, an abort while an error or a stop unwinds the run."""
+        if getattr(self, "pipeline", None) is not None:
+            self.pipeline.__exit__(*sys.exc_info())

@@ -18,6 +18,8 @@ def checksum_tensor(t):
     import torch
 
     flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    if flat.storage_offset() % 8:  # a slice that starts mid-word: int64 views need aligned storage
+        flat = flat.clone()
     n8 = flat.numel() // 8 * 8
     total = flat[:n8].view(torch.int64).sum()
     if n8 < flat.numel():
@@ -52,6 +54,15 @@ class IntegrityReport:
     def ok(self) -> bool:
         """Every expected batch arrived once, with its bytes unchanged."""
         return not (self.missing or self.duplicated or self.mismatched)
+
+    def verdict(self) -> str:
+        """One line: how many batches arrived intact, and what went wrong."""
+        if not self.checked:
+            return f"{self.processed} of {self.expected_batches} batches processed (not checked)"
+        if self.ok:
+            return f"all {self.expected_batches} batches arrived exactly once, intact (checksums checked)"
+        return (f"INTEGRITY FAILED: {len(self.missing)} missing, {len(self.duplicated)} duplicated, "
+                f"{len(self.mismatched)} with changed bytes, of {self.expected_batches} batches")
 
     def as_dict(self) -> dict:
         """The report as a JSON-able dict (the first 50 ids of each list, and their counts)."""

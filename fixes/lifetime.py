@@ -1,0 +1,118 @@
+"""Process lifetime: workers die with the process that started them, stay quiet when a stop reaches their whole
+process group, and SIGTERM unwinds the main process through its cleanup instead of killing it where it stands.
+
+Daemonic multiprocessing children are only reaped by the parent's normal exit; a parent killed by SIGKILL (or by
+SIGTERM's default action) leaves them running for ever. Linux's parent-death signal closes that hole.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+
+from nsys_transfer.fixes.errors import TerminatedBySignal
+
+PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
+
+
+def die_with_parent(parent_pid: int, name: str | None = None) -> None:
+    """In a freshly started child: SIGTERM's default action back, SIGKILL when the parent dies, exit now if the parent
+    already has (the fork raced it), and `name` as the process name (`ps`, /proc/PID/comm) to tell workers apart.
+
+    PR_SET_PDEATHSIG fires when the thread that forked this process exits, so workers must be started from a thread
+    that lives as long as they do (the main thread)."""
+    # a worker stopped with SIGTERM (close(), the DataLoader's shutdown) just ends: the main process's
+    # handler, inherited through fork, would unwind it with a traceback from any of its threads
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    quiet_resource_sharer()
+    prctl = _prctl()
+    if prctl is None:  # not Linux: the parent's own cleanup is all there is
+        return
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if name:
+        prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def worker_started(parent_pid: int, name: str) -> None:
+    """die_with_parent, and Ctrl-C ignored: it reaches the whole foreground group, and the main process stops its
+    workers itself (a KeyboardInterrupt here would print a worker's traceback)."""
+    die_with_parent(parent_pid, name)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def quiet_children() -> None:
+    """Stop torch's DataLoader SIGCHLD handler from raising 'DataLoader worker (pid N) is killed by signal:
+    Terminated' once a stop is under way: the stop that reached the whole group killed those workers too, and the
+    run reports the stop itself."""
+    if threading.current_thread() is threading.main_thread():
+        # a Python no-op, not SIG_DFL: a SIGCHLD already pending would then raise "Signal 17 ignored due to race
+        # condition" from the interpreter
+        signal.signal(signal.SIGCHLD, _ignore)
+
+
+def _ignore(signum, frame) -> None:
+    pass
+
+
+class SigtermUnwinds:
+    """While installed, SIGTERM raises TerminatedBySignal in the main thread, so `with` blocks and `finally` clauses
+    run (workers stopped, pinned memory unregistered) and the process then exits with 143 as SIGTERM's default would.
+    Installed only where SIGTERM still has its default action: a program's own handler is left alone."""
+
+    def __init__(self):
+        self.installed = False
+
+    def install(self) -> "SigtermUnwinds":
+        """Take SIGTERM over if it has its default action and this is the main thread."""
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, self._raise)
+            self.installed = True
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        quiet_children()
+        raise TerminatedBySignal(128 + signum)
+
+    def restore(self) -> None:
+        """SIGTERM's default action back."""
+        if self.installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self.installed = False
+
+
+def quiet_resource_sharer() -> None:
+    """multiprocessing's resource sharer (the thread that hands file descriptors to other processes) prints a
+    traceback through sys.excepthook when the process at the other end dies mid-handshake: a worker or the main
+    process being stopped. That death is reported by the run itself, so the sharer's connection error is not printed;
+    every other error is."""
+    if getattr(sys.excepthook, "quiet_resource_sharer", False):
+        return
+    original = sys.excepthook
+
+    def hook(exc_type, value, tb):
+        if issubclass(exc_type, (ConnectionError, EOFError)) and _raised_in_resource_sharer(tb):
+            return
+        original(exc_type, value, tb)
+    hook.quiet_resource_sharer = True
+    sys.excepthook = hook
+
+
+def _raised_in_resource_sharer(tb) -> bool:
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(os.path.join("multiprocessing", "resource_sharer.py")):
+            return True
+        tb = tb.tb_next
+    return False

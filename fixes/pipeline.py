@@ -1,0 +1,203 @@
+"""OutputPipeline: model outputs to CPU post-processing without stalling the GPU (see docs/fixes.md)."""
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+from typing import Callable
+
+import torch
+
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+
+from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
+from nsys_transfer.fixes.delivery import Delivery
+from nsys_transfer.fixes.errors import LayoutError, TerminatedBySignal
+from nsys_transfer.fixes.integrity import IntegrityReport, MASK64, compare
+from nsys_transfer.fixes.lifetime import SigtermUnwinds
+from nsys_transfer.fixes.ranges import nvtx_range
+from nsys_transfer.fixes.slots import HostSlots, Layout
+from nsys_transfer.fixes.tree import flatten
+from nsys_transfer.fixes.workers import WorkerPool
+
+
+VERIFY_ENV = "NSYS_TRANSFER_VERIFY"  # =1: every pipeline verifies and says at its end whether all arrived intact
+
+
+class OutputPipeline:
+    """Hands each batch's outputs to process(batch_id, outputs) in worker processes, copying them off the GPU on a
+    side stream into pinned, recycled buffers, so the loop launches the next batch at once.
+
+        with OutputPipeline(process, workers=8) as outputs:
+            for i, batch in enumerate(loader):
+                outputs.submit(i, model(batch))
+        # here every batch was processed; a failed worker or process() raised PipelineError
+
+    outputs: a tensor or a tuple / list / dict of tensors (any dtype; other values pass through unchanged), on a GPU
+    or on the CPU. The buffers are sized from the first batch (or from `like`); later batches may be smaller.
+    process gets NumPy views of the buffers (tensors=True: torch tensors; bfloat16 needs it) valid only during the
+    call: copy what it keeps. buffers: how many batches may be in flight (default workers + 2); submit() waits for a
+    free one (back-pressure). split=k: each batch's rows (dimension 0) are cut into k slices that k workers process at
+    once, called as process(batch_id, outputs, rows) (a batch whose tensors differ in dimension 0 goes whole). threads=True: workers are threads of this process (light
+    post-processing, nothing shared). verify=True: every batch's bytes are checksummed on the device and again in
+    the worker; report() says whether each batch arrived exactly once, intact (NSYS_TRANSFER_VERIFY=1 turns it on
+    for every pipeline without a code change, and each then prints its verdict when it closes).
+    Worker processes are forked when the buffers are made (first submit, or __enter__ with like=): process needs no
+    pickling, and must not use CUDA. like= takes tensors on the outputs' device or meta tensors with device=."""
+
+    def __init__(self, process: Callable, workers: int = 8, *, buffers: int | None = None, split: int = 1,
+                 threads: bool = False, tensors: bool = False, verify: bool = False, like=None, device=None,
+                 timeout_s: float = 600.0, name: str = "output-worker"):
+        if workers < 1 or split < 1 or (buffers is not None and buffers < 1):
+            raise ValueError("workers, split and buffers must be at least 1")
+        self.process, self.n_workers, self.split, self.threads = process, workers, split, threads
+        self.n_buffers = buffers or workers + 2
+        self.announce = os.environ.get(VERIFY_ENV) == "1"
+        verify = verify or self.announce
+        self.tensors, self.verify, self.like, self.timeout_s, self.name = tensors, verify, like, timeout_s, name
+        self.device = torch.device(device) if device is not None else None
+        self.submitted = 0
+        self.expected: dict[int, int] = {}
+        self._slots = self._pool = self._copier = self._monitor = None
+        self._pending: queue.Queue = queue.Queue()
+        self._failure: BaseException | None = None
+        self._sigterm = SigtermUnwinds()
+        self._closed = False
+
+    # -- the loop's side ---------------------------------------------------------------------------------------
+    def __enter__(self) -> "OutputPipeline":
+        self._sigterm.install()
+        if self.like is not None:
+            self._start(*flatten(self.like))
+        return self
+
+    def submit(self, batch_id: int, outputs) -> None:
+        """Hand one batch's outputs over; returns once their copy is queued (after a free buffer, if all are full)."""
+        self._raise_failure()
+        leaves, tree = flatten(outputs)
+        if self._slots is None:
+            self._start(leaves, tree)
+        if tree.signature() != self._tree.signature():
+            raise LayoutError("this batch's outputs are not structured as the first batch's")
+        self._slots.layout.check(leaves)
+        leaves = [t if t.is_contiguous() else t.contiguous() for t in leaves]
+        with nvtx_range(COPY_TO_CPU):
+            slot = self._pool.get_free(check=self._raise_failure)
+            shapes = tuple(tuple(t.shape) for t in leaves)
+            bounds = self._bounds(leaves)
+            self._copier.copy(slot, leaves, self._slots.views(slot, shapes), bounds, self.verify)
+        with nvtx_range(QUEUE_OUTPUT):
+            self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
+        self.submitted += 1
+
+    def _bounds(self, leaves) -> list[tuple[int, int]]:
+        rows = {t.shape[0] if t.dim() else None for t in leaves}
+        if self.split == 1 or len(rows) != 1 or None in rows:
+            return [(0, 0)]  # one part: the whole batch
+        n = rows.pop()
+        return [b for b in part_bounds(n, min(self.split, n)) if b[1] > b[0]] or [(0, 0)]
+
+    def _start(self, leaves, tree) -> None:
+        """The buffers, the copier, the workers and the monitor thread, sized for these outputs."""
+        if not leaves:
+            raise LayoutError("the outputs hold no tensor")
+        if not self.tensors and any(t.dtype == torch.bfloat16 for t in leaves):
+            raise LayoutError("bfloat16 outputs have no NumPy dtype: pass tensors=True (process gets torch tensors)")
+        devices = {t.device for t in leaves if t.device.type != "meta"} | ({self.device} if self.device else set())
+        cuda = next((d for d in devices if d.type == "cuda"), None)
+        self._tree = tree
+        self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None)
+        self._copier = CudaCopier(cuda, self.n_buffers, self.split) if cuda else CpuCopier(self.n_buffers)
+        delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
+        self._pool = WorkerPool(delivery, self.n_workers, self.n_buffers, self.threads, self.name)
+        self._monitor = threading.Thread(target=self._watch, name=f"{self.name}-monitor", daemon=True)
+        self._monitor.start()
+
+    # -- the monitor thread ------------------------------------------------------------------------------------
+    def _watch(self) -> None:
+        """Hand each slot to the workers once its copy has landed (events complete in submission order)."""
+        try:
+            while (item := self._pending.get()) is not None:
+                batch_id, slot, shapes, bounds, values = item
+                self._copier.wait(slot)
+                if self.verify:
+                    self.expected[batch_id] = self._copier.expected(slot, len(bounds))
+                rows = None if bounds == [(0, 0)] else bounds
+                self._pool.put(batch_id, slot, len(bounds), (shapes, rows, values))
+        except BaseException as e:  # raised in the loop's thread by the next submit() or close()
+            self._failure = e
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._pool is not None:
+            self._pool.collect()
+
+    # -- the end -----------------------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Wait until every batch submitted so far was processed (the pipeline stays open)."""
+        if self._pool is not None:
+            self._pool.wait(self.submitted, self.timeout_s, check=self._raise_failure)
+
+    def close(self) -> None:
+        """Wait until every submitted batch was processed, then stop the workers and free the buffers."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        except BaseException:
+            self._shutdown(graceful=False)
+            raise
+        self._shutdown(graceful=True)
+        if self.announce:
+            print(f"{self.name.replace('-', ' ')}s: {self.report().verdict()}", file=sys.stderr)
+
+    def abort(self) -> None:
+        """Stop now: workers stopped, buffers freed, pending batches dropped."""
+        self._shutdown(graceful=False)
+
+    def _shutdown(self, graceful: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._monitor is not None:
+                self._pending.put(None)
+                self._monitor.join(timeout=2 if graceful else 0.5)
+            if self._pool is not None:
+                self._pool.close(graceful=graceful)
+        finally:
+            if self._copier is not None:
+                self._copier.finish()  # no DMA may still write into memory about to be unpinned
+            if self._slots is not None:
+                self._slots.close()
+            self._sigterm.restore()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.close()
+            return False
+        self.abort()
+        if isinstance(exc, TerminatedBySignal):
+            print(f"{self.name.replace('-', ' ')}s: stopped by SIGTERM after {self.processed} of {self.submitted} batches were "
+                  "processed; workers stopped, buffers freed", file=sys.stderr)
+        return False
+
+    # -- what arrived ------------------------------------------------------------------------------------------
+    @property
+    def processed(self) -> int:
+        """Batches every part of which process() has returned from."""
+        return len(self._pool.completed) if self._pool is not None else 0
+
+    def received(self) -> list[tuple[int, int | None]]:
+        """(batch id, checksum of the bytes the workers received) per processed batch (None without verify)."""
+        done = self._pool.completed if self._pool is not None else []
+        return [(b, None if None in parts else sum(parts) & MASK64) for b, parts in done]
+
+    def report(self) -> IntegrityReport:
+        """Which batches reached process() exactly once and intact (checked=False without verify)."""
+        if not self.verify:
+            return IntegrityReport(expected_batches=self.submitted, processed=self.processed, checked=False)
+        return compare(dict(self.expected), [(b, c) for b, c in self.received()])
+

@@ -1,0 +1,200 @@
+"""Workers (processes or threads) that run one function on every batch handed to them, and the queues between them
+and the caller.
+
+Unlike multiprocessing's JoinableQueue.join(), every hand-over and every wait checks the workers' liveness, so a
+worker that dies (even one of several, while the others keep up) ends the run within a poll with a message naming
+it, instead of hanging it or finishing short-handed. Process workers die with the process that started them.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from typing import Callable
+
+import torch.multiprocessing as mp
+
+from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
+from nsys_transfer.fixes.lifetime import worker_started
+
+POLL_S = 0.2
+SIGTERM_GRACE_S = 0.2  # a worker killed by SIGTERM: time for the same signal to reach this process, if it was sent
+
+
+class _Counters:
+    """Slices still to be done per slot: shared memory for processes, a list under a lock for threads."""
+
+    def __init__(self, n: int, ctx):
+        self.values = ctx.Array("i", max(1, n)) if ctx else [0] * max(1, n)
+        self.lock = self.values.get_lock() if ctx else threading.Lock()
+
+    def set(self, slot: int, n: int) -> None:
+        with self.lock:
+            self.values[slot] = n
+
+    def done_one(self, slot: int) -> bool:
+        """One slice of the slot done; True when it was the last."""
+        with self.lock:
+            self.values[slot] -= 1
+            return self.values[slot] <= 0
+
+
+def _worker_loop(index: int, name: str, parent_pid: int | None, handle: Callable, in_q, free_q, result_q, counters):
+    if parent_pid is not None:
+        worker_started(parent_pid, f"{name}-{index}")
+    batch_id = None
+    try:
+        while (item := in_q.get()) is not None:
+            batch_id, payload, part, parts, extra = item
+            result_q.put((batch_id, part, handle(batch_id, payload, part, parts, extra)))
+            if isinstance(payload, int) and counters.done_one(payload):
+                free_q.put(payload)  # the slot's last slice is done: it can be filled again
+    except BaseException as e:  # told to the caller in one line (a traceback here would interleave with its output)
+        where = f" on batch {batch_id}" if batch_id is not None else ""
+        label = name.replace("-", " ")
+        result_q.put((None, index, f"{label} {index} (pid {os.getpid()}) failed{where}: {describe(e)}"))
+        if parent_pid is not None:
+            result_q.close()
+            result_q.join_thread()
+            os._exit(1)
+
+
+class WorkerPool:
+    """n workers running handle(batch_id, payload, part, parts, extra) -> result.
+
+    payload is a slot index (an int: the slot comes back on get_free() once all `parts` slices of it are done) or
+    any object to hand over (pickled for processes). `completed` lists (batch id, [result of each part]) of every
+    batch whose parts are all done. Processes are forked: handle needs no pickling, and must not use CUDA."""
+
+    def __init__(self, handle: Callable, n: int, slots: int = 0, threads: bool = False, name: str = "output-worker",
+                 in_maxsize: int = 0):
+        ctx = None if threads else mp.get_context("fork")
+        make = queue.Queue if threads else ctx.Queue
+        self.in_q, self.free_q, self.result_q = make(maxsize=in_maxsize), make(), make()
+        self.counters, self.name, self.threads = _Counters(slots, ctx), name, threads
+        self.label = name.replace("-", " ")  # in messages: "output worker 3 (pid N) was killed by SIGKILL"
+        self.completed: list[tuple[int, list]] = []
+        self._parts: dict[int, dict[int, object]] = {}
+        self._expect_parts: dict[int, int] = {}
+        for i in range(slots):
+            self.free_q.put(i)
+        parent = None if threads else os.getpid()
+        args = lambda i: (i, name, parent, handle, self.in_q, self.free_q, self.result_q, self.counters)  # noqa: E731
+        self.workers = [threading.Thread(target=_worker_loop, args=args(i), name=f"{name}-{i}", daemon=True) if threads
+                        else ctx.Process(target=_worker_loop, args=args(i), name=f"{name}-{i}", daemon=True)
+                        for i in range(n)]
+        for w in self.workers:
+            w.start()
+        self.closed = False
+
+    def check_alive(self) -> None:
+        """WorkerDied or ProcessFailed naming the first worker that is gone (a waitpid per worker, no blocking)."""
+        for i, w in enumerate(self.workers):
+            if not w.is_alive():
+                self.collect()  # a worker that failed said why on the result queue: that becomes the message
+                code = None if self.threads else w.exitcode
+                if code == -signal.SIGTERM:
+                    time.sleep(SIGTERM_GRACE_S)  # sent to the whole group? then this process's own stop comes first
+                raise WorkerDied(f"{self.label} {i}{'' if self.threads else f' (pid {w.pid})'} "
+                                 f"{_how_it_ended(code)} while batches were pending")
+
+    def put(self, batch_id: int, payload, parts: int = 1, extra=None) -> None:
+        """Hand a batch to the workers in `parts` slices."""
+        self.check_alive()  # every batch: a worker that died while the others keep up must not go unnoticed
+        if isinstance(payload, int):
+            self.counters.set(payload, parts)
+        self._expect_parts[batch_id] = parts
+        for k in range(parts):
+            self._wait(lambda: self.in_q.put((batch_id, payload, k, parts, extra), timeout=POLL_S), queue.Full)
+
+    def get_free(self, check: Callable = lambda: None) -> int:
+        """A free slot's index, waiting for one; `check` runs every poll (the caller's own failures)."""
+        return self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, check)
+
+    def _wait(self, attempt: Callable, retry_on, check: Callable = lambda: None):
+        while True:
+            self.check_alive()
+            check()
+            try:
+                return attempt()
+            except retry_on:
+                self.collect()
+
+    def collect(self) -> None:
+        """Take every result the workers have posted, without waiting; ProcessFailed when one reported a failure."""
+        while True:
+            try:
+                batch_id, part, result = self.result_q.get_nowait()
+            except queue.Empty:
+                return
+            self._add(batch_id, part, result)
+
+    def _add(self, batch_id, part, result) -> None:
+        if batch_id is None:  # a worker's last words (see _worker_loop)
+            raise ProcessFailed(str(result))
+        got = self._parts.setdefault(batch_id, {})
+        got[part] = result
+        if len(got) == self._expect_parts.get(batch_id, 1):
+            del self._parts[batch_id]
+            self._expect_parts.pop(batch_id, None)
+            self.completed.append((batch_id, [got[k] for k in sorted(got)]))
+
+    def wait(self, n_batches: int, timeout_s: float = 600.0, check: Callable = lambda: None) -> None:
+        """Block until n_batches batches are completed; fail fast on a dead worker or on `check`."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.completed) < n_batches:
+            self.check_alive()
+            check()
+            try:
+                self._add(*self.result_q.get(timeout=POLL_S))
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise WorkerDied(f"{self.label}s processed {len(self.completed)} of {n_batches} batches in "
+                                     f"{timeout_s:.0f} s; they are stuck") from None
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop the workers: let them finish when told so and all are alive, else stop them now."""
+        if self.closed:
+            return
+        self.closed = True
+        # one dead: the others may be stuck on a lock it held, so stop now
+        graceful = graceful and all(w.is_alive() for w in self.workers)
+        for _ in self.workers if graceful else []:
+            try:
+                self.in_q.put(None, timeout=1)
+            except queue.Full:
+                break
+        deadline = time.monotonic() + (5 if graceful else 0)
+        for w in self.workers:
+            w.join(timeout=max(0.0, deadline - time.monotonic()))
+        if not self.threads:
+            self._stop_processes()
+
+    def _stop_processes(self) -> None:
+        for w in self.workers:
+            if w.is_alive():
+                w.terminate()
+                w.join(timeout=2)
+            if w.is_alive():
+                os.kill(w.pid, signal.SIGKILL)
+                w.join(timeout=2)
+        try:
+            self.collect()
+        except ProcessFailed:
+            pass  # the run is over; what a worker said then no longer changes it
+        for q in (self.in_q, self.free_q, self.result_q):
+            q.cancel_join_thread()
+            q.close()
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "stopped"
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}" + ("; its last lines are above" if exitcode not in (0, 1) else "")

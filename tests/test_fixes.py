@@ -1,0 +1,262 @@
+"""The fixes library (nsys_transfer.fixes) on the CPU: the same code path as on a GPU minus CUDA. Every output shape
+reaches process() exactly once with its bytes intact, back-pressure holds, and each fault ends the block within a
+second or two with one error naming what failed, leaving no process and no shared memory behind."""
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import ROOT  # noqa: E402
+from test_workload_faults import _alive, _children, _segments_of  # noqa: E402
+
+from nsys_transfer.fixes import (GpuScalars, LayoutError, OutputPipeline, ProcessFailed, WorkerDied,  # noqa: E402
+                                 prefetch)
+
+Pair = collections.namedtuple("Pair", "scores labels")
+
+
+def _batches(n_batches: int, rows: int = 4, scalar: bool = True):
+    """Outputs of every kind: nested dict / tuple / list / named tuple, several dtypes, a 0-dim tensor (or, for
+    split, one row per sample: every tensor must share dimension 0 to be cut into rows), a value."""
+    g = torch.Generator().manual_seed(7)
+    for i in range(n_batches):
+        r = rows if i < n_batches - 1 else rows - 1  # a smaller last batch
+        yield {"logits": torch.randn(r, 3, 5, generator=g),
+               "half": torch.randn(r, 7, generator=g).to(torch.float16),
+               "pair": Pair(torch.randint(0, 99, (r,), generator=g), torch.rand(r, generator=g) > 0.5),
+               "extra": [torch.randint(0, 255, (r, 3), generator=g).to(torch.uint8),
+                         torch.tensor(float(i)) if scalar else torch.full((r,), float(i))],
+               "tag": f"batch-{i}"}
+
+
+def _flat(out) -> list[np.ndarray]:
+    return [np.asarray(out["logits"]), np.asarray(out["half"]), np.asarray(out["pair"].scores),
+            np.asarray(out["pair"].labels), np.asarray(out["extra"][0]), np.asarray(out["extra"][1])]
+
+
+class SaveTo:
+    """process(): every array saved to a folder (works across processes), and the structure checked on the way."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __call__(self, batch_id, out, rows=None):
+        assert isinstance(out["pair"], Pair) and isinstance(out["extra"], list) and out["tag"] == f"batch-{batch_id}"
+        name = f"{batch_id}" if rows is None else f"{batch_id}-{rows.start}"
+        np.savez(self.folder / f"{name}.npz", *[a.copy() for a in _flat(out)])
+
+
+@pytest.mark.parametrize("threads,split", [(False, 1), (True, 1), (False, 3)], ids=["processes", "threads", "split"])
+def test_every_output_shape_arrives_once_intact(threads, split, tmp_path):
+    sent = {}
+    with OutputPipeline(SaveTo(tmp_path), workers=2, threads=threads, split=split, verify=True) as pipe:
+        for i, out in enumerate(_batches(5, scalar=split == 1)):
+            sent[i] = [t.numpy().copy() for t in (out["logits"], out["half"], out["pair"].scores, out["pair"].labels,
+                                                  out["extra"][0], out["extra"][1])]
+            pipe.submit(i, out)
+    report = pipe.report()
+    assert report.ok and report.checked and report.processed == 5, report.as_dict()
+    for i, arrays in sent.items():
+        if split == 1:
+            got = list(np.load(tmp_path / f"{i}.npz").values())
+        else:  # rows of each slice, put back together in order
+            parts = sorted(tmp_path.glob(f"{i}-*.npz"), key=lambda p: int(p.stem.split("-")[1]))
+            loaded = [list(np.load(p).values()) for p in parts]
+            assert len(loaded) == 3
+            got = [np.concatenate([x[k] for x in loaded]) for k in range(6)]
+        for a, b in zip(arrays, got):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), i
+
+
+def test_tensors_mode_delivers_bfloat16_as_is():
+    seen = []
+    with OutputPipeline(lambda i, t: seen.append((i, t.dtype, t.float().sum().item())), workers=1, threads=True,
+                        tensors=True, verify=True) as pipe:
+        x = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(torch.bfloat16)
+        pipe.submit(0, x)
+    assert seen == [(0, torch.bfloat16, 66.0)] and pipe.report().ok
+
+
+def test_layout_errors_are_one_clear_line():
+    with pytest.raises(LayoutError, match="bfloat16 outputs have no NumPy dtype: pass tensors=True"):
+        with OutputPipeline(lambda *a: None, workers=1, threads=True) as pipe:
+            pipe.submit(0, torch.zeros(2, dtype=torch.bfloat16))
+    with pytest.raises(LayoutError, match=r"larger than the first batch's \(4, 3\).*like="):
+        with OutputPipeline(lambda *a: None, workers=1, threads=True) as pipe:
+            pipe.submit(0, torch.zeros(4, 3))
+            pipe.submit(1, torch.zeros(5, 3))
+    with pytest.raises(LayoutError, match="not structured as the first batch's"):
+        with OutputPipeline(lambda *a: None, workers=1, threads=True) as pipe:
+            pipe.submit(0, (torch.zeros(4), torch.zeros(4)))
+            pipe.submit(1, [torch.zeros(4), torch.zeros(4)])
+
+
+def test_back_pressure_keeps_at_most_the_buffers_in_flight():
+    done = []
+    in_flight = []
+
+    def slow(i, a):
+        time.sleep(0.05)
+        done.append(i)
+
+    with OutputPipeline(slow, workers=1, buffers=2, threads=True) as pipe:
+        for i in range(8):
+            pipe.submit(i, torch.full((16,), float(i)))
+            in_flight.append(pipe.submitted - len(done))
+    assert sorted(done) == list(range(8))
+    # a buffer is free only once its batch was processed: never more than 2 submitted and unprocessed
+    assert max(in_flight) <= 2 and in_flight[-1] >= 1, in_flight
+
+
+class Corrupting(OutputPipeline):
+    """A buffer overwritten between the copy and the worker (what a copy that has not landed looks like)."""
+
+    def _start(self, leaves, tree):
+        super()._start(leaves, tree)
+        copy = self._copier.copy
+
+        def copy_then_flip(slot, leaves, views, bounds, verify):
+            copy(slot, leaves, views, bounds, verify)
+            if self.submitted == 2:
+                views[0].view(torch.uint8).reshape(-1)[5] ^= 0xFF
+        self._copier.copy = copy_then_flip
+
+
+def test_verify_catches_a_buffer_changed_in_transit():
+    with Corrupting(lambda *a: None, workers=2, verify=True) as pipe:
+        for i in range(5):
+            pipe.submit(i, torch.randn(8, 9))
+    r = pipe.report()
+    assert not r.ok and r.mismatched == [2] and r.processed == 5, r.as_dict()
+
+
+def _raise_on_3(i, a):
+    if i == 3:
+        raise ValueError("bad row")
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["processes", "threads"])
+def test_process_raising_names_the_batch_the_error_and_where(threads):
+    t0 = time.time()
+    with pytest.raises(ProcessFailed) as e:
+        with OutputPipeline(_raise_on_3, workers=2, threads=threads) as pipe:
+            for i in range(50):
+                pipe.submit(i, torch.randn(4, 4))
+                time.sleep(0.01)
+    text = str(e.value)
+    assert "output worker" in text and "failed on batch 3: ValueError: bad row (at " in text, text
+    assert "test_fixes.py:" in text and time.time() - t0 < 5
+
+
+def test_an_exception_in_the_loop_stops_the_workers_at_once():
+    with pytest.raises(KeyError):
+        with OutputPipeline(lambda *a: time.sleep(0.5), workers=2) as pipe:
+            pipe.submit(0, torch.zeros(4))
+            kids = list(_children(os.getpid()))
+            raise KeyError("in the loop")
+    assert kids and not _alive(kids) and not _segments_of([os.getpid(), *kids])
+
+
+def test_prefetch_on_the_cpu_passes_batches_and_errors_through():
+    loader = [{"x": torch.full((2,), float(i)), "ids": (torch.tensor([i]), "keep")} for i in range(5)]
+    got = list(prefetch(loader, "cpu"))
+    assert [b["x"][0].item() for b in got] == [0, 1, 2, 3, 4] and got[3]["ids"][1] == "keep"
+
+    def failing():
+        yield torch.zeros(1)
+        raise OSError("disk gone")
+    with pytest.raises(OSError, match="disk gone"):
+        list(prefetch(failing(), "cpu"))
+
+
+def test_prefetch_pinning_thread_forwards_errors_and_stops_on_break():
+    from nsys_transfer.fixes.prefetch import _pinning
+    before = threading.active_count()
+
+    def source():
+        for i in range(1000):
+            yield torch.zeros(3)
+    it = _pinning(iter(source()), depth=2, pin=lambda t: t + 0)  # pin_memory() itself needs a GPU
+    next(it)
+    it.close()  # the loop broke out: the thread stops within a poll
+    deadline = time.time() + 2
+    while threading.active_count() > before and time.time() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() == before
+
+
+def test_gpu_scalars_read_every_n_steps():
+    s = GpuScalars(every=3)
+    seen = []
+    for i in range(7):
+        s.add(loss=torch.tensor(i / 2), correct=torch.tensor(i))
+        seen += s.ready()
+    assert [r["correct"] for r in seen] == [0, 1, 2, 3, 4, 5]  # two blocks of 3 landed, the last row is pending
+    assert s.values() == {"loss": [i / 2 for i in range(7)], "correct": list(range(7))}
+    with pytest.raises(ValueError, match="the first step gave"):
+        s.add(loss=torch.tensor(1.0))
+
+
+# a program using the pipeline the documented way; it prints READY once its workers are busy
+LONG_PROGRAM = """
+import sys, time, torch
+from nsys_transfer.fixes import OutputPipeline
+def process(i, a):
+    time.sleep(0.02)
+with OutputPipeline(process, workers=3) as outputs:
+    for i in range(100000):
+        outputs.submit(i, torch.randn(64, 64))
+        if i == 5:
+            print("READY", flush=True)
+"""
+
+
+def _start_program():
+    p = subprocess.Popen([sys.executable, "-c", LONG_PROGRAM], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.stdout.readline().strip() == "READY", p.stderr.read()
+    kids = _children(p.pid)
+    assert sorted(kids.values()) == ["output-worker-0", "output-worker-1", "output-worker-2"], kids
+    return p, kids
+
+
+@pytest.mark.parametrize("fault", ["worker-killed", "SIGTERM", "SIGTERM-group", "SIGINT-group"])
+def test_program_faults_end_promptly_and_leave_nothing(fault):
+    p, kids = _start_program()
+    t0 = time.time()
+    if fault == "worker-killed":
+        os.kill(next(iter(kids)), signal.SIGKILL)
+    elif fault == "SIGTERM":
+        os.kill(p.pid, signal.SIGTERM)
+    else:
+        os.killpg(p.pid, getattr(signal, fault.split("-")[0]))
+    try:
+        _, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail(f"{fault}: the program went on for 15 s")
+    took = time.time() - t0
+    assert took < 3, (fault, took)
+    if fault == "worker-killed":
+        assert p.returncode == 1 and err.count("Traceback") == 1, err
+        assert err.strip().splitlines()[-1].startswith("nsys_transfer.fixes.errors.WorkerDied: output worker "), err
+        assert "was killed by SIGKILL while batches were pending" in err
+    elif fault.startswith("SIGTERM"):
+        assert p.returncode == 143 and "Traceback" not in err, err
+        assert err.strip().splitlines() == [err.strip().splitlines()[-1]] and "stopped by SIGTERM after" in err, err
+    else:  # Ctrl-C: the program's own KeyboardInterrupt, and nothing from the workers
+        assert err.count("Traceback") == 1 and err.strip().endswith("KeyboardInterrupt"), err
+    deadline = time.time() + 5
+    while _alive(kids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(kids), f"{fault}: workers left alive"
+    assert not _segments_of([p.pid, *kids]), f"{fault}: shared memory left behind"
