@@ -87,9 +87,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
-    opts = Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=None, top=top,
-                   pipeline_depth=pipeline_depth, link_gbps=link_gbps, run_record=toolkit_record(str(trace)),
-                   window_asked=win)
+    opts = options_for(trace, step_regex, win, min_gap_ms, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     try:
         with Trace.open(trace) as t:
             a = _analyze_one(t, trace, opts, min_gap_ms, probe, run, plot_dir, progress)
@@ -105,6 +103,19 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
             click.echo(ranks_report(a.summary["ranks"]))
     if progress:
         progress("done")
+
+
+def options_for(trace: Path, step_regex: str | None, win: window.Spec | None, min_gap_ms: float = 1.0,
+                **kw) -> Options:
+    """The analysis options analyze-trace uses for one trace (verify uses the same for both of its traces)."""
+    return Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=None,
+                   run_record=toolkit_record(str(trace)), window_asked=win, **kw)
+
+
+def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=None):
+    """One trace file's analysis, as analyze-trace makes it (TraceError, OSError on bad input)."""
+    with Trace.open(trace) as t:
+        return _analyze_one(t, trace, opts, min_gap_ms, None, None, None, progress)
 
 
 def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):

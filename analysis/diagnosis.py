@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT, gbps
+from nsys_transfer.nsys_core.contracts import (COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PIPELINE_DRAIN, PROCESS_OUTPUT,
+                                              QUEUE_OUTPUT, gbps)
 
 from nsys_transfer.analysis.copies import big_copies
 from nsys_transfer.analysis.machine import MIN_PROBE_BYTES
@@ -40,7 +41,22 @@ RANGE_FIXES = {
                       "and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), "
                       "else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)", None),
 }
+# ranges the fixes library emits in any program that uses it, and what the GPU's wait inside them means
+LIBRARY_RANGE_FIXES = {
+    PIPELINE_DRAIN: "the OutputPipeline's workers were still behind when the GPU had finished: its post-processing, "
+                    "not the GPU, sets the pace; give it more workers if the host has idle cores, or less CPU work "
+                    "per output (argmax, a reduction or bf16 on the GPU before submit())",
+}
 
+# the toolkit's drop-in fixes (docs/fixes.md), named in the suggestion of each transfer finding of a PyTorch program
+FIXES = {
+    "output": "in a few lines: nsys_transfer.fixes.OutputPipeline does all of it (`with OutputPipeline(process, "
+              "workers=8) as outputs:` ... `outputs.submit(i, model(batch))`; docs/fixes.md)",
+    "input": "in one line: `for batch in nsys_transfer.fixes.prefetch(loader, device):` pins, copies ahead on a side "
+             "stream and orders the compute after it (docs/fixes.md)",
+    "scalars": "in a few lines: nsys_transfer.fixes.GpuScalars (`scalars.add(loss=loss)` instead of `loss.item()`, "
+               "read every N steps without a sync; docs/fixes.md)",
+}
 
 # what the GPU waits for inside some PyTorch ops (emit_nvtx names them)
 OPERATOR_FIXES = {
@@ -132,9 +148,12 @@ class Context:
         """A finding with its severity and share of the window derived from its impact."""
         return make_finding(rule, impact_ns, self.gpu_time_ns(), subject, evidence, suggestion, severity)
 
-    def advice(self, pytorch: str, cuda: str, stage: str | None = None) -> str:
-        """The fix in the program's terms; this toolkit's stage that applies it only for its own traces."""
+    def advice(self, pytorch: str, cuda: str, stage: str | None = None, fix: str | None = None) -> str:
+        """The fix in the program's terms, and for a PyTorch program the drop-in fix (FIXES) that applies it; this
+        toolkit's stage that applies it only for its own traces."""
         text = pytorch if self.pytorch else cuda
+        if fix and self.pytorch:
+            text = f"{text}; {FIXES[fix]}"
         return f"{text} (see stage {stage})" if stage and self.program.get("toolkit") else text
 
     def share_of_window(self, ns) -> str:
@@ -270,6 +289,8 @@ class InputBound:
 
     @staticmethod
     def _fix(ctx: Context, subject, workers) -> str:
+        if subject in LIBRARY_RANGE_FIXES:
+            return LIBRARY_RANGE_FIXES[subject]
         if ctx.program.get("toolkit") and subject in RANGE_FIXES:
             text, stage = RANGE_FIXES[subject]
             return ctx.advice(text, text, stage)
@@ -327,6 +348,8 @@ class GpuIdleCpuBound:
 
     @staticmethod
     def _range_fix(ctx: Context, name: str) -> str:
+        if name in LIBRARY_RANGE_FIXES:
+            return LIBRARY_RANGE_FIXES[name]
         if ctx.program.get("toolkit") and name in RANGE_FIXES:
             text, stage = RANGE_FIXES[name]
             return ctx.advice(text, text, stage)
@@ -388,7 +411,7 @@ class HostSync:
             "memory and wait on a CUDA event only when the value is needed",
             "each sync drains the GPU's queue, then the GPU waits while the host issues the next work: drop "
             "cudaDeviceSynchronize/cudaStreamSynchronize and synchronous cudaMemcpy from the loop; use cudaMemcpyAsync "
-            "into pinned memory and wait on an event only when the data is needed", "async")
+            "into pinned memory and wait on an event only when the data is needed", "async", fix="scalars")
             if ctx.program.get("framework") != "openacc" else
             "each compute region waits for the GPU before the host launches the next: add async(n) clauses to the "
             "parallel/kernels regions and data updates, and one `!$acc wait` (or #pragma acc wait) where the host needs "
@@ -536,13 +559,13 @@ class PageableMemcpy:
                 "pin the input (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy it with "
                 ".to(device, non_blocking=True), ideally on a side stream while the previous batch computes",
                 "allocate the host buffers with cudaMallocHost (or cudaHostRegister them) and copy with "
-                "cudaMemcpyAsync on a second stream", "baseline"))
+                "cudaMemcpyAsync on a second stream", "baseline", fix="input"))
         if speed < self.fresh_gbps:
             ev += "; that rate means every copy lands in freshly allocated memory and pays its page faults"
             return ctx.finding(self.id, dur - nbytes / (self.pageable_share * link), kind, ev, ctx.advice(
                 "copy into output buffers allocated once and reused (out.copy_(t) instead of a fresh t.cpu() per step), "
                 "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
-                "bufpool"))
+                "bufpool", fix="output"))
         n_async = int((pg["sync"] == False).sum())  # noqa: E712
         compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # KernelDigest.compute_stream of every kernel
         side = compute is not None and bool((pg["stream"] != compute).all())
@@ -554,12 +577,12 @@ class PageableMemcpy:
                              "pin the shared buffers in place with torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0), "
                              "check tensor.is_pinned()",
                              "register the host buffers with cudaHostRegister (or allocate them with cudaMallocHost)",
-                             "pinned")
+                             "pinned", fix="output")
         else:
             fix = ctx.advice("pin the destination buffers (torch.empty(..., pin_memory=True), or cudaHostRegister for "
                              "shared memory) and copy with non_blocking=True, then wait on a CUDA event per buffer",
                              "allocate the host buffers with cudaMallocHost and copy with cudaMemcpyAsync, then wait on "
-                             "an event", "async")
+                             "an event", "async", fix="output")
         # pinned, an async copy on a side stream hides under compute; on the compute stream it only gets faster
         saving = dur - int(pg["overlap_ns"].sum()) if side and n_async else dur - nbytes / link
         return ctx.finding(self.id, saving, kind, ev, fix)
@@ -582,7 +605,8 @@ class SyncMemcpy:
         return [ctx.finding(self.id, wait, "DtoH", ev, ctx.advice(
             "copy with non_blocking=True, record a CUDA event per buffer and read the buffer once the event has "
             "fired (event.query() or a monitor thread), so the thread launches the next step meanwhile",
-            "use cudaMemcpyAsync and cudaEventRecord, and wait on the event only when the data is needed", "async"))]
+            "use cudaMemcpyAsync and cudaEventRecord, and wait on the event only when the data is needed", "async",
+            fix="output"))]
 
 
 class NoCopyComputeOverlap:
@@ -609,7 +633,7 @@ class NoCopyComputeOverlap:
             "out.copy_(t, non_blocking=True) under torch.cuda.stream(copy_stream)) so it overlaps the next step's "
             "compute; keep t alive for it with t.record_stream(copy_stream)",
             "issue the copies on a second cudaStream_t, ordered after the compute by cudaStreamWaitEvent, so they "
-            "overlap the next iteration's kernels", "streams"))]
+            "overlap the next iteration's kernels", "streams", fix="output"))]
 
 
 class WarmupInCapture:

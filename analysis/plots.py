@@ -11,6 +11,8 @@ import pandas as pd  # noqa: E402
 from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,  # noqa: E402
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
+from nsys_transfer.analysis.breakdown import time_breakdown  # noqa: E402
+
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
           "idle": "#DDDDDD"}
 # NVTX ranges are the CPU's phases: colours of their own, never a GPU kind's (a green 'get batch' read as HtoD)
@@ -193,4 +195,41 @@ def plot_ranks(ranks, path, title: str = ""):
     a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
     a2.set_title("DtoH into host memory, all GPUs (stacked)", fontsize=10)
     fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["rule"], fontsize=11)
+    return save(fig, path)
+
+
+BREAKDOWN_COLORS = {"kernels": COLORS["kernel"], "idle: input-bound": "#E9C46A", "idle: host-sync": "#E76F51",
+                    "idle: launches": "#F4A261", "idle: memory mapping": "#8D99AE", "idle: communication": "#2A9D8F",
+                    "idle: sleeping": "#BDB2FF", "idle: CPU work, no range": "#A8A8A8", "idle: other": COLORS["idle"]}
+
+
+def _part_color(label: str, i: int) -> str:
+    if label in BREAKDOWN_COLORS:
+        return BREAKDOWN_COLORS[label]
+    for kind in ("HtoD", "DtoH", "DtoD"):
+        if label.startswith(kind):
+            return COLORS[kind] if "Pageable" not in label else {"HtoD": "#9FD3A9", "DtoH": "#E8A0A2"}.get(kind, "#BBB")
+    return plt.cm.tab20(i % 20)  # an NVTX range the idle time sat in
+
+
+def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
+    """One stacked bar per trace: the share of the GPUs' time in each part of analysis.breakdown.time_breakdown."""
+    rows = [time_breakdown(s) for s in summaries]
+    names = list(dict.fromkeys(label for r in rows for label, _ in r))
+    fig, ax = plt.subplots(figsize=(11, 1.4 + 0.6 * max(len(rows), len(names) / 4)))
+    for y, r in enumerate(rows):
+        total, left = sum(ns for _, ns in r) or 1, 0.0
+        for label, ns in r:
+            share = 100 * ns / total
+            ax.barh(y, share, left=left, color=_part_color(label, names.index(label)), edgecolor="white")
+            if share >= 6:
+                ax.text(left + share / 2, y, f"{share:.0f}%", ha="center", va="center", fontsize=7)
+            left += share
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the GPUs' time in the window (%)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=_part_color(n, i)) for i, n in enumerate(names)]
+    ax.legend(handles, names, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
+    ax.set_title(title or "where the GPU's time went", fontsize=10)
     return save(fig, path)

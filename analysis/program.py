@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import TOOLKIT_RANGES
+from nsys_transfer.nsys_core.contracts import WORKLOAD_RANGES
 
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")
@@ -65,7 +65,7 @@ def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record
     pytorch = (any(PYTORCH_THREAD.match(n) for n in names) or any(PYTORCH_RANGE.search(n) for n in nvtx_names)
                or any(PYTORCH_KERNEL.search(str(k)) for k in kernel_names))
     stage = (run_record or {}).get("stage")
-    toolkit = bool(stage) or len(nvtx_names & TOOLKIT_RANGES) >= 2
+    toolkit = bool(stage) or len(nvtx_names & WORKLOAD_RANGES) >= 2
     workers = threads[threads["thread_name"] == DATALOADER_WORKER] if len(threads) else threads
     kernels = [str(k) for k in kernel_names if isinstance(k, str)]
     openacc = bool(kernels) and sum(bool(OPENACC_KERNEL.search(k)) for k in kernels) >= 0.5 * len(kernels)

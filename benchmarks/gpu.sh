@@ -33,6 +33,7 @@
 #   BENCH_ARGS   more arguments for nsys-transfer bench, e.g. "--stages ceiling,pinned --steps 30 --warmup 5"
 #   SCALING_STAGE=pinned  SCALING_CPUS (e.g. 0-7: a second scaling scenario confined to those CPUs)
 #   CAPTURES     STAGE:STEPS[:GPUS] of the profile step (default "baseline:3 pinned:12", plus "pinned:12:N" on N>1 GPUs)
+#   PROFILE_ARGS workload arguments for every capture of the profile step, e.g. "--dtype bf16 --channels-last"
 #   PROGRAMS     default "hf_generate torchvision_loader lightning_predict"; also cuda_graph_infer, cuda_graph_node
 #                (--cuda-graph-trace node), managed_memory, managed_prefetch, sleepy_weights (sleepy_sampled, sleepy_ctxsw: with
 #                CPU sampling / context switches only, no OS runtime trace); TORCH_PROFILER=0 leaves
@@ -76,12 +77,16 @@ T_PROGRAM=${T_PROGRAM:-400} T_ANALYZE=${T_ANALYZE:-300}
 # what each program needs besides torch, and its arguments (the ones docs/benchmarks.md reports)
 declare -A PROGRAM_NEEDS=([hf_generate]="transformers" [torchvision_loader]="torchvision"
                           [lightning_predict]="torchvision lightning" [cuda_graph_infer]="" [cuda_graph_node]=""
-                          [managed_memory]="cupy" [managed_prefetch]="cupy" [sleepy_weights]="" [sleepy_sampled]="" [sleepy_ctxsw]="")
+                          [managed_memory]="cupy" [managed_prefetch]="cupy" [sleepy_weights]="" [sleepy_sampled]="" [sleepy_ctxsw]=""
+                          [hf_embed]="transformers" [hf_embed_fixed]="transformers" [seg_logits]="torchvision"
+                          [seg_logits_fixed]="torchvision" [image_loop]="torchvision" [image_loop_fixed]="torchvision")
 declare -A PROGRAM_ARGS=([hf_generate]="--requests 3" [torchvision_loader]="--batches 20 --warmup 3 --workers 2"
                          [lightning_predict]="--batches 10 --workers 4" [cuda_graph_infer]="--requests 20"
                          [cuda_graph_node]="--requests 20" [managed_memory]="--steps 10"
                          [managed_prefetch]="--steps 10 --prefetch" [sleepy_weights]="--steps 8" [sleepy_sampled]="--steps 8"
-                         [sleepy_ctxsw]="--steps 8")
+                         [sleepy_ctxsw]="--steps 8" [hf_embed]="--batches 10" [hf_embed_fixed]="--batches 10"
+                         [seg_logits]="--batches 10" [seg_logits_fixed]="--batches 10" [image_loop]="--batches 16"
+                         [image_loop_fixed]="--batches 16")
 # a variant's program file, where it is not NAME.py, and the nsys-transfer run options it adds
 declare -A PROGRAM_FILE=([cuda_graph_node]=cuda_graph_infer [managed_memory]=managed_memory
                          [managed_prefetch]=managed_memory [sleepy_sampled]=sleepy_weights
@@ -310,13 +315,14 @@ analyze() {
 }
 
 step_profile() {
-  local spec stage steps gpus name log t rc args
+  local spec stage steps gpus name log t rc args extra
   for spec in "${CAPTURES[@]}"; do
     IFS=: read -r stage steps gpus <<< "$spec"; gpus=${gpus:-1}
     name=$stage; [ "$gpus" -le 1 ] || name="$stage-x${gpus}gpu"
     heading "profile: $name, $steps steps"
     args=(profile "$stage" --steps "$steps" --warmup 3 --out-dir "$RUNS" --force)
     [ "$gpus" -le 1 ] || args+=(--gpus "$gpus")
+    [ -z "${PROFILE_ARGS:-}" ] || { read -ra extra <<< "$PROFILE_ARGS"; args+=(-- "${extra[@]}"); }
     log="$OUT/logs/profile-$name.log"; t=$SECONDS
     live && rm -f "$RUNS/$name/$name".*  # never analyse an earlier run's trace
     x "$log" "$T_CAPTURE" "$PYTHON" -m nsys_transfer "${args[@]}"; rc=$?

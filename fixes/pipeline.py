@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, QUEUE_OUTPUT
 
 from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
@@ -138,7 +138,8 @@ class OutputPipeline:
     def flush(self) -> None:
         """Wait until every batch submitted so far was processed (the pipeline stays open)."""
         if self._pool is not None:
-            self._pool.wait(self.submitted, self.timeout_s, check=self._raise_failure)
+            with nvtx_range(PIPELINE_DRAIN):
+                self._pool.wait(self.submitted, self.timeout_s, check=self._raise_failure)
 
     def close(self) -> None:
         """Wait until every submitted batch was processed, then stop the workers and free the buffers."""

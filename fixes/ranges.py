@@ -1,7 +1,9 @@
-"""NVTX ranges with the article's names; a no-op when the nvtx package is absent."""
+"""NVTX ranges with the article's names: through the nvtx package, else torch's own NVTX bindings when torch has CUDA,
+else nothing (the ranges only label phases in a trace)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from nsys_transfer.nsys_core.contracts import COMPUTE, COPY_TO_CPU, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT
 
@@ -10,12 +12,31 @@ try:  # nsys 2023.4 records nvtx <= 0.2.11 only (see profiling/checks.py)
 except ImportError:  # pragma: no cover - exercised only without the package
     _nvtx = None
 
+
+@contextlib.contextmanager
+def _torch_range(name: str):
+    import torch
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def _torch_has_nvtx() -> bool:
+    try:
+        import torch
+        return torch.version.cuda is not None and torch.cuda.is_available()
+    except Exception:  # no torch, or a broken CUDA set-up: no ranges
+        return False
+
+_TORCH_NVTX = functools.lru_cache(maxsize=1)(_torch_has_nvtx)
 COLORS = {GET_BATCH: "green", COMPUTE: "blue", COPY_TO_CPU: "red", PROCESS_OUTPUT: "yellow", QUEUE_OUTPUT: "orange"}
 
 
 def nvtx_range(name: str):
     """An NVTX range around a block (coloured by phase), or nothing without the nvtx package."""
     if _nvtx is None:
-        return contextlib.nullcontext()
+        return _torch_range(name) if _TORCH_NVTX() else contextlib.nullcontext()
     color = "purple" if name.startswith("Batch") else COLORS.get(name, "grey")
     return _nvtx.annotate(name, color=color)

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Callable
 
+import torch
 import torch.multiprocessing as mp
 
 from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
@@ -44,6 +45,9 @@ class _Counters:
 def _worker_loop(index: int, name: str, parent_pid: int | None, handle: Callable, in_q, free_q, result_q, counters):
     if parent_pid is not None:
         worker_started(parent_pid, f"{name}-{index}")
+        # torch's intra-op thread pool does not survive fork: the first parallel op in the child would hang (as torch's
+        # own DataLoader workers do, each worker runs torch on one thread)
+        torch.set_num_threads(1)
     batch_id = None
     try:
         while (item := in_q.get()) is not None:

@@ -14,7 +14,10 @@ COPY_TO_CPU = "copy to CPU"
 PROCESS_OUTPUT = "process output"
 QUEUE_OUTPUT = "queue output"
 DRAIN_OUTPUTS = "drain outputs"  # the output workers' backlog after the last step's GPU work
-TOOLKIT_RANGES = frozenset({GET_BATCH, COMPUTE, COPY_TO_CPU, PROCESS_OUTPUT, QUEUE_OUTPUT, DRAIN_OUTPUTS})
+PIPELINE_DRAIN = "output pipeline: drain"  # fixes.OutputPipeline waiting for its workers (flush, close)
+# emitted only by the workloads' own loop: two of them make a trace this toolkit's stage (the fixes library's ranges
+# appear in any program that uses it)
+WORKLOAD_RANGES = frozenset({GET_BATCH, COMPUTE, DRAIN_OUTPUTS})
 STEP_RANGE = "Batch {}"              # one range per step: "Batch 7"
 DEFAULT_STEP_REGEX = r"^Batch \d+"   # ... and how the analysis finds them when no other step marks are detected
 

@@ -14,6 +14,7 @@ import click
 from nsys_transfer.analysis import Trace, TraceError
 from nsys_transfer.analysis.integrity import assess
 from nsys_transfer.analysis.scaling import scaling_row
+from nsys_transfer.analysis.verify_cli import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
 from nsys_transfer.nsys_core.driver import check
 from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
@@ -279,3 +280,6 @@ def scaling(stage_name, gpus, cpus, label, out, timeout_s, workload_args):
 
 if __name__ == "__main__":
     main()
+
+
+main.add_command(verify_command, "verify")

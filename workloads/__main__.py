@@ -41,6 +41,9 @@ D = RunConfig()
 @click.option("--unsafe", is_flag=True, help="hand buffers over before their copy finished (checker demo)")
 @click.option("--fault", default="", help="test hook: corrupt:N or die:N")
 @click.option("--seed", type=int, default=0)
+@click.option("--dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="the model's precision (bf16: stages pinned and ceiling)")
+@click.option("--channels-last", is_flag=True, help="deeplabv3 in NHWC memory format (fast with bf16)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write the run record here")
 def main(json_path, **kw):
     """Run one pipeline stage of the article (or beyond it) and report throughput and integrity."""

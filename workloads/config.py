@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from nsys_transfer.nsys_core.contracts import STAGES
 
 MODELS = ("deeplabv3", "encoder")
+DTYPES = ("fp32", "bf16")
+LOW_PRECISION_STAGES = ("pinned", "ceiling")
 # Stages whose copy machinery (events, side streams) needs a GPU; pinned runs on the CPU through the fixes library.
 GPU_ONLY_STAGES = ("async", "streams")
 # Stages with a copy-monitor thread, the only place --unsafe changes anything.
@@ -42,6 +44,8 @@ class RunConfig:
     unsafe: bool = False      # hand buffers to workers before their copy finished (to prove the checker)
     fault: str = ""           # test hook: "corrupt:N" flips a byte of batch N in the worker, "die:N" kills it
     seed: int = 0
+    dtype: str = "fp32"       # fp32 | bf16: the model's weights, inputs and outputs
+    channels_last: bool = False  # deeplabv3: NHWC memory format (with bf16: the fast path of the H200's convs)
 
     @property
     def n_buffers(self) -> int:
@@ -55,8 +59,8 @@ class RunConfig:
         return (self.batch, self.tokens, self.dim)
 
     def output_bytes(self) -> int:
-        """The bytes of one batch's output (fp32)."""
-        n = 4  # fp32
+        """The bytes of one batch's output (fp32: 4 per value, bf16: 2)."""
+        n = 2 if self.dtype == "bf16" else 4
         for d in self.output_shape():
             n *= d
         return n
@@ -87,6 +91,11 @@ class RunConfig:
         if self.unsafe and self.stage not in UNSAFE_STAGES:
             raise ConfigError(f"--unsafe hands buffers to the workers before their asynchronous copy finished, which "
                               f"only stages {', '.join(UNSAFE_STAGES)} do; stage {self.stage} would ignore it, so drop it")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype must be one of {', '.join(DTYPES)}")
+        if self.dtype != "fp32" and self.stage not in LOW_PRECISION_STAGES:
+            raise ConfigError(f"--dtype {self.dtype}: NumPy has no bfloat16, so only stages "
+                              f"{', '.join(LOW_PRECISION_STAGES)} (through the fixes library) take it")
         if self.fault and not any(self.fault.startswith(p) for p in ("corrupt:", "die:")):
             raise ConfigError("--fault must be corrupt:N or die:N")
         return self

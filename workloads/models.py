@@ -27,22 +27,30 @@ class TokenEncoder(nn.Module):
 class SegmentationLogits(nn.Module):
     """DeepLabV3 returns a dict; the pipelines want the logits tensor."""
 
-    def __init__(self, classes: int):
+    def __init__(self, classes: int, dtype: torch.dtype = torch.float32, channels_last: bool = False):
         super().__init__()
         from torchvision.models.segmentation import deeplabv3_resnet50
 
         self.net = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=classes, aux_loss=False)
+        self.dtype, self.format = dtype, torch.channels_last if channels_last else torch.contiguous_format
 
     def forward(self, x):
-        """Images -> DeepLabV3's logits (batch x classes x img x img)."""
-        return self.net(x)["out"]
+        """Images -> DeepLabV3's logits (batch x classes x img x img), in the model's dtype and memory format."""
+        return self.net(x.to(self.dtype).contiguous(memory_format=self.format))["out"]
+
+
+def torch_dtype(cfg) -> torch.dtype:
+    """The run's torch dtype (--dtype)."""
+    return torch.bfloat16 if cfg.dtype == "bf16" else torch.float32
 
 
 def build_model(cfg, device: torch.device) -> nn.Module:
-    """The configured model (deeplabv3 or encoder), seeded, in eval mode on the device."""
+    """The configured model (deeplabv3 or encoder), seeded, in eval mode on the device, in the run's dtype."""
     torch.manual_seed(cfg.seed)
+    dtype = torch_dtype(cfg)
     if cfg.model == "deeplabv3":
-        model = SegmentationLogits(cfg.classes)
-    else:
-        model = TokenEncoder(cfg.dim, cfg.layers, cfg.tokens)
-    return model.eval().to(device)
+        model = SegmentationLogits(cfg.classes, dtype, cfg.channels_last)
+        fmt = torch.channels_last if cfg.channels_last else torch.contiguous_format
+        return model.eval().to(device, dtype).to(memory_format=fmt)
+    model = TokenEncoder(cfg.dim, cfg.layers, cfg.tokens)
+    return model.eval().to(device, dtype)

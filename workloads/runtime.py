@@ -17,7 +17,7 @@ from nsys_transfer.workloads import hostload
 from nsys_transfer.workloads.config import RunConfig
 from nsys_transfer.workloads.data import make_loader
 from nsys_transfer.workloads.lifetime import raise_if_stopped
-from nsys_transfer.workloads.models import build_model
+from nsys_transfer.workloads.models import build_model, torch_dtype
 from nsys_transfer.workloads.stages import stage_class
 
 SHARED_STAGES = ("bufpool", "async", "streams", "pinned")
@@ -91,7 +91,7 @@ def run(cfg: RunConfig, log=print) -> dict:
     device = torch.device(cfg.device, rank.local) if cfg.device == "cuda" else torch.device("cpu")
     model = build_model(cfg, device)
     stage = stage_class(cfg.stage)(cfg, device)
-    dtype = torch.float32
+    dtype = torch_dtype(cfg)
     started = time.time()
     try:
         stage.setup(cfg.output_shape(), dtype)  # forks output workers before the loader starts its own

@@ -24,9 +24,11 @@ class Serialise:
     def __init__(self, sink_spec: str, chunk_bytes: int, fault: str):
         self.sink_spec, self.chunk_bytes, self.fault, self.sink = sink_spec, chunk_bytes, fault, None
 
-    def __call__(self, batch_id, array, rows=range(0)):
+    def __call__(self, batch_id, tensor, rows=range(0)):
         if self.sink is None:
             self.sink = Sink(self.sink_spec)
+        # NumPy has no bfloat16: its bytes are serialised as they are
+        array = tensor.reshape(-1).view(torch.uint8).numpy() if tensor.dtype == torch.bfloat16 else tensor.numpy()
         if rows.start == 0:
             apply_fault(self.fault, batch_id, array)
         self.sink.write_batch(batch_id, array, self.chunk_bytes)
@@ -45,7 +47,7 @@ class Stage(InProcessStage):
         """The pipeline, its buffers and workers made now (before the loader forks its own)."""
         self.pipeline = OutputPipeline(Serialise(self.cfg.postprocess, self.chunk_bytes, self.cfg.fault),
                                        workers=self.cfg.output_workers, buffers=self.cfg.n_buffers, split=self.split,
-                                       verify=True, like=torch.empty(shape, dtype=dtype, device="meta"),
+                                       verify=True, tensors=True, like=torch.empty(shape, dtype=dtype, device="meta"),
                                        device=self.device).__enter__()
         self.pipeline._copier.unsafe = self.cfg.unsafe  # --unsafe: hand buffers over before their copy landed
 

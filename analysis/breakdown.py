@@ -1,0 +1,40 @@
+"""Where a trace's GPU time went, as parts that add up to the GPUs' time in the window: kernels, copies outside
+kernels by direction and host memory, and the idle time by its one cause (analysis/idle.py). From the summary
+alone, so a chart of it and the figures beside it cannot disagree."""
+from __future__ import annotations
+
+CAUSE_LABELS = {"input": "idle: input-bound", "host-sync": "idle: host-sync", "launch": "idle: launches",
+                "mapping": "idle: memory mapping", "comm-wait": "idle: communication", "sleep": "idle: sleeping",
+                "cpu": "idle: CPU work, no range"}
+
+DIRECTIONS = {"dtoh": "DtoH", "htod": "HtoD", "dtod": "DtoD"}
+
+
+def _main_kind(d: dict) -> str:
+    kinds = d.get("kinds") or {}
+    return max(kinds, key=kinds.get) if kinds else "?"
+
+
+def time_breakdown(summary: dict) -> list[tuple[str, float]]:
+    """(label, ns) parts of the GPUs' time in the window, largest idle causes named, the rest 'idle: other'."""
+    gpu = summary.get("gpu") or {}
+    devices = gpu.get("devices") or []
+    total = sum(d.get("window_ns") or 0 for d in devices) or (summary["window"].get("duration_ns") or 0)
+    if not total:
+        return []
+    busy, compute = gpu.get("busy_ns") or 0, gpu.get("compute_ns") or 0
+    parts = [("kernels", float(compute))]
+    copies = {k: summary["memcpy"][k] for k in ("dtoh", "htod", "dtod") if summary["memcpy"][k].get("total_ns")}
+    copy_ns = sum(d["total_ns"] for d in copies.values())
+    outside = max(busy - compute, 0)  # copy time not under kernels, shared out by each direction's copy time
+    for k, d in copies.items():
+        parts.append((f"{DIRECTIONS[k]} ({_main_kind(d)})", outside * d["total_ns"] / copy_ns))
+    idle: dict[str, float] = {}
+    for c in (summary.get("idle") or {}).get("causes") or []:
+        label = CAUSE_LABELS.get(c["cause"]) or (f"idle: in '{c['subject']}'" if c.get("subject") else "idle: CPU work")
+        idle[label] = idle.get(label, 0.0) + c["idle_ns"]
+    parts += sorted(idle.items(), key=lambda x: -x[1])
+    rest = total - sum(ns for _, ns in parts)
+    if rest > 0.001 * total:
+        parts.append(("idle: other", rest))
+    return [(label, ns) for label, ns in parts if ns > 0]

@@ -1,0 +1,232 @@
+"""Before and after a fix, for the same program: whether the two analyses can be compared, the figures side by
+side, every finding matched by rule and subject, one verdict, and the CI gates. Summaries (analysis JSON) in, one
+comparison dict out (docs/json-schema.md, "verify")."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA = "nsys-transfer.verify/1"
+SAME_SPEED = 0.03      # within 3%: neither faster nor slower
+REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
+STEP_RATIO = 2.0       # step counts further apart than this: warned
+WORK_TOLERANCE = 0.10
+# findings that say what limits a program that has nothing left to fix: reaching them is the aim, not a regression
+LIMITS = {"gpu-bound"}
+# rules whose subject is what the finding is about (a copy direction, a range): never paired across subjects
+BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps"}  # without steps, the two GPU windows compare only when the kernels' counts agree this well
+
+
+class NotComparable(ValueError):
+    """The two traces cannot be compared; the message says why and what to do."""
+
+
+@dataclass
+class Side:
+    """One side's analysis summary, its path and, when given, its workload record."""
+    path: str
+    summary: dict
+    workload: dict | None = None
+    label: str = ""
+
+
+@dataclass
+class Comparison:
+    """What verify() found: the comparison document, its warnings and whether gates failed."""
+    document: dict
+    warnings: list = field(default_factory=list)
+
+
+def _gpus(s: dict) -> list[str]:
+    return [g.get("name") or "?" for g in s["trace"].get("gpus") or []]
+
+
+def check_comparable(before: Side, after: Side) -> list[str]:
+    """NotComparable when the two cannot be compared; else the warnings to print."""
+    for side in (before, after):
+        integ = side.summary["trace"].get("integrity") or {}
+        if integ.get("verdict") not in (None, "complete"):
+            raise NotComparable(f"{side.path}: the capture lost CUDA events ({integ.get('verdict')}, "
+                                f"analyze-trace --check says why): capture it again before comparing")
+    gb, ga = _gpus(before.summary), _gpus(after.summary)
+    if len(gb) != len(ga) or sorted(gb) != sorted(ga):
+        raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
+                            "compare captures from the same machine")
+    sb, sa = before.summary["steps"], after.summary["steps"]
+    if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
+        raise NotComparable(f"different steps: {sb['regex']!r} before, {sa['regex']!r} after; pass --step-regex "
+                            "to use one definition for both")
+    warnings = []
+    if bool(sb.get("count")) != bool(sa.get("count")):
+        warnings.append("steps were found in only one trace: throughput is compared over the GPU windows")
+    elif sb.get("count") and max(sb["count"], sa["count"]) > STEP_RATIO * min(sb["count"], sa["count"]):
+        warnings.append(f"{sb['count']} steps before, {sa['count']} after: per-step figures are compared, totals "
+                        "are not")
+    return warnings
+
+
+def throughput(before: Side, after: Side) -> dict:
+    """Steps/s from the steps of each trace, else from the workload records, else the GPU windows' inverse when the
+    two did the same GPU work; with where it came from."""
+    sb, sa = before.summary["steps"].get("per_second"), after.summary["steps"].get("per_second")
+    if sb and sa:
+        return {"before": sb, "after": sa, "unit": "steps/s", "source": "the steps in each trace"}
+    wb, wa = (s.workload and s.workload.get("throughput", {}).get("steps_per_s") for s in (before, after))
+    if wb and wa:
+        return {"before": wb, "after": wa, "unit": "steps/s", "source": "the workload records"}
+    kb, ka = (s.summary["kernels"].get("count") or 0 for s in (before, after))
+    db, da = (s.summary["window"].get("duration_ns") or 0 for s in (before, after))
+    if kb and ka and db and da and abs(kb - ka) <= WORK_TOLERANCE * max(kb, ka):
+        return {"before": 1e9 / db, "after": 1e9 / da, "unit": "1/s",
+                "source": f"the GPU windows ({db / 1e9:.2f} s and {da / 1e9:.2f} s for {kb:,} and {ka:,} kernels: "
+                          "the same work; no steps in the traces)"}
+    return {"before": None, "after": None, "unit": None,
+            "source": "unknown: no steps in the traces (mark each step with an NVTX range 'step N'), no workload "
+                      "records, and the GPU work differs"}
+
+
+def _ms(ns) -> float | None:
+    return ns / 1e6 if ns is not None else None
+
+
+def _main_kind(d: dict) -> str | None:
+    kinds = d.get("kinds") or {}
+    return max(kinds, key=kinds.get) if kinds else None
+
+
+def _syncs_per_step(s: dict) -> float | None:
+    n = s["steps"].get("count")
+    setup = s["steps"].get("setup") or {}
+    calls = setup.get("sync_calls_in_steps", (s.get("idle") or {}).get("sync_calls"))
+    return calls / n if n and calls is not None else None
+
+
+# key: (label, unit, value of a summary, which way is better)
+METRICS = {
+    "gpu_busy": ("GPU busy", "%", lambda s: 100 * (s["gpu"] or {}).get("utilization", 0), "higher"),
+    "gpu_compute": ("GPU compute (kernels)", "%", lambda s: 100 * (s["gpu"] or {}).get("compute_utilization", 0), "higher"),
+    "idle_per_step_ms": ("GPU idle per step", "ms", lambda s: _ms(s["steps"].get("mean_gpu_idle_ns")), "lower"),
+    "dtoh_ms": ("DtoH copy time", "ms", lambda s: s["memcpy"]["dtoh"].get("total_ns", 0) / 1e6, "lower"),
+    "dtoh_gbps": ("DtoH speed", "GB/s", lambda s: s["memcpy"]["dtoh"].get("gbps"), "higher"),
+    "dtoh_memory": ("DtoH host memory", "", lambda s: _main_kind(s["memcpy"]["dtoh"]), None),
+    "htod_ms": ("HtoD copy time", "ms", lambda s: s["memcpy"]["htod"].get("total_ns", 0) / 1e6, "lower"),
+    "htod_gbps": ("HtoD speed", "GB/s", lambda s: s["memcpy"]["htod"].get("gbps"), "higher"),
+    "htod_memory": ("HtoD host memory", "", lambda s: _main_kind(s["memcpy"]["htod"]), None),
+    "overlap": ("DtoH copy under kernels", "%", lambda s: 100 * (s["memcpy"].get("overlap_fraction") or 0), "higher"),
+    "syncs_per_step": ("host syncs per step", "", _syncs_per_step, "lower"),
+}
+
+
+def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
+    """Each figure before and after, its change, and whether the change is for the better."""
+    rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
+             "after": speed["after"], "better": "higher", "source": speed["source"]}]
+    for key, (label, unit, value, better) in METRICS.items():
+        rows.append({"key": key, "label": label, "unit": unit, "before": value(before.summary),
+                     "after": value(after.summary), "better": better})
+    for r in rows:
+        b, a = r["before"], r["after"]
+        r["change"] = (a / b - 1) if isinstance(b, (int, float)) and isinstance(a, (int, float)) and b else None
+    return rows
+
+
+def _cost(s: dict, f: dict) -> float:
+    """A finding's cost, per step when the trace has steps (the two may hold different numbers of them)."""
+    n = s["steps"].get("count")
+    return f["impact_ns"] / n if n else float(f["impact_ns"])
+
+
+def findings(before: Side, after: Side) -> list[dict]:
+    """Every costed finding of either side matched by (rule, subject): resolved, reduced, unchanged, worse or new."""
+    rows = []
+    for fb, fa in matched(before.summary["diagnosis"], after.summary["diagnosis"]):
+        key = (fb or fa)["rule"], (fb or fa)["subject"]
+        cb = _cost(before.summary, fb) if fb else None
+        ca = _cost(after.summary, fa) if fa else None
+        if key[0] in LIMITS:
+            status = "limit reached" if fa else "limit left"
+        elif fb is None:
+            status = "new"
+        elif fa is None:
+            status = "resolved"
+        else:
+            ratio = ca / cb if cb else (1.0 if not ca else float("inf"))
+            status = "reduced" if ratio < REDUCED else "worse" if ratio > WORSE else "unchanged"
+        per = "per step" if before.summary["steps"].get("count") else "in the window"
+        rows.append({"rule": key[0], "subject": key[1], "status": status, "cost_unit": f"ns {per}",
+                     "before_ns": cb, "after_ns": ca, "before_severity": fb and fb["severity"],
+                     "after_severity": fa and fa["severity"], "suggestion": (fa or fb)["suggestion"]})
+    return rows
+
+
+def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, dict | None]]:
+    """Costed findings paired by rule and subject; then what is left of one rule on each side, pair by pair (the
+    subject of input-bound or host-sync is the top call, which can change while the finding is the same one)."""
+    b = [f for f in before if f["severity"] != "info"]
+    a = [f for f in after if f["severity"] != "info"]
+    pairs = []
+    for fb in list(b):
+        fa = next((f for f in a if (f["rule"], f["subject"]) == (fb["rule"], fb["subject"])), None)
+        if fa is not None:
+            pairs.append((fb, fa))
+            b.remove(fb)
+            a.remove(fa)
+    for fb in list(b):
+        fa = next((f for f in a if f["rule"] == fb["rule"] and f["rule"] not in BY_SUBJECT), None)
+        pairs.append((fb, fa))
+        if fa is not None:
+            a.remove(fa)
+    return pairs + [(None, fa) for fa in a]
+
+
+def _name(f: dict) -> str:
+    return f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
+
+
+def verdict(speed: dict, rows: list[dict]) -> dict:
+    """One line: faster or slower by how much, which findings went, which came."""
+    b, a = speed["before"], speed["after"]
+    change = a / b - 1 if b and a else None
+    if change is None:
+        pace = "speed unknown"
+    elif abs(change) <= SAME_SPEED:
+        pace = f"about as fast ({100 * change:+.1f}%)"
+    elif change > 0:
+        pace = f"{a / b:.2f}x faster" if a / b >= 1.5 else f"{100 * change:.0f}% faster"
+    else:
+        pace = f"{100 * (1 - a / b):.0f}% slower"
+    resolved = [_name(f) for f in rows if f["status"] == "resolved"]
+    new = [_name(f) for f in rows if f["status"] == "new" and f["after_severity"] in ("high", "medium")]
+    line = (f"{pace}; resolved: {', '.join(resolved) or 'none'}; new: {', '.join(new) or 'none'}")
+    if any(f["status"] == "limit reached" for f in rows):
+        line += "; the GPU is now the limit (gpu-bound)"
+    return {"line": line, "change": change, "resolved": resolved, "new": new}
+
+
+def gates(v: dict, rows: list[dict], fail_if_slower: float | None, fail_on_new: str | None) -> list[str]:
+    """The reasons the CI gates fail (empty: they pass)."""
+    out = []
+    if fail_if_slower is not None and v["change"] is not None and -v["change"] * 100 > fail_if_slower:
+        out.append(f"{-100 * v['change']:.1f}% slower, more than --fail-if-slower {fail_if_slower:g}")
+    if fail_on_new:
+        wanted = {r.strip() for r in fail_on_new.split(",") if r.strip()}
+        new = [f for f in rows if f["status"] == "new"]
+        hit = [f for f in new if ("any" in wanted and f["after_severity"] in ("high", "medium")) or f["rule"] in wanted]
+        if hit:
+            out.append(f"new finding{'s' if len(hit) > 1 else ''}: {', '.join(_name(f) for f in hit)} "
+                       f"(--fail-on-new {fail_on_new})")
+    return out
+
+
+def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_on_new: str | None = None) -> Comparison:
+    """The whole comparison (NotComparable when there is none to make)."""
+    warnings = check_comparable(before, after)
+    speed = throughput(before, after)
+    rows = findings(before, after)
+    v = verdict(speed, rows)
+    failed = gates(v, rows, fail_if_slower, fail_on_new)
+    doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
+           "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": metrics(before, after, speed),
+           "findings": rows, "warnings": warnings, "gates": {"failed": failed, "fail_if_slower": fail_if_slower,
+                                                             "fail_on_new": fail_on_new},
+           "exit_code": 1 if failed else 0}
+    return Comparison(doc, warnings)

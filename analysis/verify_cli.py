@@ -1,0 +1,130 @@
+"""`nsys-transfer verify BEFORE AFTER`: did the fix work? Both traces analysed the same way, compared, one verdict
+first. Exit 0 when the gates pass, 1 when one fails, 2 on bad input or when the two cannot be compared."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from nsys_transfer.analysis import options, outputs, window
+from nsys_transfer.analysis.cli import _plots, analyze_path, options_for
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.verify import NotComparable, Side, verify
+
+TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")
+
+
+def _fail(msg: str, code: int = 2):
+    click.echo(f"verify: {msg}", err=True)
+    sys.exit(code)
+
+
+def trace_in(path: Path) -> Path:
+    """The trace a path names: itself, or the newest trace in a run folder; TraceError when there is none."""
+    if path.is_dir():
+        found = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_ENDINGS) and ".rank" not in p.name),
+                       key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise TraceError(f"{path}: a folder without a trace (.sqlite, .sqlite.xz, .nsys-rep) in it")
+        sqlite = [p for p in found if not p.name.endswith(".nsys-rep")]  # the export beside its report, if any
+        return (sqlite or found)[-1]
+    return path
+
+
+def load(path: Path, step_regex, win, label: str) -> Side:
+    """One side: its trace analysed, and the workload record beside it when there is one."""
+    trace = trace_in(path)
+    summary = analyze_path(trace, options_for(trace, step_regex, win)).summary
+    rec_path = run_record_beside(trace)
+    workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
+    return Side(str(trace), summary, workload, label)
+
+
+def _fmt(v, unit: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    return f"{v:,.1f}{'%' if unit == '%' else ''}" if abs(v) >= 10 or unit == "%" else f"{v:,.3g}"
+
+
+def render(doc: dict) -> str:
+    """The comparison as text: the verdict first and last, the figures, then the findings."""
+    v = doc["verdict"]
+    lines = [f"VERDICT: {v['line']}", f"before: {doc['before']['path']}", f"after:  {doc['after']['path']}"]
+    lines += [f"warning: {w}" for w in doc["warnings"]]
+    lines.append(f"\n{'figure':<28} {'before':>14} {'after':>14} {'change':>9}")
+    for m in doc["metrics"]:
+        change = f"{100 * m['change']:+.0f}%" if m["change"] is not None else ""
+        unit = f" ({m['unit']})" if m["unit"] and m["unit"] != "%" else ""
+        lines.append(f"{(m['label'] + unit)[:28]:<28} {_fmt(m['before'], m['unit']):>14} {_fmt(m['after'], m['unit']):>14} "
+                     f"{change:>9}")
+    lines.append(f"  throughput from {doc['metrics'][0]['source']}")
+    lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_cost_unit(doc)})")
+    for f in doc["findings"]:
+        name = f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
+        lines.append(f"{name[:44]:<44} {_ms(f['before_ns']):>10} {_ms(f['after_ns']):>10}  {f['status']}")
+    if not doc["findings"]:
+        lines.append("(no costed finding on either side)")
+    for reason in doc["gates"]["failed"]:
+        lines.append(f"GATE FAILED: {reason}")
+    lines.append(f"VERDICT: {v['line']}")
+    return "\n".join(lines)
+
+
+def _cost_unit(doc: dict) -> str:
+    units = {f["cost_unit"] for f in doc["findings"]}
+    return units.pop().replace("ns", "ms") if len(units) == 1 else "ms"
+
+
+def _ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
+
+
+@click.command(cls=options.OneLineCommand, name="verify", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--step-regex", default=None, help="NVTX ranges that are steps, for both traces (default: detected)")
+@click.option("--window", "window_text", default=None, help="analyse only START:END of each trace (as analyze-trace)")
+@click.option("--steps", "steps_text", default=None, help="analyse only these steps of each trace, FIRST:END")
+@click.option("--fail-if-slower", type=float, default=None, metavar="PCT",
+              help="exit 1 when AFTER is more than PCT percent slower than BEFORE")
+@click.option("--fail-on-new", default=None, metavar="RULE[,RULE]",
+              help="exit 1 when AFTER has a finding of these rules that BEFORE had not ('any': any high or medium)")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="write the comparison here (docs/json-schema.md, 'verify')")
+@click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="draw where each trace's GPU time went, side by side, into this folder")
+@click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
+def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fail_on_new, json_path, plot_dir, quiet):
+    """Compare two traces of the same program, before and after a change: throughput, the GPU's and the copies'
+    figures, and every finding (resolved, reduced, unchanged, worse, new). Exit 0 ok, 1 a gate failed, 2 bad
+    input or not comparable."""
+    try:
+        for flag, path, folder in (("--json", json_path, False), ("--plots", plot_dir, True)):
+            outputs.check_destination(path, flag, folder, inputs=[before, after])
+        if window_text and steps_text:
+            raise TraceError("--window and --steps both name the span: give one")
+        win = window.parse_window(window_text) or window.parse_steps(steps_text)
+        sides = [load(p, step_regex, win, label) for p, label in ((before, "before"), (after, "after"))]
+        result = verify(*sides, fail_if_slower=fail_if_slower, fail_on_new=fail_on_new)
+    except NotComparable as e:
+        _fail(f"not comparable: {e}")
+    except TraceError as e:
+        _fail(str(e))
+    except (OSError, MemoryError) as e:
+        _fail(str(e))
+    doc = result.document
+    if json_path:
+        outputs.write_json(json_path, doc)
+    if plot_dir:
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        _plots().plot_breakdown([s.summary for s in sides], ["before", "after"], plot_dir / "verify_breakdown.png",
+                             title="where the GPU's time went")
+    if quiet:
+        click.echo("\n".join([doc["verdict"]["line"], *(f"GATE FAILED: {r}" for r in doc["gates"]["failed"])]))
+    else:
+        click.echo(render(doc))
+    sys.exit(doc["exit_code"])

@@ -1,0 +1,88 @@
+"""`nsys-transfer verify BEFORE AFTER` on real pairs: the toolkit's own stages (streams -> pinned is the fix,
+pinned -> streams the regression a CI gate must catch), a program of the fixes issue captured on the H200 before and
+after its fix, and captures that cannot be compared (one lost events; different GPUs). Exit 0 ok, 1 a gate failed,
+2 bad input or not comparable."""
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+H200 = ROOT / "reports" / "data" / "h200"
+PROGRAMS = ROOT / "tests" / "data" / "programs"
+
+
+def verify(*args, env=None):
+    return run_cli("-m", "nsys_transfer", "verify", *map(str, args), env=env)
+
+
+def test_the_fix_is_faster_and_its_finding_resolved(tmp_path):
+    out = tmp_path / "v.json"
+    r = verify(H200 / "streams.sqlite.xz", H200 / "pinned.sqlite.xz", "--fail-if-slower", "5", "--fail-on-new", "any",
+               "--json", out)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH); new: none") and lines[-1] == lines[0]
+    assert "the GPU is now the limit (gpu-bound)" in lines[0]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "nsys-transfer.verify/1" and doc["exit_code"] == 0 and doc["gates"]["failed"] == []
+    speed = doc["metrics"][0]
+    assert speed["key"] == "throughput" and speed["source"] == "the steps in each trace"
+    assert speed["before"] == pytest.approx(3.99, abs=0.01) and speed["after"] == pytest.approx(6.58, abs=0.01)
+    by = {m["key"]: m for m in doc["metrics"]}
+    assert by["dtoh_memory"]["before"] == "Pageable" and by["dtoh_memory"]["after"] == "Pinned"
+    assert by["dtoh_gbps"]["after"] > 50 and by["overlap"]["after"] > by["overlap"]["before"]
+    status = {(f["rule"], f["subject"]): f["status"] for f in doc["findings"]}
+    assert status[("pageable-memcpy", "DtoH")] == "resolved"
+    assert "Warning" not in r.stderr and "warning" not in r.stderr.lower()
+
+
+def test_the_regression_fails_the_gates():
+    r = verify(H200 / "pinned.sqlite.xz", H200 / "streams.sqlite.xz", "--fail-if-slower", "5", "--fail-on-new",
+               "pageable-memcpy", "-q")
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "39% slower; resolved: none; new: pageable-memcpy (DtoH)"
+    assert "GATE FAILED: 39.3% slower, more than --fail-if-slower 5" in lines
+    assert "GATE FAILED: new finding: pageable-memcpy (DtoH) (--fail-on-new pageable-memcpy)" in lines
+    assert verify(H200 / "pinned.sqlite.xz", H200 / "streams.sqlite.xz", "-q").returncode == 0  # no gate asked
+
+
+def test_a_program_fixed_with_the_library(tmp_path):
+    """seg_logits.py before and after OutputPipeline, captured whole on the H200 (no steps: the two GPU windows are
+    compared, the kernels being the same 4,622): the pageable DtoH copies are gone, and the new waits say where the
+    time went now (the post-processing's drain, the buffers' one-time allocation)."""
+    r = verify(PROGRAMS / "seg_logits_nsys2024.sqlite.xz", PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz",
+               "--json", tmp_path / "v.json", "--plots", tmp_path / "plots")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "v.json").read_text())
+    assert doc["verdict"]["change"] > 1.5 and "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
+    assert "the same work; no steps in the traces" in doc["metrics"][0]["source"]
+    png = tmp_path / "plots" / "verify_breakdown.png"
+    assert png.stat().st_size > 10_000
+
+
+def test_a_run_folder_names_its_trace(tmp_path):
+    for name in ("before", "after"):
+        (tmp_path / name).mkdir()
+    os.symlink(H200 / "streams.sqlite.xz", tmp_path / "before" / "streams.sqlite.xz")
+    os.symlink(H200 / "pinned.sqlite.xz", tmp_path / "after" / "pinned.sqlite.xz")
+    r = verify(tmp_path / "before", tmp_path / "after", "-q")
+    assert r.returncode == 0 and r.stdout.startswith("1.65x faster"), r.stderr
+
+
+@pytest.mark.parametrize("case", ["lossy", "gpus", "missing", "empty-folder"])
+def test_what_cannot_be_compared_is_one_line_and_exit_2(case, tmp_path):
+    pairs = {
+        "lossy": (PROGRAMS / "torchvision_loader_nsys2023.sqlite.xz", PROGRAMS / "torchvision_loader_nsys2024.sqlite.xz",
+                  "the capture lost CUDA events (lossy"),
+        "gpus": (H200 / "pinned.sqlite.xz", ROOT / "reports" / "data" / "h200x2" / "pinned-cpu8-x2gpu.sqlite.xz",
+                 "different GPUs: NVIDIA H200 before, NVIDIA H200, NVIDIA H200 after"),
+        "missing": (tmp_path / "nope.sqlite", H200 / "pinned.sqlite.xz", "nope.sqlite"),
+        "empty-folder": (tmp_path, H200 / "pinned.sqlite.xz", "a folder without a trace"),
+    }
+    before, after, said = pairs[case]
+    r = verify(before, after)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and said in r.stderr and r.stderr.startswith("verify: "), r.stderr
