@@ -142,6 +142,8 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
         plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
         plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps or 0.0, title=stem)
+        plots.plot_breakdown([a.summary], [stem], plot_dir / f"{stem}_breakdown.png",
+                             title=f"{stem}: where the GPU's time went")
         if ranks is not None:
             plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
     return a

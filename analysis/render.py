@@ -214,3 +214,44 @@ def ranks_report(r: dict) -> str:
     L.append(f"limit: [{lim['rule']}] {lim['evidence']}")
     L.append(f"      -> {lim['suggestion']}")
     return "\n".join(L)
+
+
+def _verify_cell(v, unit: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    return f"{v:,.1f}{'%' if unit == '%' else ''}" if abs(v) >= 10 or unit == "%" else f"{v:,.3g}"
+
+
+def verify_report(doc: dict) -> str:
+    """The comparison as text: the verdict first and last, the figures, then the findings."""
+    v = doc["verdict"]
+    lines = [f"VERDICT: {v['line']}", f"before: {doc['before']['path']}", f"after:  {doc['after']['path']}"]
+    lines += [f"warning: {w}" for w in doc["warnings"]]
+    lines.append(f"\n{'figure':<28} {'before':>14} {'after':>14} {'change':>9}")
+    for m in doc["metrics"]:
+        change = f"{100 * m['change']:+.0f}%" if m["change"] is not None else ""
+        unit = f" ({m['unit']})" if m["unit"] and m["unit"] != "%" else ""
+        lines.append(f"{(m['label'] + unit)[:28]:<28} {_verify_cell(m['before'], m['unit']):>14} {_verify_cell(m['after'], m['unit']):>14} "
+                     f"{change:>9}")
+    lines.append(f"  throughput from {doc['metrics'][0]['source']}")
+    lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
+    for f in doc["findings"]:
+        name = f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
+        lines.append(f"{name[:44]:<44} {_verify_ms(f['before_ns']):>10} {_verify_ms(f['after_ns']):>10}  {f['status']}")
+    if not doc["findings"]:
+        lines.append("(no costed finding on either side)")
+    for reason in doc["gates"]["failed"]:
+        lines.append(f"GATE FAILED: {reason}")
+    lines.append(f"VERDICT: {v['line']}")
+    return "\n".join(lines)
+
+
+def _verify_cost_unit(doc: dict) -> str:
+    units = {f["cost_unit"] for f in doc["findings"]}
+    return units.pop().replace("ns", "ms") if len(units) == 1 else "ms"
+
+
+def _verify_ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"

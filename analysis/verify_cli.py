@@ -11,6 +11,7 @@ from nsys_transfer.analysis import options, outputs, window
 from nsys_transfer.analysis.cli import _plots, analyze_path, options_for
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.render import verify_report
 from nsys_transfer.analysis.verify import NotComparable, Side, verify
 
 TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")
@@ -40,47 +41,6 @@ def load(path: Path, step_regex, win, label: str) -> Side:
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
     return Side(str(trace), summary, workload, label)
-
-
-def _fmt(v, unit: str) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    return f"{v:,.1f}{'%' if unit == '%' else ''}" if abs(v) >= 10 or unit == "%" else f"{v:,.3g}"
-
-
-def render(doc: dict) -> str:
-    """The comparison as text: the verdict first and last, the figures, then the findings."""
-    v = doc["verdict"]
-    lines = [f"VERDICT: {v['line']}", f"before: {doc['before']['path']}", f"after:  {doc['after']['path']}"]
-    lines += [f"warning: {w}" for w in doc["warnings"]]
-    lines.append(f"\n{'figure':<28} {'before':>14} {'after':>14} {'change':>9}")
-    for m in doc["metrics"]:
-        change = f"{100 * m['change']:+.0f}%" if m["change"] is not None else ""
-        unit = f" ({m['unit']})" if m["unit"] and m["unit"] != "%" else ""
-        lines.append(f"{(m['label'] + unit)[:28]:<28} {_fmt(m['before'], m['unit']):>14} {_fmt(m['after'], m['unit']):>14} "
-                     f"{change:>9}")
-    lines.append(f"  throughput from {doc['metrics'][0]['source']}")
-    lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_cost_unit(doc)})")
-    for f in doc["findings"]:
-        name = f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
-        lines.append(f"{name[:44]:<44} {_ms(f['before_ns']):>10} {_ms(f['after_ns']):>10}  {f['status']}")
-    if not doc["findings"]:
-        lines.append("(no costed finding on either side)")
-    for reason in doc["gates"]["failed"]:
-        lines.append(f"GATE FAILED: {reason}")
-    lines.append(f"VERDICT: {v['line']}")
-    return "\n".join(lines)
-
-
-def _cost_unit(doc: dict) -> str:
-    units = {f["cost_unit"] for f in doc["findings"]}
-    return units.pop().replace("ns", "ms") if len(units) == 1 else "ms"
-
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
 
 
 @click.command(cls=options.OneLineCommand, name="verify", context_settings={"help_option_names": ["-h", "--help"]})
@@ -126,5 +86,5 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
     if quiet:
         click.echo("\n".join([doc["verdict"]["line"], *(f"GATE FAILED: {r}" for r in doc["gates"]["failed"])]))
     else:
-        click.echo(render(doc))
+        click.echo(verify_report(doc))
     sys.exit(doc["exit_code"])

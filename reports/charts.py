@@ -23,6 +23,10 @@ def _color(stage):
 def _bar(df: pd.DataFrame, col: str, title: str, ylabel: str, path, fmt="{:.2f}", ref=None, ref_label="", hatch=None):
     d = df[df[col].notna()]
     fig, ax = plt.subplots(figsize=(9, 3.8))
+    if d.empty:  # no trace gives this figure (no steps, no copies): say so instead of an empty axis
+        ax.text(0.5, 0.5, f"no trace gives {ylabel}", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title, fontsize=11)
+        return save(fig, path)
     x = np.arange(len(d))
     bars = ax.bar(x, d[col], color=[_color(s) for s in d["stage"]])
     for b, h in zip(bars, hatch or []):

@@ -21,7 +21,7 @@ from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 from nsys_transfer.reports import charts, render
 from nsys_transfer.reports.collect import (ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs,
                                            find_scaling)
-from nsys_transfer.reports.compare import gpu_rows, results_table, scaling_summary, stage_row
+from nsys_transfer.reports.compare import before_after, gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
           ("GPU idle time per step", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),
@@ -69,7 +69,7 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
 
 def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Path, link_gbps: float) -> None:
     """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir."""
-    rows, timeline_items, opened = [], [], []
+    rows, timeline_items, opened, summaries = [], [], [], []
     gpus_md, gpu_charts = "", {}
     try:
         gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps or DEFAULT_LINK_GBPS)
@@ -82,9 +82,11 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
             if a.summary.get("warnings"):
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
+            summaries.append(a.summary)
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
         df = results_table(rows)
+        pair = before_after(list(traces), list(traces.values()), summaries, out_dir) if not multi else None
         if len(df):
             click.echo("compare-traces: drawing charts", err=True)
             charts.throughput(df, out_dir / "throughput.png")
@@ -104,10 +106,10 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
                                  f"{env.get('cpus')} CPUs)." if env else ""))
     chart_map = dict(CHARTS) if len(df) else {}
     sources = {**{s: str(p) for s, p in traces.items()}, **{s: ", ".join(map(str, ps)) for s, ps in multi.items()}}
-    md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts)
+    md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts, pair)
     (out_dir / "report.md").write_text(md)
     (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df), df, chart_map, note, gpus_md,
-                                                          gpu_charts))
+                                                          gpu_charts, pair))
     records = df.drop(columns=["diagnosis"], errors="ignore").astype(object).where(df.notna().drop(
         columns=["diagnosis"], errors="ignore"), None).to_dict("records")  # a figure nothing gives: null, never NaN
     (out_dir / "results.json").write_text(json.dumps(records, indent=2, default=float) + "\n")

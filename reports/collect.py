@@ -69,18 +69,21 @@ def _trace_files(paths: list[Path]) -> list[Path]:
 
 def _best_per_stage(files: list[Path]) -> dict[str, Path]:
     best: dict[str, tuple[int, int, Path]] = {}
+    given: dict[str, int] = {}  # a user's own traces keep the order they were given in
     for f in files:
         stage, n = _stage_of(f)
+        given.setdefault(stage, len(given))
         rank = (n, 0 if f.name.endswith(".nsys-rep") else 1)
         if stage not in best or rank > best[stage][:2]:
             best[stage] = (*rank, f)
-    return {s: best[s][2] for s in sorted(best, key=stage_sort_key)}
+    return {s: best[s][2] for s in sorted(best, key=lambda s: stage_sort_key(s, given.get(s, 0)))}
 
 
-def stage_sort_key(stage: str):
-    """Sort key: the stages in the article's order, unknown ones last, '-long' runs after their stage."""
+def stage_sort_key(stage: str, given: int = 0):
+    """Sort key: the stages in the article's order, '-long' runs after their stage, other traces after them in the
+    order they were given."""
     base = stage.split("-long")[0]
-    return (ORDER.index(base) if base in ORDER else len(ORDER), stage)
+    return (ORDER.index(base), 0, stage) if base in ORDER else (len(ORDER), given, stage)
 
 
 def find_bench(paths: list[Path], explicit: Path | None) -> dict[str, dict]:

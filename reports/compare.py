@@ -4,8 +4,11 @@ from __future__ import annotations
 import pandas as pd
 
 from nsys_transfer.analysis.copies import big_copies
+from nsys_transfer.analysis.plots import plot_breakdown
+from nsys_transfer.analysis.render import verify_report as render_verify
 from nsys_transfer.analysis.scaling import scaling_row
-from nsys_transfer.nsys_core.contracts import gbps
+from nsys_transfer.analysis.verify import NotComparable, Side, verify
+from nsys_transfer.nsys_core.contracts import STAGES, gbps
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:
@@ -81,3 +84,17 @@ def scaling_summary(record: dict | None) -> list[dict]:
         return []
     rows = [scaling_row(s) for s in record.get("scenarios") or []]
     return [r for r in rows if r]
+
+
+def before_after(names: list[str], paths: list, summaries: list[dict], out_dir) -> tuple[str, str] | None:
+    """For exactly two traces of a user's program: `nsys-transfer verify`'s comparison as text, and the breakdown
+    chart of both; None when they are the toolkit's stages or cannot be compared (the reason is in the text)."""
+    if len(summaries) != 2 or any(n.split("-long")[0] in STAGES for n in names):
+        return None
+    sides = [Side(str(p), s, None, n) for n, p, s in zip(names, paths, summaries)]
+    try:
+        text = render_verify(verify(*sides).document)
+    except NotComparable as e:
+        text = f"not comparable: {e}"
+    plot_breakdown(summaries, names, out_dir / "before_after.png", title="where the GPU's time went")
+    return text, "before_after.png"

@@ -5,21 +5,34 @@ import html
 
 import pandas as pd
 
+from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
+
 
 def _f(v, fmt):
     return "" if v is None or (isinstance(v, float) and v != v) else fmt.format(v)
 
 
+COLUMNS = [  # (heading, row -> cell); the stage-only ones are left out where no row has them
+    ("trace", lambda r: r["stage"]), ("steps/s", lambda r: _f(r["steps_per_s"], "{:.2f}")),
+    ("vs baseline", lambda r: _f(r.get("speedup_vs_baseline"), "{:.1f}x")),
+    ("of ceiling", lambda r: _f(r.get("of_ceiling"), "{:.0%}")),
+    ("GPU busy", lambda r: _f(r["gpu_utilization"], "{:.0%}")), ("compute", lambda r: _f(r["compute_utilization"], "{:.0%}")),
+    ("idle per step", lambda r: _f(r["gap_per_step_ms"], "{:,.0f} ms")), ("DtoH per copy", lambda r: _f(r["dtoh_ms"], "{:,.1f} ms")),
+    ("DtoH GB/s", lambda r: _f(r["dtoh_gbps"], "{:.1f}")), ("DtoH memory", lambda r: r["dtoh_memory"]),
+    ("overlap", lambda r: _f(r["dtoh_overlap"], "{:.0%}")), ("integrity", lambda r: r["integrity"]),
+]
+STAGE_ONLY = {"vs baseline", "of ceiling"}
+
+
 def results_markdown(df: pd.DataFrame) -> str:
-    """The results table in Markdown."""
-    lines = ["| stage | steps/s | vs baseline | of ceiling | GPU busy | compute | idle per step | DtoH per copy | DtoH GB/s | DtoH memory | overlap | integrity |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in df.to_dict("records"):
-        lines.append("| " + " | ".join([
-            r["stage"], _f(r["steps_per_s"], "{:.2f}"), _f(r.get("speedup_vs_baseline"), "{:.1f}x"),
-            _f(r.get("of_ceiling"), "{:.0%}"), _f(r["gpu_utilization"], "{:.0%}"), _f(r["compute_utilization"], "{:.0%}"),
-            _f(r["gap_per_step_ms"], "{:,.0f} ms"), _f(r["dtoh_ms"], "{:,.1f} ms"), _f(r["dtoh_gbps"], "{:.1f}"),
-            r["dtoh_memory"], _f(r["dtoh_overlap"], "{:.0%}"), r["integrity"]]) + " |")
+    """The results table in Markdown (the first column says 'stage' when every row is one of the toolkit's)."""
+    rows = df.to_dict("records")
+    cols = [(h, f) for h, f in COLUMNS if h not in STAGE_ONLY or any(f(r) for r in rows)]
+    stages = all(r["stage"].split("-")[0] in STAGE_NAMES or r["stage"] in STAGE_NAMES for r in rows)
+    heads = ["stage" if h == "trace" and stages else h for h, _ in cols]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(str(f(r) or "") for _, f in cols) + " |")
     return "\n".join(lines)
 
 
@@ -63,10 +76,14 @@ def results_note(df: pd.DataFrame) -> str:
 
 
 def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str, gpus_md: str = "",
-             gpu_charts: dict[str, str] | None = None) -> str:
-    """report.md: the note, the results table, the charts, each stage's diagnosis and the GPUs section."""
+             gpu_charts: dict[str, str] | None = None, before_after: tuple[str, str] | None = None) -> str:
+    """report.md: the note, the results table, the before/after comparison of two traces of one program, the
+    charts, each stage's diagnosis and the GPUs section."""
     parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
              results_note(df), ""]
+    if before_after:
+        text, chart = before_after
+        parts += ["## Before and after", "", "```", text, "```", "", f"![where the GPU's time went]({chart})", ""]
     for title, name in charts.items():
         parts += [f"## {title}", "", f"![{title}]({name})", ""]
     parts += ["## Diagnosis", "", diagnosis_markdown(df)]
@@ -80,7 +97,7 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
 
 
 def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str, gpus_md: str = "",
-              gpu_charts: dict[str, str] | None = None) -> str:
+              gpu_charts: dict[str, str] | None = None, before_after: tuple[str, str] | None = None) -> str:
     """report.html: the same report as one self-contained HTML page."""
     rows = []
     header = md_table.splitlines()[0].strip("|").split("|")
@@ -93,6 +110,9 @@ def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str
             "<li>No finding of note.</li>"
         diag.append(f"<h3>{html.escape(r['stage'])}</h3><ul>{items}</ul>")
     imgs = "".join(f"<h2>{html.escape(t)}</h2><img src='{n}' style='max-width:100%'>" for t, n in charts.items())
+    if before_after:
+        imgs = (f"<h2>Before and after</h2><pre>{html.escape(before_after[0])}</pre>"
+                f"<img src='{before_after[1]}' style='max-width:100%'>") + imgs
     return ("<!doctype html><html><head><meta charset='utf-8'><title>Transfer bottlenecks by stage</title>"
             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
