@@ -37,6 +37,8 @@ def trace_in(path: Path) -> Path:
 def load(path: Path, step_regex, win, label: str) -> Side:
     """One side: its trace analysed, and the workload record beside it when there is one."""
     trace = trace_in(path)
+    if sys.stderr.isatty() or (trace.is_file() and trace.stat().st_size > 64 << 20):  # long work shows progress
+        click.echo(f"verify: analysing {label}: {trace}", err=True)
     summary = analyze_path(trace, options_for(trace, step_regex, win)).summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
