@@ -10,6 +10,11 @@ CAUSE_LABELS = {"input": "idle: input-bound", "host-sync": "idle: host-sync", "l
 DIRECTIONS = {"dtoh": "DtoH", "htod": "HtoD", "dtod": "DtoD"}
 
 
+def cause_label(cause: str, subject: str | None) -> str:
+    """The chart label of an idle cause: its name, or for idle time inside a user range, the range."""
+    return CAUSE_LABELS.get(cause) or (f"idle: in '{subject}'" if subject else "idle: CPU work")
+
+
 def _main_kind(d: dict) -> str:
     kinds = d.get("kinds") or {}
     return max(kinds, key=kinds.get) if kinds else "?"
@@ -31,7 +36,7 @@ def time_breakdown(summary: dict) -> list[tuple[str, float]]:
         parts.append((f"{DIRECTIONS[k]} ({_main_kind(d)})", outside * d["total_ns"] / copy_ns))
     idle: dict[str, float] = {}
     for c in (summary.get("idle") or {}).get("causes") or []:
-        label = CAUSE_LABELS.get(c["cause"]) or (f"idle: in '{c['subject']}'" if c.get("subject") else "idle: CPU work")
+        label = cause_label(c["cause"], c.get("subject"))
         idle[label] = idle.get(label, 0.0) + c["idle_ns"]
     parts += sorted(idle.items(), key=lambda x: -x[1])
     rest = total - sum(ns for _, ns in parts)

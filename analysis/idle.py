@@ -144,6 +144,26 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
 SEGMENT_INTERVALS = 1 << 20  # busy intervals per segment of attribute(): about 50 MB of idle-time arrays
 
 
+def gap_causes(spans, threads, osrt: pd.DataFrame, nvtx: pd.DataFrame, sync_calls: pd.DataFrame,
+               cuda_calls: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
+               loader: dict | None = None) -> list[tuple[str, str | None]]:
+    """(cause, subject) that holds most of each idle span (start_ns, end_ns): the same rules as attribute(), applied
+    to one gap at a time, for the few gaps a chart draws."""
+    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {})
+    none = np.zeros(0, np.int64)
+    return [_dominant(_segment(shared, none, none, int(lo), int(hi))) for lo, hi in spans]
+
+
+def _dominant(part: dict) -> tuple[str, str | None]:
+    ranges = _ranked(part["range_time"])
+    held = {("comm-wait", None): part["comm"], ("sleep", None): part["sleep"],
+            ("input", None): part["input"] + part["loader"], ("mapping", None): part["mapping"],
+            ("host-sync", None): part["sync"], ("launch", None): part["launch"], ("cpu", None): part["cpu"]}
+    if len(ranges):
+        held[("cpu-range", str(ranges.index[0]))] = int(ranges.iloc[0])
+    return max(held, key=held.get)
+
+
 @dataclass(frozen=True)
 class _Shared:
     """What every time segment reads: the OS calls, the threads' CUDA calls, ranges and synchronizations."""

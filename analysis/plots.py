@@ -11,7 +11,7 @@ import pandas as pd  # noqa: E402
 from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,  # noqa: E402
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
-from nsys_transfer.analysis.breakdown import time_breakdown  # noqa: E402
+from nsys_transfer.analysis.breakdown import cause_label, time_breakdown  # noqa: E402
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
           "idle": "#DDDDDD"}
@@ -23,14 +23,21 @@ NVTX_OUTER = "#E3E3E3"  # depth 0: the step itself
 
 
 def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame, t0: int, t1: int,
-             launch_tid: int | None = None, title: str = ""):
-    """A row per stream (kernels and copies) and rows for the launching thread's NVTX ranges, like nsys' view."""
+             launch_tid: int | None = None, title: str = "", idle: list | None = None):
+    """A row per stream (kernels and copies), a row of the GPU's idle gaps coloured by their cause (idle: (start,
+    end, label) each), and rows for the launching thread's NVTX ranges, like nsys' view."""
     labels = []
     ms = lambda ns: (np.asarray(ns) - t0) / 1e6  # noqa: E731
+    causes = list(dict.fromkeys(label for _, _, label in idle or []))
+    if idle:
+        for i, label in enumerate(causes):
+            part = [(ms(a), (b - a) / 1e6) for a, b, lab in idle if lab == label]
+            ax.broken_barh(part, (0, 0.8), color=_part_color(label, i), lw=0)
+        labels.append("GPU idle: cause")
     k = kernels[(kernels["end_ns"] > t0) & (kernels["start_ns"] < t1)]
     c = copies[(copies["end_ns"] > t0) & (copies["start_ns"] < t1)]
     streams = sorted(set(k["stream"].tolist()) | set(c["stream"].tolist()))
-    y = 0
+    y = len(labels)
     for s in streams:
         ks = k[k["stream"] == s]
         ax.broken_barh(list(zip(ms(ks["start_ns"]), ks["duration_ns"] / 1e6)), (y, 0.8), color=COLORS["kernel"], lw=0)
@@ -61,8 +68,9 @@ def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame
     ax.set_title(title, fontsize=10, loc="left")
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[x]) for x in ("kernel", "HtoD", "DtoH")]
     handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=NVTX_DEFAULT, edgecolor="#777777", hatch="///"))
-    ax.legend(handles, ["kernel", "HtoD", "DtoH", "NVTX range (CPU)"], loc="lower right", bbox_to_anchor=(1.0, 1.0),
-              fontsize=7, ncol=4, frameon=False, borderaxespad=0.1)
+    handles += [plt.Rectangle((0, 0), 1, 1, color=_part_color(label, i)) for i, label in enumerate(causes)]
+    ax.legend(handles, ["kernel", "HtoD", "DtoH", "NVTX range (CPU)", *causes], loc="lower right",
+              bbox_to_anchor=(1.0, 1.0), fontsize=7, ncol=4 + min(len(causes), 3), frameon=False, borderaxespad=0.1)
 
 
 def save(fig, path, dpi: int = 110):
@@ -101,10 +109,26 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
             launch = int(cand["global_tid"].iloc[0]) if len(cand) else None
         if launch is None:
             launch = int(trace.nvtx["global_tid"].value_counts().idxmax())
-    fig, ax = plt.subplots(figsize=(12, 3.6))
+    fig, ax = plt.subplots(figsize=(12, 3.9))
     timeline(ax, trace.kernels_touching(*span), tables["memcpy"], trace.nvtx, span[0], span[1], launch,
-             title or f"timeline: last {n_steps} steps")
+             title or f"timeline: last {n_steps} steps", idle_by_cause(analysis, span))
     return save(fig, path)
+
+
+MAX_DRAWN_GAPS = 400  # the longest gaps of the span get a cause; the others are too thin to see
+
+
+def idle_by_cause(analysis, span) -> list[tuple[int, int, str]]:
+    """(start, end, label) of the first GPU's idle gaps in the span, each labelled by the cause holding most of it."""
+    g = analysis.tables.get("gaps")
+    if analysis.gap_causes is None or g is None or g.empty:
+        return []
+    dev = int(g["device"].iloc[0])
+    g = g[(g["device"] == dev) & (g["end_ns"] > span[0]) & (g["start_ns"] < span[1])]
+    g = g.nlargest(MAX_DRAWN_GAPS, "duration_ns")
+    spans = [(max(int(a), span[0]), min(int(b), span[1])) for a, b in zip(g["start_ns"], g["end_ns"])]
+    causes = analysis.gap_causes(dev, spans)
+    return [(a, b, cause_label(c, subject)) for (a, b), (c, subject) in zip(spans, causes)]
 
 
 def plot_gaps(analysis, path, title: str = ""):
@@ -198,8 +222,8 @@ def plot_ranks(ranks, path, title: str = ""):
     return save(fig, path)
 
 
-BREAKDOWN_COLORS = {"kernels": COLORS["kernel"], "idle: input-bound": "#E9C46A", "idle: host-sync": "#E76F51",
-                    "idle: launches": "#F4A261", "idle: memory mapping": "#8D99AE", "idle: communication": "#2A9D8F",
+BREAKDOWN_COLORS = {"kernels": COLORS["kernel"], "idle: input-bound": "#2EC4B6", "idle: host-sync": "#E76F51",
+                    "idle: launches": "#F4A261", "idle: memory mapping": "#8D99AE", "idle: communication": "#264653",
                     "idle: sleeping": "#BDB2FF", "idle: CPU work, no range": "#A8A8A8", "idle: other": COLORS["idle"]}
 
 

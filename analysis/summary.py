@@ -36,9 +36,11 @@ class Options:
 
 @dataclass
 class Analysis:
-    """The computed tables and the JSON summary of one trace."""
+    """The computed tables and the JSON summary of one trace; gap_causes(device, spans) -> (cause, subject) of each
+    idle span by the idle attribution's rules (for charts; None without an idle section)."""
     summary: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    gap_causes: object = None
 
 
 def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysis:
@@ -99,7 +101,10 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["trace"]["counts"]["osrt_calls"] = trace.osrt_count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
-    return Analysis(out, tables)
+    return Analysis(out, tables, tables.pop(GAP_CAUSES, None))
+
+
+GAP_CAUSES = "_gap_causes"  # the idle section's hand-over of Analysis.gap_causes (never a table)
 
 
 def _overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
@@ -350,6 +355,8 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
         return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)), details
     table, details = attributed(window)
     tables["idle"] = table
+    tables[GAP_CAUSES] = lambda dev, spans: idle.gap_causes(spans, tids["devices"].get(dev, set()), osrt, nvtx, syncs,
+                                                            cuda_calls, step_regex, opts.min_gap_ns, loaders.get(dev))
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
     launch_calls, launch_ns = trace.result("launch_stats")
     out["idle"] = {"causes": json_rows(table), "devices": details,

@@ -101,3 +101,19 @@ def test_the_report_of_two_user_traces_keeps_their_order_and_compares_them(tmp_p
     r = run_cli("-m", "reports", str(after), str(before), "--out", str(tmp_path / "r2"))  # the order given is kept
     md = (tmp_path / "r2" / "report.md").read_text()
     assert md.index("| seg_logits_fixed_nsys2024 |") < md.index("| seg_logits_nsys2024 |")
+
+
+def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
+    """streams: the step's long gap is the loop waiting for the next batch inside 'get batch' (input-bound, as the
+    finding says); the chart's labels are the breakdown's, so the two charts cannot disagree."""
+    from nsys_transfer.analysis import Trace
+    from nsys_transfer.analysis.breakdown import time_breakdown
+    from nsys_transfer.analysis.plots import idle_by_cause
+    from nsys_transfer.analysis.summary import analyze
+    with Trace.open(H200 / "streams.sqlite.xz") as t:
+        a = analyze(t)
+    w = a.summary["window"]
+    drawn = idle_by_cause(a, (w["start_ns"], w["end_ns"]))
+    longest = max(drawn, key=lambda x: x[1] - x[0])
+    assert longest[2] == "idle: input-bound" and longest[1] - longest[0] > 20e6
+    assert {label for _, _, label in drawn} <= {label for label, _ in time_breakdown(a.summary)}
