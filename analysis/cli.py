@@ -112,10 +112,11 @@ def options_for(trace: Path, step_regex: str | None, win: window.Spec | None, mi
                    run_record=toolkit_record(str(trace)), window_asked=win, **kw)
 
 
-def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=None):
-    """One trace file's analysis, as analyze-trace makes it (TraceError, OSError on bad input)."""
+def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=None, plot_dir: Path | None = None):
+    """One trace file's analysis, as analyze-trace makes it, and its charts when plot_dir is given (TraceError,
+    OSError on bad input)."""
     with Trace.open(trace) as t:
-        return _analyze_one(t, trace, opts, min_gap_ms, None, None, None, progress)
+        return _analyze_one(t, trace, opts, min_gap_ms, None, None, plot_dir, progress)
 
 
 def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):

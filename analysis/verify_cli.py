@@ -34,12 +34,13 @@ def trace_in(path: Path) -> Path:
     return path
 
 
-def load(path: Path, step_regex, win, label: str) -> Side:
-    """One side: its trace analysed, and the workload record beside it when there is one."""
+def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None) -> Side:
+    """One side: its trace analysed (and charted into plot_dir: its timeline with the idle gaps coloured by cause,
+    its gaps, copies and breakdown), and the workload record beside it when there is one."""
     trace = trace_in(path)
     if sys.stderr.isatty() or (trace.is_file() and trace.stat().st_size > 64 << 20):  # long work shows progress
         click.echo(f"verify: analysing {label}: {trace}", err=True)
-    summary = analyze_path(trace, options_for(trace, step_regex, win)).summary
+    summary = analyze_path(trace, options_for(trace, step_regex, win), plot_dir=plot_dir).summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
     return Side(str(trace), summary, workload, label)
@@ -58,7 +59,8 @@ def load(path: Path, step_regex, win, label: str) -> Side:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="write the comparison here (docs/json-schema.md, 'verify')")
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="draw where each trace's GPU time went, side by side, into this folder")
+              help="draw both traces' GPU time side by side (verify_breakdown.png) and each trace's charts (timeline "
+                   "with idle gaps coloured by cause, gaps, DtoH, breakdown) into this folder")
 @click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
 def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fail_on_new, json_path, plot_dir, quiet):
     """Compare two traces of the same program, before and after a change: throughput, the GPU's and the copies'
@@ -70,7 +72,9 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         if window_text and steps_text:
             raise TraceError("--window and --steps both name the span: give one")
         win = window.parse_window(window_text) or window.parse_steps(steps_text)
-        sides = [load(p, step_regex, win, label) for p, label in ((before, "before"), (after, "after"))]
+        if plot_dir:
+            plot_dir.mkdir(parents=True, exist_ok=True)
+        sides = [load(p, step_regex, win, label, plot_dir) for p, label in ((before, "before"), (after, "after"))]
         result = verify(*sides, fail_if_slower=fail_if_slower, fail_on_new=fail_on_new)
     except NotComparable as e:
         _fail(f"not comparable: {e}")
@@ -82,7 +86,6 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
     if json_path:
         outputs.write_json(json_path, doc)
     if plot_dir:
-        plot_dir.mkdir(parents=True, exist_ok=True)
         _plots().plot_breakdown([s.summary for s in sides], ["before", "after"], plot_dir / "verify_breakdown.png",
                              title="where the GPU's time went")
     if quiet:

@@ -59,8 +59,8 @@ def test_a_program_fixed_with_the_library(tmp_path):
     doc = json.loads((tmp_path / "v.json").read_text())
     assert doc["verdict"]["change"] > 1.5 and "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
     assert "the same work; no steps in the traces" in doc["metrics"][0]["source"]
-    png = tmp_path / "plots" / "verify_breakdown.png"
-    assert png.stat().st_size > 10_000
+    for png in ("verify_breakdown", "seg_logits_nsys2024_timeline", "seg_logits_fixed_nsys2024_timeline"):
+        assert (tmp_path / "plots" / f"{png}.png").stat().st_size > 10_000, png
 
 
 def test_a_run_folder_names_its_trace(tmp_path):
