@@ -65,32 +65,41 @@ def _ignore(signum, frame) -> None:
     pass
 
 
-class SigtermUnwinds:
-    """While installed, SIGTERM raises TerminatedBySignal in the main thread, so `with` blocks and `finally` clauses
-    run (workers stopped, pinned memory unregistered) and the process then exits with 143 as SIGTERM's default would.
-    Installed only where SIGTERM still has its default action: a program's own handler is left alone."""
+class StopSignals:
+    """While installed, SIGTERM raises TerminatedBySignal and SIGINT KeyboardInterrupt in the main thread, so `with`
+    blocks and `finally` clauses run (workers stopped, pinned memory unregistered); the process then exits with 143
+    as SIGTERM's default would. Each stop is also kept: Python drops an exception raised inside a destructor (a tensor
+    or a queue freed), and a Ctrl-C landing there would let the loop run on, so raise_if_stopped() raises it again.
+    A handler is installed only where the signal still has its default: a program's own is left alone."""
 
     def __init__(self):
-        self.installed = False
+        self.previous: dict = {}
+        self.stops: list[BaseException] = []
 
-    def install(self) -> "SigtermUnwinds":
-        """Take SIGTERM over if it has its default action and this is the main thread."""
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, self._raise)
-            self.installed = True
+    def install(self) -> "StopSignals":
+        """Take SIGTERM and SIGINT over where they have their defaults and this is the main thread."""
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+            if signal.getsignal(sig) in (default, None):
+                self.previous[sig] = signal.signal(sig, self._raise)
         return self
 
-    @staticmethod
-    def _raise(signum, frame):
+    def _raise(self, signum, frame):
         quiet_children()
-        raise TerminatedBySignal(128 + signum)
+        self.stops.append(TerminatedBySignal(128 + signum) if signum == signal.SIGTERM else KeyboardInterrupt())
+        raise self.stops[-1]
+
+    def raise_if_stopped(self) -> None:
+        """Raise again a stop whose exception was lost."""
+        if self.stops:
+            raise self.stops[0]
 
     def restore(self) -> None:
-        """SIGTERM's default action back."""
-        if self.installed:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            self.installed = False
+        """The defaults back."""
+        for sig, previous in self.previous.items():
+            signal.signal(sig, previous)
+        self.previous = {}
 
 
 def quiet_resource_sharer() -> None:

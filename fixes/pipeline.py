@@ -15,7 +15,7 @@ from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
 from nsys_transfer.fixes.errors import LayoutError, TerminatedBySignal
 from nsys_transfer.fixes.integrity import IntegrityReport, MASK64, compare
-from nsys_transfer.fixes.lifetime import SigtermUnwinds
+from nsys_transfer.fixes.lifetime import StopSignals
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.fixes.slots import HostSlots, Layout
 from nsys_transfer.fixes.tree import flatten
@@ -62,12 +62,12 @@ class OutputPipeline:
         self._slots = self._pool = self._copier = self._monitor = None
         self._pending: queue.Queue = queue.Queue()
         self._failure: BaseException | None = None
-        self._sigterm = SigtermUnwinds()
+        self._stops = StopSignals()
         self._closed = False
 
     # -- the loop's side ---------------------------------------------------------------------------------------
     def __enter__(self) -> "OutputPipeline":
-        self._sigterm.install()
+        self._stops.install()
         if self.like is not None:
             self._start(*flatten(self.like))
         return self
@@ -129,6 +129,7 @@ class OutputPipeline:
             self._failure = e
 
     def _raise_failure(self) -> None:
+        self._stops.raise_if_stopped()
         if self._failure is not None:
             raise self._failure
         if self._pool is not None:
@@ -173,7 +174,7 @@ class OutputPipeline:
                 self._copier.finish()  # no DMA may still write into memory about to be unpinned
             if self._slots is not None:
                 self._slots.close()
-            self._sigterm.restore()
+            self._stops.restore()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:

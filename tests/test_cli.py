@@ -26,7 +26,8 @@ def test_summary_json_csv_plots(h200, tmp_path):
     assert [d["rule"] for d in s["diagnosis"]]
     assert {p.name for p in (tmp_path / "csv").iterdir()} >= {"gaps.csv", "memcpy.csv", "steps.csv", "nvtx_summary.csv"}
     pngs = sorted((tmp_path / "png").iterdir())
-    assert [p.name for p in pngs] == ["baseline_dtoh.png", "baseline_gaps.png", "baseline_timeline.png"]
+    assert [p.name for p in pngs] == ["baseline_breakdown.png", "baseline_dtoh.png", "baseline_gaps.png",
+                                      "baseline_timeline.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000 for p in pngs)
 
 

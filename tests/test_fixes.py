@@ -260,3 +260,21 @@ def test_program_faults_end_promptly_and_leave_nothing(fault):
         time.sleep(0.1)
     assert not _alive(kids), f"{fault}: workers left alive"
     assert not _segments_of([p.pid, *kids]), f"{fault}: shared memory left behind"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped exception is the premise
+def test_a_ctrl_c_lost_in_a_destructor_is_raised_again():
+    """Python prints and drops an exception raised inside __del__; a Ctrl-C landing there (a tensor or a queue freed)
+    let the documented loop run on for 15 s once under load: the pipeline keeps the stop and raises it again."""
+    from nsys_transfer.fixes.lifetime import StopSignals
+    stops = StopSignals().install()
+    try:
+        class Dropper:
+            def __del__(self):
+                signal.raise_signal(signal.SIGINT)
+        Dropper()  # its KeyboardInterrupt is printed as "Exception ignored" and dropped
+        with pytest.raises(KeyboardInterrupt):
+            stops.raise_if_stopped()
+    finally:
+        stops.restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
