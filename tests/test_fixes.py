@@ -220,9 +220,11 @@ with OutputPipeline(process, workers=3) as outputs:
 
 
 def _start_program():
+    # SIGINT's default back: a shell's background job (`make test &`) runs with it ignored, and so would the program
     p = subprocess.Popen([sys.executable, "-c", LONG_PROGRAM], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stdout.readline().strip() == "READY", p.stderr.read()
     kids = _children(p.pid)
     assert sorted(kids.values()) == ["output-worker-0", "output-worker-1", "output-worker-2"], kids
@@ -267,6 +269,7 @@ def test_a_ctrl_c_lost_in_a_destructor_is_raised_again():
     """Python prints and drops an exception raised inside __del__; a Ctrl-C landing there (a tensor or a queue freed)
     let the documented loop run on for 15 s once under load: the pipeline keeps the stop and raises it again."""
     from nsys_transfer.fixes.lifetime import StopSignals
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's default, even under `make test &`
     stops = StopSignals().install()
     try:
         class Dropper:
@@ -277,4 +280,6 @@ def test_a_ctrl_c_lost_in_a_destructor_is_raised_again():
             stops.raise_if_stopped()
     finally:
         stops.restore()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        restored = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, outer)
+    assert restored is signal.default_int_handler
