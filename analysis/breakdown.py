@@ -15,9 +15,10 @@ def cause_label(cause: str, subject: str | None) -> str:
     return CAUSE_LABELS.get(cause) or (f"idle: in '{subject}'" if subject else "idle: CPU work")
 
 
-def _main_kind(d: dict) -> str:
+def main_kind(d: dict) -> str | None:
+    """The host memory kind most of a direction's copies used (a summary's memcpy.dtoh etc.); None without copies."""
     kinds = d.get("kinds") or {}
-    return max(kinds, key=kinds.get) if kinds else "?"
+    return max(kinds, key=kinds.get) if kinds else None
 
 
 def time_breakdown(summary: dict) -> list[tuple[str, float]]:
@@ -33,7 +34,7 @@ def time_breakdown(summary: dict) -> list[tuple[str, float]]:
     copy_ns = sum(d["total_ns"] for d in copies.values())
     outside = max(busy - compute, 0)  # copy time not under kernels, shared out by each direction's copy time
     for k, d in copies.items():
-        parts.append((f"{DIRECTIONS[k]} ({_main_kind(d)})", outside * d["total_ns"] / copy_ns))
+        parts.append((f"{DIRECTIONS[k]} ({main_kind(d) or '?'})", outside * d["total_ns"] / copy_ns))
     idle: dict[str, float] = {}
     for c in (summary.get("idle") or {}).get("causes") or []:
         label = cause_label(c["cause"], c.get("subject"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from nsys_transfer.analysis.schema import own_findings
+from nsys_transfer.analysis.verify import finding_name
 
 
 def _ms(ns) -> str:
@@ -238,8 +239,7 @@ def verify_report(doc: dict) -> str:
     lines.append(f"  throughput from {doc['metrics'][0]['source']}")
     lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
     for f in doc["findings"]:
-        name = f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
-        lines.append(f"{name[:44]:<44} {_verify_ms(f['before_ns']):>10} {_verify_ms(f['after_ns']):>10}  {f['status']}")
+        lines.append(f"{finding_name(f)[:44]:<44} {_ms(f['before_ns']):>10} {_ms(f['after_ns']):>10}  {f['status']}")
     if not doc["findings"]:
         lines.append("(no costed finding on either side)")
     for reason in doc["gates"]["failed"]:
@@ -252,6 +252,3 @@ def _verify_cost_unit(doc: dict) -> str:
     units = {f["cost_unit"] for f in doc["findings"]}
     return units.pop().replace("ns", "ms") if len(units) == 1 else "ms"
 
-
-def _verify_ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nsys_transfer.analysis.breakdown import main_kind
+
 SCHEMA = "nsys-transfer.verify/1"
 SAME_SPEED = 0.03      # within 3%: neither faster nor slower
 REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
@@ -88,11 +90,6 @@ def _ms(ns) -> float | None:
     return ns / 1e6 if ns is not None else None
 
 
-def _main_kind(d: dict) -> str | None:
-    kinds = d.get("kinds") or {}
-    return max(kinds, key=kinds.get) if kinds else None
-
-
 def _syncs_per_step(s: dict) -> float | None:
     n = s["steps"].get("count")
     setup = s["steps"].get("setup") or {}
@@ -107,10 +104,10 @@ METRICS = {
     "idle_per_step_ms": ("GPU idle per step", "ms", lambda s: _ms(s["steps"].get("mean_gpu_idle_ns")), "lower"),
     "dtoh_ms": ("DtoH copy time", "ms", lambda s: s["memcpy"]["dtoh"].get("total_ns", 0) / 1e6, "lower"),
     "dtoh_gbps": ("DtoH speed", "GB/s", lambda s: s["memcpy"]["dtoh"].get("gbps"), "higher"),
-    "dtoh_memory": ("DtoH host memory", "", lambda s: _main_kind(s["memcpy"]["dtoh"]), None),
+    "dtoh_memory": ("DtoH host memory", "", lambda s: main_kind(s["memcpy"]["dtoh"]), None),
     "htod_ms": ("HtoD copy time", "ms", lambda s: s["memcpy"]["htod"].get("total_ns", 0) / 1e6, "lower"),
     "htod_gbps": ("HtoD speed", "GB/s", lambda s: s["memcpy"]["htod"].get("gbps"), "higher"),
-    "htod_memory": ("HtoD host memory", "", lambda s: _main_kind(s["memcpy"]["htod"]), None),
+    "htod_memory": ("HtoD host memory", "", lambda s: main_kind(s["memcpy"]["htod"]), None),
     "overlap": ("DtoH copy under kernels", "%", lambda s: 100 * (s["memcpy"].get("overlap_fraction") or 0), "higher"),
     "syncs_per_step": ("host syncs per step", "", _syncs_per_step, "lower"),
 }
@@ -178,7 +175,8 @@ def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, di
     return pairs + [(None, fa) for fa in a]
 
 
-def _name(f: dict) -> str:
+def finding_name(f: dict) -> str:
+    """'rule (subject)', or the rule alone."""
     return f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
 
 
@@ -194,8 +192,8 @@ def verdict(speed: dict, rows: list[dict]) -> dict:
         pace = f"{a / b:.2f}x faster" if a / b >= 1.5 else f"{100 * change:.0f}% faster"
     else:
         pace = f"{100 * (1 - a / b):.0f}% slower"
-    resolved = [_name(f) for f in rows if f["status"] == "resolved"]
-    new = [_name(f) for f in rows if f["status"] == "new" and f["after_severity"] in ("high", "medium")]
+    resolved = [finding_name(f) for f in rows if f["status"] == "resolved"]
+    new = [finding_name(f) for f in rows if f["status"] == "new" and f["after_severity"] in ("high", "medium")]
     line = (f"{pace}; resolved: {', '.join(resolved) or 'none'}; new: {', '.join(new) or 'none'}")
     if any(f["status"] == "limit reached" for f in rows):
         line += "; the GPU is now the limit (gpu-bound)"
@@ -212,7 +210,7 @@ def gates(v: dict, rows: list[dict], fail_if_slower: float | None, fail_on_new: 
         new = [f for f in rows if f["status"] == "new"]
         hit = [f for f in new if ("any" in wanted and f["after_severity"] in ("high", "medium")) or f["rule"] in wanted]
         if hit:
-            out.append(f"new finding{'s' if len(hit) > 1 else ''}: {', '.join(_name(f) for f in hit)} "
+            out.append(f"new finding{'s' if len(hit) > 1 else ''}: {', '.join(finding_name(f) for f in hit)} "
                        f"(--fail-on-new {fail_on_new})")
     return out
 
