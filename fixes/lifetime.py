@@ -70,24 +70,26 @@ class StopSignals:
     blocks and `finally` clauses run (workers stopped, pinned memory unregistered); the process then exits with 143
     as SIGTERM's default would. Each stop is also kept: Python drops an exception raised inside a destructor (a tensor
     or a queue freed), and a Ctrl-C landing there would let the loop run on, so raise_if_stopped() raises it again.
-    A handler is installed only where the signal still has its default: a program's own is left alone."""
+    A handler is installed only where the signal still has its default (a program's own is left alone), unless
+    `always` (a program that owns its signals: the workloads); `on_term` makes SIGTERM's exception."""
 
-    def __init__(self):
+    def __init__(self, on_term=lambda signum: TerminatedBySignal(128 + signum), always: bool = False):
         self.previous: dict = {}
         self.stops: list[BaseException] = []
+        self.on_term, self.always = on_term, always
 
     def install(self) -> "StopSignals":
         """Take SIGTERM and SIGINT over where they have their defaults and this is the main thread."""
         if threading.current_thread() is not threading.main_thread():
             return self
         for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
-            if signal.getsignal(sig) in (default, None):
+            if self.always or signal.getsignal(sig) in (default, None):
                 self.previous[sig] = signal.signal(sig, self._raise)
         return self
 
     def _raise(self, signum, frame):
-        quiet_children()
-        self.stops.append(TerminatedBySignal(128 + signum) if signum == signal.SIGTERM else KeyboardInterrupt())
+        quiet_children()  # torch's DataLoader would report its workers' deaths by the same signal
+        self.stops.append(self.on_term(signum) if signum == signal.SIGTERM else KeyboardInterrupt())
         raise self.stops[-1]
 
     def raise_if_stopped(self) -> None:
