@@ -49,7 +49,7 @@ install-workloads: $(VENV)/.full
 
 nsys:
 	@if $(BIN)/python -c "from nsys_transfer.nsys_core.nsys import find_nsys; find_nsys()" >/dev/null 2>&1; then \
-	  $(BIN)/python -m profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m nsys_core.driver; fi
+	  $(BIN)/python -m nsys_transfer.profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m nsys_transfer.nsys_core.driver; fi
 
 test: $(VENV)/.full nsys
 	$(BIN)/python -m pytest -q
@@ -58,7 +58,7 @@ report: $(VENV)/.base
 	$(BIN)/compare-traces --out $(REPORT) $(if $(wildcard $(OUT)/*/*.sqlite),$(OUT),)
 
 profile: $(VENV)/.full nsys
-	$(BIN)/python -m profiling profile $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
+	$(BIN)/python -m nsys_transfer.profiling profile $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
 
 # your own program, traced whole (nsys-transfer run) with the venv's Python (torch, nvtx), then analysed
 trace: $(VENV)/.full nsys
@@ -67,13 +67,13 @@ trace: $(VENV)/.full nsys
 	$(BIN)/analyze-trace "$$(ls -t $(OUT)/$(NAME)/$(NAME)*.sqlite | head -n1)"
 
 profile-all: $(VENV)/.full nsys
-	@for s in $(STAGES); do $(BIN)/python -m profiling profile $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done
+	@for s in $(STAGES); do $(BIN)/python -m nsys_transfer.profiling profile $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done
 
 scaling: $(VENV)/.full
-	$(BIN)/python -m profiling scaling --stage $(STAGE) --gpus $(GPUS) $(if $(CPUS),--cpus $(CPUS),) --out $(OUT)/scaling.json $(MODEL_ARG)
+	$(BIN)/python -m nsys_transfer.profiling scaling --stage $(STAGE) --gpus $(GPUS) $(if $(CPUS),--cpus $(CPUS),) --out $(OUT)/scaling.json $(MODEL_ARG)
 
 bench: $(VENV)/.full
-	$(BIN)/python -m profiling bench --out $(OUT)/bench.json $(MODEL_ARG)
+	$(BIN)/python -m nsys_transfer.profiling bench --out $(OUT)/bench.json $(MODEL_ARG)
 
 benchmark-analysis: $(VENV)/.base nsys
 	$(BIN)/python benchmarks/analysis_speed.py --size 0.5 2 $(SIZE)

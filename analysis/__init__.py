@@ -6,9 +6,6 @@
     with Trace.open("rank0.sqlite") as a, Trace.open("rank1.sqlite") as b:
         gpus = analyze_ranks([a, b]).summary      # every GPU side by side, and what limits them
 """
-if __name__ == "analysis":  # `python -m analysis` in a checkout: one package object, nsys_transfer.analysis
-    import importlib, sys
-    sys.modules[__name__] = importlib.import_module("nsys_transfer.analysis")
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.trace import Trace
 from nsys_transfer.analysis.summary import summarize

@@ -53,9 +53,9 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
               help="host link speed in GB/s (default: from the trace's GPU, its PCIe generation, and its fastest copy)")
 @click.option("--all", "show_all", is_flag=True, help="show low-impact findings too")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="link-probe JSON of the machine (python -m workloads.linkprobe): measured shared DtoH capacity")
+              help="link-probe JSON of the machine (python -m nsys_transfer.workloads.linkprobe): measured shared DtoH capacity")
 @click.option("--workload", "--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="the workload's own record (python -m workloads --json; default: <trace>.workload.json beside it); not the "
+              help="the workload's own record (python -m nsys_transfer.workloads --json; default: <trace>.workload.json beside it); not the "
               "profiling run record <trace>.run.json, which is read from beside the trace")
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 @click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
@@ -71,9 +71,9 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     win = _checked_options(window, steps, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
-                    "make one with `python -m workloads.linkprobe --json FILE` on the GPU machine")
+                    "make one with `python -m nsys_transfer.workloads.linkprobe --json FILE` on the GPU machine")
     run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
-                  "`python -m workloads --json FILE` writes one")
+                  "`python -m nsys_transfer.workloads --json FILE` writes one")
     if len(traces) > 1:
         if win:
             _fail(f"{win.flag} applies to one trace; with several traces each GPU is analysed over its own steps")
@@ -201,7 +201,7 @@ def _check(traces) -> None:
         record = None
         if rec_path is not None:
             try:
-                record = read_record(rec_path, "nsys", "a run record", "`python -m profiling` writes one")
+                record = read_record(rec_path, "nsys", "a run record", "`python -m nsys_transfer.profiling` writes one")
             except TraceError as e:
                 click.echo(f"analyze-trace: ignoring {e}", err=True)
         text, ok = check_report(result, str(path), rec_path, record)

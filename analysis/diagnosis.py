@@ -250,7 +250,7 @@ class IncompleteTrace:
                    "pass a --window (or --steps) well inside this one")
         else:
             fix = ("do not trust the GPU figures of this trace: capture it again with an Nsight Systems that records "
-                   "this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; `python -m profiling "
+                   "this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; `python -m nsys_transfer.profiling "
                    "where` compares yours with the driver; NSYS=/path/to/nsys selects one)")
         return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"), fix,
                             severity="high")]

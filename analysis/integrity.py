@@ -643,7 +643,7 @@ def _capture_note(fig: dict) -> str:
 
 # --- analyze-trace --check ------------------------------------------------------------------------------------------
 def capture_record_beside(trace_path) -> Path | None:
-    """The run record `python -m profiling` writes beside its trace: runs/x/x.sqlite -> runs/x/x.run.json (per-rank
+    """The run record `python -m nsys_transfer.profiling` writes beside its trace: runs/x/x.sqlite -> runs/x/x.run.json (per-rank
     traces x.rank0.sqlite share x.run.json)."""
     p = Path(trace_path)
     candidate = p.with_name(f"{p.name.split('.')[0]}.run.json")

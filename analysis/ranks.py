@@ -31,10 +31,10 @@ from nsys_transfer.analysis.trace import pid_of
 class RankOptions:
     """min_gap_ns: smallest idle gap counted. step_regex: NVTX step ranges. bin_ns: host timeline bin.
     link_gbps: one GPU's DtoH link speed into pinned memory, used when no probe is given.
-    probe: a `python -m workloads.linkprobe --json` record of the same machine: measured solo and all-GPU DtoH
+    probe: a `python -m nsys_transfer.workloads.linkprobe --json` record of the same machine: measured solo and all-GPU DtoH
     rates per host memory kind (the shared capacity). busy_threshold, slowdown_threshold, backlog_steps: overrides of
     the multi-GPU rules' thresholds (analysis/rank_rules.py: GpuCompute.busy, HostDtohBandwidth.slowdown,
-    OutputBacklog.backlog_steps). run: the workload's record (`python -m workloads --json`; `profile stage`
+    OutputBacklog.backlog_steps). run: the workload's record (`python -m nsys_transfer.workloads --json`; `profile stage`
     writes <base>.workload.json), whose host_cpu says how busy the CPUs the ranks share were."""
     min_gap_ns: int = 1_000_000
     step_regex: str = DEFAULT_STEP_REGEX

@@ -5,7 +5,7 @@ of a transformers `generate()` call, said "Importation succeeded with non-fatal 
 toolkit's own stages were recorded completely on the same machine. An nsys older than the driver is a risk, not
 a certainty: warn, say how to use a newer one, and let the trace's own figures (analyze-trace --check) decide.
 
-`python -m nsys_core.driver` prints the comparison (plain Python: `make nsys` runs it before any venv exists).
+`python -m nsys_transfer.nsys_core.driver` prints the comparison (plain Python: `make nsys` runs it before any venv exists).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`nsys-transfer ...` (also `python -m profiling ...`, `profile-stage`): profile the workloads or any command with
+"""`nsys-transfer ...` (also `python -m nsys_transfer.profiling ...`, `profile-stage`): profile the workloads or any command with
 Nsight Systems, or measure them unprofiled. Parse, call, print: no logic here."""
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def where():
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
 def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, strict, workload_args):
-    """Trace one workload STAGE under nsys; extra args go to `python -m workloads`. Writes <base>.run.json (the
+    """Trace one workload STAGE under nsys; extra args go to `python -m nsys_transfer.workloads`. Writes <base>.run.json (the
     profiling run record: nsys, files, checks, integrity) beside <base>.workload.json (the workload's own record)."""
     if stage not in STAGES:
         fail(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
@@ -92,7 +92,7 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
         fail(warn)
     if "--device" not in workload_args and not has_gpu():
         fail("no NVIDIA GPU on this machine (no nvidia-smi, no /dev/nvidiactl); stage traces need one. "
-             "For CPU-only programs use `python -m profiling run --no-capture-range -- CMD`")
+             "For CPU-only programs use `python -m nsys_transfer.profiling run --no-capture-range -- CMD`")
     if gpus < 1:
         fail("--gpus must be at least 1")
     if per_rank and gpus < 2:

@@ -1,6 +1,6 @@
 """Steady-state throughput of every stage, unprofiled (tracing distorts it): one JSON and a table.
 
-Each stage runs in its own process (`python -m workloads`), so one failing stage does not stop the rest.
+Each stage runs in its own process (`python -m nsys_transfer.workloads`), so one failing stage does not stop the rest.
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
 @click.option("--link-gbps", default=None, type=float,
               help="host link speed in GB/s (default: each trace's own, from its GPU and fastest copy)")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="link-probe JSON (python -m workloads.linkprobe); default: probe.json in the given folders")
+              help="link-probe JSON (python -m nsys_transfer.workloads.linkprobe); default: probe.json in the given folders")
 def main(paths, out_dir, bench_path, link_gbps, probe_path):
     """Compare stages: one trace per stage from run folders (runs/<stage>/<stage>.sqlite), files, or, with no
     argument, the H200 traces bundled with the toolkit. Multi-GPU runs (`make profile GPUS=N`: <stage>-x<N>gpu)
@@ -144,7 +144,7 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
     note = ""
     if probe:
         v = probe.get("verdict", {})
-        note = ("Link probe (`python -m workloads.linkprobe`, unprofiled" + (f", {_shown(probe_file)}" if probe_file else "")
+        note = ("Link probe (`python -m nsys_transfer.workloads.linkprobe`, unprofiled" + (f", {_shown(probe_file)}" if probe_file else "")
                 + "): " + "; ".join(f"{m} DtoH {sum(x['solo_gbps']) / len(x['solo_gbps']):.1f} GB/s per GPU alone, "
                                     f"{x['together_gbps']:.1f} GB/s all GPUs at once ({x['scaling']:.2f} x the sum)"
                                     for m, x in sorted(v.items(), reverse=True) if x.get("together_gbps")) + ".")
@@ -155,7 +155,7 @@ def _run_beside(trace: Path) -> dict | None:
     """The workload record `profile stage` wrote beside the trace; a bad one is reported and left out."""
     path = run_record_beside(trace)
     try:
-        return read_record(path, "throughput", "a workload record", "`python -m workloads --json FILE` writes one") \
+        return read_record(path, "throughput", "a workload record", "`python -m nsys_transfer.workloads --json FILE` writes one") \
             if path else None
     except TraceError as e:
         click.echo(f"compare-traces: {e}; its run's host CPU load is left out", err=True)

@@ -128,10 +128,10 @@ def _json_in(paths: list[Path], name: str) -> tuple[dict | None, Path | None]:
 
 
 def find_probe(paths: list[Path], explicit: Path | None) -> tuple[dict | None, Path | None]:
-    """The link-probe record (python -m workloads.linkprobe --json): --probe, probe.json in the folders, or bundled."""
+    """The link-probe record (python -m nsys_transfer.workloads.linkprobe --json): --probe, probe.json in the folders, or bundled."""
     if explicit:
         if not explicit.exists():
-            raise ReportInputError(f"{explicit}: no such probe file; make one with `python -m workloads.linkprobe --json`")
+            raise ReportInputError(f"{explicit}: no such probe file; make one with `python -m nsys_transfer.workloads.linkprobe --json`")
         return _probe_record(_read_json(explicit), explicit), explicit
     probe, path = _json_in(paths, "probe.json")
     return (_probe_record(probe, path) if probe is not None else None), path
@@ -141,7 +141,7 @@ def _probe_record(data, path: Path) -> dict:
     """A link-probe record is an object with a `verdict` object; anything else is refused in one line."""
     if not isinstance(data, dict) or not isinstance(data.get("verdict"), dict):
         raise ReportInputError(f"{path}: not a link-probe record (no 'verdict'); make one with "
-                               "`python -m workloads.linkprobe --json FILE` on the GPU machine")
+                               "`python -m nsys_transfer.workloads.linkprobe --json FILE` on the GPU machine")
     return data
 
 

@@ -56,7 +56,7 @@ def pristine(h200, tmp_path_factory) -> Path:
 def analyse(trace, work, *extra: str) -> list[str]:
     """analyze-trace as a user runs it, its summary JSON into the case's folder (and its text on stdout: the text
     report must render whatever the JSON holds, n/a for a figure nothing gives)."""
-    return ["-m", "analysis", str(trace), "--json", f"{work}/summary.json", *extra]
+    return ["-m", "nsys_transfer.analysis", str(trace), "--json", f"{work}/summary.json", *extra]
 
 
 def altered(*statements: str, extra: tuple[str, ...] = ()):
@@ -292,39 +292,39 @@ CASES = [
     Case("top-negative", option("--top", "-1"), 2, "at least 1"),
     Case("top-not-a-number", option("--top", "x"), 2, "not a valid integer"),
     Case("pipeline-depth-negative", option("--pipeline-depth", "-1"), 2, "at least 1"),
-    Case("compare-link-gbps-zero", pristine_with("-m", "reports", "{trace}", "--out", "{work}/rep", "--link-gbps", "0"),
+    Case("compare-link-gbps-zero", pristine_with("-m", "nsys_transfer.reports", "{trace}", "--out", "{work}/rep", "--link-gbps", "0"),
          2, "more than 0"),
     # outputs that cannot be written: one line before any work, nothing left behind
-    Case("json-read-only", pristine_with("-m", "analysis", "{trace}", "--json", "{ro}/s.json"), 2, "cannot write into",
+    Case("json-read-only", pristine_with("-m", "nsys_transfer.analysis", "{trace}", "--json", "{ro}/s.json"), 2, "cannot write into",
          read_only=True),
-    Case("json-under-a-file", lambda w, p: (["-m", "analysis", str(_copy(p, w)), "--json", f"{a_file(w)}/s.json"],
+    Case("json-under-a-file", lambda w, p: (["-m", "nsys_transfer.analysis", str(_copy(p, w)), "--json", f"{a_file(w)}/s.json"],
                                             [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
-    Case("csv-read-only", pristine_with("-m", "analysis", "{trace}", "--csv", "{ro}/csv"), 2, "cannot write into",
+    Case("csv-read-only", pristine_with("-m", "nsys_transfer.analysis", "{trace}", "--csv", "{ro}/csv"), 2, "cannot write into",
          read_only=True),
-    Case("csv-under-a-file", lambda w, p: (["-m", "analysis", str(_copy(p, w)), "--csv", f"{a_file(w)}/csv"],
+    Case("csv-under-a-file", lambda w, p: (["-m", "nsys_transfer.analysis", str(_copy(p, w)), "--csv", f"{a_file(w)}/csv"],
                                            [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
-    Case("json-over-the-trace", pristine_with("-m", "analysis", "{trace}", "--json", "{trace}"), 2, "is an input"),
-    Case("plots-read-only", pristine_with("-m", "analysis", "{trace}", "--plots", "{ro}/png"), 2, "cannot write into",
+    Case("json-over-the-trace", pristine_with("-m", "nsys_transfer.analysis", "{trace}", "--json", "{trace}"), 2, "is an input"),
+    Case("plots-read-only", pristine_with("-m", "nsys_transfer.analysis", "{trace}", "--plots", "{ro}/png"), 2, "cannot write into",
          read_only=True),
-    Case("plots-under-a-file", lambda w, p: (["-m", "analysis", str(_copy(p, w)), "--plots", f"{a_file(w)}/png"],
+    Case("plots-under-a-file", lambda w, p: (["-m", "nsys_transfer.analysis", str(_copy(p, w)), "--plots", f"{a_file(w)}/png"],
                                              [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
-    Case("compare-out-read-only", pristine_with("-m", "reports", "{trace}", "--out", "{ro}/rep"), 2,
+    Case("compare-out-read-only", pristine_with("-m", "nsys_transfer.reports", "{trace}", "--out", "{ro}/rep"), 2,
          "cannot write into", read_only=True),
-    Case("compare-out-under-a-file", lambda w, p: (["-m", "reports", str(_copy(p, w)), "--out", f"{a_file(w)}/rep"],
+    Case("compare-out-under-a-file", lambda w, p: (["-m", "nsys_transfer.reports", str(_copy(p, w)), "--out", f"{a_file(w)}/rep"],
                                                    [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
-    Case("compare-probe-random-bytes", random_file("probe.json", "-m", "reports", "{trace}", "--probe", "{file}",
+    Case("compare-probe-random-bytes", random_file("probe.json", "-m", "nsys_transfer.reports", "{trace}", "--probe", "{file}",
                                                    "--out", "{work}/rep"), 2, "not valid JSON"),
-    Case("compare-failing-trace", random_file("bad.sqlite", "-m", "reports", "{file}", "--out", "{work}/rep/deep"), 2,
+    Case("compare-failing-trace", random_file("bad.sqlite", "-m", "nsys_transfer.reports", "{file}", "--out", "{work}/rep/deep"), 2,
          "not an SQLite file"),
-    Case("scrub-read-only", pristine_with("-m", "analysis.scrub", "{trace}", "{ro}/clean.sqlite"), 2,
+    Case("scrub-read-only", pristine_with("-m", "nsys_transfer.analysis.scrub", "{trace}", "{ro}/clean.sqlite"), 2,
          "cannot write into", read_only=True),
-    Case("scrub-under-a-file", lambda w, p: (["-m", "analysis.scrub", str(_copy(p, w)), f"{a_file(w)}/c.sqlite.xz"],
+    Case("scrub-under-a-file", lambda w, p: (["-m", "nsys_transfer.analysis.scrub", str(_copy(p, w)), f"{a_file(w)}/c.sqlite.xz"],
                                              [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
     # a random file named like a report is not blamed on nsys' age
-    Case("random-nsys-rep", random_file("capture.nsys-rep", "-m", "analysis", "{file}"), 2,
+    Case("random-nsys-rep", random_file("capture.nsys-rep", "-m", "nsys_transfer.analysis", "{file}"), 2,
          "does not start like an Nsight Systems report", needs_nsys=True),
     # these bytes make nsys 2024.2 echo invalid UTF-8 (an internal error until its output was decoded leniently)
-    Case("random-nsys-rep-echoed", random_file("capture.nsys-rep", "-m", "analysis", "{file}", seed=27), 2,
+    Case("random-nsys-rep-echoed", random_file("capture.nsys-rep", "-m", "nsys_transfer.analysis", "{file}", seed=27), 2,
          "does not start like an Nsight Systems report", needs_nsys=True),
 ]
 

@@ -42,7 +42,7 @@ def unprivileged_nsys(nsys):
 
 def _run(nsys_path, out, *extra, env_extra=None):
     env = {**os.environ, "NSYS": nsys_path, **(env_extra or {})}
-    return run_cli("-m", "profiling", "run", "-o", str(out), "--trace", "nvtx,osrt", "--no-capture-range", *extra,
+    return run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(out), "--trace", "nvtx,osrt", "--no-capture-range", *extra,
                    "--", *CPU_PROGRAM, env=env, timeout=300)
 
 
@@ -79,7 +79,7 @@ def test_clean_run_has_no_messages_and_passes_strict(nsys, tmp_path):
 
 
 def test_strict_is_an_option_of_stage(nsys):
-    r = run_cli("-m", "profiling", "stage", "--help")
+    r = run_cli("-m", "nsys_transfer.profiling", "stage", "--help")
     assert r.returncode == 0 and "--strict" in r.stdout
 
 
@@ -131,14 +131,14 @@ def test_driver_not_newer_does_not_warn(nsys, public_traces):
 
 
 def test_where_reports_the_comparison(nsys):
-    r = run_cli("-m", "profiling", "where", env={**os.environ, "NSYS": nsys.path})
+    r = run_cli("-m", "nsys_transfer.profiling", "where", env={**os.environ, "NSYS": nsys.path})
     assert r.returncode == 0, r.stderr
     fields = r.stdout.strip().split("\t")
     assert fields[0] == nsys.path and fields[1] == nsys.version and "CUDA" in fields[3]
     from nsys_transfer.nsys_core.driver import driver_cuda
     if driver_cuda() is None:
         assert fields[4] == "no NVIDIA driver" and "warning" not in r.stderr
-    r = run_cli("-m", "nsys_core.driver", env={**os.environ, "NSYS": nsys.path})
+    r = run_cli("-m", "nsys_transfer.nsys_core.driver", env={**os.environ, "NSYS": nsys.path})
     assert r.returncode == 0 and f"nsys {nsys.version}" in r.stderr
 
 

@@ -9,7 +9,7 @@ from conftest import run_cli, sha256
 
 def test_summary_json_csv_plots(h200, tmp_path):
     out = tmp_path / "s.json"
-    r = run_cli("-m", "analysis", str(h200["baseline"]), "--json", str(out), "--csv", str(tmp_path / "csv"),
+    r = run_cli("-m", "nsys_transfer.analysis", str(h200["baseline"]), "--json", str(out), "--csv", str(tmp_path / "csv"),
                 "--plots", str(tmp_path / "png"))
     assert r.returncode == 0, r.stderr
     assert "GPU busy" in r.stdout and "DtoH: 3 copies" in r.stdout and "process output" in r.stdout
@@ -32,13 +32,13 @@ def test_summary_json_csv_plots(h200, tmp_path):
 
 
 def test_min_gap_and_window_options(h200, tmp_path):
-    r1 = run_cli("-m", "analysis", str(h200["streams"]), "--json", str(tmp_path / "a.json"), "--min-gap-ms", "0.01", "-q")
-    r2 = run_cli("-m", "analysis", str(h200["streams"]), "--json", str(tmp_path / "b.json"), "--min-gap-ms", "50", "-q")
+    r1 = run_cli("-m", "nsys_transfer.analysis", str(h200["streams"]), "--json", str(tmp_path / "a.json"), "--min-gap-ms", "0.01", "-q")
+    r2 = run_cli("-m", "nsys_transfer.analysis", str(h200["streams"]), "--json", str(tmp_path / "b.json"), "--min-gap-ms", "50", "-q")
     assert r1.returncode == r2.returncode == 0
     a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
     assert a["gaps"]["count"] > b["gaps"]["count"]
     lo = a["window"]["start_ns"]
-    r3 = run_cli("-m", "analysis", str(h200["streams"]), "--json", str(tmp_path / "c.json"),
+    r3 = run_cli("-m", "nsys_transfer.analysis", str(h200["streams"]), "--json", str(tmp_path / "c.json"),
                  "--window", f"{lo}:{lo + 100_000_000}", "-q")
     assert r3.returncode == 0, r3.stderr
     c = json.loads((tmp_path / "c.json").read_text())
@@ -88,7 +88,7 @@ def test_bad_input_one_line_no_traceback_input_untouched(tmp_path, h200, tmp_cop
     env = {**os.environ, "NSYS_TRANSFER_CACHE": str(tmp_path / "cache")}
     for kind, path in _bad(tmp_path, h200, tmp_copy).items():
         before = sha256(path) if path.is_file() else None
-        r = run_cli("-m", "analysis", str(path), env=env)
+        r = run_cli("-m", "nsys_transfer.analysis", str(path), env=env)
         assert r.returncode == 2, (kind, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in r.stderr, (kind, r.stderr)
@@ -98,9 +98,9 @@ def test_bad_input_one_line_no_traceback_input_untouched(tmp_path, h200, tmp_cop
 
 
 def test_bad_options_are_one_line(h200):
-    r = run_cli("-m", "analysis", str(h200["pinned"]), "--step-regex", "(")
+    r = run_cli("-m", "nsys_transfer.analysis", str(h200["pinned"]), "--step-regex", "(")
     assert r.returncode == 2 and "not a valid regular expression" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli("-m", "analysis", str(h200["pinned"]), "--window", "5:1")
+    r = run_cli("-m", "nsys_transfer.analysis", str(h200["pinned"]), "--window", "5:1")
     assert r.returncode == 2 and "END must be after START" in r.stderr
 
 
@@ -115,7 +115,7 @@ def test_nvtx_only_export_is_valid(tmp_path, h200):
         con.execute(f"DROP TABLE {t}")
     con.commit()
     con.close()
-    r = run_cli("-m", "analysis", str(dst), "--json", str(tmp_path / "o.json"))
+    r = run_cli("-m", "nsys_transfer.analysis", str(dst), "--json", str(tmp_path / "o.json"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "o.json").read_text())
     assert s["gpu"] is None and s["nvtx"]["count"] > 0 and s["memcpy"]["dtoh"]["count"] == 0
@@ -127,7 +127,7 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
     runs = {}
     for name, args in (("steps", ["--steps", "1:"]),):
         out = tmp_path / f"{name}.json"
-        r = run_cli("-m", "analysis", str(h200["pinned-long"]), "--json", str(out), "-q", *args)
+        r = run_cli("-m", "nsys_transfer.analysis", str(h200["pinned-long"]), "--json", str(out), "-q", *args)
         assert r.returncode == 0, r.stderr
         runs[name] = json.loads(out.read_text())
     w = runs["steps"]["window"]
@@ -136,7 +136,7 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
     ms = f"{(w['start_ns'] - first) / 1e6}ms:{(w['end_ns'] - first) / 1e6}ms"
     for name, args in (("ms", ["--window", ms]), ("ns", ["--window", f"{w['start_ns']}:{w['end_ns']}"])):
         out = tmp_path / f"{name}.json"
-        r = run_cli("-m", "analysis", str(h200["pinned-long"]), "--json", str(out), *args)
+        r = run_cli("-m", "nsys_transfer.analysis", str(h200["pinned-long"]), "--json", str(out), *args)
         assert r.returncode == 0, r.stderr
         runs[name] = json.loads(out.read_text())
         assert abs(runs[name]["window"]["start_ns"] - w["start_ns"]) <= 1000, name  # ms printed to the microsecond

@@ -18,7 +18,7 @@ SMALL = ["--batch", "8", "--steps", "4", "--warmup", "1"]
 
 def _torchrun(n: int, tmp_path, *args):
     out = tmp_path / f"ranks{n}.json"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), "-m", "workloads",
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), "-m", "nsys_transfer.workloads",
                         "--stage", "pinned", *SMALL, *args, "--json", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -42,7 +42,7 @@ def test_torchrun_every_gpu_each_rank_its_own_device(tmp_path):
 
 def test_linkprobe_pinned_beats_pageable(tmp_path):
     out = tmp_path / "probe.json"
-    r = subprocess.run([sys.executable, "-m", "workloads.linkprobe", "--mb", "256", "--repeat", "3", "--json", str(out)],
+    r = subprocess.run([sys.executable, "-m", "nsys_transfer.workloads.linkprobe", "--mb", "256", "--repeat", "3", "--json", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     v = json.loads(out.read_text())["verdict"]
@@ -56,7 +56,7 @@ def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
     except NsysNotFound as e:
         pytest.skip(str(e))
     n = torch.cuda.device_count()
-    r = subprocess.run([sys.executable, "-m", "profiling", "stage", "pinned", "--gpus", str(n), "--steps", "3",
+    r = subprocess.run([sys.executable, "-m", "nsys_transfer.profiling", "stage", "pinned", "--gpus", str(n), "--steps", "3",
                         "--warmup", "1", "--out-dir", str(tmp_path), "--batch", "8"],
                        cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]

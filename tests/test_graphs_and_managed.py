@@ -80,7 +80,7 @@ def test_graph_launches_pair_with_their_rows_in_check(tmp_path):
     assert a["figures"]["api"]["graph"] == {"calls": 20, "without_gpu": 0} and a["figures"]["graph_runs"] == 20
     d = a["figures"]["diagnostics"]
     assert d["cuda_events_collected"] == d["cuda_rows_exported"]  # nsys counts no graph-trace row
-    r = run_cli("-m", "analysis", "--check", str(path))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
     assert r.returncode == 0 and "graph launches traced whole" in r.stdout, r.stdout
 
 

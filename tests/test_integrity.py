@@ -137,7 +137,7 @@ def test_check_complete_trace_with_its_run_record(h200, tmp_path):
     d.mkdir()
     shutil.copyfile(h200["pinned"], d / "pinned.sqlite.xz")
     shutil.copyfile(ROOT / "reports" / "data" / "h200" / "pinned.run.json", d / "pinned.run.json")
-    r = run_cli("-m", "analysis", "--check", str(d / "pinned.sqlite.xz"))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(d / "pinned.sqlite.xz"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "COMPLETE" in r.stdout and "kernel launches" in r.stdout and "without a GPU row" in r.stdout
     assert "run record" in r.stdout and "no nsys warnings or errors" in r.stdout and "=> trusted" in r.stdout
@@ -147,7 +147,7 @@ def test_check_complete_trace_with_its_run_record(h200, tmp_path):
 def test_check_lossy_trace_exits_1(h200, tmp_path):
     path = _local_copy(h200["pinned"], tmp_path)
     _delete(path, "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 4 <> 0")
-    r = run_cli("-m", "analysis", "--check", str(path))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
     assert r.returncode == 1 and "LOSSY" in r.stdout and "NOT to be trusted" in r.stdout
     assert "Traceback" not in r.stderr
 
@@ -159,19 +159,19 @@ def test_check_record_with_nsys_errors_exits_1(h200, tmp_path):
     rec["nsys_messages"] = [{"stage": "import", "kind": "error",
                              "text": "Importer error status: Importation succeeded with non-fatal errors."}]
     (tmp_path / "ceiling.run.json").write_text(json.dumps(rec))
-    r = run_cli("-m", "analysis", "--check", str(tmp_path / "ceiling.sqlite.xz"))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(tmp_path / "ceiling.sqlite.xz"))
     assert r.returncode == 1 and "COMPLETE" in r.stdout and "Importer error status" in r.stdout
 
 
 def test_check_bad_input_is_one_line(tmp_path):
     (tmp_path / "x.sqlite").write_text("not a trace")
-    r = run_cli("-m", "analysis", "--check", str(tmp_path / "x.sqlite"))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(tmp_path / "x.sqlite"))
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 # --- real captures of other programs on the H200 machine (driver for CUDA 13.0), by nsys 2023.4 and 2024.2 --------
 # tests/data/programs/NAME_nsys{2023,2024}.{sqlite.xz,run.json,nsys.log}: the same command under each nsys; the
-# run records and console logs are the capture's own (python -m profiling run on the GPU machine).
+# run records and console logs are the capture's own (python -m nsys_transfer.profiling run on the GPU machine).
 PROGRAMS = ROOT / "tests" / "data" / "programs"
 
 
@@ -215,18 +215,18 @@ def test_lightning_captures_are_complete():
 
 
 def test_check_real_lossy_capture_with_its_record():
-    r = run_cli("-m", "analysis", "--check", str(PROGRAMS / "hf_generate_nsys2023.sqlite.xz"))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(PROGRAMS / "hf_generate_nsys2023.sqlite.xz"))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "LOSSY, lost fraction 9" in r.stdout and "NOT to be trusted" in r.stdout
     # the record beside it (written before records kept nsys_messages): its last lines hold the importer's errors
     assert "importer: StringStorage.cpp(113): Cannot find string for an exterior index" in r.stdout
-    r = run_cli("-m", "analysis", "--check", str(PROGRAMS / "hf_generate_nsys2024.sqlite.xz"))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(PROGRAMS / "hf_generate_nsys2024.sqlite.xz"))
     assert r.returncode == 0 and "nsys counted 117,446 CUDA events; the export holds 117,446" in r.stdout
 
 
 def test_summary_of_a_lossy_trace_says_so(tmp_path):
     out = tmp_path / "s.json"
-    r = run_cli("-m", "analysis", str(PROGRAMS / "torchvision_loader_nsys2023.sqlite.xz"), "--json", str(out), "-q")
+    r = run_cli("-m", "nsys_transfer.analysis", str(PROGRAMS / "torchvision_loader_nsys2023.sqlite.xz"), "--json", str(out), "-q")
     assert r.returncode == 0, r.stderr
     integ = json.loads(out.read_text())["trace"]["integrity"]
     assert integ["verdict"] == "lossy" and 0.25 < integ["lost_fraction"] < 0.45
@@ -298,5 +298,5 @@ def test_check_says_which_process_nsys_found_no_cuda_in():
     a = _assess(path)
     said = [m for m in a["figures"]["diagnostics"]["messages"] if m.startswith("No CUDA events collected")]
     assert said and "[about process 1375, which runs no GPU work; the GPU work is process 1325's]" in said[0]
-    r = run_cli("-m", "analysis", "--check", str(path))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
     assert r.returncode == 0 and "which runs no GPU work" in r.stdout and "=> trusted" in r.stdout

@@ -1,6 +1,6 @@
 """One import namespace: `pip install .` puts nsys_transfer (and only it) into site-packages, and every layer is a
 module of it, once. Console scripts and `python -m nsys_transfer...` work from a fresh venv outside the checkout;
-`python -m analysis` (and the other layers) keep working from the checkout without making second copies of modules."""
+`python -m nsys_transfer.analysis` (and the other layers) keep working from the checkout without making second copies of modules."""
 from __future__ import annotations
 
 import os
@@ -12,46 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
 
 LAYERS = ["nsys_core", "fixes", "workloads", "profiling", "analysis", "reports"]
-# after the command ran: every toolkit file loaded as one module object, whatever names point to it
-# (`__main__` is the file `python -m` ran, a copy by Python's own design, installed or not)
-ONE_OBJECT_PER_FILE = """
-import atexit, collections, os, runpy, sys
-def check():
-    by_file = collections.defaultdict(set)
-    for name, m in list(sys.modules.items()):
-        f = getattr(m, "__file__", None)
-        if name != "__main__" and f and os.path.realpath(f).startswith(sys.argv[0]):
-            by_file[os.path.realpath(f)].add(id(m))
-    twice = sorted(f for f, ids in by_file.items() if len(ids) > 1)
-    print("TOOLKIT-MODULES", len(by_file), "TWICE", twice, file=sys.__stderr__)
-root, module, *args = sys.argv[1:]
-sys.argv[0] = root
-atexit.register(check)
-sys.argv[1:] = args
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-"""
-
-
-@pytest.mark.parametrize("module,args", [
-    ("analysis", ["{baseline}", "-q"]),
-    ("analysis.scrub", ["--help"]),
-    ("reports", ["--help"]),
-    ("profiling", ["stage", "--help"]),
-    ("workloads", ["--help"]),
-    ("nsys_core.driver", []),
-    ("nsys_transfer", ["where", "--help"]),
-])
-def test_checkout_python_m_loads_each_module_once(module, args, h200):
-    args = [a.format(baseline=h200["baseline"]) for a in args]
-    r = run_cli("-c", ONE_OBJECT_PER_FILE, str(ROOT) + os.sep, module, *args)
-    line = [x for x in r.stderr.splitlines() if x.startswith("TOOLKIT-MODULES")]
-    assert r.returncode == 0 and line, r.stderr[-3000:]
-    assert int(line[0].split()[1]) > 2 and line[0].endswith("TWICE []"), line[0]
-
-
 def _dependencies_of_this_environment(into: Path) -> Path:
     """This environment's installed packages (pandas, click, setuptools...) without the toolkit itself, so the fresh
     venv needs no download and cannot see the checkout."""

@@ -49,12 +49,12 @@ def test_stage_without_gpu_is_refused_clearly(nsys):
     from nsys_transfer.profiling.checks import has_gpu
     if has_gpu():
         return  # on a GPU machine this path is the real profile, covered by docs/benchmarks.md
-    r = run_cli("-m", "profiling", "stage", "baseline")
+    r = run_cli("-m", "nsys_transfer.profiling", "stage", "baseline")
     assert r.returncode == 2 and "no NVIDIA GPU" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_unknown_stage_is_refused(nsys):
-    r = run_cli("-m", "profiling", "stage", "warp-speed")
+    r = run_cli("-m", "nsys_transfer.profiling", "stage", "warp-speed")
     assert r.returncode == 2 and "unknown stage" in r.stderr
 
 
@@ -71,7 +71,7 @@ def test_scaling_on_one_cpu_names_the_saturated_cores(tmp_path, h200):
     and both the command and the report say the host's cores are the limit."""
     runs = tmp_path / "runs"
     cpu = str(min(os.sched_getaffinity(0)))
-    r = run_cli("-m", "profiling", "scaling", "--stage", "bufpool", "--gpus", "2", "--cpus", cpu, "--out",
+    r = run_cli("-m", "nsys_transfer.profiling", "scaling", "--stage", "bufpool", "--gpus", "2", "--cpus", cpu, "--out",
                 str(runs / "scaling.json"), "--device", "cpu", "--batch", "2", "--img", "64", "--classes", "3",
                 "--steps", "3", "--warmup", "1", "--loader-workers", "1", "--output-workers", "2", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -81,9 +81,9 @@ def test_scaling_on_one_cpu_names_the_saturated_cores(tmp_path, h200):
     assert sc["all"]["integrity"]["ok"]
     (runs / "pinned").mkdir()
     (runs / "pinned" / "pinned.sqlite.xz").write_bytes(h200["pinned"].read_bytes())
-    r = run_cli("-m", "reports", str(runs), "--out", str(tmp_path / "rep"))
+    r = run_cli("-m", "nsys_transfer.reports", str(runs), "--out", str(tmp_path / "rep"))
     assert r.returncode == 0, r.stderr[-2000:]
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Several GPUs" in md and f"| bufpool | CPUs {cpu} |" in md and "host CPU cores: " in md
-    r = run_cli("-m", "profiling", "scaling", "--stage", "nope")
+    r = run_cli("-m", "nsys_transfer.profiling", "scaling", "--stage", "nope")
     assert r.returncode == 2 and "unknown stage" in r.stderr and "Traceback" not in r.stderr

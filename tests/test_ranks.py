@@ -96,7 +96,7 @@ def test_concurrent_fraction_counts_only_other_gpus():
 
 
 def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
-    r = run_cli("-m", "analysis", str(x2["pinned-x2"]), "--probe", str(X2 / "probe.json"), "--json",
+    r = run_cli("-m", "nsys_transfer.analysis", str(x2["pinned-x2"]), "--probe", str(X2 / "probe.json"), "--json",
                 str(tmp_path / "a.json"), "--plots", str(tmp_path / "p"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "limit: [gpu-compute]" in r.stdout and "GPU 1 (pid" in r.stdout
@@ -104,7 +104,7 @@ def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
     assert s["schema"] == SCHEMA and list(s) == list(KEYS) and len(s["ranks"]["gpus"]) == 2
     assert s["diagnosis"][-1] == s["ranks"]["limit"] and s["ranks"]["limit"]["subject"] in ("GPU 0", "GPU 1")
     assert (tmp_path / "p" / "pinned-x2_gpus.png").stat().st_size > 10_000
-    r = run_cli("-m", "analysis", str(h200["pinned"]), str(h200["streams"]), "--json", str(tmp_path / "b.json"))
+    r = run_cli("-m", "nsys_transfer.analysis", str(h200["pinned"]), str(h200["streams"]), "--json", str(tmp_path / "b.json"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "b.json").read_text())  # several traces: the same schema, the one-trace sections null
     assert s["schema"] == SCHEMA and list(s) == list(KEYS) and all(s[k] is None for k in TRACE_SECTIONS)
@@ -113,7 +113,7 @@ def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
     bad = tmp_path / "probe.json"
     bad.write_text("{}")
     for args in ([str(x2["pinned-x2"]), "--probe", str(bad)], [str(h200["pinned"]), str(h200["streams"]), "--window", "1:2"]):
-        r = run_cli("-m", "analysis", *args)
+        r = run_cli("-m", "nsys_transfer.analysis", *args)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 3, r.stderr
 
 
@@ -210,7 +210,7 @@ def test_drain_reported_once_per_gap_across_ranks(x2):
 def test_bad_inputs_for_several_traces_get_one_line(tmp_path, h200):
     for args in ([str(h200["pinned"]), str(tmp_path / "missing.sqlite")],
                  [str(h200["pinned"]), "--run", str(tmp_path / "missing.json")]):
-        r = run_cli("-m", "analysis", *args)
+        r = run_cli("-m", "nsys_transfer.analysis", *args)
         assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 

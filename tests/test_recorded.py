@@ -12,7 +12,7 @@ PROGRAM = ROOT / "tests" / "programs" / "nvtx_steps.py"
 @pytest.fixture(scope="module")
 def recorded(nsys, tmp_path_factory):
     d = tmp_path_factory.mktemp("rec")  # every default: the whole program (no capture range), cuda,nvtx,osrt
-    r = run_cli("-m", "profiling", "run", "-o", str(d / "steps"),
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(d / "steps"),
                 sys.executable, str(PROGRAM), "4", str(d / "files"), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return d
@@ -28,7 +28,7 @@ def test_profile_run_writes_report_sqlite_and_record(recorded):
 
 def test_recorded_trace_analysis(recorded, nsys, tmp_path):
     out = tmp_path / "s.json"
-    r = run_cli("-m", "analysis", str(recorded / "steps.sqlite"), "--json", str(out), "--plots", str(tmp_path / "p"))
+    r = run_cli("-m", "nsys_transfer.analysis", str(recorded / "steps.sqlite"), "--json", str(out), "--plots", str(tmp_path / "p"))
     assert r.returncode == 0, r.stderr
     s = json.loads(out.read_text())
     assert s["gpu"] is None and s["memcpy"]["dtoh"]["count"] == 0
@@ -75,7 +75,7 @@ def test_recorded_matches_nsys_nvtx_sum(recorded, nsys, tmp_path):
 
 def test_numbered_runs_never_overwrite(recorded, nsys):
     before = (recorded / "steps.sqlite").read_bytes()
-    r = run_cli("-m", "profiling", "run", "-o", str(recorded / "steps"), "--trace", "nvtx,osrt", "--no-capture-range",
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(recorded / "steps"), "--trace", "nvtx,osrt", "--no-capture-range",
                 sys.executable, str(PROGRAM), "1", str(recorded / "files2"), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (recorded / "steps-2.sqlite").exists()
@@ -83,7 +83,7 @@ def test_numbered_runs_never_overwrite(recorded, nsys):
 
 
 def test_capture_range_never_started(nsys, tmp_path):
-    r = run_cli("-m", "profiling", "run", "-o", str(tmp_path / "x"), "--trace", "nvtx,osrt", "--capture-range",
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "x"), "--trace", "nvtx,osrt", "--capture-range",
                 sys.executable, str(PROGRAM), "1", str(tmp_path / "f"), timeout=300)
     assert r.returncode == 1
     assert "capture range never started" in r.stderr and "Traceback" not in r.stderr
@@ -91,7 +91,7 @@ def test_capture_range_never_started(nsys, tmp_path):
 
 
 def test_program_failing_under_nsys_shows_its_last_lines(nsys, tmp_path):
-    r = run_cli("-m", "profiling", "run", "-o", str(tmp_path / "y"), "--trace", "nvtx,osrt", "--no-capture-range",
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "y"), "--trace", "nvtx,osrt", "--no-capture-range",
                 sys.executable, "-c", "import sys; print('about to fail'); sys.exit(7)", timeout=300)
     rec = json.loads((tmp_path / "y.run.json").read_text()) if (tmp_path / "y.run.json").exists() else None
     # nsys still writes a report for a program that ran and failed: its exit code is recorded
@@ -114,7 +114,7 @@ def test_nsys_rep_input_is_exported_to_the_cache(recorded, nsys, tmp_path):
     before = sha256(rep)
     listing = sorted(p.name for p in recorded.iterdir())
     env = {**os.environ, "NSYS_TRANSFER_CACHE": str(tmp_path / "cache")}
-    r = run_cli("-m", "analysis", str(rep), "--json", str(tmp_path / "r.json"), env=env, timeout=300)
+    r = run_cli("-m", "nsys_transfer.analysis", str(rep), "--json", str(tmp_path / "r.json"), env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "r.json").read_text())["steps"]["count"] == 4
     assert list((tmp_path / "cache").glob("*.sqlite")), "the export goes to the cache"

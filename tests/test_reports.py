@@ -8,7 +8,7 @@ CHARTS = ["dtoh.png", "gaps.png", "overlap.png", "throughput.png", "timelines.pn
 
 def test_bundled_report(tmp_path):
     before = {p.name: sha256(p) for p in H200.iterdir()}
-    r = run_cli("-m", "reports", "--out", str(tmp_path / "rep"), timeout=600)
+    r = run_cli("-m", "nsys_transfer.reports", "--out", str(tmp_path / "rep"), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "rep"
     for c in CHARTS:
@@ -45,7 +45,7 @@ def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
         (runs / stage).mkdir(parents=True)
         (runs / stage / f"{stage}.sqlite.xz").write_bytes(h200[stage].read_bytes())
     (runs / "pinned" / "pinned-2.sqlite.xz").write_bytes(h200["pinned-long"].read_bytes())  # newer numbered run wins
-    r = run_cli("-m", "reports", str(runs), "--out", str(tmp_path / "o"))
+    r = run_cli("-m", "nsys_transfer.reports", str(runs), "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {r["stage"]: r for r in json.loads((tmp_path / "o" / "results.json").read_text())}
     assert set(rows) == {"baseline", "pinned"} and rows["pinned"]["captured_steps"] == 12
@@ -53,19 +53,19 @@ def test_report_from_run_folder_and_bad_paths(tmp_path, h200):
     # a multi-GPU run from `make profile GPUS=2` gets the GPU section, not a stage row
     (runs / "pinned-x2gpu").mkdir()
     (runs / "pinned-x2gpu" / "pinned-x2gpu.sqlite.xz").write_bytes((ROOT / "reports/data/h200x2/pinned-x2.sqlite.xz").read_bytes())
-    r = run_cli("-m", "reports", str(runs), "--out", str(tmp_path / "o2"))
+    r = run_cli("-m", "nsys_transfer.reports", str(runs), "--out", str(tmp_path / "o2"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert {r["stage"] for r in json.loads((tmp_path / "o2" / "results.json").read_text())} == {"baseline", "pinned"}
     md = (tmp_path / "o2" / "report.md").read_text()
     assert "| pinned-x2gpu | GPU 0 |" in md and "Link probe" not in md  # no bundled figures mixed into a user's runs
-    r = run_cli("-m", "reports", str(tmp_path / "nothing-here"))
+    r = run_cli("-m", "nsys_transfer.reports", str(tmp_path / "nothing-here"))
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
     listed = tmp_path / "bench-list.json"  # a bare list of bench records is read as well as {"records": [...]}
     listed.write_text(json.dumps(json.loads((H200 / "bench.json").read_text())["records"]))
-    r = run_cli("-m", "reports", str(runs), "--bench", str(listed), "--out", str(tmp_path / "o3"))
+    r = run_cli("-m", "nsys_transfer.reports", str(runs), "--bench", str(listed), "--out", str(tmp_path / "o3"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((tmp_path / "o3" / "results.json").read_text())[0]["throughput_source"] == "bench (unprofiled)"
-    r = run_cli("-m", "reports", str(runs), "--bench", str(tmp_path / "missing.json"))
+    r = run_cli("-m", "nsys_transfer.reports", str(runs), "--bench", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "bench" in r.stderr
 
 
@@ -81,7 +81,7 @@ def test_a_trace_without_kernels_says_what_it_cannot_give(tmp_path, h200):
     con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
     con.commit()
     con.close()
-    r = run_cli("-m", "reports", str(a), str(b), "--out", str(tmp_path / "rep"))
+    r = run_cli("-m", "nsys_transfer.reports", str(a), str(b), "--out", str(tmp_path / "rep"))
     assert r.returncode == 0, r.stderr
     res = {row["stage"]: row for row in json.loads((tmp_path / "rep" / "results.json").read_text())}
     assert res["after"]["compute_utilization"] is None and res["after"]["dtoh_overlap"] is None

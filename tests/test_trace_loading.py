@@ -137,5 +137,5 @@ def test_a_fifo_is_not_a_regular_file(tmp_path):
     from conftest import run_cli
     fifo = tmp_path / "trace.sqlite"
     os.mkfifo(fifo)
-    r = run_cli("-m", "analysis", str(fifo), timeout=60)
+    r = run_cli("-m", "nsys_transfer.analysis", str(fifo), timeout=60)
     assert r.returncode == 2 and "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -90,7 +90,7 @@ def test_what_cannot_be_compared_is_one_line_and_exit_2(case, tmp_path):
 
 def test_the_report_of_two_user_traces_keeps_their_order_and_compares_them(tmp_path):
     after, before = PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz", PROGRAMS / "seg_logits_nsys2024.sqlite.xz"
-    r = run_cli("-m", "reports", str(before), str(after), "--out", str(tmp_path / "r"))
+    r = run_cli("-m", "nsys_transfer.reports", str(before), str(after), "--out", str(tmp_path / "r"))
     assert r.returncode == 0 and "Traceback" not in r.stderr and "Warning" not in r.stderr, r.stderr[-2000:]
     md = (tmp_path / "r" / "report.md").read_text()
     table = md.split("## Results")[1].split("\n\n")[1].splitlines()
@@ -98,7 +98,7 @@ def test_the_report_of_two_user_traces_keeps_their_order_and_compares_them(tmp_p
     assert [x.split("|")[1].strip() for x in table[2:]] == ["seg_logits_nsys2024", "seg_logits_fixed_nsys2024"]
     assert "## Before and after" in md and "VERDICT: 2.82x faster; resolved: pageable-memcpy (DtoH)" in md
     assert (tmp_path / "r" / "before_after.png").stat().st_size > 10_000
-    r = run_cli("-m", "reports", str(after), str(before), "--out", str(tmp_path / "r2"))  # the order given is kept
+    r = run_cli("-m", "nsys_transfer.reports", str(after), str(before), "--out", str(tmp_path / "r2"))  # the order given is kept
     md = (tmp_path / "r2" / "report.md").read_text()
     assert md.index("| seg_logits_fixed_nsys2024 |") < md.index("| seg_logits_nsys2024 |")
 

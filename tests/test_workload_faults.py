@@ -53,7 +53,7 @@ def _segments_of(pids) -> list[str]:
 
 def _start_long_run(stage: str = "bufpool"):
     args = [stage if a == "bufpool" else a for a in LONG_RUN]
-    p = subprocess.Popen([sys.executable, "-m", "workloads", *args], cwd=ROOT, stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "nsys_transfer.workloads", *args], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own group, for killpg
     line, deadline = "", time.time() + 120
     while "step 1/" not in line and time.time() < deadline and p.poll() is None:
@@ -131,7 +131,7 @@ def test_allocation_that_fails_after_the_check_is_one_line():
 
 @pytest.mark.parametrize("stage", ["baseline", "multiproc", "bufpool", "ceiling"])
 def test_unsafe_refused_where_it_does_nothing(stage):
-    r = subprocess.run([sys.executable, "-m", "workloads", "--stage", stage, "--device", "cpu", "--unsafe"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "nsys_transfer.workloads", "--stage", stage, "--device", "cpu", "--unsafe"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
         f"workloads: --unsafe hands buffers to the workers before their asynchronous copy finished, which only "

@@ -39,7 +39,7 @@ def _shm() -> set:
 def test_cpu_stages_run_with_integrity(stage, tmp_path):
     out = tmp_path / "r.json"
     shm_before = _shm()
-    r = run_cli("-m", "workloads", "--stage", stage, *TINY, "--seed", "4242", "--json", str(out))
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", stage, *TINY, "--seed", "4242", "--json", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["stage"] == stage and rec["throughput"]["steps"] == 3 and rec["throughput"]["steps_per_s"] > 0
@@ -55,7 +55,7 @@ def test_cpu_stages_run_with_integrity(stage, tmp_path):
 
 
 def test_encoder_model_through_worker_stage(tmp_path):
-    r = run_cli("-m", "workloads", "--stage", "bufpool", "--model", "encoder", "--tokens", "16", "--dim", "64",
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "bufpool", "--model", "encoder", "--tokens", "16", "--dim", "64",
                 "--layers", "1", "--device", "cpu", "--batch", "4", "--steps", "2", "--warmup", "1",
                 "--loader-workers", "0", "--output-workers", "2", "--json", str(tmp_path / "e.json"))
     assert r.returncode == 0, r.stderr[-2000:]
@@ -65,7 +65,7 @@ def test_encoder_model_through_worker_stage(tmp_path):
 
 def test_npy_postprocess_writes_exact_outputs(tmp_path):
     d = tmp_path / "npy"
-    r = run_cli("-m", "workloads", "--stage", "multiproc", *TINY, "--postprocess", f"npy:{d}")
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "multiproc", *TINY, "--postprocess", f"npy:{d}")
     assert r.returncode == 0, r.stderr[-2000:]
     files = sorted(d.glob("batch_*.npy"))
     assert len(files) == 4
@@ -75,7 +75,7 @@ def test_npy_postprocess_writes_exact_outputs(tmp_path):
 
 def test_batches_split_across_workers_keep_integrity(tmp_path):
     """Each batch cut into 3 slices that 3 workers serialise at once; slice checksums must add up per batch."""
-    r = run_cli("-m", "workloads", "--stage", "bufpool", *TINY[:-2], "--output-workers", "3", "--split", "3",
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "bufpool", *TINY[:-2], "--output-workers", "3", "--split", "3",
                 "--steps", "5", "--json", str(tmp_path / "s.json"))
     assert r.returncode == 0, r.stderr[-2000:]
     integ = json.loads((tmp_path / "s.json").read_text())["integrity"]
@@ -94,7 +94,7 @@ def test_slice_bounds_cover_the_batch_once():
 
 @pytest.mark.parametrize("stage,extra", [("baseline", []), ("bufpool", []), ("bufpool", ["--split", "2"])])
 def test_integrity_checker_catches_corruption(stage, extra, tmp_path):
-    r = run_cli("-m", "workloads", "--stage", stage, *TINY, *extra, "--fault", "corrupt:2",
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", stage, *TINY, *extra, "--fault", "corrupt:2",
                 "--json", str(tmp_path / "c.json"))
     assert r.returncode == 1
     integ = json.loads((tmp_path / "c.json").read_text())["integrity"]
@@ -104,7 +104,7 @@ def test_integrity_checker_catches_corruption(stage, extra, tmp_path):
 
 def test_dead_worker_fails_fast_and_cleans_up():
     t0 = time.time()
-    r = run_cli("-m", "workloads", "--stage", "bufpool", *TINY, "--fault", "die:1", "--seed", "5151", timeout=120)
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "bufpool", *TINY, "--fault", "die:1", "--seed", "5151", timeout=120)
     assert r.returncode != 0 and time.time() - t0 < 60
     last = r.stderr.strip().splitlines()[-1]
     assert "output worker" in last and "exited with code 17" in last and "Traceback" not in r.stderr
@@ -112,7 +112,7 @@ def test_dead_worker_fails_fast_and_cleans_up():
 
 
 def test_ctrl_c_leaves_no_children(tmp_path):
-    cmd = [sys.executable, "-m", "workloads", "--stage", "multiproc", "--device", "cpu", "--batch", "2", "--img", "64",
+    cmd = [sys.executable, "-m", "nsys_transfer.workloads", "--stage", "multiproc", "--device", "cpu", "--batch", "2", "--img", "64",
            "--classes", "3", "--steps", "400", "--warmup", "1", "--loader-workers", "1", "--output-workers", "2",
            "--seed", "6161"]
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -129,11 +129,11 @@ def test_ctrl_c_leaves_no_children(tmp_path):
 
 
 def test_gpu_stage_on_cpu_and_bad_sizes_are_refused():
-    r = run_cli("-m", "workloads", "--stage", "streams", "--device", "cpu")
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "streams", "--device", "cpu")
     assert r.returncode != 0 and "needs --device cuda" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli("-m", "workloads", "--stage", "bufpool", "--device", "cpu", "--batch", "100000", "--img", "1024")
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "bufpool", "--device", "cpu", "--batch", "100000", "--img", "1024")
     assert r.returncode != 0 and "host memory" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli("-m", "workloads", "--stage", "baseline", "--device", "cpu", "--batch", "0")
+    r = run_cli("-m", "nsys_transfer.workloads", "--stage", "baseline", "--device", "cpu", "--batch", "0")
     assert r.returncode != 0 and "--batch must be at least 1" in r.stderr
 
 
@@ -155,7 +155,7 @@ def test_checksums_agree_between_torch_and_numpy_and_chunks():
 def test_torchrun_ranks_on_cpu(ranks, tmp_path):
     """torchrun with the gloo backend: each rank its share of the output workers, totals and integrity on rank 0."""
     out = tmp_path / "d.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "-m", "workloads",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "-m", "nsys_transfer.workloads",
            "--stage", "bufpool", *TINY[:-2], "--output-workers", "4", "--json", str(out)]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     if r.returncode != 0 and GLOO_ABORT in r.stderr and "SIGABRT" in r.stderr:

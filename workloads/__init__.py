@@ -1,4 +1,1 @@
-"""The article's inference pipelines as runnable stages (see `python -m workloads --help`)."""
-if __name__ == "workloads":  # `python -m workloads` in a checkout: one package object, nsys_transfer.workloads
-    import importlib, sys
-    sys.modules[__name__] = importlib.import_module("nsys_transfer.workloads")
+"""The article's inference pipelines as runnable stages (see `python -m nsys_transfer.workloads --help`)."""

@@ -1,4 +1,4 @@
-"""python -m workloads --stage NAME ...: run one stage, print steps/s, write a JSON record."""
+"""python -m nsys_transfer.workloads --stage NAME ...: run one stage, print steps/s, write a JSON record."""
 from __future__ import annotations
 
 import json

@@ -21,7 +21,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class RunConfig:
-    """One workload run: the stage, the model and its sizes, steps, workers and buffers (python -m workloads's
+    """One workload run: the stage, the model and its sizes, steps, workers and buffers (python -m nsys_transfer.workloads's
     options)."""
     stage: str = "baseline"
     model: str = "deeplabv3"

@@ -1,4 +1,4 @@
-"""`python -m workloads.linkprobe`: how fast can outputs leave the GPUs, one GPU alone and all of them at once?
+"""`python -m nsys_transfer.workloads.linkprobe`: how fast can outputs leave the GPUs, one GPU alone and all of them at once?
 
 Each GPU copies an output-sized buffer to host memory `--repeat` times, into pinned and into pageable memory,
 first one GPU at a time, then every GPU at once (one thread per GPU). The ratio of the concurrent aggregate to

@@ -7,7 +7,7 @@ request is an NVTX range "request N". With `--compile`, `torch.compile(mode="red
 instead (the other way users get them).
 
 usage:  python3 tests/programs/cuda_graph_infer.py [--requests 20] [--batch-size 32] [--seq 256] [--compile]
-trace:  python3 -m profiling run -o runs/graphs -- python3 tests/programs/cuda_graph_infer.py
+trace:  python3 -m nsys_transfer.profiling run -o runs/graphs -- python3 tests/programs/cuda_graph_infer.py
         (nsys records each replay as one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row by default; add
         --cuda-graph-trace=node to nsys for the kernels inside)
 """

@@ -8,7 +8,7 @@ GPU events (kernels + memcpy + memset) it saw: compare with the kernels in an ns
 
 usage:  python3 tests/programs/hf_generate.py [--device cuda] [--requests 4] [--batch-size 16] [--new-tokens 32]
         python3 tests/programs/hf_generate.py --device cuda --torch-profiler
-trace:  python3 -m profiling run -o runs/hf_generate --trace cuda,nvtx,osrt --no-capture-range -- \
+trace:  python3 -m nsys_transfer.profiling run -o runs/hf_generate --trace cuda,nvtx,osrt --no-capture-range -- \
             python3 tests/programs/hf_generate.py --device cuda
         .venv/bin/analyze-trace runs/hf_generate.sqlite
 (the whole program is captured: no cudaProfilerStart/Stop; "request 0" is the warm-up.)

@@ -8,7 +8,7 @@ pushes/pops an NVTX range "predict_batch N" in on_predict_batch_start/end, and `
 style names; --no-emit-nvtx leaves them out). Batch 0 is the warm-up (cuDNN, module loading).
 
 usage:  python3 tests/programs/lightning_predict.py [--device cuda] [--batches 10] [--batch-size 64] [--workers 4]
-trace:  python3 -m profiling run -o runs/lightning_predict --trace cuda,nvtx,osrt --no-capture-range -- \
+trace:  python3 -m nsys_transfer.profiling run -o runs/lightning_predict --trace cuda,nvtx,osrt --no-capture-range -- \
             python3 tests/programs/lightning_predict.py --device cuda
         .venv/bin/analyze-trace runs/lightning_predict.sqlite --step-regex '^predict_batch \\d+$'
 (the whole program is captured: no cudaProfilerStart/Stop.)

@@ -7,7 +7,7 @@ through a NumPy view of its pointer. Each step is an NVTX range "step N". `--pre
 ahead in bulk with cudaMemPrefetchAsync (to the GPU before the kernels, back to the host before the read).
 
 usage:  python3 tests/programs/managed_memory.py [--steps 10] [--mib 256] [--prefetch]
-trace:  python3 -m profiling run -o runs/um -- python3 tests/programs/managed_memory.py
+trace:  python3 -m nsys_transfer.profiling run -o runs/um -- python3 tests/programs/managed_memory.py
 """
 import argparse
 import ctypes

@@ -5,7 +5,7 @@ store), then each layer runs. The GPU idles while the launching thread sleeps: a
 Each step is an NVTX range "step N"; the wait is a range "ensure_layer_weights" around `time.sleep`.
 
 usage:  python3 tests/programs/sleepy_weights.py [--steps 8] [--layers 8] [--wait-ms 5]
-trace:  python3 -m profiling run -o runs/sleepy -- python3 tests/programs/sleepy_weights.py
+trace:  python3 -m nsys_transfer.profiling run -o runs/sleepy -- python3 tests/programs/sleepy_weights.py
 """
 import argparse
 import json

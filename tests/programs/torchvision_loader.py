@@ -7,7 +7,7 @@ in eval + inference_mode, inputs go `.to(device, non_blocking=True)` and predict
 outside it, as in real code. Expect the GPU to idle while the main thread waits for the `pt_data_worker`s.
 
 usage:  python3 tests/programs/torchvision_loader.py [--device cuda] [--batches 30] [--batch-size 64] [--workers 2]
-trace:  python3 -m profiling run -o runs/torchvision_loader --trace cuda,nvtx,osrt --no-capture-range -- \
+trace:  python3 -m nsys_transfer.profiling run -o runs/torchvision_loader --trace cuda,nvtx,osrt --no-capture-range -- \
             python3 tests/programs/torchvision_loader.py --device cuda
         .venv/bin/analyze-trace runs/torchvision_loader.sqlite
 (the whole program is captured: no cudaProfilerStart/Stop; the first batches are warm-up.)
