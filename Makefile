@@ -36,11 +36,11 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.base: pyproject.toml setup.py analysis/_btree.c | $(BIN)/python
+$(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	@touch $@
 
-$(VENV)/.full: pyproject.toml setup.py analysis/_btree.c | $(BIN)/python
+$(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[workloads,dev]'
 	@touch $@ $(VENV)/.base
 

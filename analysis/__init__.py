@@ -7,7 +7,7 @@
         gpus = analyze_ranks([a, b]).summary      # every GPU side by side, and what limits them
 """
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.trace import Trace
+from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.summary import summarize
 from nsys_transfer.analysis.ranks import analyze_ranks
 

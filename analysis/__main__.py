@@ -1,3 +1,3 @@
-from nsys_transfer.analysis.cli import entry
+from nsys_transfer.analysis.cli.analyze import entry
 
 entry()

@@ -15,16 +15,15 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, DRAIN_OUTPUTS, gbps
 
-from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu
+from nsys_transfer.analysis.sections import copies as cp
+from nsys_transfer.analysis.sections import cpu, gpu
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.kernel_digest import KernelDigest
-from nsys_transfer.analysis.outputs import json_rows
-from nsys_transfer.analysis.rank_rules import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
-from nsys_transfer.analysis.schema import several_traces
-from nsys_transfer.analysis.sharing import contention, gbps_of, shared_capacity
-from nsys_transfer.analysis.trace import pid_of
+from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
+from nsys_transfer.analysis.schema import json_rows, several_traces
+from nsys_transfer.analysis.sections.sharing import contention, gbps_of, shared_capacity
+from nsys_transfer.analysis.load.trace import pid_of
 
 
 @dataclass
@@ -33,7 +32,7 @@ class RankOptions:
     link_gbps: one GPU's DtoH link speed into pinned memory, used when no probe is given.
     probe: a `python -m nsys_transfer.workloads.linkprobe --json` record of the same machine: measured solo and all-GPU DtoH
     rates per host memory kind (the shared capacity). busy_threshold, slowdown_threshold, backlog_steps: overrides of
-    the multi-GPU rules' thresholds (analysis/rank_rules.py: GpuCompute.busy, HostDtohBandwidth.slowdown,
+    the multi-GPU rules' thresholds (analysis/rules/ranks.py: GpuCompute.busy, HostDtohBandwidth.slowdown,
     OutputBacklog.backlog_steps). run: the workload's record (`python -m nsys_transfer.workloads --json`; `profile stage`
     writes <base>.workload.json), whose host_cpu says how busy the CPUs the ranks share were."""
     min_gap_ns: int = 1_000_000

@@ -49,3 +49,18 @@ def _checked(doc: dict, summary: dict) -> dict:
     if unknown:
         raise ValueError(f"keys outside the schema {SCHEMA} (analysis/schema.py): {sorted(unknown)}")
     return doc
+
+
+def json_rows(df) -> list[dict]:
+    """JSON-safe rows: numpy scalars to Python, NaN to None."""
+    out = []
+    for row in df.to_dict("records"):
+        clean = {}
+        for k, v in row.items():
+            if hasattr(v, "item"):
+                v = v.item()
+            if isinstance(v, float) and v != v:
+                v = None
+            clean[str(k)] = v
+        out.append(clean)
+    return out

@@ -9,15 +9,15 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis import copies as cp
-from nsys_transfer.analysis import cpu, gpu, idle, integrity, kernel_names, os_calls, program, sql, unified
-from nsys_transfer.analysis import window as window_spec
-from nsys_transfer.analysis.diagnosis import Context, diagnose
-from nsys_transfer.analysis.kernel_digest import KernelDigest
-from nsys_transfer.analysis.machine import host_link
-from nsys_transfer.analysis.outputs import json_rows
-from nsys_transfer.analysis.schema import SCHEMA
-from nsys_transfer.analysis.trace import KERNEL_TABLE, Trace, pid_of
+from nsys_transfer.analysis.sections import copies as cp
+from nsys_transfer.analysis.sections import cpu, gpu, idle, integrity, kernel_names, os_calls, program, unified
+from nsys_transfer.analysis.load import sql
+from nsys_transfer.analysis.load.span import capture_start
+from nsys_transfer.analysis.rules.diagnosis import Context, diagnose
+from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.sections.machine import host_link
+from nsys_transfer.analysis.schema import SCHEMA, json_rows
+from nsys_transfer.analysis.load.trace import KERNEL_TABLE, Trace, pid_of
 
 
 @dataclass
@@ -63,7 +63,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     window = _window(ops, nvtx, step_regex, opts.window)
     tables: dict[str, pd.DataFrame] = {}
     # the whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)
-    out: dict = {"schema": SCHEMA, "window": {"capture_start_ns": window_spec.capture_start(trace)}}
+    out: dict = {"schema": SCHEMA, "window": {"capture_start_ns": capture_start(trace)}}
 
     say("computing utilisation and gaps")
     passed, kernel_time = _device_section(trace, digest, ops, window, opts, out, tables)
@@ -336,7 +336,7 @@ def _gaps_section(gap_table: pd.DataFrame, tids, calls: os_calls.GapCalls, nvtx,
 
 
 def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, opts, out, tables):
-    """Every idle nanosecond of each device given to one cause (analysis/idle.py)."""
+    """Every idle nanosecond of each device given to one cause (analysis/sections/idle.py)."""
     if passed is None:
         out["idle"] = None
         return

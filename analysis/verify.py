@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nsys_transfer.analysis.breakdown import main_kind
+from nsys_transfer.analysis.sections.breakdown import main_kind
 
 SCHEMA = "nsys-transfer.verify/1"
 SAME_SPEED = 0.03      # within 3%: neither faster nor slower

@@ -298,7 +298,7 @@ analyze() {
   fi
   x "$a.check.txt" "$T_ANALYZE" "$PYTHON" -m nsys_transfer.analysis "$sqlite" --check; crc=$?
   x "$a.txt" "$T_ANALYZE" "$PYTHON" -m nsys_transfer.analysis "$sqlite" --json "$a.json"; arc=$?
-  x "$OUT/logs/scrub-$tag.log" "$T_ANALYZE" "$PYTHON" -m nsys_transfer.analysis.scrub "$sqlite" "$OUT/traces/$tag.sqlite.xz"
+  x "$OUT/logs/scrub-$tag.log" "$T_ANALYZE" "$PYTHON" -m nsys_transfer.analysis.cli.scrub "$sqlite" "$OUT/traces/$tag.sqlite.xz"
   live || { echo "  cp $base.run.json $OUT/traces/$tag.run.json; cp $log $OUT/traces/$tag.nsys.log"; return 0; }
   cp "$base.run.json" "$OUT/traces/$tag.run.json" 2>/dev/null
   cp "$log" "$OUT/traces/$tag.nsys.log"

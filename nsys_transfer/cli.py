@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis import Trace, TraceError
-from nsys_transfer.analysis.integrity import assess
-from nsys_transfer.analysis.scaling import scaling_row
-from nsys_transfer.analysis.verify_cli import main as verify_command
+from nsys_transfer.analysis.sections.integrity import assess
+from nsys_transfer.analysis.rules.scaling import scaling_row
+from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
 from nsys_transfer.nsys_core.driver import check
 from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
@@ -194,7 +194,7 @@ def _say_which_python(command) -> None:
 
 
 def _integrity(sqlite: Path) -> dict:
-    """The trace's own consistency verdict (analysis/integrity.py), without the figures, for the run record."""
+    """The trace's own consistency verdict (analysis/sections/integrity.py), without the figures, for the run record."""
     try:
         with Trace.open(sqlite) as t:
             a = assess(t)

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from nsys_transfer.analysis.plots import COLORS, save, timeline  # noqa: E402
+from nsys_transfer.analysis.render.plots import COLORS, save, timeline  # noqa: E402
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS  # noqa: E402
 
 STAGE_COLORS = {"naive-input": "#8C8C8C", "baseline": "#C44E52", "multiproc": "#DD8452", "bufpool": "#CCB974",

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis import Trace, outputs
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.options import OneLineCommand, check_numbers
-from nsys_transfer.analysis.plots import plot_ranks
-from nsys_transfer.analysis.program import toolkit_record
+from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers
+from nsys_transfer.analysis.render.plots import plot_ranks
+from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
 from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.analysis.copies import big_copies
-from nsys_transfer.analysis.plots import plot_breakdown
-from nsys_transfer.analysis.render import verify_report as render_verify
-from nsys_transfer.analysis.scaling import scaling_row
+from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.render.plots import plot_breakdown
+from nsys_transfer.analysis.render.text import verify_report as render_verify
+from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.verify import NotComparable, Side, verify
 from nsys_transfer.nsys_core.contracts import STAGES, gbps
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from nsys_transfer.analysis.cli import main as analyze_trace
+from nsys_transfer.analysis.cli.analyze import main as analyze_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "tests" / "data" / "golden_answers.json.xz"

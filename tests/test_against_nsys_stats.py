@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.cpu import nvtx_summary
+from nsys_transfer.analysis.sections.cpu import nvtx_summary
 from conftest import ROOT
 
 REPORTS = "cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,nvtx_sum"
@@ -25,7 +25,7 @@ def _stats(nsys, sqlite, out_base):
 
 
 def _local_copy(path, tmp_path):
-    from nsys_transfer.analysis.inputs import resolve_input
+    from nsys_transfer.analysis.load.inputs import resolve_input
     local, _ = resolve_input(path)
     dst = tmp_path / "copy.sqlite"
     shutil.copyfile(local, dst)

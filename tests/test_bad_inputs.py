@@ -46,7 +46,7 @@ class Case:
 
 @pytest.fixture(scope="session")
 def pristine(h200, tmp_path_factory) -> Path:
-    from nsys_transfer.analysis.inputs import resolve_input
+    from nsys_transfer.analysis.load.inputs import resolve_input
     path, _ = resolve_input(h200["naive-input"])
     dst = tmp_path_factory.mktemp("pristine") / "naive-input.sqlite"
     shutil.copyfile(path, dst)
@@ -316,9 +316,9 @@ CASES = [
                                                    "--out", "{work}/rep"), 2, "not valid JSON"),
     Case("compare-failing-trace", random_file("bad.sqlite", "-m", "nsys_transfer.reports", "{file}", "--out", "{work}/rep/deep"), 2,
          "not an SQLite file"),
-    Case("scrub-read-only", pristine_with("-m", "nsys_transfer.analysis.scrub", "{trace}", "{ro}/clean.sqlite"), 2,
+    Case("scrub-read-only", pristine_with("-m", "nsys_transfer.analysis.cli.scrub", "{trace}", "{ro}/clean.sqlite"), 2,
          "cannot write into", read_only=True),
-    Case("scrub-under-a-file", lambda w, p: (["-m", "nsys_transfer.analysis.scrub", str(_copy(p, w)), f"{a_file(w)}/c.sqlite.xz"],
+    Case("scrub-under-a-file", lambda w, p: (["-m", "nsys_transfer.analysis.cli.scrub", str(_copy(p, w)), f"{a_file(w)}/c.sqlite.xz"],
                                              [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
     # a random file named like a report is not blamed on nsys' age
     Case("random-nsys-rep", random_file("capture.nsys-rep", "-m", "nsys_transfer.analysis", "{file}"), 2,

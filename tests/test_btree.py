@@ -1,4 +1,4 @@
-"""The fast reader (analysis/btree.py, analysis/_btree.c) reads what SQLite reads: on every bundled and public trace,
+"""The fast reader (analysis/load/btree.py, analysis/load/_btree.c) reads what SQLite reads: on every bundled and public trace,
 table by table, column by column, in random rowid ranges and with every filter; on damaged copies of a real export it
 never crashes and never gives an answer SQLite contradicts; where it cannot read, SQLite answers the same."""
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import golden_answers as answers
-from nsys_transfer.analysis import Trace, btree
-from nsys_transfer.analysis.btree import Bits, In, Touches, Usable
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.load import btree
+from nsys_transfer.analysis.load.btree import Bits, In, Touches, Usable
 from nsys_transfer.analysis.summary import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,7 +201,7 @@ def test_a_mapped_file_cut_short_under_the_reader_gives_up_instead_of_crashing(t
     path = _path("tests/data/programs/hf_generate_nsys2023.sqlite.xz", tmp_path)
     script = f"""
 import os, sqlite3
-from nsys_transfer.analysis import btree
+from nsys_transfer.analysis.load import btree
 con = sqlite3.connect({str(path)!r})
 pages = btree.Pages.open({str(path)!r}, lambda: con)
 assert pages.source is not None and not isinstance(pages.source, str)

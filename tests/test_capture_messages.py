@@ -87,7 +87,7 @@ def test_strict_is_an_option_of_stage(nsys):
 
 def _recorded_driver(path):
     """The driver's CUDA version an export recorded (TARGET_INFO_SYSTEM_ENV.CudaDriverVersion): real driver data."""
-    from nsys_transfer.analysis.inputs import resolve_input
+    from nsys_transfer.analysis.load.inputs import resolve_input
     local, _ = resolve_input(Path(path))
     con = sqlite3.connect(f"file:{local}?mode=ro", uri=True)
     try:

@@ -55,7 +55,7 @@ def _bad(tmp_path, h200, tmp_copy):
     cases["empty"] = tmp_path / "empty.sqlite"
     (tmp_path / "random.sqlite").write_bytes(os.urandom(4096))
     cases["random"] = tmp_path / "random.sqlite"
-    from nsys_transfer.analysis.inputs import resolve_input
+    from nsys_transfer.analysis.load.inputs import resolve_input
     real, _ = resolve_input(h200["baseline"])
     data = real.read_bytes()
     (tmp_path / "truncated.sqlite").write_bytes(data[: len(data) // 3])
@@ -106,7 +106,7 @@ def test_bad_options_are_one_line(h200):
 
 def test_nvtx_only_export_is_valid(tmp_path, h200):
     """A trace without CUDA tables (what nsys records on a machine without a GPU) still analyses."""
-    from nsys_transfer.analysis.inputs import resolve_input
+    from nsys_transfer.analysis.load.inputs import resolve_input
     real, _ = resolve_input(h200["baseline"])
     dst = tmp_path / "nocuda.sqlite"
     dst.write_bytes(real.read_bytes())

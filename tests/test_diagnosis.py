@@ -3,7 +3,7 @@ the fix the next stage applies) and public exports of programs nobody here wrote
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.diagnosis import HIGH_SHARE, MEDIUM_SHARE
+from nsys_transfer.analysis.rules.diagnosis import HIGH_SHARE, MEDIUM_SHARE
 
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
 from nsys_transfer.analysis.summary import Options, analyze
@@ -164,13 +164,13 @@ def test_gpu_bound_is_a_verdict_with_the_kernels_named(analyzed):
     assert top["name"] == "Kernel" and "cutlass" in top["shown_name"] and (top["precision"], top["library"]) == \
         ("TF32", "CUTLASS")
     assert "TF32, CUTLASS" in f["evidence"] and "autocast" in f["suggestion"]
-    from nsys_transfer.analysis.render import text_report
+    from nsys_transfer.analysis.render.text import text_report
     last = text_report(s).splitlines()[-1]
     assert last.startswith("verdict: gpu-bound") and "97% of the GPUs' time" in last
 
 
 def test_every_trace_ends_in_a_verdict(analyzed, publics):
-    from nsys_transfer.analysis.render import text_report
+    from nsys_transfer.analysis.render.text import text_report
     for name, s in [*((k, a.summary) for k, a in analyzed.items()), *publics.items()]:
         text = text_report(s)
         lines = text.splitlines()

@@ -5,8 +5,8 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.intervals import intersect, subtract, union
-from nsys_transfer.analysis.machine import host_link, pcie_generation
-from nsys_transfer.analysis.program import base_name, family
+from nsys_transfer.analysis.sections.machine import host_link, pcie_generation
+from nsys_transfer.analysis.sections.program import base_name, family
 from nsys_transfer.analysis.summary import analyze
 
 
@@ -71,7 +71,7 @@ def test_idle_attributed_in_time_segments_equals_one_segment(name, h200, monkeyp
     about 30 segments, every cause, subject, figure and per-name time is the same as in one segment. Between them
     these traces give time to every cause: input, mapping, cpu-range, host-sync, launch and cpu."""
     from pathlib import Path
-    from nsys_transfer.analysis import idle
+    from nsys_transfer.analysis.sections import idle
     path = h200.get(name) or Path(__file__).resolve().parent / "data" / "programs" / f"{name}.sqlite.xz"
     cuts, busy_intervals = [], []
     segments = idle._segments
@@ -91,7 +91,7 @@ def test_idle_attributed_in_time_segments_equals_one_segment(name, h200, monkeyp
 def test_crossing_ranges_give_the_same_time_in_segments(monkeypatch):
     """Ranges of one thread that cross (x ends inside y, which outlives a segment cut) nest the same way in every
     segment as in the whole window: their nesting is worked out once, over all ranges (found in review)."""
-    from nsys_transfer.analysis import idle
+    from nsys_transfer.analysis.sections import idle
     from nsys_transfer.analysis.intervals import Coverage
     busy = Coverage(np.array([0, 100, 200]), np.array([10, 110, 210]))
     nvtx = pd.DataFrame({"start_ns": [0, 20, 50], "end_ns": [300, 60, 150], "global_tid": 7,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_transfer.analysis.gpu import device_pass, gpu_ops
+from nsys_transfer.analysis.sections.gpu import device_pass, gpu_ops
 from nsys_transfer.analysis.intervals import covered_chunks, gaps, in_chunks, intersect, subtract, union
 
 SPAN = 400
@@ -20,7 +20,7 @@ def _random_union(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _holes(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Idle time as analysis/idle.py builds it: the holes around a busy union, touching at zero-length busy ones."""
+    """Idle time as analysis/sections/idle.py builds it: the holes around a busy union, touching at zero-length busy ones."""
     h = gaps(*_random_union(rng, n), 0, SPAN)
     return h["start_ns"].to_numpy(), h["end_ns"].to_numpy()
 
@@ -98,8 +98,8 @@ def test_copy_overlap_from_the_device_pass_equals_the_kernels_own(h200, stage):
     """copy_table's overlap with kernels from the device pass's kernel time at the copies (what analyze hands it) is
     the overlap built from every kernel row; in these stages copies do overlap kernels, so a wrong cut shows."""
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.copies import copy_table
-    from nsys_transfer.analysis.gpu import analysis_window
+    from nsys_transfer.analysis.sections.copies import copy_table
+    from nsys_transfer.analysis.sections.gpu import analysis_window
     with Trace.open(h200[stage]) as t:
         ops = gpu_ops(t.kernels, t.memcpys, t.memsets)
         passed = device_pass(ops, analysis_window(ops), 1_000_000)
@@ -115,7 +115,7 @@ def test_copy_overlap_from_the_device_pass_equals_the_kernels_own(h200, stage):
 def test_kernels_at_copies_give_every_copy_its_kernel_time(seed):
     """The device pass's kernels at copies (binary searches over the running latest end) give each copy the same
     kernel time as the union of every kernel: overlapping, nested, zero-length kernels and copies."""
-    from nsys_transfer.analysis.gpu import _kernels_at_copies
+    from nsys_transfer.analysis.sections.gpu import _kernels_at_copies
     from nsys_transfer.analysis.intervals import Coverage, union_sorted
     rng = np.random.default_rng(seed)
     ks = np.sort(rng.integers(0, SPAN, 300))
@@ -131,7 +131,7 @@ def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
     range reach back to it: the ranges are made disjoint, so the candidates stay within the kernels (found in
     review: they grew with copies x kernels, 3.7 GiB for 100 k kernels and 10 k copies)."""
     import tracemalloc
-    from nsys_transfer.analysis.gpu import _kernels_at_copies
+    from nsys_transfer.analysis.sections.gpu import _kernels_at_copies
     ks = np.concatenate(([0], np.arange(1, 100_001) * 10))
     ke = np.concatenate(([2_000_000], ks[1:] + 5))
     cs = np.arange(10_000) * 100 + 3
@@ -236,7 +236,7 @@ def test_device_pass_on_each_kind_equals_one_sorted_table(seed, chunk, monkeypat
 @pytest.mark.parametrize("seed", range(10))
 def test_median_of_kernel_times_is_pandas_median(seed):
     """kernel_digest.median() from one partitioned copy equals pandas' median, odd and even counts, repeats included."""
-    from nsys_transfer.analysis.kernel_digest import median
+    from nsys_transfer.analysis.load.kernel_digest import median
     rng = np.random.default_rng(seed)
     for n in (1, 2, 3, 10, 11, 1000, 1001):
         values = rng.integers(0, 10 ** int(rng.integers(1, 12)), n)

@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_transfer.analysis import Trace, gpu, intervals, kernel_digest
-from nsys_transfer.analysis import trace as trace_module
+from nsys_transfer.analysis import Trace, intervals
+from nsys_transfer.analysis.sections import gpu
+from nsys_transfer.analysis.load import kernel_digest
+from nsys_transfer.analysis.load import trace as trace_module
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = [ROOT / "reports/data/h200/pinned-long.sqlite.xz", ROOT / "reports/data/h200x2/pinned-x2.sqlite.xz",
@@ -169,7 +171,7 @@ def test_covered_and_resumes(seed, chunk, monkeypatch):
 def test_waits_from_zones_equal_the_whole_table(monkeypatch):
     """The waiting calls read zone by zone and joined a column at a time (names from chunks whose categories differ)
     are the whole OS runtime table's calls of those names."""
-    from nsys_transfer.analysis import os_calls
+    from nsys_transfer.analysis.sections import os_calls
     monkeypatch.setattr(trace_module, "CHUNK_ROWS", 1 << 10)
     monkeypatch.setattr(trace_module, "ZONE_ROWS", 1 << 8)
     with Trace.open(REAL[4]) as t:
@@ -213,7 +215,7 @@ def test_a_wide_single_value_then_another_is_kept_whole(tmp_path, monkeypatch):
 def test_a_window_cutting_only_a_copy_keeps_the_kernel_times(tmp_path):
     """--window cutting a copy but no kernel: the copies' kernel time is read from the kernels (not written over)."""
     from click.testing import CliRunner
-    from nsys_transfer.analysis.cli import main
+    from nsys_transfer.analysis.cli.analyze import main
     out = tmp_path / "s.json"
     r = CliRunner().invoke(main, [str(ROOT / "reports/data/h200/pinned.sqlite.xz"), "--window", "10838417:440359941",
                                   "--json", str(out), "-q"])

@@ -23,12 +23,12 @@ ALLOWED = {
 # `python -m PACKAGE` scripts: entry points nothing imports, so they may start the command line on top
 ENTRY_POINT_MAY_IMPORT = {"nsys_transfer"}
 # reports read the analysis's results and public API, never the trace's own tables
-REPORTS_NEVER = {"nsys_transfer.analysis.sql", "nsys_transfer.analysis.trace", "sqlite3"}
+REPORTS_NEVER = {"nsys_transfer.analysis.load.sql", "nsys_transfer.analysis.load.trace", "sqlite3"}
 NAMESPACE = "nsys_transfer"
 
 
 def module_name(path: Path) -> tuple[str, ...]:
-    """The installed name of a file: analysis/trace.py is nsys_transfer.analysis.trace, nsys_transfer/cli.py itself."""
+    """The installed name of a file: analysis/load/trace.py is nsys_transfer.analysis.load.trace, nsys_transfer/cli.py itself."""
     parts = path.relative_to(ROOT).with_suffix("").parts
     return parts if parts[0] == NAMESPACE else (NAMESPACE, *parts)
 

@@ -1,4 +1,4 @@
-"""The gap-calls read zone by zone (analysis/os_calls.py, Trace.osrt_zones). With small zones most of a real trace's
+"""The gap-calls read zone by zone (analysis/sections/os_calls.py, Trace.osrt_zones). With small zones most of a real trace's
 zones are skipped (no gap in their time span) or filtered by the few gaps inside them; the answers must equal those
 of one zone spanning the whole table, on real traces and on a real export damaged with sqlite3."""
 from __future__ import annotations
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nsys_transfer.analysis import Trace, btree, os_calls
-from nsys_transfer.analysis import trace as trace_module
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.load import btree
+from nsys_transfer.analysis.sections import os_calls
+from nsys_transfer.analysis.load import trace as trace_module
 from nsys_transfer.analysis.summary import analyze
 
 PROGRAMS = Path(__file__).resolve().parent / "data" / "programs"

@@ -70,5 +70,5 @@ def test_pip_install_into_a_fresh_venv(tmp_path, h200, compiler):
     for script in ("compare-traces", "scrub-trace", "nsys-transfer"):
         assert "Usage" in run(bin_ / script, "--help")
     for module in ("nsys_transfer", "nsys_transfer.analysis", "nsys_transfer.reports", "nsys_transfer.profiling",
-                   "nsys_transfer.workloads", "nsys_transfer.analysis.scrub"):
+                   "nsys_transfer.workloads", "nsys_transfer.analysis.cli.scrub"):
         assert "Usage" in run(python, "-m", module, "--help")

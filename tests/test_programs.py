@@ -89,7 +89,7 @@ def test_rules_stay_quiet_where_the_evidence_is_not(analyzed):
 def test_lossy_capture_is_flagged_first():
     """nsys 2023.4 on the CUDA 13 driver lost 98% of generate()'s CUDA calls: the first finding says so, with the
     evidence, and the text report opens with it; the complete 2024.2 capture of the same program has no such note."""
-    from nsys_transfer.analysis.render import text_report
+    from nsys_transfer.analysis.render.text import text_report
     with Trace.open(DATA / "hf_generate_nsys2023.sqlite.xz") as t:
         s = analyze(t).summary
     first = s["diagnosis"][0]
@@ -157,7 +157,7 @@ def test_several_gpus_limit_takes_its_place_by_impact(public_traces, tmp_path):
     info notes."""
     import json
     from click.testing import CliRunner
-    from nsys_transfer.analysis.cli import main
+    from nsys_transfer.analysis.cli.analyze import main
     path = next(p for p in public_traces if p.name.startswith("engpap"))
     r = CliRunner().invoke(main, [str(path), "--json", str(tmp_path / "s.json"), "-q"])
     assert r.exit_code == 0, r.output

@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.inputs import resolve_input
+from nsys_transfer.analysis.load.inputs import resolve_input
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
-from nsys_transfer.analysis import rank_rules
+from nsys_transfer.analysis.rules import ranks as rank_rules
 from nsys_transfer.analysis import ranks as ranks_mod
-from nsys_transfer.analysis.rank_rules import RANK_RULES
+from nsys_transfer.analysis.rules.ranks import RANK_RULES
 from nsys_transfer.analysis.schema import KEYS, SCHEMA, TRACE_SECTIONS
 from conftest import ROOT, run_cli
 
@@ -36,7 +36,7 @@ def test_copies_join_their_own_process_api_calls(x2):
     with sqlite3.connect(f"file:{local}?mode=ro", uri=True) as db:
         n_rows, n_ids = db.execute("SELECT count(*), count(DISTINCT correlationId) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
     assert n_ids < n_rows  # the trap is really in this trace
-    from nsys_transfer.analysis.copies import copy_table
+    from nsys_transfer.analysis.sections.copies import copy_table
     with Trace.open(x2["pinned-x2"]) as t:
         table = copy_table(t.memcpys, t.memcpy_api, t.kernels)
         assert len(table) == n_rows
@@ -242,7 +242,7 @@ def test_exactly_one_multi_gpu_rule_fires(x2, monkeypatch):
 def test_scaling_verdict_is_a_finding():
     """The bundled `make scaling` record of 2 x H200: 32 cores scale, 8 cores saturate; without a CPU reading the
     verdict points at the traces."""
-    from nsys_transfer.analysis.scaling import scaling_row
+    from nsys_transfer.analysis.rules.scaling import scaling_row
     record = json.loads((X2 / "scaling.json").read_text())
     rows = [scaling_row(s) for s in record["scenarios"]]
     assert [round(r["efficiency"], 2) for r in rows] == [1.0, 0.71, 1.03, 0.83]
@@ -257,8 +257,8 @@ def test_scaling_verdict_is_a_finding():
 
 def test_copy_overlap_from_the_device_pass_on_two_gpus(x2):
     """Two devices in one trace: each device's kernel time at its own copies gives the overlap built from the rows."""
-    from nsys_transfer.analysis.copies import copy_table
-    from nsys_transfer.analysis.gpu import analysis_window, device_pass, gpu_ops
+    from nsys_transfer.analysis.sections.copies import copy_table
+    from nsys_transfer.analysis.sections.gpu import analysis_window, device_pass, gpu_ops
     with Trace.open(x2["pinned-x2"]) as t:
         ops = gpu_ops(t.kernels, t.memcpys, t.memsets)
         passed = device_pass(ops, analysis_window(ops), 1_000_000)

@@ -59,7 +59,7 @@ def test_recorded_matches_nsys_nvtx_sum(recorded, nsys, tmp_path):
     import shutil
     import subprocess
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.cpu import nvtx_summary
+    from nsys_transfer.analysis.sections.cpu import nvtx_summary
     copy = tmp_path / "c.sqlite"
     shutil.copyfile(recorded / "steps.sqlite", copy)
     p = subprocess.run([nsys.path, "stats", "--report", "nvtx_sum", "--format", "csv", "--output", str(tmp_path / "n"),

@@ -107,7 +107,7 @@ def test_nested_api_rows_public_sync_copies(nsys, public_traces, tmp_path):
 def test_outermost_call_is_kept():
     import pandas as pd
 
-    from nsys_transfer.analysis.trace import outermost_calls
+    from nsys_transfer.analysis.load.trace import outermost_calls
     api = pd.DataFrame({"pid": [1, 1, 1, 2], "correlation_id": [7, 7, 8, 7], "api_start_ns": [10, 11, 5, 10],
                         "api_end_ns": [20, 19, 6, 30], "api_name": ["outer", "inner", "other", "rank2"]})
     kept = outermost_calls(api, "api_start_ns", "api_end_ns")

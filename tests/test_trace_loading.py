@@ -3,7 +3,7 @@ import sqlite3
 
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.sql import NVTX_PUSHPOP, NVTX_STARTEND
+from nsys_transfer.analysis.load.sql import NVTX_PUSHPOP, NVTX_STARTEND
 from conftest import sha256
 
 EXPECTED_VERSION = {"nvtxex_cudf_v2020": "2020.x", "ncar_miniweather": "2022.2.1", "pipit_cloverleaf": "2024.5.1",

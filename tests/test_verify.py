@@ -107,8 +107,8 @@ def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
     """streams: the step's long gap is the loop waiting for the next batch inside 'get batch' (input-bound, as the
     finding says); the chart's labels are the breakdown's, so the two charts cannot disagree."""
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.breakdown import time_breakdown
-    from nsys_transfer.analysis.plots import idle_by_cause
+    from nsys_transfer.analysis.sections.breakdown import time_breakdown
+    from nsys_transfer.analysis.render.plots import idle_by_cause
     from nsys_transfer.analysis.summary import analyze
     with Trace.open(H200 / "streams.sqlite.xz") as t:
         a = analyze(t)

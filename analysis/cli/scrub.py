@@ -16,10 +16,10 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis import outputs
+from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.options import OneLineCommand
-from nsys_transfer.analysis.trace import Trace
+from nsys_transfer.analysis.cli.options import OneLineCommand
+from nsys_transfer.analysis.load.trace import Trace
 
 SCRUBBED = "(scrubbed)"
 ENV_ASSIGN = re.compile(r"(?:^|[\x00;\n])[A-Za-z_][A-Za-z0-9_]*=")

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from nsys_transfer.analysis import sql
+from nsys_transfer.analysis.load import sql
 
 try:
-    from nsys_transfer.analysis import _btree
+    from nsys_transfer.analysis.load import _btree
 except ImportError:  # built by `pip install .` where a C compiler is present; SQLite reads everything otherwise
     _btree = None
 

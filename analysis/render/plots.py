@@ -11,7 +11,7 @@ import pandas as pd  # noqa: E402
 from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,  # noqa: E402
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
-from nsys_transfer.analysis.breakdown import cause_label, time_breakdown  # noqa: E402
+from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown  # noqa: E402
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
           "idle": "#DDDDDD"}

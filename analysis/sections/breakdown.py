@@ -1,5 +1,5 @@
 """Where a trace's GPU time went, as parts that add up to the GPUs' time in the window: kernels, copies outside
-kernels by direction and host memory, and the idle time by its one cause (analysis/idle.py). From the summary
+kernels by direction and host memory, and the idle time by its one cause (analysis/sections/idle.py). From the summary
 alone, so a chart of it and the figures beside it cannot disagree."""
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The scaling verdict of unprofiled runs (`nsys-transfer scaling`): N GPUs against N x one GPU, and what limits it."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.rank_rules import ScalingContext, scaling_verdict
+from nsys_transfer.analysis.rules.ranks import ScalingContext, scaling_verdict
 
 
 def scaling_row(scenario: dict) -> dict | None:
     """N-GPU total against N x the one-GPU run, the CPUs' load in both, and what limits scaling (`limit`: the finding
-    of analysis/rank_rules.py's scaling rules); None when a run measured nothing."""
+    of analysis/rules/ranks.py's scaling rules); None when a run measured nothing."""
     one, every = scenario.get("one"), scenario.get("all")
     if not (one and every and "throughput" in one and "throughput" in every):
         return None

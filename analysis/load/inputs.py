@@ -1,6 +1,6 @@
 """Turn what the user gave (.sqlite, .sqlite.xz, .nsys-rep) into a local SQLite path, never touching theirs.
 
-Compressed traces are decompressed, and reports exported, into the cache (analysis/cache.py), so a second run of the
+Compressed traces are decompressed, and reports exported, into the cache (analysis/load/cache.py), so a second run of the
 same trace is instant.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
-from nsys_transfer.analysis.cache import cached
+from nsys_transfer.analysis.load.cache import cached
 from nsys_transfer.analysis.errors import TraceError
 
 XZ_MAGIC = b"\xfd7zXZ\x00"

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis import options, outputs, window
-from nsys_transfer.analysis.cli import _plots, analyze_path, options_for
+from nsys_transfer.analysis.cli import options, window
+from nsys_transfer.analysis.render import outputs
+from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.render import verify_report
+from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.render.text import verify_report
 from nsys_transfer.analysis.verify import NotComparable, Side, verify
 
 TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")

@@ -1,4 +1,4 @@
-"""What several GPUs share on the host: the figures the multi-GPU rules (analysis/rank_rules.py) read.
+"""What several GPUs share on the host: the figures the multi-GPU rules (analysis/rules/ranks.py) read.
 
 contention(): how fast DtoH copies run while another GPU copies, against their solo rate. shared_capacity(): the
 host's DtoH capacity for all GPUs at once. Pure functions of DataFrames and dicts.

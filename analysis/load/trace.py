@@ -22,11 +22,11 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis import btree, kernel_digest, runtime_calls, sql, validate
-from nsys_transfer.analysis.btree import Bits, Filter, In, Touches
+from nsys_transfer.analysis.load import btree, kernel_digest, runtime_calls, sql, validate
+from nsys_transfer.analysis.load.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.inputs import resolve_input
-from nsys_transfer.analysis.journal import committed_copy
+from nsys_transfer.analysis.load.inputs import resolve_input
+from nsys_transfer.analysis.load.journal import committed_copy
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.cache import cache_dir
+from nsys_transfer.analysis.load.cache import cache_dir
 
 ROLLBACK_MAGIC = bytes.fromhex("d9d505f920a163d7")  # the first 8 bytes of a journal that still has work to undo
 WAL_MAGIC = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))

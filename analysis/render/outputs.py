@@ -73,18 +73,3 @@ def write_tables(folder: Path, tables: dict, flag: str = "--csv") -> None:
             df.to_csv(folder / f"{name}.csv", index=False)
     except OSError as e:
         raise TraceError(f"{flag} {folder}: cannot write into it ({e.strerror or e})") from None
-
-
-def json_rows(df) -> list[dict]:
-    """JSON-safe rows: numpy scalars to Python, NaN to None."""
-    out = []
-    for row in df.to_dict("records"):
-        clean = {}
-        for k, v in row.items():
-            if hasattr(v, "item"):
-                v = v.item()
-            if isinstance(v, float) and v != v:
-                v = None
-            clean[str(k)] = v
-        out.append(clean)
-    return out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.validate import nameless_rows, repeated_rows
+from nsys_transfer.analysis.load.validate import nameless_rows, repeated_rows
 
 OPS = ("start_ns", "end_ns", "device", "correlation_id", "pid")  # what the device pass and integrity read
 NARROW = {"start_ns": np.int64, "end_ns": np.int64, "device": np.int8, "correlation_id": np.int32, "pid": np.int32}

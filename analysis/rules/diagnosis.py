@@ -7,7 +7,7 @@ the GPUs' time in the analysis window: the window times the GPUs that ran work i
 high >= 10% of the window, medium >= 2%, low below; `info` only for notes on the capture that cost no time. The list
 is ordered by impact, largest first, after the notes that say the trace itself cannot be trusted.
 
-Idle time is attributed once (analysis/idle.py), so the idle rules never count the same nanosecond twice; the copy
+Idle time is attributed once (analysis/sections/idle.py), so the idle rules never count the same nanosecond twice; the copy
 rules count copy time, which is GPU time spent copying, not idle time.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import (COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PIPELINE_DRAIN, PROCESS_OUTPUT,
                                               QUEUE_OUTPUT, gbps)
 
-from nsys_transfer.analysis.copies import big_copies
-from nsys_transfer.analysis.machine import MIN_PROBE_BYTES
-from nsys_transfer.analysis.program import is_operator_range
+from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.sections.machine import MIN_PROBE_BYTES
+from nsys_transfer.analysis.sections.program import is_operator_range
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 NOISE_SHARE = 0.001

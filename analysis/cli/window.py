@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nsys_transfer.analysis.cpu import detect_step_regex
+from nsys_transfer.analysis.sections.cpu import detect_step_regex
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.options import MAX_NS
+from nsys_transfer.analysis.load.span import capture_end, capture_start
+from nsys_transfer.analysis.cli.options import MAX_NS
 
 UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
@@ -89,18 +90,6 @@ def step_ranges(nvtx: pd.DataFrame, regex: str | None) -> pd.DataFrame:
         return pd.DataFrame(columns=["start_ns", "end_ns"])
     st = nvtx[nvtx["name"].astype(str).str.contains(regex, regex=True)]
     return st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
-
-
-def capture_start(trace) -> int | None:
-    """The capture's first recorded event (GPU operation or NVTX range), in trace ns; None without either."""
-    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets, trace.nvtx) if len(df)]
-    return min(int(df["start_ns"].min()) for df in frames) if frames else None
-
-
-def capture_end(trace) -> int | None:
-    """The capture's last recorded end (GPU operation or NVTX range), in trace ns."""
-    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets, trace.nvtx) if len(df)]
-    return max(int(df["end_ns"].max()) for df in frames) if frames else None
 
 
 def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:

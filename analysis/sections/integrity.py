@@ -26,11 +26,12 @@ import pandas as pd
 from nsys_transfer.nsys_core import nsys_messages
 from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
-from nsys_transfer.analysis import intervals, sql
-from nsys_transfer.analysis.btree import Bits, In
+from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.load import sql
+from nsys_transfer.analysis.load.btree import Bits, In
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.kernel_digest import fits
-from nsys_transfer.analysis.trace import UNIFIED_KINDS, Trace, outermost_calls, pid_of
+from nsys_transfer.analysis.load.kernel_digest import fits
+from nsys_transfer.analysis.load.trace import UNIFIED_KINDS, Trace, outermost_calls, pid_of
 
 # --- thresholds -------------------------------------------------------------------------------------------------
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the

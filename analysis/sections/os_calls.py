@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from nsys_transfer.analysis import cpu, idle
-from nsys_transfer.analysis.btree import Bits, Filter, In, Touches
+from nsys_transfer.analysis.sections import cpu, idle
+from nsys_transfer.analysis.load.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.trace import Trace, Zone
+from nsys_transfer.analysis.load.trace import Trace, Zone
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
 WAIT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]  # what idle.attribute reads of the waits

@@ -12,17 +12,19 @@ import click
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
-from nsys_transfer.analysis import options, outputs, schema, window
-from nsys_transfer.analysis.window import step_ranges
+from nsys_transfer.analysis.cli import options, window
+from nsys_transfer.analysis.render import outputs
+from nsys_transfer.analysis import schema
+from nsys_transfer.analysis.cli.window import step_ranges
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.integrity import assess, capture_record_beside, check_report
+from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.sections.integrity import assess, capture_record_beside, check_report
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
-from nsys_transfer.analysis.program import toolkit_record
+from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
-from nsys_transfer.analysis.render import ranks_report, text_report
+from nsys_transfer.analysis.render.text import ranks_report, text_report
 from nsys_transfer.analysis.summary import Options, analyze
-from nsys_transfer.analysis.trace import Trace
+from nsys_transfer.analysis.load.trace import Trace
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -152,7 +154,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
 
 def _plots():
     """The charts module, imported only when charts are asked for: matplotlib costs ~0.3 s of every run."""
-    import nsys_transfer.analysis.plots as plots
+    import nsys_transfer.analysis.render.plots as plots
     return plots
 
 

@@ -1,0 +1,1 @@
+"""The command lines: analyze-trace (analyze.py), nsys-transfer verify (verify.py), scrub-trace (scrub.py)."""

@@ -1,0 +1,1 @@
+"""Output: the text report, plots, the files written."""
