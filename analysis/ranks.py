@@ -23,7 +23,7 @@ from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.schema import json_rows, several_traces
 from nsys_transfer.analysis.sections.sharing import contention, gbps_of, shared_capacity
-from nsys_transfer.analysis.load.trace import pid_of
+from nsys_transfer.analysis.load.frames import pid_of
 
 
 @dataclass
@@ -208,8 +208,8 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
     rows, big, windows = [], [], []
     for label, t, off in zip(labels, traces, offsets):
         say(f"loading {t.source}")
-        kernels, memcpys, memsets, nvtx = t.kernel_digest, t.memcpys, t.memsets, t.nvtx
-        names = dict(zip(t.gpus["device"], t.gpus["name"])) if len(t.gpus) else {}
+        kernels, memcpys, memsets, nvtx = t.device.kernel_digest, t.device.memcpys, t.device.memsets, t.host.nvtx
+        names = dict(zip(t.device.gpus["device"], t.device.gpus["name"])) if len(t.device.gpus) else {}
         r, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts)
         rows += r
         if window is None:

@@ -17,7 +17,9 @@ from nsys_transfer.analysis.rules.diagnosis import Context, diagnose
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.sections.machine import host_link
 from nsys_transfer.analysis.schema import SCHEMA, json_rows
-from nsys_transfer.analysis.load.trace import KERNEL_TABLE, Trace, pid_of
+from nsys_transfer.analysis.load.device import KERNEL_TABLE, digest_of
+from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.load.trace import Trace
 
 
 @dataclass
@@ -50,15 +52,15 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     _read_beside_gpu(trace)
     say("loading GPU activity")
     # a window the user gave is the window: the kernels, copies and ranges counted are the ones inside it
-    digest = trace.kernel_digest if opts.window is None else _digest_inside(trace, opts.window)
+    digest = trace.device.kernel_digest if opts.window is None else _digest_inside(trace, opts.window)
     kernels = digest.ops
-    trace.wait("memcpys", "memsets")
-    memcpys = trace.memcpys if opts.window is None else _overlapping(trace.memcpys, opts.window)
+    trace.background.wait("device.memcpys", "device.memsets")
+    memcpys = trace.device.memcpys if opts.window is None else _overlapping(trace.device.memcpys, opts.window)
     # a scan on the core the device pass leaves free: the runtime calls per kind
-    trace.prefetch_call("call_counts", integrity.call_counts, trace)
-    ops = gpu.gpu_ops(kernels, memcpys, trace.memsets)
-    trace.wait("nvtx")
-    nvtx = trace.nvtx
+    trace.background.submit("call_counts", integrity.call_counts, trace)
+    ops = gpu.gpu_ops(kernels, memcpys, trace.device.memsets)
+    trace.background.wait("host.nvtx")
+    nvtx = trace.host.nvtx
     step_regex, step_source = _step_regex(nvtx, opts)
     window = _window(ops, nvtx, step_regex, opts.window)
     tables: dict[str, pd.DataFrame] = {}
@@ -69,36 +71,36 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     passed, kernel_time = _device_section(trace, digest, ops, window, opts, out, tables)
     del ops
     if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
-        trace.forget("kernel_digest", "kernels", "memsets")  # millions of rows in a long capture: memory for the rest
+        trace.forget("device.kernel_digest", "device.kernels", "device.memsets")  # millions of rows in a long capture: memory for the rest
     digest = digest.without_ops()
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
     kernels = kernels if kernel_time is None else None
     gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.GpuOps({}), (0, 1), 1)
-    trace.prefetch_call("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
+    trace.background.submit("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
     copies = _copies_section(trace, memcpys, kernels, digest.compute_stream(), kernel_time, window, opts, out,
                              tables)
-    tids = trace.result("launch")
+    tids = trace.background.result("launch")
     _read_beside_idle(trace, gaps, tids, opts.top)
-    trace.wait("threads")
+    trace.background.wait("host.threads")
     out = {"schema": SCHEMA, "trace": _trace_section(trace, digest, memcpys, nvtx, copies, out["gpu"], opts), **out}
     _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source, out, tables)
 
     kernel_section, tables["kernels_top"] = _kernels_section(trace, digest, opts.top)
     out["gaps"] = None  # filled below, once its OS calls are read; the JSON keeps its order
     say("attributing idle time")
-    _idle_section(trace, passed, window, tids, trace.result("waits"), nvtx, copies, step_regex, opts, out, tables)
+    _idle_section(trace, passed, window, tids, trace.background.result("waits"), nvtx, copies, step_regex, opts, out, tables)
     say("finding what the CPU did during gaps")
-    _gaps_section(gaps, tids, trace.result("gap_calls"), nvtx, step_regex, opts, out, tables)
+    _gaps_section(gaps, tids, trace.background.result("gap_calls"), nvtx, step_regex, opts, out, tables)
     out["kernels"] = kernel_section
 
     shown = nvtx if opts.window is None else _overlapping(nvtx, opts.window)
     tables["nvtx_summary"] = ns = cpu.nvtx_summary(shown)
     out["nvtx"] = {"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))}
-    out["trace"]["integrity"] = trace.result("integrity")
+    out["trace"]["integrity"] = trace.background.result("integrity")
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))
-    out["trace"]["counts"]["osrt_calls"] = trace.osrt_count()  # after the scoped reads: they say if it is damaged
+    out["trace"]["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (analysis.validate)
     out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
     return Analysis(out, tables, tables.pop(GAP_CAUSES, None))
@@ -115,7 +117,7 @@ def _overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
 
 def _digest_inside(trace: Trace, window: tuple[int, int]) -> KernelDigest:
     """The kernel digest of the kernels (and graph launches traced whole) that overlap a user's window."""
-    return trace.kernel_digest_of(_overlapping(trace.kernels, window), _overlapping(trace.graph_runs, window))
+    return digest_of(_overlapping(trace.device.kernels, window), _overlapping(trace.device.graph_runs, window))
 
 
 def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables):
@@ -125,7 +127,7 @@ def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables)
     then write the busy union over (gpu.Spare)."""
     trace.nsys_version  # noqa: B018 - read here once: integrity's thread reads it too
     timeline_made = threading.Event()
-    trace.prefetch_call("integrity", _integrity, trace, [integrity.gpu_rows(trace)], timeline_made)
+    trace.background.submit("integrity", _integrity, trace, [integrity.gpu_rows(trace)], timeline_made)
     span = ops.span()
     # the window cuts no operation (it spans them all unless the user gave a narrower one): the device pass's kernel
     # time at the copies serves their overlap, and only then may it write over the kernel times
@@ -138,24 +140,24 @@ def _device_section(trace, digest: KernelDigest, ops, window, opts, out, tables)
 def _read_beside_gpu(trace: Trace) -> None:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
     this one reads the kernels (the copies and memsets first: the device pass needs them next)."""
-    trace.prefetch("nvtx", "api_rows", "sync_calls", "threads")  # nvtx first: the GPU section waits for it soonest
-    trace.prefetch_call("waits", os_calls.wait_calls, trace, also=("osrt_zones",))
-    trace.prefetch("memcpys", "memsets")
+    trace.background.load("host.nvtx", "calls.api_rows", "calls.sync_calls", "host.threads")  # nvtx first: the GPU section waits for it soonest
+    trace.background.submit("waits", os_calls.wait_calls, trace, also=("osrt.zones",))
+    trace.background.load("device.memcpys", "device.memsets")
 
 
 def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> None:
     """Start the longest reads as soon as the gaps and launchers are known, beside everything that follows: the
     launching processes' OS calls near the gaps and the launch calls' cost."""
-    trace.prefetch_call("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(top, "duration_ns"),
+    trace.background.submit("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(top, "duration_ns"),
                         {pid_of(t) for t in tids["by_gap"].values()})
-    trace.prefetch_call("launch_stats", trace.launch_stats, tids["all"])
+    trace.background.submit("launch_stats", trace.calls.launch_stats, tids["all"])
 
 
 def _kernels_section(trace: Trace, digest: KernelDigest, top: int) -> tuple[dict, pd.DataFrame]:
     """Kernel count (graph launches traced whole apart), time, median, the CUDA graphs and the top kernels by time;
     the top kernels' table."""
     tk = digest.top(top)
-    full = trace.full_kernel_names([str(n) for n in tk["name"]]) if len(tk) else {}
+    full = trace.device.full_kernel_names([str(n) for n in tk["name"]]) if len(tk) else {}
     tk["shown_name"] = [kernel_names.shown(str(n), full.get(str(n))) for n in tk["name"]]
     tk["precision"] = [kernel_names.precision(full.get(str(n), str(n))) for n in tk["name"]]
     tk["library"] = [kernel_names.library(full.get(str(n), str(n))) for n in tk["name"]]
@@ -171,7 +173,7 @@ def _graphs(trace: Trace, digest: KernelDigest) -> dict | None:
         gpu_ns = int(digest.by_name.loc[names.str.match(r"^CUDA graph( \d+)?$").to_numpy(), "total_ns"].sum())
         launches, traced, inside = digest.graph_runs, "graph", None
     else:
-        inside, gpu_ns, launches = trace.graph_kernels()
+        inside, gpu_ns, launches = trace.device.graph_kernels()
         traced = "node"
         if not inside:
             return None
@@ -202,9 +204,9 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -
 def _gpu_section(trace, ops, window, opts, out, tables, spare):
     """Utilisation per device and the idle gaps; None when the trace has no GPU activity."""
     if window is None:
-        trace.wait("nvtx")
-        spans = [(int(trace.nvtx["start_ns"].min()), int(trace.nvtx["end_ns"].max()))] if len(trace.nvtx) else []
-        spans += [s for s in [trace.osrt_span()] if s]
+        trace.background.wait("host.nvtx")
+        spans = [(int(trace.host.nvtx["start_ns"].min()), int(trace.host.nvtx["end_ns"].max()))] if len(trace.host.nvtx) else []
+        spans += [s for s in [trace.osrt.span()] if s]
         out["window"] = ({"start_ns": min(s[0] for s in spans), "end_ns": max(s[1] for s in spans),
                           "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
         out["gpu"] = None
@@ -216,14 +218,14 @@ def _gpu_section(trace, ops, window, opts, out, tables, spare):
                      "first to last GPU operation or step range", "capture_start_ns": out["window"]["capture_start_ns"]}
     passed = gpu.device_pass(ops.inside(lo, hi), window, opts.min_gap_ns, spare)
     util = passed.util
-    names = dict(zip(trace.gpus["device"], trace.gpus["name"])) if len(trace.gpus) else {}
+    names = dict(zip(trace.device.gpus["device"], trace.device.gpus["name"])) if len(trace.device.gpus) else {}
     util["name"] = util["device"].map(names)
     tables["utilization"] = util
     out["gpu"] = {"utilization": float(util["utilization"].mean()),
                   "compute_utilization": float(util["compute_utilization"].mean()),
                   "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
                   "devices": json_rows(util)}
-    if not trace.has(KERNEL_TABLE) and not len(trace.graph_runs):  # no kernels recorded: nothing gives compute
+    if not trace.has(KERNEL_TABLE) and not len(trace.device.graph_runs):  # no kernels recorded: nothing gives compute
         out["gpu"].update(compute_utilization=None, compute_ns=None)
         for d in out["gpu"]["devices"]:
             d.update(compute_utilization=None, compute_ns=None)
@@ -231,7 +233,7 @@ def _gpu_section(trace, ops, window, opts, out, tables, spare):
 
 
 def _copies_section(trace, memcpys, kernels, compute_stream, kernel_time, window, opts, out, tables) -> pd.DataFrame:
-    copies = cp.copy_table(memcpys, trace.memcpy_api, kernels, kernel_time) if len(memcpys) else memcpys.assign(
+    copies = cp.copy_table(memcpys, trace.calls.memcpy_api, kernels, kernel_time) if len(memcpys) else memcpys.assign(
         sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
         api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
         api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"),
@@ -241,7 +243,7 @@ def _copies_section(trace, memcpys, kernels, compute_stream, kernel_time, window
                      "dtod": cp.copy_summary(copies, "DtoD"), "overlap_fraction": cp.overlap_fraction(copies),
                      "dtoh_on_compute_stream": cp.copies_on_compute_stream(copies, compute_stream),
                      "compute_stream": compute_stream, "unified": unified.summary(copies, window)}
-    if not trace.has(KERNEL_TABLE) and not len(trace.graph_runs):  # overlap with kernels nobody recorded: unknown
+    if not trace.has(KERNEL_TABLE) and not len(trace.device.graph_runs):  # overlap with kernels nobody recorded: unknown
         for key in ("dtoh", "htod", "dtod"):
             out["memcpy"][key]["overlap_fraction"] = None
         out["memcpy"]["overlap_fraction"] = None
@@ -282,8 +284,8 @@ def _steps_section(digest, nvtx, copies, passed, window, step_regex, step_source
 
 def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
     """The launching threads (_launch_threads), from the runtime calls behind the largest gaps' next operations."""
-    launch = trace.launch_threads(gaps.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gaps) else None
-    return _launch_threads(passed, launch, lambda: trace.api_by_thread)
+    launch = trace.calls.launch_threads(gaps.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gaps) else None
+    return _launch_threads(passed, launch, lambda: trace.calls.api_by_thread)
 
 
 def _launch_threads(passed, launch, launches_by_thread) -> dict:
@@ -340,9 +342,9 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     if passed is None:
         out["idle"] = None
         return
-    trace.wait("sync_calls")
-    syncs, cuda_calls = _host_waits(trace.sync_calls, copies)
-    loaders = {dev: program.loader_threads(trace.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
+    trace.background.wait("calls.sync_calls")
+    syncs, cuda_calls = _host_waits(trace.calls.sync_calls, copies)
+    loaders = {dev: program.loader_threads(trace.host.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
                for dev in passed.busy_by_device}
 
     def attributed(span: tuple[int, int]) -> tuple[pd.DataFrame, dict]:
@@ -358,7 +360,7 @@ def _idle_section(trace, passed, window, tids, osrt, nvtx, copies, step_regex, o
     tables[GAP_CAUSES] = lambda dev, spans: idle.gap_causes(spans, tids["devices"].get(dev, set()), osrt, nvtx, syncs,
                                                             cuda_calls, step_regex, opts.min_gap_ns, loaders.get(dev))
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
-    launch_calls, launch_ns = trace.result("launch_stats")
+    launch_calls, launch_ns = trace.background.result("launch_stats")
     out["idle"] = {"causes": json_rows(table), "devices": details,
                    "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
                    "launch_calls": launch_calls, "launch_api_ns": launch_ns,
@@ -426,8 +428,8 @@ def _trace_section(trace: Trace, digest: KernelDigest, memcpys, nvtx, copies, gp
     a machine without a GPU) what its OS calls took instead."""
     info = _trace_info(trace, digest.count, memcpys, nvtx)
     info["os_runtime"] = _os_runtime(trace, opts.top) if gpu_section is None else None
-    info["link"] = host_link(trace.gpus, copies, opts.link_gbps)
-    info["program"] = program.describe(trace.threads, nvtx, digest.names(), opts.run_record)
+    info["link"] = host_link(trace.device.gpus, copies, opts.link_gbps)
+    info["program"] = program.describe(trace.host.threads, nvtx, digest.names(), opts.run_record)
     return info
 
 
@@ -440,7 +442,7 @@ def _os_runtime(trace: Trace, top: int) -> list[dict]:
 
 def _trace_info(trace: Trace, n_kernels: int, memcpys, nvtx) -> dict:
     return {"path": trace.source, "nsys_version": trace.nsys_version,
-            "gpus": json_rows(trace.gpus) if len(trace.gpus) else [],
+            "gpus": json_rows(trace.device.gpus) if len(trace.device.gpus) else [],
             "counts": {"kernels": n_kernels, "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx)),
                        "osrt_calls": None},  # set last: analyze() counts them after the scoped reads
             "integrity": None}  # analyze() sets it once the background assessment is done
@@ -451,8 +453,8 @@ def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event) -
     list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
     is made (timeline_made is set then, or on an error)."""
     try:
-        trace.wait("nvtx")
+        trace.background.wait("host.nvtx")
         side = integrity.gpu_side(trace, rows.pop())
     finally:
         timeline_made.set()
-    return integrity.assess(trace, side=side, counts=trace.result("call_counts"))
+    return integrity.assess(trace, side=side, counts=trace.background.result("call_counts"))

@@ -133,7 +133,7 @@ def _gpu_names(sqlite: Path) -> list[str]:
     """The GPUs the trace recorded, by name, for the run record."""
     try:
         with Trace.open(sqlite) as t:
-            return sorted(set(t.gpus["name"].astype(str)))
+            return sorted(set(t.device.gpus["name"].astype(str)))
     except TraceError:
         return []
 

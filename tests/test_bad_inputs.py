@@ -408,5 +408,5 @@ def test_real_exports_have_nothing_to_drop(analyzed, public_traces):
         assert a.summary["warnings"] == [], name
     for path in public_traces:
         with Trace.open(path) as t:
-            t.kernels, t.memcpys, t.memsets, t.nvtx, t.osrt, t.api_rows  # noqa: B018 (loading is the test)
+            t.device.kernels, t.device.memcpys, t.device.memsets, t.host.nvtx, t.osrt.frame, t.calls.api_rows  # noqa: B018 (loading is the test)
             assert t.warnings == [], (path.name, t.warnings)

@@ -124,7 +124,7 @@ def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=N
 def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
-        opts.window = window.resolve(opts.window_asked, t, step_ranges(t.nvtx, opts.step_regex))
+        opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
         options.check_window_has_activity(t, opts.window)
     if t.path.stat().st_size >= LARGE_TRACE_BYTES:
         return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it

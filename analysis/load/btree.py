@@ -120,7 +120,7 @@ class Pages:
     def __init__(self, source: str | mmap.mmap, page_size: int, usable: int,
                  connection: Callable[[], sqlite3.Connection]):
         self.source, self.page_size, self.usable = source, page_size, usable
-        self._connection = connection  # the calling thread's connection to the same file (Trace._connection)
+        self._connection = connection  # the calling thread's connection to the same file (Trace.connection)
         self._tables: dict[str, tuple[int, list[str]] | None] = {}
 
     @classmethod

@@ -235,7 +235,7 @@ def _combine(before: pd.DataFrame, more: pd.DataFrame, key: str) -> pd.DataFrame
 
 
 def _named(by_id: pd.DataFrame, texts: dict[int, str]) -> tuple[pd.DataFrame, list[str]]:
-    """Figures by name id as figures by name (ids with one text merged, as Trace._names merges them), and a warning
+    """Figures by name id as figures by name (ids with one text merged, as Trace.names_of merges them), and a warning
     for the rows whose id has no text (shown as '?')."""
     said = nameless_rows(int(by_id.loc[[i for i in by_id.index if int(i) not in texts], "count"].sum()), "kernel")
     names = pd.Index([texts.get(int(i), "?") for i in by_id.index])

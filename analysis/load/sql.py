@@ -98,7 +98,7 @@ SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%
 SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
-# OS runtime calls are read in parts (Trace.osrt_chunks): a rowid range and a condition, never the whole table.
+# OS runtime calls are read in parts (Trace.osrt.chunks): a rowid range and a condition, never the whole table.
 # two subqueries: SQLite reads MIN or MAX of the rowid from the b-tree's ends only when it is a query's one aggregate;
 # `SELECT MIN(rowid), MAX(rowid)` scans the whole table (1.4 s on 22 M rows)
 ROWID_RANGE = "SELECT (SELECT MIN(rowid) FROM {table}), (SELECT MAX(rowid) FROM {table})"
@@ -109,7 +109,7 @@ _INT64_MAX = 9223372036854775807
 USABLE_TIMES = (f'start BETWEEN 0 AND {_INT64_MAX} AND "end" BETWEEN start AND {_INT64_MAX} '
                 f"AND globalTid BETWEEN 0 AND {_INT64_MAX}")
 OSRT_SPAN = f'SELECT MIN(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
-# Trace.osrt_zones: a rowid range's row count, time span (MIN and MAX skip NULL; text sorts above numbers) and
+# Trace.osrt.zones: a rowid range's row count, time span (MIN and MAX skip NULL; text sorts above numbers) and
 # its rows with unusable times or thread: the scoped reads see only some rows, so a damaged row is found here,
 # wherever it lies (in the same scan: 0.7 CPU-s less than a scan of its own on 22 M rows)
 ZONE = (f'SELECT COUNT(*), MIN(start), MAX("end"), SUM(CASE WHEN {USABLE_TIMES} THEN 0 ELSE 1 END) FROM OSRT_API '

@@ -7,7 +7,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.load.trace import process_keys
+from nsys_transfer.analysis.load.frames import process_keys
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,

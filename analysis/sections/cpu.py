@@ -8,7 +8,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, per_name
-from nsys_transfer.analysis.load.trace import pid_of
+from nsys_transfer.analysis.load.frames import pid_of
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")

@@ -30,7 +30,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, gaps, intersect, overlapped, subtract, total, union
 from nsys_transfer.analysis.sections.program import family, is_operator_range, per_name
-from nsys_transfer.analysis.load.trace import pid_of
+from nsys_transfer.analysis.load.frames import pid_of
 
 WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
                         r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"

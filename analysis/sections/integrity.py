@@ -31,7 +31,9 @@ from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.btree import Bits, In
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.load.kernel_digest import fits
-from nsys_transfer.analysis.load.trace import UNIFIED_KINDS, Trace, outermost_calls, pid_of
+from nsys_transfer.analysis.load.device import UNIFIED_KINDS
+from nsys_transfer.analysis.load.frames import outermost_calls, pid_of
+from nsys_transfer.analysis.load.trace import Trace
 
 # --- thresholds -------------------------------------------------------------------------------------------------
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
@@ -138,8 +140,8 @@ def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, count
     fig["missing_ops"] = int(max(missing_api, missing_gpu))
     fig["timeline"] = side.timeline
     fig["correlation_gaps"] = _id_gaps(trace, gpu, side.osrt_starts)
-    fig["graph_runs"] = int(len(trace.graph_runs))
-    fig["migrations"] = int(trace.memcpys["copy_kind"].isin(UNIFIED_KINDS).sum())
+    fig["graph_runs"] = int(len(trace.device.graph_runs))
+    fig["migrations"] = int(trace.device.memcpys["copy_kind"].isin(UNIFIED_KINDS).sum())
     # nsys's count of CUDA events holds the migrations and not the graph-trace rows (equal on real 2024 exports)
     fig["diagnostics"] = _diagnostics(trace, counts["all"] + sum(n_gpu.values()) + fig["migrations"]
                                       - fig["graph_runs"], {int(p) for v in gpu.values() for p in pd.unique(v[0])})
@@ -170,11 +172,11 @@ def gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
     the copies an API call made and the memsets (integers; the kernels' ids and processes in narrow types,
     KernelDigest.ops). Unified-memory migrations are left out: the driver makes them on page faults, with no call
     behind them (correlation id 0)."""
-    copies = trace.memcpys
+    copies = trace.device.memcpys
     migrations = copies["copy_kind"].isin(UNIFIED_KINDS).to_numpy()
     copies = copies[~migrations] if migrations.any() else copies
     return {kind: tuple(df[c].to_numpy() for c in ("pid", "correlation_id", "start_ns", "end_ns"))
-            for kind, df in (("kernel", trace.kernel_digest.ops), ("copy", copies), ("memset", trace.memsets))}
+            for kind, df in (("kernel", trace.device.kernel_digest.ops), ("copy", copies), ("memset", trace.device.memsets))}
 
 
 def _name_kinds(trace: Trace) -> dict[int, str]:
@@ -206,7 +208,7 @@ def call_counts(trace: Trace) -> dict[str, int]:
 
 def _call_counts_from_pass(trace: Trace, kinds: dict[int, str]) -> dict[str, int] | None:
     """_call_counts() from the runtime table's one pass (Trace.runtime_pass); None where the fast reader cannot."""
-    both = trace.runtime_pass()
+    both = trace.calls.runtime_pass()
     if both is None:
         return None
     out = {"all": sum(both.name_counts.values()), **dict.fromkeys(CALL_KINDS, 0)}
@@ -247,7 +249,7 @@ def _api_calls(trace: Trace, kinds: dict[int, str]) -> tuple[pd.DataFrame, dict]
             kind=pd.Series(dtype=object), ok=pd.Series(dtype=bool)).drop(columns="name_id"), _shared(None)
     if "returnValue" in trace.columns("CUPTI_ACTIVITY_KIND_RUNTIME"):
         cols["ret"] = "returnValue"
-    df = trace.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, (In("nameId", tuple(kinds)),))
+    df = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", cols, (In("nameId", tuple(kinds)),))
     df["pid"] = pid_of(df["global_tid"].to_numpy())
     df["kind"] = pd.Categorical(df.pop("name_id").map(kinds).fillna(""), categories=KINDS)
     df["ok"] = (df.pop("ret").to_numpy() == 0) if "ret" in df else True  # a failed call runs nothing
@@ -318,7 +320,7 @@ def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict, in_order: dict[str, bo
     orphan = {k: ~_isin(v, api_keys) for k, v in gpu_key.items()}
     if has_runtime and any(o.any() for o in orphan.values()):
         # launched through an API not listed here? look at every runtime row before calling a GPU row orphaned
-        every = trace.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId"})
+        every = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId"})
         all_keys = np.sort(_key(pid_of(every["tid"].to_numpy()), every["corr"].to_numpy(), by_pid))
         orphan = {k: o & ~_isin(gpu_key[k], all_keys) for k, o in orphan.items()}
     missing_gpu = 0
@@ -371,7 +373,7 @@ class _OsrtStarts(dict):
         self.trace = trace
 
     def __missing__(self, pid: int) -> np.ndarray:
-        self[pid] = self.trace.osrt_starts((In(Bits("globalTid"), (pid,)),) if pid >= 0 else ())
+        self[pid] = self.trace.osrt.starts((In(Bits("globalTid"), (pid,)),) if pid >= 0 else ())
         return self[pid]
 
 
@@ -382,7 +384,7 @@ def _timeline(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> list[dict]:
     kinds = [(v[0], v[2], v[3]) for v in gpu.values() if v[0].size]  # (pid, start, end) per kind: no concatenation
     if not kinds:
         return []
-    nvtx = trace.nvtx
+    nvtx = trace.host.nvtx
     nvtx_pid, nvtx_t = pid_of(nvtx["global_tid"].to_numpy(np.int64)), nvtx["start_ns"].to_numpy(np.int64)
     out = []
     for p in sorted(set().union(*(pd.unique(pid).tolist() for pid, _, _ in kinds))):
@@ -411,7 +413,7 @@ def _timeline(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> list[dict]:
 
 def _process_activity(trace: Trace, pid: int, osrt_starts: _OsrtStarts) -> np.ndarray:
     """Sorted start times of a process's NVTX ranges and OS runtime calls."""
-    nvtx = trace.nvtx
+    nvtx = trace.host.nvtx
     mine = nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]
     return np.sort(np.concatenate((mine, osrt_starts[int(pid)])))
 
@@ -454,7 +456,7 @@ def _id_gaps(trace: Trace, gpu: dict, osrt_starts: _OsrtStarts) -> dict:
     if not suspects or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return out
     out["checked"] = True
-    rt = trace.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
+    rt = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
                                                            "start_ns": "start"})
     rt_pid = pid_of(rt["tid"].to_numpy())
     for p in suspects:
@@ -521,7 +523,7 @@ def _reconciled(text: str, pid, trace: Trace, gpu_pids: set[int]) -> str:
             return f"{text} [about process {pid}, yet the trace holds its GPU work: the message contradicts the rows]"
         return f"{text} [about process {pid}, which runs no GPU work" + (
             f"; the GPU work is process {', '.join(map(str, others))}'s]" if others else "]")
-    nvtx_pids = set(pid_of(trace.nvtx["global_tid"].to_numpy(np.int64)).tolist()) if len(trace.nvtx) else set()
+    nvtx_pids = set(pid_of(trace.host.nvtx["global_tid"].to_numpy(np.int64)).tolist()) if len(trace.host.nvtx) else set()
     if pid in nvtx_pids:
         return f"{text} [about process {pid}, yet the trace holds its NVTX ranges: the message contradicts the rows]"
     return f"{text} [about process {pid}, which marks no NVTX ranges" + (
