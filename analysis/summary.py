@@ -13,7 +13,9 @@ from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import cpu, gpu, idle, integrity, kernel_names, os_calls, program, unified
 from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.span import capture_start
-from nsys_transfer.analysis.rules.diagnosis import Context, diagnose
+from nsys_transfer.analysis.rules import integrity as integrity_rules
+from nsys_transfer.analysis.rules.base import Context
+from nsys_transfer.analysis.rules.diagnosis import diagnose
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.sections.machine import host_link
 from nsys_transfer.analysis.schema import SCHEMA, json_rows
@@ -449,7 +451,7 @@ def _trace_info(trace: Trace, n_kernels: int, memcpys, nvtx) -> dict:
 
 
 def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event) -> dict:
-    """integrity.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
+    """integrity_rules.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
     list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
     is made (timeline_made is set then, or on an error)."""
     try:
@@ -457,4 +459,4 @@ def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event) -
         side = integrity.gpu_side(trace, rows.pop())
     finally:
         timeline_made.set()
-    return integrity.assess(trace, side=side, counts=trace.background.result("call_counts"))
+    return integrity_rules.assess(trace, side=side, counts=trace.background.result("call_counts"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis import Trace, TraceError
-from nsys_transfer.analysis.sections.integrity import assess
+from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.sections.integrity import LOST_FRACTION_LOSSY, assess
+from nsys_transfer.analysis.rules.integrity import LOST_FRACTION_LOSSY, assess
 from conftest import ROOT, run_cli
 from test_against_nsys_stats import _local_copy
 from test_shared_correlation import add_nested_api_rows
@@ -237,7 +237,7 @@ def test_largest_correlation_id_gap_per_process_matches_a_plain_sort(chunk, monk
     """_largest_id_gap() sorts one copy of a process's ids and takes differences CHUNK at a time: the largest hole
     between sorted positive ids equals that of one sorted array of every row's ids (p < 0: all processes)."""
     from nsys_transfer.analysis import intervals
-    from nsys_transfer.analysis.sections.integrity import _largest_id_gap, _pids_in_order
+    from nsys_transfer.analysis.sections.capture_activity import _largest_id_gap, _pids_in_order
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(chunk)
     for _ in range(200):
@@ -258,7 +258,8 @@ def test_timeline_and_id_gaps_in_chunks_equal_whole(h200, monkeypatch):
     """The integrity timeline's GPU counts and the correlation-id holes, CHUNK rows at a time, equal those of the whole
     arrays on a real capture."""
     from nsys_transfer.analysis import intervals
-    from nsys_transfer.analysis.sections.integrity import _id_gaps, _OsrtStarts, _timeline, gpu_rows
+    from nsys_transfer.analysis.sections.capture_activity import OsrtStarts as _OsrtStarts, id_gaps as _id_gaps, timeline as _timeline
+    from nsys_transfer.analysis.sections.integrity import gpu_rows
     with Trace.open(h200["pinned"]) as t:
         gpu = gpu_rows(t)
         whole = _timeline(t, gpu, _OsrtStarts(t)), _id_gaps(t, gpu, _OsrtStarts(t))

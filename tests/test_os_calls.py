@@ -14,7 +14,6 @@ from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.sections import os_calls
 from nsys_transfer.analysis.load import osrt as osrt_module
-from nsys_transfer.analysis.load import reader as reader_module
 from nsys_transfer.analysis.summary import analyze
 
 PROGRAMS = Path(__file__).resolve().parent / "data" / "programs"

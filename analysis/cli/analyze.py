@@ -18,7 +18,9 @@ from nsys_transfer.analysis import schema
 from nsys_transfer.analysis.cli.window import step_ranges
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.sections.integrity import assess, capture_record_beside, check_report
+from nsys_transfer.analysis.load.inputs import capture_record_beside
+from nsys_transfer.analysis.render.integrity import check_report
+from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
