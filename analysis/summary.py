@@ -102,12 +102,18 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     parts["gaps"] = cpu.gaps_part(gaps, tids, trace.background.result("gap_calls"), nvtx, step_regex, opts.top,
                                   opts.min_gap_ns, parts["steps"].summary["mean_gpu_idle_ns"])
     parts["idle"] = Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})
+    return _assembled(trace, opts, out["window"], trace_info, parts, nvtx, idle_part, say)
+
+
+def _assembled(trace: Trace, opts: Options, window: dict, trace_info: dict, parts: dict, nvtx, idle_part, say
+               ) -> Analysis:
+    """The summary in the JSON's order with its diagnosis, from every section's part."""
     shown = nvtx if opts.window is None else _overlapping(nvtx, opts.window)
     ns = cpu.nvtx_summary(shown)
     parts["nvtx"] = Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))},
                          {"nvtx_summary": ns})
     trace_info["integrity"] = trace.background.result("integrity")
-    out = {"schema": SCHEMA, "trace": trace_info, **out, **{k: parts[k].summary for k in SECTION_ORDER}}
+    out = {"schema": SCHEMA, "trace": trace_info, "window": window, **{k: parts[k].summary for k in SECTION_ORDER}}
     tables = {name: df for k in TABLE_ORDER for name, df in parts[k].tables.items()}
     say("diagnosing")
     out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))

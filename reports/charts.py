@@ -4,12 +4,12 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from nsys_transfer.analysis.render.plots import COLORS, save, timeline  # noqa: E402
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS  # noqa: E402
+from nsys_transfer.analysis.render.plots import COLORS, save, timeline
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 STAGE_COLORS = {"naive-input": "#8C8C8C", "baseline": "#C44E52", "multiproc": "#DD8452", "bufpool": "#CCB974",
                 "async": "#8172B2", "streams": "#64B5CD", "pinned": "#55A868", "pinned-long": "#3A7D4A",

@@ -4,9 +4,9 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.rules.base import HIGH_SHARE, MEDIUM_SHARE
+from nsys_transfer.analysis.summary import Options, analyze
 
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
-from nsys_transfer.analysis.summary import Options, analyze
 
 FIELDS = {"rule", "severity", "impact_ns", "impact_fraction", "subject", "evidence", "suggestion"}
 NEXT_FIX = [("baseline", "stage multiproc"), ("multiproc", "stage bufpool"), ("bufpool", "stage async"),

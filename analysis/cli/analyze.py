@@ -156,7 +156,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
 
 def _plots():
     """The charts module, imported only when charts are asked for: matplotlib costs ~0.3 s of every run."""
-    import nsys_transfer.analysis.render.plots as plots
+    import nsys_transfer.analysis.render.plots as plots  # noqa: PLC0415
     return plots
 
 

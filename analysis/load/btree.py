@@ -27,7 +27,7 @@ import numpy as np
 from nsys_transfer.analysis.load import sql
 
 try:
-    from nsys_transfer.analysis.load import _btree
+    from nsys_transfer.analysis.load import _btree  # type: ignore[attr-defined]  # compiled: mypy cannot read it
 except ImportError:  # built by `pip install .` where a C compiler is present; SQLite reads everything otherwise
     _btree = None
 

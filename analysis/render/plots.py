@@ -4,14 +4,14 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,  # noqa: E402
+from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
-from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown  # noqa: E402
+from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
           "idle": "#DDDDDD"}

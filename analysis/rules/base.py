@@ -34,11 +34,9 @@ class Finding:
         return asdict(self)
 
 
-
 def severity_of(share: float) -> str:
     """high, medium or low for an impact's share of its window (HIGH_SHARE, MEDIUM_SHARE)."""
     return "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
-
 
 
 def make_finding(rule: str, impact_ns, window_ns: int, subject, evidence: str, suggestion: str,
@@ -129,26 +127,24 @@ class Context:
         return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
 
 
-
 def ms(ns) -> str:
+    """Nanoseconds as milliseconds: 1,234.5 ms."""
     return f"{ns / 1e6:,.1f} ms"
 
 
-
 def us(ns) -> str:
+    """Nanoseconds as microseconds: 12.3 us."""
     return f"{ns / 1e3:,.1f} us"
 
 
-
 def gb(b) -> str:
+    """Bytes as GB: 1.41 GB."""
     return f"{b / 1e9:.2f} GB"
-
 
 
 def size(b) -> str:
     """Bytes in the unit that reads best: 64 KB, 1.0 MB, 2.15 GB."""
     return f"{b / 1e9:.2f} GB" if b >= 1e9 else f"{b / 1e6:.1f} MB" if b >= 1e6 else f"{b / 1e3:.0f} KB"
-
 
 
 def left_out(ctx: Context, kind: str, considered: pd.DataFrame) -> str:
@@ -162,14 +158,12 @@ def left_out(ctx: Context, kind: str, considered: pd.DataFrame) -> str:
     return f"; {rest:,} smaller {kind} copies ({size(int(small['bytes'].sum()))} in all) are not counted here"
 
 
-
-
 def calls_text(calls: dict, n: int = 3) -> str:
+    """The first n calls of {name: ns} as text: "futex 12.0 ms, poll 3.1 ms"."""
     return ", ".join(f"{k} {ms(v)}" for k, v in list(calls.items())[:n])
 
 
 STEADY_CAUSES = ("host-sync", "launch", "mapping")  # costs of each step: counted inside the steps (summary.setup)
-
 
 
 def idle_of(ctx: Context, cause: str) -> pd.DataFrame:
@@ -179,10 +173,9 @@ def idle_of(ctx: Context, cause: str) -> pd.DataFrame:
     return t[t["cause"] == cause] if len(t) else t
 
 
-
 def devices(ctx: Context) -> dict:
+    """The idle section's details per device (empty without one)."""
     return (ctx.summary.get("idle") or {}).get("devices", {})
-
 
 
 def calls_of(ctx: Context, key: str) -> dict[str, int]:

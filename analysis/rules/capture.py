@@ -28,7 +28,6 @@ class IncompleteTrace:
                             severity="high")]
 
 
-
 class WarmupInCapture:
     """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
     allocator growth) is inside the capture and inflates every finding above."""
@@ -53,7 +52,6 @@ class WarmupInCapture:
                             "the second step on: --steps 1:", severity="info")]
 
 
-
 class ShortCapture:
     """Fewer captured steps than the pipeline depth: every buffer starts free, so back-pressure cannot show."""
     id = "short-capture"
@@ -70,7 +68,6 @@ class ShortCapture:
                             f"capture at least {ctx.pipeline_depth + 2} steps for steady state (make profile "
                             f"STAGE=... STEPS={ctx.pipeline_depth + 2}); take throughput from `make bench`",
                             severity="info")]
-
 
 
 class NvtxMissing:

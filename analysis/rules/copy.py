@@ -41,7 +41,6 @@ class UnifiedMemory:
             "buffers"))]
 
 
-
 class PageableMemcpy:
     """Large copies to or from pageable host memory: staged through a driver buffer, slower, never truly async."""
     id = "pageable-memcpy"
@@ -100,7 +99,6 @@ class PageableMemcpy:
         return ctx.finding(self.id, saving, kind, ev, fix)
 
 
-
 class SyncMemcpy:
     """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
     pageable-memcpy's)."""
@@ -120,7 +118,6 @@ class SyncMemcpy:
             "fired (event.query() or a monitor thread), so the thread launches the next step meanwhile",
             "use cudaMemcpyAsync and cudaEventRecord, and wait on the event only when the data is needed", "async",
             fix="output"))]
-
 
 
 class NoCopyComputeOverlap:

@@ -24,7 +24,6 @@ RULES = [IncompleteTrace(), InputBound(), CommWait(), HostSleep(), GpuIdleCpuBou
          ShortCapture(), NvtxMissing()]
 
 
-
 def diagnose(ctx: Context) -> list[dict]:
     """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
     NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""

@@ -60,7 +60,6 @@ class InputBound:
                           "cudaMemcpyAsync on a second stream)")
 
 
-
 class GpuIdleCpuBound:
     """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
     finding per range), or outside any range."""
@@ -114,7 +113,6 @@ class GpuIdleCpuBound:
                           "a stream) before it, so the GPU has work while it runs")
 
 
-
 class MemoryMappingInGaps:
     """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
     id = "memory-mapping-in-gaps"
@@ -134,7 +132,6 @@ class MemoryMappingInGaps:
             "shared once)",
             "allocate host buffers once and reuse them instead of allocating (and mapping) memory per iteration",
             "bufpool"))]
-
 
 
 class HostSync:
@@ -175,7 +172,6 @@ class HostSync:
             "the results, e.g. once per time step")]
 
 
-
 class LaunchBound:
     """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
     id = "launch-bound"
@@ -209,7 +205,6 @@ class LaunchBound:
             "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
 
 
-
 class HostSleep:
     """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
     computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
@@ -232,7 +227,6 @@ class HostSleep:
             "needed; if it polls, wait on an event or a queue instead; queue the next GPU work before any wait",
             "the thread waits instead of issuing GPU work: prefetch what it waits for on another thread, replace "
             "sleep-polling with an event or condition variable, and queue the next GPU work before any wait"))]
-
 
 
 class CommWait:
@@ -258,7 +252,6 @@ class CommWait:
             "overlap communication with compute: post MPI_Isend/MPI_Irecv (or start the NCCL collective on its own "
             "stream) before the next GPU work and wait after it; pass device buffers to a CUDA-aware MPI instead of "
             "staging them through host copies"))]
-
 
 
 class GpuBound:

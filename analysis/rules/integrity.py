@@ -33,6 +33,7 @@ class IntegrityCheck:
     """One check: measured(f) -> the shares it measured (each counts towards the lost fraction) and its reasons."""
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """The shares of the expected operations this check measured, and its reasons where it fires."""
         raise NotImplementedError
 
 
@@ -40,6 +41,7 @@ class CallsWithoutGpuWork(IntegrityCheck):
     """Kernel launch and copy calls whose GPU row is missing."""
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
         if f.expected_api < MIN_EXPECTED_OPS:
             return [], []
         share, a = f.missing_api / f.expected_api, f.fig["api"]
@@ -53,6 +55,7 @@ class GpuWorkWithoutCalls(IntegrityCheck):
     """Kernels and copies whose API call is missing."""
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
         if f.expected_gpu < MIN_EXPECTED_OPS or not (f.expected_api or f.missing_gpu == 0):
             return [], []
         share = f.missing_gpu / f.expected_gpu
@@ -66,6 +69,7 @@ class SilentGpuTail(IntegrityCheck):
     calls of a complete nsys 2024.2 capture of stage baseline on the H200 came after its last copy)."""
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
         # at the process's rate of GPU operations per NVTX/OSRT event before the stop, the share of its events that
         # follow is also the share of its GPU operations missing
         return [], [(tl["cpu_share_after"], f"process {tl['pid']}'s GPU operations stop while "
@@ -79,6 +83,7 @@ class CorrelationIdHoles(IntegrityCheck):
     """Holes in a process's CUDA correlation ids while it kept running: calls never recorded."""
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
         return [], [(g["missing_share"], f"{g['ids_lost']:,} of process {g['pid']}'s {g['id_span']:,} CUDA API "
                                          f"correlation ids ({g['missing_share']:.0%}) fall in "
                                          f"{g['gaps_while_running']} holes of {API_ID_GAP_LOST:,}+ ids (up to "
@@ -92,6 +97,7 @@ class ImportLoss(IntegrityCheck):
     """nsys counted more CUDA events than the export holds (its DIAGNOSTIC_EVENT log, nsys 2024+)."""
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
         d = f.fig["diagnostics"]
         if not d["cuda_events_collected"]:
             return [], []
