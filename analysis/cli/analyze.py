@@ -17,8 +17,8 @@ from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis import schema
 from nsys_transfer.analysis.cli.window import step_ranges
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.load.inputs import capture_record_beside
+from nsys_transfer.analysis.load import btree
+from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.render.integrity import check_report
 from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
@@ -72,6 +72,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     also compares the GPUs and names the resource that limits them."""
     if check:
         return _check(traces)
+    if not quiet and btree.not_built_notice():
+        click.echo(btree.not_built_notice(), err=True)
     win = _checked_options(window, steps, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
@@ -83,7 +85,6 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
             _fail(f"{win.flag} applies to one trace; with several traces each GPU is analysed over its own steps")
         return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet)
     trace = traces[0]
-
     try:
         re.compile(step_regex or "")
     except re.error as e:

@@ -233,3 +233,12 @@ def _value(raw: dict[str, np.ndarray], source: str | Bits) -> np.ndarray:
     if isinstance(source, Bits):
         return (raw[_bare(source.column)] >> source.shift) & source.mask
     return raw[_bare(source)]
+
+
+def not_built_notice() -> str | None:
+    """One line for the user where the fast reader was not built (no C compiler at install) and SQLite reads
+    everything; None where it is built or SQLite alone was asked for (SQLITE_ONLY)."""
+    if _btree is not None or os.environ.get(SQLITE_ONLY, "0") not in ("", "0"):
+        return None
+    return ("analyze-trace: note: the fast reader (analysis/load/_btree.c) is not built, so SQLite reads every table: "
+            "the same answers, slower on long captures; install a C compiler and reinstall (pip install -e .)")
