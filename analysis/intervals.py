@@ -7,6 +7,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from nsys_transfer.analysis.spill import Column
+
 
 def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     """Merge overlapping [start, end) intervals (HTA's `start > end.shift().cummax()` grouping)."""
@@ -126,10 +128,23 @@ class Coverage:
     def __init__(self, starts: np.ndarray, ends: np.ndarray):
         self.s, self.e = starts, ends
 
+    @property
+    def size(self) -> int:
+        """How many intervals."""
+        return int(self.s.size)
+
+    def start_at(self, i: int) -> int:
+        """Interval i's start."""
+        return int(self.s[i])
+
+    def slice(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Intervals i..j-1: (starts, ends)."""
+        return self.s[i:j], self.e[i:j]
+
     @cached_property
     def before(self) -> np.ndarray:
-        """Covered time before each interval, made on the first at(): a union only asked touches() never needs it
-        (the busy union of a long capture holds tens of millions of intervals)."""
+        """Covered time before each interval (at() of a union up to CHUNK intervals; a longer one is worked out a
+        chunk at a time, with no array as long as it: the busy union of a long capture holds tens of millions)."""
         out = np.empty(self.s.size, np.int64)
         done = 0
         for k in range(0, self.s.size, CHUNK):  # CHUNK lengths at a time: no temporary as long as the union
@@ -138,6 +153,11 @@ class Coverage:
             out[k:j] += done - (self.e[k:j] - self.s[k:j])  # covered before each: the sum so far less its own
             done = int(out[j - 1] + self.e[j - 1] - self.s[j - 1])
         return out
+
+    @cached_property
+    def _chunk_before(self) -> np.ndarray:
+        """Covered time before each CHUNK intervals' first one."""
+        return chunk_before(in_chunks(self.s, self.e))
 
     @property
     def total(self) -> int:
@@ -149,6 +169,8 @@ class Coverage:
         t = np.asarray(t, dtype=np.int64)
         if self.s.size == 0:
             return np.zeros(t.shape, dtype=np.int64)
+        if self.s.size > CHUNK:
+            return covered_at(t, self.s[::CHUNK], self._chunk_before, lambda k: self.slice(k * CHUNK, (k + 1) * CHUNK))
         i = np.searchsorted(self.s, t, side="right") - 1
         j = np.clip(i, 0, None)
         inside = np.minimum(t, self.e[j]) - self.s[j]
@@ -170,6 +192,86 @@ class Coverage:
         out = np.zeros(starts.shape, dtype=bool)
         out[ok] = self.s[i[ok]] < ends[ok]
         return out
+
+
+def chunk_before(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Covered time before each chunk of a disjoint sorted union handed over chunk by chunk."""
+    sums = [int((e - s).sum()) for s, e in chunks]
+    if not sums:
+        return np.zeros(0, np.int64)
+    return np.concatenate(([0], np.cumsum(sums, dtype=np.int64)[:-1])).astype(np.int64)
+
+
+def covered_at(t: np.ndarray, firsts: np.ndarray, before: np.ndarray, chunk) -> np.ndarray:
+    """Coverage.at() of a union held in chunks: firsts, each chunk's first start; before, the covered time before
+    it; chunk(k) -> its (starts, ends). Each chunk the times fall in is looked at once, its own prefix sums made
+    then: the same integers as the whole union's."""
+    flat = t.ravel()
+    out = np.zeros(flat.size, np.int64)
+    k = np.searchsorted(firsts, flat, side="right") - 1  # the chunk of the last interval starting at or before t
+    order = np.argsort(k, kind="stable")
+    ks = k[order]
+    for c in np.unique(ks[ks >= 0]).tolist():
+        rows = order[np.searchsorted(ks, c, side="left"):np.searchsorted(ks, c, side="right")]
+        s, e = chunk(c)
+        q = flat[rows]
+        i = np.searchsorted(s, q, side="right") - 1  # >= 0: q is at or after the chunk's first start
+        lengths = e - s
+        own = np.cumsum(lengths) - lengths
+        out[rows] = before[c] + own[i] + np.minimum(q, e[i]) - s[i]
+    return out.reshape(t.shape)
+
+
+class SpilledCoverage:
+    """A Coverage whose intervals lie in a temporary file (spill.Column), read back CHUNK at a time: what a long
+    capture's busy union becomes once the device pass is done, so that the steps and the idle attribution read it
+    a slice at a time. The same answers as the Coverage it was made from."""
+
+    def __init__(self, starts: Column, ends: Column, firsts: np.ndarray, before: np.ndarray):
+        self._s, self._e, self._firsts, self._before = starts, ends, firsts, before
+
+    @classmethod
+    def of(cls, cov: Coverage) -> "SpilledCoverage":
+        """cov's intervals written out a chunk at a time (cov's arrays can then be let go)."""
+        starts, ends = Column(cov.s.dtype), Column(cov.e.dtype)
+        for s, e in in_chunks(cov.s, cov.e):
+            starts.append(s)
+            ends.append(e)
+        return cls(starts, ends, cov.s[::CHUNK].copy(), chunk_before(in_chunks(cov.s, cov.e)))
+
+    @property
+    def size(self) -> int:
+        """How many intervals."""
+        return self._s.size
+
+    def start_at(self, i: int) -> int:
+        """Interval i's start."""
+        return int(self._s.read(i, i + 1)[0])
+
+    def slice(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Intervals i..j-1: (starts, ends), read from the file."""
+        return self._s.read(i, j), self._e.read(i, j)
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The intervals CHUNK at a time."""
+        for k in range(0, self.size, CHUNK):
+            yield self.slice(k, k + CHUNK)
+
+    @property
+    def total(self) -> int:
+        """Covered time of the whole union (ns)."""
+        return sum(int((e - s).sum()) for s, e in self.chunks())
+
+    def at(self, t) -> np.ndarray:
+        """F(t) for each t: covered time up to t (ns)."""
+        t = np.asarray(t, dtype=np.int64)
+        if self.size == 0:
+            return np.zeros(t.shape, dtype=np.int64)
+        return covered_at(t, self._firsts, self._before, lambda k: self.slice(k * CHUNK, (k + 1) * CHUNK))
+
+    def within(self, starts, ends) -> np.ndarray:
+        """Covered time inside each [start, end)."""
+        return self.at(ends) - self.at(starts)
 
 
 def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0) -> pd.DataFrame:

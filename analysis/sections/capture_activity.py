@@ -95,17 +95,56 @@ def _pids_in_order(gpu: dict) -> list[int]:
     return list(seen)
 
 
+ID_WINDOW = 1 << 26  # correlation ids per pass of _largest_id_gap's bitmap: 64 MB of flags, whatever the capture
+SPARSE_IDS = 16  # ids spread over more than this many times their count: sorted instead (the bitmap would be larger)
+
+
 def _largest_id_gap(gpu: dict, p: int) -> int | None:
-    """The largest hole between a process's sorted positive correlation ids (p < 0: every row's), from one sorted
-    copy of them (millions of GPU rows in a long capture); None with fewer than two ids."""
+    """The largest hole between a process's sorted positive correlation ids (p < 0: every row's), less one; None
+    with fewer than two ids. From a bitmap of the ids' range, ID_WINDOW ids at a time (tens of millions of GPU rows
+    in a long capture: no sorted copy of them), or, where the ids are sparse, from one sorted copy."""
     parts = [corr if p < 0 or bool((pid == p).all()) else corr[pid == p] for pid, corr, *_ in gpu.values()]
+    lo, hi, n = _positive_span(parts)
+    if n < 2:
+        return None
+    if hi - lo + 1 > SPARSE_IDS * n:
+        return _sorted_id_gap(parts)
+    largest, last = 0, None
+    for w in range(lo, hi + 1, ID_WINDOW):
+        seen = np.zeros(min(ID_WINDOW, hi + 1 - w), dtype=bool)
+        for x in parts:
+            for k in range(0, x.size, intervals.CHUNK):
+                v = x[k:k + intervals.CHUNK]
+                seen[v[(v >= w) & (v < w + seen.size)] - w] = True
+        for k in range(0, seen.size, intervals.CHUNK):  # the ids present, CHUNK flags at a time
+            at = np.flatnonzero(seen[k:k + intervals.CHUNK]) + (w + k)
+            if at.size:
+                steps = np.diff(at) if last is None else np.diff(at, prepend=last)
+                largest = max(largest, int(steps.max())) if steps.size else largest
+                last = int(at[-1])
+    return largest - 1  # one id repeated alone: -1, as the sorted form's difference of 0 gives
+
+
+def _positive_span(parts: list[np.ndarray]) -> tuple[int, int, int]:
+    """The smallest and largest positive id and how many there are (CHUNK at a time: no mask as long as the ids)."""
+    lo, hi, n = None, None, 0
+    for x in parts:
+        for k in range(0, x.size, intervals.CHUNK):
+            v = x[k:k + intervals.CHUNK]
+            v = v[v > 0]
+            if v.size:
+                lo = int(v.min()) if lo is None else min(lo, int(v.min()))
+                hi = int(v.max()) if hi is None else max(hi, int(v.max()))
+                n += int(v.size)
+    return (lo or 0), (hi or 0), n
+
+
+def _sorted_id_gap(parts: list[np.ndarray]) -> int:
+    """_largest_id_gap() from one sorted copy of the ids (of at least two positive ones)."""
     narrow = all(fits(x, np.int32) for x in parts)  # 32 bits where they fit: half the copy (tens of millions of ids)
-    ids = (np.concatenate([x.astype(np.int32 if narrow else np.int64, copy=False) for x in parts]) if parts else
-           np.zeros(0, np.int64))
+    ids = np.concatenate([x.astype(np.int32 if narrow else np.int64, copy=False) for x in parts])
     ids.sort()
     ids = ids[np.searchsorted(ids, 0, side="right"):]  # the positive ids: a view
-    if ids.size < 2:
-        return None
     steps = [(k, min(k + intervals.CHUNK, ids.size - 1)) for k in range(0, ids.size - 1, intervals.CHUNK)]
     return max(int((ids[k + 1:j + 1] - ids[k:j]).max()) for k, j in steps) - 1  # differences CHUNK at a time
 

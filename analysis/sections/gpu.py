@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.intervals import (Coverage, covered_and_resumes, covered_chunks, gaps, in_chunks, union,
-                                              union_chunks, union_sorted)
+from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
+                                              in_chunks, union, union_chunks, union_sorted)
 from nsys_transfer.analysis.schema import Part, json_rows
 
 
@@ -95,8 +95,8 @@ class DevicePass(NamedTuple):
     kernels at its copies."""
     util: pd.DataFrame                    # per device: busy_ns (kernels, copies, memsets), compute_ns, utilization
     gaps: pd.DataFrame                    # idle_gaps()
-    busy: Coverage                        # busy time of any device
-    busy_by_device: dict[int, Coverage]   # each device's busy time
+    busy: Coverage | SpilledCoverage      # busy time of any device (spilled(): in a temporary file)
+    busy_by_device: dict[int, Coverage | SpilledCoverage]   # each device's busy time
     kernels_at_copies: dict[int, Coverage]  # union of each device's kernels that overlap its copies (copy_table)
     wrote_spare: bool = False             # the busy union was written over the kernel times (Spare)
 
@@ -146,6 +146,21 @@ def device_pass(ops: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: Sp
     else:
         busy = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
     return DevicePass(util, gap_table, busy, by_device, at_copies, wrote)
+
+
+SPILL_INTERVALS = 4 * intervals.CHUNK  # a busy union from this many intervals (64 MiB) goes to a temporary file
+
+
+def spilled(passed: DevicePass, min_intervals: int | None = None) -> DevicePass:
+    """The device pass with one device's busy union moved to a temporary file (intervals.SpilledCoverage) where it
+    holds at least min_intervals (SPILL_INTERVALS): the steps and the idle attribution read it back a slice at a
+    time, so that its 16 B an interval are not held for the rest of the analysis. Several devices: as it is (the
+    multi-GPU analysis reads each device's union whole)."""
+    least = SPILL_INTERVALS if min_intervals is None else min_intervals
+    if len(passed.busy_by_device) != 1 or passed.busy.size < least:
+        return passed
+    busy = SpilledCoverage.of(passed.busy)
+    return passed._replace(busy=busy, busy_by_device={d: busy for d in passed.busy_by_device})
 
 
 def _one_device(mine: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: Spare | None):

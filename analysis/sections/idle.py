@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import Coverage, gaps, intersect, overlapped, subtract, total, union
+from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
+                                              union)
 from nsys_transfer.analysis.sections.program import family, is_operator_range, per_name
 from nsys_transfer.analysis.load.frames import pid_of
 
@@ -123,9 +124,9 @@ def _ranked(own: pd.Series) -> pd.Series:
     return own[own > 0].sort_values(ascending=False)
 
 
-def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFrame, nvtx: pd.DataFrame,
-              sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
-              device: int = 0, loader: dict | None = None) -> tuple[pd.DataFrame, dict]:
+def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame,
+              nvtx: pd.DataFrame, sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None,
+              min_gap_ns: int, device: int = 0, loader: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """The idle time of one device by cause (see the module doc), and the details each rule quotes.
 
     loader: {"pin": tids of the DataLoader's pin-memory threads, "workers": tids of its worker processes' main
@@ -136,8 +137,7 @@ def attribute(busy: Coverage, window: tuple[int, int], threads, osrt: pd.DataFra
     each attributed alone and the parts added up: a long capture's tens of millions of idle intervals are never all
     in memory at once."""
     shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {})
-    parts = [_segment(shared, busy.s[i:i + SEGMENT_INTERVALS], busy.e[i:i + SEGMENT_INTERVALS], lo, hi)
-             for i, lo, hi in _segments(busy, window)]
+    parts = [_segment(shared, *busy.slice(i, i + SEGMENT_INTERVALS), lo, hi) for i, lo, hi in _segments(busy, window)]
     return _combine(parts, device)
 
 
@@ -190,12 +190,12 @@ class _Shared:
                    edges=_range_edges(nvtx, threads))
 
 
-def _segments(busy: Coverage, window: tuple[int, int]):
+def _segments(busy: Coverage | SpilledCoverage, window: tuple[int, int]):
     """(first busy interval, start, end) of each time segment: cut at a busy interval's start, so that every idle
     interval lies in one segment whole."""
     lo, hi = window
-    firsts = list(range(0, max(busy.s.size, 1), SEGMENT_INTERVALS))
-    cuts = [lo, *(min(max(busy.s[i], lo), hi) for i in firsts[1:]), hi]
+    firsts = list(range(0, max(busy.size, 1), SEGMENT_INTERVALS))
+    cuts = [lo, *(min(max(busy.start_at(i), lo), hi) for i in firsts[1:]), hi]
     return [(i, cuts[k], cuts[k + 1]) for k, i in enumerate(firsts)]
 
 

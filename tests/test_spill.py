@@ -1,0 +1,77 @@
+"""What a long capture keeps out of memory gives the same answers: the busy union in a temporary file
+(intervals.SpilledCoverage, read back a slice at a time) and the correlation-id holes from a bitmap."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import golden_answers as answers
+from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.sections import capture_activity, gpu, idle
+from nsys_transfer.analysis.spill import Column
+
+
+def _union(rng, n):
+    lengths = rng.integers(0, 6, n)
+    s = np.cumsum(rng.integers(1, 5, n)) + np.r_[0, np.cumsum(lengths)[:-1]] if n else np.zeros(0, np.int64)
+    return s.astype(np.int64), (s + lengths).astype(np.int64)
+
+
+def test_a_column_reads_back_what_was_appended():
+    col = Column(np.int32)
+    col.append(np.arange(5))
+    col.append(np.arange(5, 12))
+    assert col.size == 12
+    assert col.read(3, 9).tolist() == list(range(3, 9))
+    assert col.read(10, 99).tolist() == [10, 11] and col.read(12, 20).size == 0
+    col.close()
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 20])
+@pytest.mark.parametrize("seed", range(20))
+def test_spilled_coverage_answers_as_the_coverage(seed, chunk, monkeypatch):
+    monkeypatch.setattr(intervals, "CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    s, e = _union(rng, int(rng.integers(0, 40)))
+    cov, spilled = intervals.Coverage(s, e), intervals.SpilledCoverage.of(intervals.Coverage(s, e))
+    t = rng.integers(-5, int(e.max()) + 5 if s.size else 10, (3, 4))
+    want = np.array([int(np.clip(np.minimum(e, x) - s, 0, None).sum()) for x in t.ravel()]).reshape(t.shape)
+    assert cov.at(t).tolist() == spilled.at(t).tolist() == want.tolist()
+    a, b = np.sort(rng.integers(0, 200, (2, 9)), axis=0)
+    assert spilled.within(a, b).tolist() == cov.within(a, b).tolist()
+    assert (spilled.size, spilled.total) == (cov.size, cov.total)
+    for i in range(0, s.size, 3):
+        assert spilled.start_at(i) == cov.start_at(i)
+        assert [x.tolist() for x in spilled.slice(i, i + 4)] == [x.tolist() for x in cov.slice(i, i + 4)]
+
+
+@pytest.mark.parametrize("window", [1, 2, 7, 1 << 26])
+@pytest.mark.parametrize("seed", range(100))
+def test_largest_id_gap_from_the_bitmap_equals_the_sorted_ids(seed, window, monkeypatch):
+    monkeypatch.setattr(capture_activity, "ID_WINDOW", window)
+    monkeypatch.setattr(intervals, "CHUNK", int(np.random.default_rng(seed).integers(1, 5)))
+    rng = np.random.default_rng(seed)
+    rows = {k: (rng.integers(1, 3, n), rng.integers(-2, int(rng.choice([3, 30, 1000])), n).astype(np.int32))
+            for k in ("kernel", "copy", "memset") for n in [int(rng.integers(0, 12))]}
+    for p in (-1, 1, 2):
+        parts = [c if p < 0 else c[pid == p] for pid, c in rows.values()]
+        ids = np.sort(np.concatenate(parts).astype(np.int64))
+        ids = ids[ids > 0]
+        assert capture_activity._largest_id_gap(rows, p) == (int(np.diff(ids).max()) - 1 if ids.size > 1 else None)
+
+
+SPILLED = ["reports/data/h200/baseline.sqlite.xz", "reports/data/h200/pinned-long.sqlite.xz",
+           "tests/data/programs/lightning_predict_nsys2023.sqlite.xz"]
+
+
+@pytest.mark.parametrize("name", SPILLED)
+def test_the_answers_with_every_busy_union_spilled_are_the_stored_ones(name, monkeypatch):
+    """The JSON with the busy union in a temporary file from its first interval on (gpu.SPILL_INTERVALS: a few
+    million on real long captures) and read back in slices of a few hundred intervals."""
+    monkeypatch.setattr(gpu, "SPILL_INTERVALS", 0)
+    monkeypatch.setattr(intervals, "CHUNK", 1000)
+    monkeypatch.setattr(idle, "SEGMENT_INTERVALS", 700)
+    stored = answers.load().get(name)
+    if stored is None:
+        pytest.skip("no stored answer")
+    assert answers.answer(name) == stored
