@@ -2,7 +2,9 @@
 slice at a time. What a long capture holds per GPU operation after the pass that made it (the busy union: 16 B an
 interval, hundreds of millions of them in a 32 GB export) goes here, so that resident memory stays that of a slice.
 
-The file lives in the system's temporary folder (TMPDIR), is unlinked from the start and goes with the process.
+Frames does the same for tables read in parts (the waiting OS calls: tens of millions of rows, read beside the
+kernel table and used only by the idle attribution). The files live in the system's temporary folder (TMPDIR), are
+unlinked from the start and go with the process.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import tempfile
 
 import numpy as np
+import pandas as pd
 
 
 class Column:
@@ -43,3 +46,59 @@ class Column:
     def close(self) -> None:
         """Remove the file."""
         self._file.close()
+
+
+class Frames:
+    """Frames of the same columns (integers, or categories) appended one after the other into temporary files, read
+    back as the one frame their concatenation would be, column by column: the categories in order of first
+    appearance (as pandas' union_categoricals gives them), other columns in the type numpy's concatenation gives."""
+
+    def __init__(self, columns: list[str]):
+        self.columns = list(columns)
+        self.rows = 0
+        self._parts: dict[str, list[Column]] = {c: [] for c in self.columns}  # a new Column where the type changes
+        self._codes: dict[str, dict] = {}  # categorical column -> {category: code}
+        self._category_type: dict[str, object] = {}
+
+    def append(self, df: pd.DataFrame) -> None:
+        """Add the rows of a frame holding these columns."""
+        if not len(df):
+            return
+        for c in self.columns:
+            v = df[c]
+            if isinstance(v.dtype, pd.CategoricalDtype):
+                values = self._coded(c, v.array)
+            else:
+                values = v.to_numpy()
+            parts = self._parts[c]
+            if not parts or parts[-1].dtype != values.dtype:
+                parts.append(Column(values.dtype))
+            parts[-1].append(values)
+        self.rows += len(df)
+
+    def _coded(self, c: str, cat: pd.Categorical) -> np.ndarray:
+        """The codes of a part's categories in the categories seen so far (new ones added in their order)."""
+        known = self._codes.setdefault(c, {})
+        self._category_type.setdefault(c, cat.categories.dtype)
+        for name in cat.categories:
+            known.setdefault(name, len(known))
+        remap = np.fromiter((known[name] for name in cat.categories), np.int64, len(cat.categories))
+        codes = np.asarray(cat.codes)
+        return np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.size else -1, -1).astype(np.int32)
+
+    def frame(self) -> pd.DataFrame:
+        """Every row appended, as one frame (the files then closed)."""
+        if not self.rows:
+            return pd.DataFrame(columns=self.columns)
+        out = {}
+        for c in self.columns:
+            parts = self._parts.pop(c)
+            values = parts[0].read(0, parts[0].size) if len(parts) == 1 else np.concatenate([p.read(0, p.size)
+                                                                                               for p in parts])
+            for p in parts:
+                p.close()
+            if c in self._codes:
+                cats = pd.Index(list(self._codes[c]), dtype=self._category_type[c])
+                values = pd.Categorical.from_codes(values, categories=cats)
+            out[c] = values
+        return pd.DataFrame(out, copy=False)

@@ -73,7 +73,6 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     passed, kernel_time = _device_pass(trace, digest, ops, window, opts.min_gap_ns)
     del ops
     passed = gpu.spilled(passed) if passed is not None else None  # a long capture's busy union: read back in slices
-    _read_waits(trace)
     if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
         trace.forget("device.kernel_digest", "device.kernels", "device.memsets")  # millions of rows: memory for the rest
     digest = digest.without_ops()
@@ -162,13 +161,9 @@ def _read_beside_gpu(trace: Trace) -> None:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
     this one reads the kernels (the copies and memsets first: the device pass needs them next)."""
     trace.background.load("host.nvtx", "calls.api_rows", "calls.sync_calls", "host.threads")  # nvtx first: the GPU section waits for it soonest
+    # the waiting OS calls (tens of millions in a long capture): into temporary files as they are read
+    trace.background.submit("waits", os_calls.spilled_wait_calls, trace, also=("osrt.zones",))
     trace.background.load("device.memcpys", "device.memsets")
-
-
-def _read_waits(trace: Trace) -> None:
-    """Start the read of the waiting OS calls (and the OS runtime zones) once the device pass is done: tens of
-    millions of rows in a long capture (25 B each), not held beside the kernel table."""
-    trace.background.submit("waits", os_calls.wait_calls, trace, also=("osrt.zones",))
 
 
 def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> None:
@@ -224,7 +219,7 @@ def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
 
 def _idle_part(trace: Trace, passed, window, tids, nvtx, copies, steps, step_regex, opts: Options):
     """The idle section (sections/idle_summary.py); None without GPU activity."""
-    waits = trace.background.result("waits")
+    waits = trace.background.result("waits").frame()  # read back from the temporary files
     if passed is None:
         return None
     trace.background.wait("calls.sync_calls")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import golden_answers as answers
@@ -75,3 +76,26 @@ def test_the_answers_with_every_busy_union_spilled_are_the_stored_ones(name, mon
     if stored is None:
         pytest.skip("no stored answer")
     assert answers.answer(name) == stored
+
+
+def test_frames_read_back_as_their_concatenation():
+    """spill.Frames against the parts concatenated column by column (union_categoricals for the categories)."""
+    from pandas.api.types import union_categoricals
+    from nsys_transfer.analysis.spill import Frames
+    rng = np.random.default_rng(0)
+    names = np.array(["poll", "futex", "read", "mmap", "?"])
+    parts = []
+    for n in (5, 0, 7, 3):
+        cats = pd.Index(list(rng.permutation(names)[:3]))
+        parts.append(pd.DataFrame({"start_ns": rng.integers(0, 99, n).astype(np.int32 if n == 3 else np.int64),
+                                   "name": pd.Categorical.from_codes(rng.integers(0, 3, n), categories=cats)}))
+    frames = Frames(["start_ns", "name"])
+    for p in parts:
+        frames.append(p)
+    got = frames.frame()
+    kept = [p for p in parts if len(p)]
+    want = pd.DataFrame({"start_ns": np.concatenate([p["start_ns"].to_numpy() for p in kept]),
+                         "name": union_categoricals([p["name"].array for p in kept])})
+    pd.testing.assert_frame_equal(got, want)
+    assert list(got["name"].cat.categories) == list(want["name"].cat.categories)
+    assert Frames(["a"]).frame().columns.tolist() == ["a"]

@@ -95,15 +95,16 @@ class OsRuntime:
                         int(unusable or 0))
         return self.trace.reader.page_map(TABLE, ZONE_COLUMNS, zone, ZONE_ROWS)
 
-    def zone_rows(self, names) -> list[pd.DataFrame] | None:
-        """One pass of the fast reader over the table for two reads: it fills zones, and gives the calls with these
-        name ids as chunks((In("nameId", names),)) would (the same chunks, checked the same way); None, with nothing
-        filled, where the fast reader cannot read every zone."""
+    def zone_rows(self, names, sink) -> bool:
+        """One pass of the fast reader over the table for two reads: it fills zones, and hands sink() the calls with
+        these name ids as chunks((In("nameId", names),)) would (the same chunks, checked the same way), as the pass
+        goes (nothing held but the chunk in hand); False, with nothing filled, where the fast reader cannot read
+        every zone (sink() may have had some chunks: the caller drops them)."""
         per_chunk = column_reader.CHUNK_ROWS // ZONE_ROWS  # zones grouped into chunks()' very chunks: the same rows checked
         reader = self.trace.reader
         if reader.pages is None or not self.trace.has(TABLE) or "zones" in self.__dict__ or not per_chunk or \
                 column_reader.CHUNK_ROWS % ZONE_ROWS:
-            return None
+            return False
         wanted = np.unique(np.asarray(list(names), np.int64))
 
         def zone(got, bounds: tuple[int, int]):
@@ -113,17 +114,25 @@ class OsRuntime:
             rows = {c: got[k][keep] for c, k in (("start_ns", "start"), ("end_ns", "end"), ("global_tid", "tid"),
                                                  ("name_id", "name_id"))}
             return _zone_of(bounds, got), rows
-        parts = reader.page_map(TABLE, {**ZONE_COLUMNS, "name_id": "nameId"}, zone, ZONE_ROWS)
-        if any(p is None for p in parts):
-            return None
-        self.__dict__["zones"] = [z for z, _ in parts]
-        out = []
-        for k in range(0, len(parts), per_chunk):  # each group of zones let go once joined: the rows are held once
-            group = [rows for _, rows in parts[k:k + per_chunk]]
-            parts[k:k + per_chunk] = [None] * len(group)
-            out += self._checked(pd.DataFrame({c: np.concatenate([rows[c] for rows in group])
-                                               for c in sql.OSRT_COLUMNS}, copy=False))
-        return out
+        zones, group = [], []
+        for part in reader.page_iter(TABLE, {**ZONE_COLUMNS, "name_id": "nameId"}, zone, ZONE_ROWS):
+            if part is None:
+                return False
+            zones.append(part[0])
+            group.append(part[1])
+            if len(group) == per_chunk:
+                self._hand_over(group, sink)
+                group = []
+        if group:
+            self._hand_over(group, sink)
+        self.__dict__["zones"] = zones
+        return True
+
+    def _hand_over(self, group: list[dict], sink) -> None:
+        """One chunk's rows (its zones' wanted rows joined), checked, to sink()."""
+        for df in self._checked(pd.DataFrame({c: np.concatenate([rows[c] for rows in group])
+                                              for c in sql.OSRT_COLUMNS}, copy=False)):
+            sink(df)
 
     def names(self, pattern: re.Pattern) -> dict[int, str]:
         """{string id: text} of the OS call names matching `pattern` (names are short: long strings are not read)."""

@@ -98,6 +98,23 @@ class ColumnReader:
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix=f"pages-{table}") as pool:
             return list(pool.map(one, self.rowid_ranges(table, rows)))
 
+    def page_iter(self, table: str, columns: dict[str, str | Bits], fn, rows: int) -> Iterator:
+        """page_map() as a generator, in order, with at most 2 x READ_THREADS ranges read ahead of the caller (what
+        fn keeps of a range is held only until the caller takes it); a caller that stops early leaves the rest unread."""
+        def one(bounds: tuple[int, int]):
+            return fn(self.pages.read(table, columns, *bounds) if self.pages else None, bounds)
+        pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix=f"pages-{table}")
+        try:
+            pending: deque = deque()
+            for bounds in self.rowid_ranges(table, rows):
+                pending.append(pool.submit(one, bounds))
+                if len(pending) > 2 * READ_THREADS:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def page_reduce(self, table: str, columns: dict[str, str | Bits], reduce, filters: tuple[Filter, ...] = ()
                     ) -> list | None:
         """[reduce(frame) of each rowid chunk], in order, read by the fast reader alone (page_map); None where it

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from nsys_transfer.analysis.sections import cpu, idle
 from nsys_transfer.analysis.load.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.load.osrt import Zone
 from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.spill import Frames
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
 WAIT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]  # what idle.attribute reads of the waits
@@ -53,17 +53,26 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...) and the MPI calls nsys traced: a small part of the table, read by
     name: start_ns, end_ns, global_tid, name. idle.attribute picks the launching threads', their processes' and the
     DataLoader's. Reads the zones (Trace.osrt.zones) too: one pass for both where the fast reader can."""
+    return spilled_wait_calls(trace).frame()
+
+
+def spilled_wait_calls(trace: Trace) -> Frames:
+    """wait_calls() held in temporary files as they are read (spill.Frames: tens of millions of rows in a long
+    capture, 25 B each, read beside the kernel table), to be read back by the idle attribution (Frames.frame())."""
     names = waited_names(trace)
-    rows = trace.osrt.zone_rows(names)  # the zones too, in the same pass, where the fast reader can
-    if rows is None:
-        rows = list(trace.osrt.chunks((In("nameId", tuple(names)),))) if names else []
+    out = Frames(WAIT_COLUMNS)
+    if not trace.osrt.zone_rows(names, out.append):  # the zones too, in the same pass, where the fast reader can
+        out = Frames(WAIT_COLUMNS)  # what a pass that could not finish handed over is dropped
+        for chunk in (trace.osrt.chunks((In("nameId", tuple(names)),)) if names else ()):
+            out.append(chunk)
         trace.osrt.zones  # noqa: B018 - read here, on this thread, as the pass above would have
     # blocked in communication (idle.COMM_CALLS); off the CPU by the scheduler's account (idle.OFF_CPU) only where
     # no OS runtime trace says why a thread waits: beside one, a switch-out outside every traced call is as likely
     # preemption or an untraced call as a sleep (MiniWeather's and CloverLeaf's exports: after their syncs)
     off = trace.host.off_cpu if not trace.has("OSRT_API") else trace.host.off_cpu.iloc[0:0]
-    extra = [df[WAIT_COLUMNS].copy() for df in (trace.host.mpi_calls, off) if len(df)]
-    return _stacked(list(rows) + extra, WAIT_COLUMNS)
+    for df in (trace.host.mpi_calls, off):
+        out.append(df[WAIT_COLUMNS])
+    return out
 
 
 def waited_names(trace: Trace) -> dict[int, str]:
@@ -72,21 +81,6 @@ def waited_names(trace: Trace) -> dict[int, str]:
     for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS):
         out |= trace.osrt.names(pattern)
     return out
-
-
-def _stacked(parts: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """These columns of the parts one below the other, a column at a time, each part's column let go once copied:
-    pd.concat holds the parts and the whole at once (10.7 M calls on the 8 GB benchmark). Names as categories."""
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame(columns=columns)
-    out = {}
-    for c in columns:
-        pieces = [p.pop(c) for p in parts]
-        out[c] = (union_categoricals([x.array for x in pieces]) if isinstance(pieces[0].dtype, pd.CategoricalDtype)
-                  else np.concatenate([x.to_numpy() for x in pieces]))
-        del pieces
-    return pd.DataFrame(out, copy=False)
 
 
 def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: In) -> tuple[Filter, ...] | None:
