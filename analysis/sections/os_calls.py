@@ -54,10 +54,7 @@ def wait_calls(trace: Trace) -> pd.DataFrame:
     name: start_ns, end_ns, global_tid, name. idle.attribute picks the launching threads', their processes' and the
     DataLoader's. Reads the zones (Trace.osrt.zones) too: one pass for both where the fast reader can."""
     names = waited_names(trace)
-    rows = trace.osrt.zone_rows(names)  # the zones too, in the same pass, where the fast reader can
-    if rows is None:
-        rows = list(trace.osrt.chunks((In("nameId", tuple(names)),))) if names else []
-        trace.osrt.zones  # noqa: B018 - read here, on this thread, as the pass above would have
+    rows = trace.osrt.named_calls(names)
     # blocked in communication (idle.COMM_CALLS); off the CPU by the scheduler's account (idle.OFF_CPU) only where
     # no OS runtime trace says why a thread waits: beside one, a switch-out outside every traced call is as likely
     # preemption or an untraced call as a sleep (MiniWeather's and CloverLeaf's exports: after their syncs)
