@@ -34,7 +34,7 @@ class Options:
     bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
     link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
     run_record: dict | None = None      # this toolkit's run record beside the trace, if any
-    window_asked: object | None = None  # analysis.window.Spec: how the user gave `window` (--window or --steps)
+    window_asked: object | None = None  # cli.window.Spec: how the user gave `window` (--window or --steps)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The kernel table read a chunk at a time (analysis.kernel_digest.Builder) gives what the whole table gives, on real
+"""The kernel table read a chunk at a time (analysis.load.kernel_digest.Builder) gives what the whole table gives, on real
 traces; where it cannot (a table out of start order, rows to drop) the whole table is read instead; and the device
 pass that writes the busy union over the kernel times (gpu.Spare) answers as the one that does not."""
 from __future__ import annotations
@@ -188,7 +188,7 @@ def test_waits_from_zones_equal_the_whole_table(monkeypatch):
 @pytest.mark.parametrize("sqlite_only", [False, True])
 @pytest.mark.parametrize("path", REAL[:3], ids=lambda p: p.name.split(".")[0])
 def test_kernels_touching_a_span_are_the_whole_tables(path, sqlite_only, monkeypatch):
-    """Trace.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
+    """trace.device.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
     the page reader and through SQLite alone."""
     if sqlite_only:
         monkeypatch.setenv("NSYS_TRANSFER_SQLITE_ONLY", "1")
