@@ -60,6 +60,13 @@ class Frames:
         self._codes: dict[str, dict] = {}  # categorical column -> {category: code}
         self._category_type: dict[str, object] = {}
 
+    def clear(self) -> None:
+        """Drop every row appended so far."""
+        for parts in self._parts.values():
+            for p in parts:
+                p.close()
+        self.__init__(self.columns)
+
     def append(self, df: pd.DataFrame) -> None:
         """Add the rows of a frame holding these columns."""
         if not len(df):

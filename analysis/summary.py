@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -34,7 +35,7 @@ class Options:
     bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
     link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
     run_record: dict | None = None      # this toolkit's run record beside the trace, if any
-    window_asked: object | None = None  # analysis.window.Spec: how the user gave `window` (--window or --steps)
+    window_asked: object | None = None  # cli.window.Spec: how the user gave `window` (--window or --steps)
 
 
 @dataclass
@@ -51,7 +52,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     in sections/; this function orders the reads (load/background.py) so that the long ones run beside the rest."""
     opts = opts or Options()
     say = progress or (lambda msg: None)
-    _read_beside_gpu(trace)
+    waits = _read_beside_gpu(trace)
     say("loading GPU activity")
     # a window the user gave is the window: the kernels, copies and ranges counted are the ones inside it
     digest = trace.device.kernel_digest if opts.window is None else _digest_inside(trace, opts.window)
@@ -59,7 +60,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     trace.background.wait("device.memcpys", "device.memsets")
     memcpys = trace.device.memcpys if opts.window is None else _overlapping(trace.device.memcpys, opts.window)
     # a scan on the core the device pass leaves free: the runtime calls per kind
-    trace.background.submit("call_counts", integrity.call_counts, trace)
+    call_counts = trace.background.submit(integrity.call_counts, trace)
     ops = gpu.gpu_ops(kernels, memcpys, trace.device.memsets)
     trace.background.wait("host.nvtx")
     nvtx = trace.host.nvtx
@@ -70,7 +71,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     kernels_recorded = trace.has(KERNEL_TABLE) or bool(len(trace.device.graph_runs))
 
     say("computing utilisation and gaps")
-    passed, kernel_time = _device_pass(trace, digest, ops, window, opts.min_gap_ns)
+    passed, kernel_time, checked = _device_pass(trace, digest, ops, window, opts.min_gap_ns, call_counts)
     del ops
     passed = gpu.spilled(passed) if passed is not None else None  # a long capture's busy union: read back in slices
     if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
@@ -81,13 +82,13 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
     kernels = kernels if kernel_time is None else None
     gaps = passed.gaps if passed is not None else gpu.idle_gaps(gpu.GpuOps({}), (0, 1), 1)
-    trace.background.submit("launch", _launchers, trace, passed, gaps)  # a runtime scan, beside the copies
+    launching = trace.background.submit(_launchers, trace, passed, gaps)  # a runtime scan, beside the copies
     say("joining copies to their API calls")
     parts["memcpy"] = cp.part(memcpys, lambda: trace.calls.memcpy_api, kernels, kernel_time, digest.compute_stream(),
                               window, opts.bin_ns, kernels_recorded)
     copies = parts["memcpy"].tables["memcpy"]
-    tids = trace.background.result("launch")
-    _read_beside_idle(trace, gaps, tids, opts.top)
+    tids = launching.result()
+    gap_calls, launch_stats = _read_beside_idle(trace, gaps, tids, opts.top)
     trace.background.wait("host.threads")
     trace_info = _trace_section(trace, digest, memcpys, nvtx, copies, parts["gpu"].summary, opts)
     parts["steps"] = cpu.steps_part(digest, nvtx, copies, passed, window, step_regex, step_source,
@@ -95,14 +96,16 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     parts["kernels"] = kernel_section.part(digest, opts.top, trace.device.full_kernel_names,
                                            trace.device.graph_kernels)
     say("attributing idle time")
-    idle_part = _idle_part(trace, passed, window, tids, nvtx, copies, parts["steps"].tables["steps"], step_regex,
-                           opts)
+    waited = waits.result().frame()  # read back from the temporary files
+    idle_part = _idle_part(trace, passed, window, tids, waited, nvtx, copies, parts["steps"].tables["steps"],
+                           step_regex, opts, launch_stats.result)
     if idle_part is not None:
         parts["steps"].summary["setup"] = idle_part.setup
     say("finding what the CPU did during gaps")
-    parts["gaps"] = cpu.gaps_part(gaps, tids, trace.background.result("gap_calls"), nvtx, step_regex, opts.top,
+    parts["gaps"] = cpu.gaps_part(gaps, tids, gap_calls.result(), nvtx, step_regex, opts.top,
                                   opts.min_gap_ns, parts["steps"].summary["mean_gpu_idle_ns"])
     parts["idle"] = Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})
+    trace_info["integrity"] = checked.result()
     return _assembled(trace, opts, out["window"], trace_info, parts, nvtx, idle_part, say)
 
 
@@ -113,7 +116,6 @@ def _assembled(trace: Trace, opts: Options, window: dict, trace_info: dict, part
     ns = cpu.nvtx_summary(shown)
     parts["nvtx"] = Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))},
                          {"nvtx_summary": ns})
-    trace_info["integrity"] = trace.background.result("integrity")
     out = {"schema": SCHEMA, "trace": trace_info, "window": window, **{k: parts[k].summary for k in SECTION_ORDER}}
     tables = {name: df for k in TABLE_ORDER for name, df in parts[k].tables.items()}
     say("diagnosing")
@@ -139,39 +141,42 @@ def _digest_inside(trace: Trace, window: tuple[int, int]) -> KernelDigest:
     return digest_of(_overlapping(trace.device.kernels, window), _overlapping(trace.device.graph_runs, window))
 
 
-def _device_pass(trace, digest: KernelDigest, ops, window, min_gap_ns: int):
+def _device_pass(trace, digest: KernelDigest, ops, window, min_gap_ns: int, call_counts: Future):
     """The device pass (sections/gpu.py) over the window, and the kernel time at the copies (None where the window
-    cuts an operation); (None, None) without GPU activity. The integrity checks start beside it: their timeline is
-    made first, from the GPU rows' times, which the device pass may then write the busy union over (gpu.Spare)."""
+    cuts an operation), and the integrity verdict in the making (a Future); (None, None, verdict) without GPU
+    activity. The integrity checks start beside it: their timeline is made first, from the GPU rows' times, which the
+    device pass may then write the busy union over (gpu.Spare)."""
     _ = trace.nsys_version  # read here once: integrity's thread reads it too
     timeline_made = threading.Event()
-    trace.background.submit("integrity", _integrity, trace, [integrity.gpu_rows(trace)], timeline_made)
+    checked = trace.background.submit(_integrity, trace, [integrity.gpu_rows(trace)], timeline_made, call_counts)
     if window is None:
-        return None, None
+        return None, None, checked
     span = ops.span()
     # the window cuts no operation (it spans them all unless the user gave a narrower one): the device pass's kernel
     # time at the copies serves their overlap, and only then may it write over the kernel times
     whole = span is None or (window[0] <= span[0] and span[1] <= window[1])
     spare = gpu.Spare(*digest.spare_times, timeline_made.wait) if digest.spare_times and whole else None
     passed = gpu.device_pass(ops.inside(*window), window, min_gap_ns, spare)
-    return passed, passed.kernels_at_copies if whole else None
+    return passed, passed.kernels_at_copies if whole else None, checked
 
 
-def _read_beside_gpu(trace: Trace) -> None:
+def _read_beside_gpu(trace: Trace) -> Future:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
-    this one reads the kernels (the copies and memsets first: the device pass needs them next)."""
+    this one reads the kernels (the copies and memsets first: the device pass needs them next). The OS calls the
+    threads waited in (with the zones of the OS runtime table) come back as a Future."""
     trace.background.load("host.nvtx", "calls.api_rows", "calls.sync_calls", "host.threads")  # nvtx first: the GPU section waits for it soonest
     # the waiting OS calls (tens of millions in a long capture): into temporary files as they are read
-    trace.background.submit("waits", os_calls.spilled_wait_calls, trace, also=("osrt.zones",))
+    waits = trace.background.submit(os_calls.spilled_wait_calls, trace, also=("osrt.zones",))
     trace.background.load("device.memcpys", "device.memsets")
+    return waits
 
 
-def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> None:
+def _read_beside_idle(trace: Trace, gaps: pd.DataFrame, tids: dict, top: int) -> tuple[Future, Future]:
     """Start the longest reads as soon as the gaps and launchers are known, beside everything that follows: the
     launching processes' OS calls near the gaps and the launch calls' cost."""
-    trace.background.submit("gap_calls", os_calls.read, trace, gaps, gaps.nlargest(top, "duration_ns"),
-                        {pid_of(t) for t in tids["by_gap"].values()})
-    trace.background.submit("launch_stats", trace.calls.launch_stats, tids["all"])
+    return (trace.background.submit(os_calls.read, trace, gaps, gaps.nlargest(top, "duration_ns"),
+                                    {pid_of(t) for t in tids["by_gap"].values()}),
+            trace.background.submit(trace.calls.launch_stats, tids["all"]))
 
 
 def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
@@ -217,15 +222,14 @@ def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
     return launchers.launch_threads(passed, launch, lambda: trace.calls.api_by_thread)
 
 
-def _idle_part(trace: Trace, passed, window, tids, nvtx, copies, steps, step_regex, opts: Options):
+def _idle_part(trace: Trace, passed, window, tids, waits, nvtx, copies, steps, step_regex, opts: Options, launch_stats):
     """The idle section (sections/idle_summary.py); None without GPU activity."""
-    waits = trace.background.result("waits").frame()  # read back from the temporary files
     if passed is None:
         return None
     trace.background.wait("calls.sync_calls")
     inputs = idle_summary.Inputs(tids, waits, nvtx, copies, trace.calls.sync_calls, trace.host.threads)
     return idle_summary.part(passed, window, inputs, steps, step_regex, opts.min_gap_ns,
-                             lambda: trace.background.result("launch_stats"))
+                             launch_stats)
 
 
 def summarize(trace: Trace, **kw) -> dict:
@@ -258,7 +262,7 @@ def _trace_info(trace: Trace, n_kernels: int, memcpys, nvtx) -> dict:
             "integrity": None}  # analyze() sets it once the background assessment is done
 
 
-def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event) -> dict:
+def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, call_counts: Future) -> dict:
     """integrity_rules.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
     list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
     is made (timeline_made is set then, or on an error)."""
@@ -267,4 +271,4 @@ def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event) -
         side = integrity.gpu_side(trace, rows.pop())
     finally:
         timeline_made.set()
-    return integrity_rules.assess(trace, side=side, counts=trace.background.result("call_counts"))
+    return integrity_rules.assess(trace, side=side, counts=call_counts.result())

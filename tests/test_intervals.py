@@ -168,7 +168,7 @@ def test_union_in_chunks_matches_union_sorted(seed, chunk, monkeypatch):
 @pytest.mark.parametrize("seed", range(30))
 def test_union_sorted_matches_a_timeline_and_keeps_odd_intervals_as_given(seed):
     """union_sorted() takes each group's end from the running latest end; an interval that ends before it starts
-    (no trace row does: analysis.validate drops them) still gets the group's largest end as given."""
+    (no trace row does: analysis.load.validate drops them) still gets the group's largest end as given."""
     from nsys_transfer.analysis.intervals import union_sorted
     rng = np.random.default_rng(seed)
     s = np.sort(rng.integers(0, SPAN, 60))

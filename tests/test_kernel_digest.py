@@ -1,4 +1,4 @@
-"""The kernel table read a chunk at a time (analysis.kernel_digest.Builder) gives what the whole table gives, on real
+"""The kernel table read a chunk at a time (analysis.load.kernel_digest.Builder) gives what the whole table gives, on real
 traces; where it cannot (a table out of start order, rows to drop) the whole table is read instead; and the device
 pass that writes the busy union over the kernel times (gpu.Spare) answers as the one that does not."""
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_chunked_digest_equals_the_whole_table(path, rows, monkeypatch):
     made from the whole kernel table: rows, figures by name, stream and process, count, total and median."""
     monkeypatch.setattr(reader_module, "CHUNK_ROWS", rows)
     with Trace.open(path) as t:
-        chunked = t._chunked_kernel_digest()
+        chunked = t.device._chunked_kernel_digest()
         assert chunked is not None, "a clean export in start order is read in chunks"
         _same(chunked, kernel_digest.of_frame(t.device.kernels))
         for c in kernel_digest.ONE_VALUE:  # one GPU or one process: a view of one value, no memory per kernel
@@ -76,7 +76,7 @@ def test_tables_the_chunks_cannot_take_are_read_whole(statement, tmp_path):
     warnings, are the whole table's."""
     path = _export(tmp_path, REAL[0], statement)
     with Trace.open(path) as t:
-        assert t._chunked_kernel_digest() is None
+        assert t.device._chunked_kernel_digest() is None
         digest, said = t.device.kernel_digest, list(t.warnings)
     with Trace.open(path) as t:
         _same(digest, kernel_digest.of_frame(t.device.kernels))
@@ -90,7 +90,7 @@ def test_wide_values_are_kept_whole(tmp_path):
                    f"UPDATE {K} SET correlationId = correlationId + 5000000000 WHERE rowid % 2 = 0",
                    f"UPDATE {K} SET globalPid = globalPid + (1 << 24) WHERE rowid > 100")
     with Trace.open(path) as t:
-        chunked = t._chunked_kernel_digest()
+        chunked = t.device._chunked_kernel_digest()
         assert chunked is not None
         _same(chunked, kernel_digest.of_frame(t.device.kernels))
         assert chunked.ops["pid"].nunique() == 2 and chunked.ops["correlation_id"].max() > 5_000_000_000
@@ -188,7 +188,7 @@ def test_waits_from_zones_equal_the_whole_table(monkeypatch):
 @pytest.mark.parametrize("sqlite_only", [False, True])
 @pytest.mark.parametrize("path", REAL[:3], ids=lambda p: p.name.split(".")[0])
 def test_kernels_touching_a_span_are_the_whole_tables(path, sqlite_only, monkeypatch):
-    """Trace.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
+    """trace.device.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
     the page reader and through SQLite alone."""
     if sqlite_only:
         monkeypatch.setenv("NSYS_TRANSFER_SQLITE_ONLY", "1")
@@ -209,7 +209,7 @@ def test_a_wide_single_value_then_another_is_kept_whole(tmp_path, monkeypatch):
     path = _export(tmp_path, REAL[0], f"UPDATE {K} SET deviceId = 200 WHERE rowid <= 400",
                    f"UPDATE {K} SET deviceId = 201 WHERE rowid > 400")
     with Trace.open(path) as t:
-        chunked = t._chunked_kernel_digest()
+        chunked = t.device._chunked_kernel_digest()
         _same(chunked, kernel_digest.of_frame(t.device.kernels))
 
 

@@ -1,6 +1,6 @@
 """Reads that run beside the analysis, on a thread pool (concurrent.futures): SQLite scans without the GIL, so on two
-cores they overlap with the GPU analysis. Two kinds: a call whose value is collected by key (`submit`, `result`), and
-typed tables loaded in order (`load`), which a reader waits for by name (`wait`) before reading them."""
+cores they overlap with the GPU analysis. Two kinds: a call, whose Future the caller keeps (`submit`), and typed
+tables loaded in order (`load`), which a reader waits for by name (`wait`) before reading them."""
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,15 +19,12 @@ class Background:
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="trace-read")
         self._futures: dict[str, Future] = {}
 
-    def submit(self, key: str, fn, *args, also: tuple[str, ...] = ()) -> None:
-        """Run fn(*args) in the background; `result(key)` collects its value; `wait()` for a name in `also` (a table
-        fn fills) waits for it too."""
+    def submit(self, fn, *args, also: tuple[str, ...] = ()) -> Future:
+        """Run fn(*args) in the background: its Future. `wait()` for a name in `also` (a table fn fills) waits for
+        it too."""
         future = self._pool.submit(fn, *args)
-        self._futures.update({n: future for n in (key, *also)})
-
-    def result(self, key: str):
-        """The value submitted under key, waiting for it; its exception re-raised here."""
-        return self._futures.pop(key).result()
+        self._futures.update({n: future for n in also})
+        return future
 
     def load(self, *names: str) -> None:
         """Load the named tables in this order in the background. A table that fails with a TraceError fails again,

@@ -108,7 +108,7 @@ def _one(value: int, dtype, rows: int) -> np.ndarray:
 
 
 def of_frame(kernels: pd.DataFrame, graph_runs: int = 0) -> KernelDigest:
-    """The digest of a loaded kernel table (Trace.kernels: its names a column of text or categories), of which
+    """The digest of a loaded kernel table (trace.device.kernels: its names a column of text or categories), of which
     graph_runs rows are graph launches traced as a whole."""
     d = kernels["duration_ns"]
     by_name = d.groupby(kernels["name"], sort=False, observed=True).agg(["count", "sum", "min", "max"])

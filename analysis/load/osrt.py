@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.load import btree, sql, validate
-from nsys_transfer.analysis.load.btree import Filter
+from nsys_transfer.analysis.load.btree import Filter, In
 from nsys_transfer.analysis.load.frames import empty, timed
 from nsys_transfer.analysis.load import reader as column_reader
+from nsys_transfer.analysis.spill import Frames
 
 TABLE = "OSRT_API"
 ZONE_ROWS = 1 << 18  # OS runtime rows per zone: fine enough that a zone spans few GPU gaps
@@ -133,6 +134,16 @@ class OsRuntime:
         for df in self._checked(pd.DataFrame({c: np.concatenate([rows[c] for rows in group])
                                               for c in sql.OSRT_COLUMNS}, copy=False)):
             sink(df)
+
+    def named_calls(self, names, into: Frames) -> None:
+        """The calls with these name ids, as chunks((In("nameId", names),)) gives them, appended to `into` as they are
+        read, with the zones filled too: in one pass where the fast reader can read every zone (zone_rows), else in
+        two reads on this thread."""
+        if not self.zone_rows(names, into.append):
+            into.clear()  # what a pass that could not finish handed over
+            for chunk in (self.chunks((In("nameId", tuple(names)),)) if names else ()):
+                into.append(chunk)
+            _ = self.zones  # read here, as the one pass would have: the callers waiting on "osrt.zones" expect it
 
     def names(self, pattern: re.Pattern) -> dict[int, str]:
         """{string id: text} of the OS call names matching `pattern` (names are short: long strings are not read)."""

@@ -17,7 +17,7 @@ NVTX_PUSHPOP, NVTX_STARTEND = 59, 60
 # operation to its API call also matches the process. The OS pid sits in bits 24-47 of globalPid and globalTid.
 PID_OF = "(({col} >> 24) & 16777215)"
 
-# Big tables are read column by column (Trace.int_columns): output name -> SQL column.
+# Big tables are read column by column (load.reader.ColumnReader.int_columns): output name -> SQL column.
 KERNEL_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
                   "correlation_id": "correlationId"}
 MEMSET_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
@@ -32,7 +32,7 @@ def null_as_missing(expr: str) -> str:
 
 def int_or_missing(expr: str) -> str:
     """expr where it holds an integer, else -1 (NULL, text, a float): a damaged export's rows then read as numbers,
-    exactly (pandas would turn a column with one NULL into lossy floats), and analysis.validate drops or flags them."""
+    exactly (pandas would turn a column with one NULL into lossy floats), and load.validate drops or flags them."""
     return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE -1 END"
 
 
@@ -132,7 +132,7 @@ def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') 
     return f"({last_end_before(0, len(starts))}) > {start_col}" if len(starts) else "0"
 
 
-# Trace.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
+# ColumnReader.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
 INT_COLUMNS = "SELECT {select} FROM {table} {where}"
 ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
 # integrity.py: which runtime calls launch GPU work, and how many of each kind (one scan, counts packed in two sums)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.errors import TraceError
 
-MISSING = -1  # what Trace.int_columns() reads for NULL or a value that is not an integer (sql.int_or_missing)
+MISSING = -1  # what ColumnReader.int_columns() reads for NULL or a value that is not an integer (sql.int_or_missing)
 TIMES = ("start_ns", "end_ns")
 
 

@@ -61,11 +61,7 @@ def spilled_wait_calls(trace: Trace) -> Frames:
     capture, 25 B each, read beside the kernel table), to be read back by the idle attribution (Frames.frame())."""
     names = waited_names(trace)
     out = Frames(WAIT_COLUMNS)
-    if not trace.osrt.zone_rows(names, out.append):  # the zones too, in the same pass, where the fast reader can
-        out = Frames(WAIT_COLUMNS)  # what a pass that could not finish handed over is dropped
-        for chunk in (trace.osrt.chunks((In("nameId", tuple(names)),)) if names else ()):
-            out.append(chunk)
-        trace.osrt.zones  # noqa: B018 - read here, on this thread, as the pass above would have
+    trace.osrt.named_calls(names, out)
     # blocked in communication (idle.COMM_CALLS); off the CPU by the scheduler's account (idle.OFF_CPU) only where
     # no OS runtime trace says why a thread waits: beside one, a switch-out outside every traced call is as likely
     # preemption or an untraced call as a sleep (MiniWeather's and CloverLeaf's exports: after their syncs)
