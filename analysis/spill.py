@@ -50,22 +50,24 @@ class Column:
 
 class Frames:
     """Frames of the same columns (integers, or categories) appended one after the other into temporary files, read
-    back as the one frame their concatenation would be, column by column: the categories in order of first
-    appearance (as pandas' union_categoricals gives them), other columns in the type numpy's concatenation gives."""
+    back as the one frame their concatenation would be, column by column (the categories in order of first
+    appearance, as pandas' union_categoricals gives them; other columns in the type numpy's concatenation gives),
+    whole (frame) or a slice of time at a time (touching): each appended part's span of `times` is kept."""
 
-    def __init__(self, columns: list[str]):
-        self.columns = list(columns)
+    def __init__(self, columns: list[str], times: tuple[str, str] = ("start_ns", "end_ns")):
+        self.columns, self.times = list(columns), times
         self.rows = 0
-        self._parts: dict[str, list[Column]] = {c: [] for c in self.columns}  # a new Column where the type changes
+        self._runs: dict[str, list[tuple[int, Column]]] = {c: [] for c in self.columns}  # (first row, Column) a type
         self._codes: dict[str, dict] = {}  # categorical column -> {category: code}
         self._category_type: dict[str, object] = {}
+        self._spans: list[tuple[int, int, int, int]] = []  # each part: first row, end row, first start, last end
 
     def clear(self) -> None:
         """Drop every row appended so far."""
-        for parts in self._parts.values():
-            for p in parts:
-                p.close()
-        self.__init__(self.columns)
+        for runs in self._runs.values():
+            for _, col in runs:
+                col.close()
+        self.__init__(self.columns, self.times)
 
     def append(self, df: pd.DataFrame) -> None:
         """Add the rows of a frame holding these columns."""
@@ -73,14 +75,13 @@ class Frames:
             return
         for c in self.columns:
             v = df[c]
-            if isinstance(v.dtype, pd.CategoricalDtype):
-                values = self._coded(c, v.array)
-            else:
-                values = v.to_numpy()
-            parts = self._parts[c]
-            if not parts or parts[-1].dtype != values.dtype:
-                parts.append(Column(values.dtype))
-            parts[-1].append(values)
+            values = self._coded(c, v.array) if isinstance(v.dtype, pd.CategoricalDtype) else v.to_numpy()
+            runs = self._runs[c]
+            if not runs or runs[-1][1].dtype != values.dtype:
+                runs.append((self.rows, Column(values.dtype)))
+            runs[-1][1].append(values)
+        start, end = (df[t].to_numpy() for t in self.times)
+        self._spans.append((self.rows, self.rows + len(df), int(start.min()), int(end.max())))
         self.rows += len(df)
 
     def _coded(self, c: str, cat: pd.Categorical) -> np.ndarray:
@@ -94,18 +95,33 @@ class Frames:
         return np.where(codes >= 0, remap[np.maximum(codes, 0)] if remap.size else -1, -1).astype(np.int32)
 
     def frame(self) -> pd.DataFrame:
-        """Every row appended, as one frame (the files then closed)."""
+        """Every row appended, as one frame."""
+        return self._rows([(0, self.rows)]) if self.rows else pd.DataFrame(columns=self.columns)
+
+    def touching(self, lo: int, hi: int) -> pd.DataFrame:
+        """The rows of the parts whose span of times overlaps [lo, hi) (a superset of the rows starting before hi
+        and ending after lo), in order, typed as frame() types them; the whole when nothing was appended."""
         if not self.rows:
-            return pd.DataFrame(columns=self.columns)
+            return self.frame()
+        ranges: list[tuple[int, int]] = []
+        for a, b, first, last in self._spans:
+            if first < hi and last > lo:
+                if ranges and ranges[-1][1] == a:
+                    ranges[-1] = (ranges[-1][0], b)
+                else:
+                    ranges.append((a, b))
+        return self._rows(ranges or [(0, 0)])
+
+    def _rows(self, ranges: list[tuple[int, int]]) -> pd.DataFrame:
+        """Rows a..b-1 of each range, one below the other."""
         out = {}
         for c in self.columns:
-            parts = self._parts.pop(c)
-            values = parts[0].read(0, parts[0].size) if len(parts) == 1 else np.concatenate([p.read(0, p.size)
-                                                                                               for p in parts])
-            for p in parts:
-                p.close()
+            runs = self._runs[c]
+            kind = np.result_type(*[col.dtype for _, col in runs])
+            pieces = [col.read(a - first, b - first) for a, b in ranges for first, col in runs]
+            values = np.concatenate(pieces).astype(kind, copy=False) if len(pieces) != 1 else pieces[0]
             if c in self._codes:
-                cats = pd.Index(list(self._codes[c]), dtype=self._category_type[c])
-                values = pd.Categorical.from_codes(values, categories=cats)
+                values = pd.Categorical.from_codes(values, categories=pd.Index(list(self._codes[c]),
+                                                                             dtype=self._category_type[c]))
             out[c] = values
         return pd.DataFrame(out, copy=False)

@@ -96,8 +96,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     parts["kernels"] = kernel_section.part(digest, opts.top, trace.device.full_kernel_names,
                                            trace.device.graph_kernels)
     say("attributing idle time")
-    waited = waits.result().frame()  # read back from the temporary files
-    idle_part = _idle_part(trace, passed, window, tids, waited, nvtx, copies, parts["steps"].tables["steps"],
+    idle_part = _idle_part(trace, passed, window, tids, waits.result(), nvtx, copies, parts["steps"].tables["steps"],
                            step_regex, opts, launch_stats.result)
     if idle_part is not None:
         parts["steps"].summary["setup"] = idle_part.setup

@@ -89,7 +89,7 @@ def test_frames_read_back_as_their_concatenation():
         cats = pd.Index(list(rng.permutation(names)[:3]))
         parts.append(pd.DataFrame({"start_ns": rng.integers(0, 99, n).astype(np.int32 if n == 3 else np.int64),
                                    "name": pd.Categorical.from_codes(rng.integers(0, 3, n), categories=cats)}))
-    frames = Frames(["start_ns", "name"])
+    frames = Frames(["start_ns", "name"], times=("start_ns", "start_ns"))
     for p in parts:
         frames.append(p)
     got = frames.frame()
@@ -99,3 +99,21 @@ def test_frames_read_back_as_their_concatenation():
     pd.testing.assert_frame_equal(got, want)
     assert list(got["name"].cat.categories) == list(want["name"].cat.categories)
     assert Frames(["a"]).frame().columns.tolist() == ["a"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_frames_touching_hold_every_row_of_the_time_slice(seed):
+    """Frames.touching(lo, hi): the rows starting before hi and ending after lo are all there, typed as frame()."""
+    from nsys_transfer.analysis.spill import Frames
+    rng = np.random.default_rng(seed)
+    frames = Frames(["start_ns", "end_ns", "name"])
+    for k in range(int(rng.integers(0, 6))):
+        n = int(rng.integers(0, 8))
+        s = np.sort(rng.integers(k * 50, k * 50 + 80, n))
+        frames.append(pd.DataFrame({"start_ns": s, "end_ns": s + rng.integers(0, 30, n),
+                                    "name": pd.Categorical(rng.choice(["poll", "futex", "read"], n))}))
+    whole = frames.frame()
+    for lo, hi in [(0, 10), (40, 120), (200, 230), (-5, 999)]:
+        part = frames.touching(lo, hi)
+        near = lambda df: df[(df["start_ns"] < hi) & (df["end_ns"] > lo)].reset_index(drop=True)  # noqa: E731
+        pd.testing.assert_frame_equal(near(part), near(whole))

@@ -32,6 +32,7 @@ from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, gaps, i
                                               union)
 from nsys_transfer.analysis.sections.program import family, is_operator_range, per_name
 from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.spill import Frames
 
 WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
                         r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"
@@ -124,7 +125,7 @@ def _ranked(own: pd.Series) -> pd.Series:
     return own[own > 0].sort_values(ascending=False)
 
 
-def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame,
+def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame | Frames,
               nvtx: pd.DataFrame, sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None,
               min_gap_ns: int, device: int = 0, loader: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """The idle time of one device by cause (see the module doc), and the details each rule quotes.
@@ -144,7 +145,7 @@ def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads
 SEGMENT_INTERVALS = 1 << 20  # busy intervals per segment of attribute(): about 50 MB of idle-time arrays
 
 
-def gap_causes(spans, threads, osrt: pd.DataFrame, nvtx: pd.DataFrame, sync_calls: pd.DataFrame,
+def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, sync_calls: pd.DataFrame,
                cuda_calls: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
                loader: dict | None = None) -> list[tuple[str, str | None]]:
     """(cause, subject) that holds most of each idle span (start_ns, end_ns): the same rules as attribute(), applied
@@ -171,7 +172,7 @@ class _Shared:
     pids: list
     loader: dict
     min_gap_ns: int
-    osrt: pd.DataFrame
+    osrt: pd.DataFrame | Frames  # the waiting calls (os_calls.wait_calls), or in temporary files
     in_cuda: Union        # OS calls made inside a CUDA call belong to that call
     ranges: Nesting       # user_ranges()
     in_ranges: Union
@@ -251,8 +252,11 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
             "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows)}
 
 
-def _touching(osrt: pd.DataFrame, idle: Union, lo, hi) -> pd.DataFrame:
-    """The calls that touch this segment's idle time (millions of rows in long traces: selected once per segment)."""
+def _touching(osrt: pd.DataFrame | Frames, idle: Union, lo, hi) -> pd.DataFrame:
+    """The calls that touch this segment's idle time (millions of rows in long traces: selected once per segment;
+    in temporary files, spill.Frames, only the parts spanning the segment are read)."""
+    if isinstance(osrt, Frames):
+        osrt = osrt.touching(lo, hi)
     if osrt.empty:
         return osrt
     s, e = osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy()

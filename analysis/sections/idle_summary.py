@@ -12,6 +12,7 @@ from nsys_transfer.analysis.schema import json_rows
 from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import idle, program
 from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.spill import Frames
 
 SETUP_SHARE = 0.10  # set-up (before the first step, after the last) above this share of the window is reported apart
 
@@ -29,7 +30,7 @@ class Inputs(NamedTuple):
     """What the attribution reads besides the device pass: the launching threads (sections/launchers.py), the OS
     calls the threads waited in (sections/os_calls.py), NVTX ranges, copies, CUDA synchronize calls, thread names."""
     tids: dict
-    osrt: pd.DataFrame
+    osrt: pd.DataFrame | Frames  # os_calls.spilled_wait_calls: read a slice of time at a time
     nvtx: pd.DataFrame
     copies: pd.DataFrame
     sync_calls: pd.DataFrame
