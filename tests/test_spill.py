@@ -113,7 +113,8 @@ def test_frames_touching_hold_every_row_of_the_time_slice(seed):
         frames.append(pd.DataFrame({"start_ns": s, "end_ns": s + rng.integers(0, 30, n),
                                     "name": pd.Categorical(rng.choice(["poll", "futex", "read"], n))}))
     whole = frames.frame()
+
+    def near(df, lo, hi):
+        return df[(df["start_ns"] < hi) & (df["end_ns"] > lo)].reset_index(drop=True)
     for lo, hi in [(0, 10), (40, 120), (200, 230), (-5, 999)]:
-        part = frames.touching(lo, hi)
-        near = lambda df: df[(df["start_ns"] < hi) & (df["end_ns"] > lo)].reset_index(drop=True)  # noqa: E731
-        pd.testing.assert_frame_equal(near(part), near(whole))
+        pd.testing.assert_frame_equal(near(frames.touching(lo, hi), lo, hi), near(whole, lo, hi))
