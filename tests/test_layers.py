@@ -96,8 +96,8 @@ def test_every_package_is_layered():
     assert packages <= set(ALLOWED) | {"tests"}, f"put {packages - set(ALLOWED)} in a layer (ALLOWED)"
 
 
-HEAVY = {"torch", "torchvision", "matplotlib"}  # optional or slow to import (matplotlib: 0.3 s of every analyze-trace
-# run, needed for charts only): may stay inside functions
+HEAVY = {"torch", "torchvision", "matplotlib", "distributed", "dask"}  # optional or slow to import (matplotlib: 0.3 s
+# of every analyze-trace run, needed for charts only; dask: the optional extra of --dask): may stay inside functions
 
 
 def _imports_torch_at_top(module: str) -> bool:
