@@ -19,11 +19,12 @@ NAME    ?= $(basename $(notdir $(firstword $(PROG))))
 STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
-.PHONY: install install-workloads nsys test report profile profile-all trace scaling bench benchmark-analysis benchmark-gpu clean help
+.PHONY: install install-workloads nsys test lint report profile profile-all trace scaling bench benchmark-analysis benchmark-gpu clean help
 
 help:
 	@echo "make report                 comparison report (PNGs, Markdown, HTML) from runs/ or the bundled H200 traces"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
+	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
 	@echo "make trace PROG='my.py ARGS' [NAME=my FORCE=1]   your own program: traced whole with the venv's Python, then analysed"
@@ -40,9 +41,13 @@ $(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	@touch $@
 
+$(VENV)/.dev: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@ $(VENV)/.base
+
 $(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[workloads,dev]'
-	@touch $@ $(VENV)/.base
+	@touch $@ $(VENV)/.base $(VENV)/.dev
 
 install: $(VENV)/.base
 install-workloads: $(VENV)/.full
@@ -53,6 +58,12 @@ nsys:
 
 test: $(VENV)/.full nsys
 	$(BIN)/python -m pytest -q
+
+# the rules are in pyproject.toml ([tool.ruff], [tool.importlinter]); no torch or Nsight Systems needed
+lint: $(VENV)/.dev
+	$(BIN)/ruff check
+	$(BIN)/lint-imports
+	sh tools/check_imports.sh $(BIN)/python
 
 report: $(VENV)/.base
 	$(BIN)/compare-traces --out $(REPORT) $(if $(wildcard $(OUT)/*/*.sqlite),$(OUT),)

@@ -111,7 +111,7 @@ class Dask:
 
     def __enter__(self):
         try:
-            import distributed  # the optional extra: only here
+            import distributed  # noqa: PLC0415 - the optional extra: only here
         except ImportError:
             raise TraceError(DASK_EXTRA) from None
         self._distributed = distributed

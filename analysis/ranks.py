@@ -23,7 +23,8 @@ from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.schema import json_rows, several_traces
 from nsys_transfer.analysis.sections.sharing import contention, gbps_of, shared_capacity
-from nsys_transfer.analysis.load.trace import Trace, pid_of
+from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
 
 
@@ -243,8 +244,8 @@ BUSY_COLUMNS = ["bin_start_ns", "bin_ns", "busy_ns", "gpu"]
 
 def trace_part(t, label: str, opts: RankOptions) -> TracePart:
     """One open Trace's share of the multi-GPU analysis: everything analyze_ranks reads of it."""
-    kernels, memcpys, memsets, nvtx = t.kernel_digest, t.memcpys, t.memsets, t.nvtx
-    names = dict(zip(t.gpus["device"], t.gpus["name"])) if len(t.gpus) else {}
+    kernels, memcpys, memsets, nvtx = t.device.kernel_digest, t.device.memcpys, t.device.memsets, t.host.nvtx
+    names = dict(zip(t.device.gpus["device"], t.device.gpus["name"])) if len(t.device.gpus) else {}
     rows, busy, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts)
     dtoh = [] if window is None else [(dev, cp.big_copies(d, "DtoH"))
                                       for dev, d in memcpys[memcpys["copy_kind"] == "DtoH"].groupby("device")]

@@ -7,6 +7,8 @@ holds the findings: one trace's rules, then the multi-GPU limit when there is on
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 SCHEMA = "nsys-transfer.analysis/2"
 # the sections that describe one trace: null in a document about several traces
 TRACE_SECTIONS = ("trace", "window", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx")
@@ -64,3 +66,9 @@ def json_rows(df) -> list[dict]:
             clean[str(k)] = v
         out.append(clean)
     return out
+
+
+class Part(NamedTuple):
+    """One section's part of the summary (JSON-able; None where the trace has nothing for it) and the tables behind it."""
+    summary: dict | None
+    tables: dict

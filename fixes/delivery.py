@@ -20,6 +20,7 @@ class Delivery:
         self.tensors, self.verify = tensors, verify
 
     def __call__(self, batch_id: int, slot: int, part: int, parts: int, extra):
+        """Process part `part` of `parts` of batch `batch_id` from slot `slot`; its checksum when verify is on."""
         shapes, rows, values = extra
         views = self.slots.views(slot, shapes)
         if rows is not None:

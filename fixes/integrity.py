@@ -15,7 +15,7 @@ MASK64 = (1 << 64) - 1
 
 def checksum_tensor(t):
     """Checksum of a torch tensor on its own device, returned as a 0-dim int64 tensor (no sync)."""
-    import torch
+    import torch  # noqa: PLC0415
 
     flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
     if flat.storage_offset() % 8:  # a slice that starts mid-word: int64 views need aligned storage

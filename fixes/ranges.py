@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - exercised only without the package
 
 @contextlib.contextmanager
 def _torch_range(name: str):
-    import torch
+    import torch  # noqa: PLC0415
     torch.cuda.nvtx.range_push(name)
     try:
         yield
@@ -25,7 +25,7 @@ def _torch_range(name: str):
 
 def _torch_has_nvtx() -> bool:
     try:
-        import torch
+        import torch  # noqa: PLC0415
         return torch.version.cuda is not None and torch.cuda.is_available()
     except Exception:  # no torch, or a broken CUDA set-up: no ranges
         return False

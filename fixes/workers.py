@@ -111,7 +111,7 @@ class WorkerPool:
             self.counters.set(payload, parts)
         self._expect_parts[batch_id] = parts
         for k in range(parts):
-            self._wait(lambda: self.in_q.put((batch_id, payload, k, parts, extra), timeout=POLL_S), queue.Full)
+            self._wait(lambda: self.in_q.put((batch_id, payload, k, parts, extra), timeout=POLL_S), queue.Full)  # noqa: B023
 
     def get_free(self, check: Callable = lambda: None) -> int:
         """A free slot's index, waiting for one; `check` runs every poll (the caller's own failures)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis import Trace, TraceError
-from nsys_transfer.analysis.sections.integrity import assess
+from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
@@ -133,7 +133,7 @@ def _gpu_names(sqlite: Path) -> list[str]:
     """The GPUs the trace recorded, by name, for the run record."""
     try:
         with Trace.open(sqlite) as t:
-            return sorted(set(t.gpus["name"].astype(str)))
+            return sorted(set(t.device.gpus["name"].astype(str)))
     except TraceError:
         return []
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from nsys_transfer.analysis.render.plots import COLORS, save, timeline  # noqa: E402
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS  # noqa: E402
+from nsys_transfer.analysis.render.plots import COLORS, save, timeline
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 STAGE_COLORS = {"naive-input": "#8C8C8C", "baseline": "#C44E52", "multiproc": "#DD8452", "bufpool": "#CCB974",
                 "async": "#8172B2", "streams": "#64B5CD", "pinned": "#55A868", "pinned-long": "#3A7D4A",
@@ -121,13 +121,13 @@ def timelines(items: list[tuple[str, object, object]], path):
                     "step to draw", transform=ax.transAxes, fontsize=10, color=_color(stage), va="center")
             continue
         last = st.sort_values("start_ns").iloc[-1]
-        nvtx = trace.nvtx
+        nvtx = trace.host.nvtx
         tid = int(nvtx.loc[nvtx["name"] == last["name"], "global_tid"].iloc[0])
         # an asynchronous step's range ends before its GPU work: show one step period (1 / steps per second)
         rate = analysis.summary["steps"]["per_second"]
         period = int(1e9 / rate) if rate else int(last["duration_ns"])
         end = int(last["start_ns"]) + max(int(last["duration_ns"]), period)
-        timeline(ax, trace.kernels_touching(int(last["start_ns"]), end), analysis.tables["memcpy"], nvtx,
+        timeline(ax, trace.device.kernels_touching(int(last["start_ns"]), end), analysis.tables["memcpy"], nvtx,
                  int(last["start_ns"]), end, tid,
                  title=f"{stage}: {last['name']} (range {last['duration_ns'] / 1e6:,.0f} ms; "
                        f"step period {period / 1e6:,.0f} ms)   [its own time scale: 0 to {(end - int(last['start_ns'])) / 1e6:,.0f} ms]")

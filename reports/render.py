@@ -138,7 +138,7 @@ def _gpus_html(gpus_md: str, charts: dict[str, str]) -> str:
             continue
         if table:
             head, *body = table
-            cell = lambda tag, row: "".join(f"<{tag}>{html.escape(_plain(c))}</{tag}>" for c in row.strip("|").split("|"))
+            cell = lambda tag, row: "".join(f"<{tag}>{html.escape(_plain(c))}</{tag}>" for c in row.strip("|").split("|"))  # noqa: E731
             out.append("<table><tr>" + cell("th", head) + "</tr>" + "".join(f"<tr>{cell('td', r)}</tr>" for r in body)
                        + "</table>")
             table = []

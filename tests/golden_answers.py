@@ -3,13 +3,15 @@ answers a speed or loading change must not move (tests/test_same_answers.py comp
 
     python tests/golden_answers.py --update     # after a change that is meant to move them (say why in the commit)
 
-Stored in tests/data/golden_answers.json.xz as {trace: summary}, without `trace.path` (where the file lay).
+Stored as text, one file per case in tests/data/golden/: the summary without `trace.path` (where the file lay),
+pretty-printed with sorted keys, so a moved answer reads as a diff. A file is named after its case: the trace's path
+with `/` as `__` and `.sqlite` as `_sqlite` (no name under tests/data may look like a trace), several traces joined
+with `+`; tests/data/golden/reports__data__h200__async_sqlite.xz.json holds reports/data/h200/async.sqlite.xz.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import tempfile
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from click.testing import CliRunner
 from nsys_transfer.analysis.cli.analyze import main as analyze_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-STORE = ROOT / "tests" / "data" / "golden_answers.json.xz"
+STORE = ROOT / "tests" / "data" / "golden"
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 RANK_PAIR = ("reports/data/h200x2/pinned-x2rank.rank0.sqlite.xz", "reports/data/h200x2/pinned-x2rank.rank1.sqlite.xz")
 
@@ -60,9 +62,32 @@ def keys() -> list[tuple[str, ...]]:
     return [(n,) for n in bundled() + public()] + [RANK_PAIR]
 
 
+def file_name(key: str) -> str:
+    """The file that holds the answer for this case (a key of load())."""
+    name = key.replace(" + ", "+").replace("/", "__").replace(".sqlite", "_sqlite") + ".json"
+    assert key_of(name) == key and ".sqlite" not in name and "/" not in name, f"no file name for {key!r}"
+    return name
+
+
+def key_of(name: str) -> str:
+    """The case a file in STORE holds (file_name reversed)."""
+    return name.removesuffix(".json").replace("_sqlite", ".sqlite").replace("__", "/").replace("+", " + ")
+
+
+def text(summary: dict) -> str:
+    """How an answer is stored: keys sorted, two spaces a level, a newline at the end."""
+    return json.dumps(summary, sort_keys=True, indent=2) + "\n"
+
+
 def load() -> dict[str, dict]:
     """The stored answers, keyed by the traces' names joined with ' + '."""
-    return json.loads(lzma.decompress(STORE.read_bytes()))
+    return {key_of(p.name): json.loads(p.read_text(encoding="utf-8")) for p in sorted(STORE.glob("*.json"))}
+
+
+def _kept(key: str) -> bool:
+    """Whether a stored case that is not computed here stays: it names a public trace and the public traces are not
+    beside this checkout (a bare clone), so nothing says it is gone."""
+    return not SHARED_TRACES.is_dir() and any(n.startswith("shared/") for n in key.split(" + "))
 
 
 def main() -> None:
@@ -71,11 +96,30 @@ def main() -> None:
     args = ap.parse_args()
     if not args.update:
         ap.error("nothing to do: --update recomputes and stores the answers")
-    stored = load() if STORE.exists() else {}
+    STORE.mkdir(parents=True, exist_ok=True)
+    current = {" + ".join(k) for k in keys()}
+    changed = same = 0
     for k in keys():
-        stored[" + ".join(k)] = answer(*k)
-        print(f"stored {' + '.join(k)}")
-    STORE.write_bytes(lzma.compress(json.dumps(stored, sort_keys=True).encode(), preset=9))
+        path = STORE / file_name(" + ".join(k))
+        new = text(answer(*k))
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+        if new == old:
+            same += 1
+        else:
+            path.write_text(new, encoding="utf-8")
+            changed += 1
+            print(f"{'changed' if old is not None else 'added'} {path.relative_to(ROOT)}")
+    for path in sorted(STORE.glob("*.json")):
+        key = key_of(path.name)
+        if key in current:
+            continue
+        if _kept(key):
+            print(f"kept {path.relative_to(ROOT)} (its public trace is not beside this checkout)")
+        else:
+            path.unlink()
+            changed += 1
+            print(f"removed {path.relative_to(ROOT)} (no such case now)")
+    print(f"{STORE.relative_to(ROOT)}: {changed} changed (added, rewritten or removed), {same} unchanged")
 
 
 if __name__ == "__main__":

@@ -54,9 +54,9 @@ def test_public_totals_match_nsys_stats(nsys, public_traces, tmp_path):
 
 def _check(nsys, sqlite, tmp_path):
     with Trace.open(sqlite) as t:
-        kernels, memcpys, memsets, nvtx = t.kernels, t.memcpys, t.memsets, t.nvtx
-        digest = t.kernel_digest  # what the analysis reads: the kernel table in one chunked pass
-        graphs = t.graph_runs  # graph launches traced whole: in the digest as one row each, in no nsys kernel report
+        kernels, memcpys, memsets, nvtx = t.device.kernels, t.device.memcpys, t.device.memsets, t.host.nvtx
+        digest = t.device.kernel_digest  # what the analysis reads: the kernel table in one chunked pass
+        graphs = t.device.graph_runs  # graph launches traced whole: in the digest as one row each, in no nsys kernel report
         has_enums = t.has("ENUM_CUDA_MEMCPY_OPER")
     ref = _stats(nsys, sqlite, tmp_path / "stats")
     k = ref["cuda_gpu_kern_sum"]

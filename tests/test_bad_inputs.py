@@ -26,7 +26,7 @@ import pytest
 from conftest import ROOT, sha256
 
 K, M, S, R = (f"CUPTI_ACTIVITY_KIND_{t}" for t in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME"))
-N, O = "NVTX_EVENTS", "OSRT_API"
+N, O = "NVTX_EVENTS", "OSRT_API"  # noqa: E741
 ACTIVITY = (K, M, S, R, N, O)
 PROGRESS = re.compile(r"^compare-traces: (\[\d+/\d+\] analysing |drawing charts)")  # its normal progress, not errors
 
@@ -408,5 +408,5 @@ def test_real_exports_have_nothing_to_drop(analyzed, public_traces):
         assert a.summary["warnings"] == [], name
     for path in public_traces:
         with Trace.open(path) as t:
-            t.kernels, t.memcpys, t.memsets, t.nvtx, t.osrt, t.api_rows  # noqa: B018 (loading is the test)
+            t.device.kernels, t.device.memcpys, t.device.memsets, t.host.nvtx, t.osrt.frame, t.calls.api_rows  # noqa: B018 (loading is the test)
             assert t.warnings == [], (path.name, t.warnings)

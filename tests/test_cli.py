@@ -144,8 +144,8 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
     assert "warmup-in-capture" not in {f["rule"] for f in runs["steps"]["diagnosis"]}
     # the kernels, copies and ranges counted are the window's, not the whole capture's
     with Trace.open(h200["pinned-long"]) as t:
-        k, m = t.kernels, t.memcpys
+        k, m = t.device.kernels, t.device.memcpys
         inside = lambda df: int(((df["end_ns"] > w["start_ns"]) & (df["start_ns"] < w["end_ns"])).sum())  # noqa: E731
         assert runs["steps"]["kernels"]["count"] == inside(k) < len(k)
         assert runs["steps"]["trace"]["counts"]["memcpys"] == inside(m) < len(m)
-        assert runs["steps"]["nvtx"]["count"] == inside(t.nvtx) < len(t.nvtx)
+        assert runs["steps"]["nvtx"]["count"] == inside(t.host.nvtx) < len(t.host.nvtx)

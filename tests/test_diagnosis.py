@@ -3,10 +3,10 @@ the fix the next stage applies) and public exports of programs nobody here wrote
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.rules.diagnosis import HIGH_SHARE, MEDIUM_SHARE
+from nsys_transfer.analysis.rules.base import HIGH_SHARE, MEDIUM_SHARE
+from nsys_transfer.analysis.summary import Options, analyze
 
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
-from nsys_transfer.analysis.summary import Options, analyze
 
 FIELDS = {"rule", "severity", "impact_ns", "impact_fraction", "subject", "evidence", "suggestion"}
 NEXT_FIX = [("baseline", "stage multiproc"), ("multiproc", "stage bufpool"), ("bufpool", "stage async"),

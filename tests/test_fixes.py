@@ -17,8 +17,7 @@ torch = pytest.importorskip("torch")
 from conftest import ROOT  # noqa: E402
 from test_workload_faults import _alive, _children, _segments_of  # noqa: E402
 
-from nsys_transfer.fixes import (GpuScalars, LayoutError, OutputPipeline, ProcessFailed, WorkerDied,  # noqa: E402
-                                 prefetch)
+from nsys_transfer.fixes import GpuScalars, LayoutError, OutputPipeline, ProcessFailed, prefetch  # noqa: E402
 
 Pair = collections.namedtuple("Pair", "scores labels")
 
@@ -182,7 +181,7 @@ def test_prefetch_pinning_thread_forwards_errors_and_stops_on_break():
     before = threading.active_count()
 
     def source():
-        for i in range(1000):
+        for _ in range(1000):
             yield torch.zeros(3)
     it = _pinning(iter(source()), depth=2, pin=lambda t: t + 0)  # pin_memory() itself needs a GPU
     next(it)

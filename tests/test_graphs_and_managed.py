@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.sections.integrity import assess
+from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.summary import analyze
 from conftest import run_cli
 from test_against_nsys_stats import _local_copy

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.sections.integrity import LOST_FRACTION_LOSSY, assess
+from nsys_transfer.analysis.rules.integrity import LOST_FRACTION_LOSSY, assess
 from conftest import ROOT, run_cli
 from test_against_nsys_stats import _local_copy
 from test_shared_correlation import add_nested_api_rows
@@ -101,7 +101,7 @@ def test_cuda_events_that_stop_while_the_program_goes_on(h200, tmp_path):
     program's last post-processing and exit make them too.)"""
     path = _local_copy(h200["pinned-long"], tmp_path)
     with Trace.open(path) as t:
-        k = t.kernels.sort_values("start_ns")
+        k = t.device.kernels.sort_values("start_ns")
         first_burst_end = int(k["end_ns"].iloc[300])
     for table in CUDA_TABLES:
         _delete(path, f"DELETE FROM {table} WHERE start > {first_burst_end}")
@@ -177,7 +177,7 @@ PROGRAMS = ROOT / "tests" / "data" / "programs"
 
 def _api_rows(path):
     with Trace.open(path) as t:
-        return int(t.query("SELECT COUNT(*) AS n FROM CUPTI_ACTIVITY_KIND_RUNTIME")["n"].iloc[0]), len(t.kernels)
+        return int(t.query("SELECT COUNT(*) AS n FROM CUPTI_ACTIVITY_KIND_RUNTIME")["n"].iloc[0]), len(t.device.kernels)
 
 
 @pytest.mark.parametrize("name", ["hf_generate", "torchvision_loader"])
@@ -203,7 +203,7 @@ def test_hf_generate_complete_capture_matches_torch_profiler():
     for one request on the same machine (GPU.md); nsys 2023.4's holds a handful."""
     for nsys_year, low, high in (("2024", 9000, 9700), ("2023", 0, 100)):
         with Trace.open(PROGRAMS / f"hf_generate_nsys{nsys_year}.sqlite.xz") as t:
-            n, k, m = t.nvtx, t.kernels, t.memcpys
+            n, k, m = t.host.nvtx, t.device.kernels, t.device.memcpys
             for r in n[n["name"].isin(["request 1", "request 2", "request 3"])].itertuples():
                 ops = sum(int(((df["start_ns"] >= r.start_ns) & (df["start_ns"] < r.end_ns)).sum()) for df in (k, m))
                 assert low <= ops <= high, (nsys_year, r.name, ops)
@@ -237,7 +237,7 @@ def test_largest_correlation_id_gap_per_process_matches_a_plain_sort(chunk, monk
     """_largest_id_gap() sorts one copy of a process's ids and takes differences CHUNK at a time: the largest hole
     between sorted positive ids equals that of one sorted array of every row's ids (p < 0: all processes)."""
     from nsys_transfer.analysis import intervals
-    from nsys_transfer.analysis.sections.integrity import _largest_id_gap, _pids_in_order
+    from nsys_transfer.analysis.sections.capture_activity import _largest_id_gap, _pids_in_order
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(chunk)
     for _ in range(200):
@@ -258,7 +258,8 @@ def test_timeline_and_id_gaps_in_chunks_equal_whole(h200, monkeypatch):
     """The integrity timeline's GPU counts and the correlation-id holes, CHUNK rows at a time, equal those of the whole
     arrays on a real capture."""
     from nsys_transfer.analysis import intervals
-    from nsys_transfer.analysis.sections.integrity import _id_gaps, _OsrtStarts, _timeline, gpu_rows
+    from nsys_transfer.analysis.sections.capture_activity import OsrtStarts as _OsrtStarts, id_gaps as _id_gaps, timeline as _timeline
+    from nsys_transfer.analysis.sections.integrity import gpu_rows
     with Trace.open(h200["pinned"]) as t:
         gpu = gpu_rows(t)
         whole = _timeline(t, gpu, _OsrtStarts(t)), _id_gaps(t, gpu, _OsrtStarts(t))

@@ -101,11 +101,11 @@ def test_copy_overlap_from_the_device_pass_equals_the_kernels_own(h200, stage):
     from nsys_transfer.analysis.sections.copies import copy_table
     from nsys_transfer.analysis.sections.gpu import analysis_window
     with Trace.open(h200[stage]) as t:
-        ops = gpu_ops(t.kernels, t.memcpys, t.memsets)
+        ops = gpu_ops(t.device.kernels, t.device.memcpys, t.device.memsets)
         passed = device_pass(ops, analysis_window(ops), 1_000_000)
-        own = copy_table(t.memcpys, t.memcpy_api, t.kernels)
-        handed = copy_table(t.memcpys, t.memcpy_api, t.kernels, passed.kernels_at_copies)
-        n_kernels = len(t.kernels)
+        own = copy_table(t.device.memcpys, t.calls.memcpy_api, t.device.kernels)
+        handed = copy_table(t.device.memcpys, t.calls.memcpy_api, t.device.kernels, passed.kernels_at_copies)
+        n_kernels = len(t.device.kernels)
     assert own["overlap_ns"].sum() > 0
     assert handed["overlap_ns"].tolist() == own["overlap_ns"].tolist()
     assert 0 < sum(c.s.size for c in passed.kernels_at_copies.values()) < n_kernels  # only the kernels at copies kept
@@ -168,7 +168,7 @@ def test_union_in_chunks_matches_union_sorted(seed, chunk, monkeypatch):
 @pytest.mark.parametrize("seed", range(30))
 def test_union_sorted_matches_a_timeline_and_keeps_odd_intervals_as_given(seed):
     """union_sorted() takes each group's end from the running latest end; an interval that ends before it starts
-    (no trace row does: analysis.validate drops them) still gets the group's largest end as given."""
+    (no trace row does: analysis.load.validate drops them) still gets the group's largest end as given."""
     from nsys_transfer.analysis.intervals import union_sorted
     rng = np.random.default_rng(seed)
     s = np.sort(rng.integers(0, SPAN, 60))

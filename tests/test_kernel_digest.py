@@ -1,4 +1,4 @@
-"""The kernel table read a chunk at a time (analysis.kernel_digest.Builder) gives what the whole table gives, on real
+"""The kernel table read a chunk at a time (analysis.load.kernel_digest.Builder) gives what the whole table gives, on real
 traces; where it cannot (a table out of start order, rows to drop) the whole table is read instead; and the device
 pass that writes the busy union over the kernel times (gpu.Spare) answers as the one that does not."""
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 from nsys_transfer.analysis import Trace, intervals
 from nsys_transfer.analysis.sections import gpu
 from nsys_transfer.analysis.load import kernel_digest
-from nsys_transfer.analysis.load import trace as trace_module
+from nsys_transfer.analysis.load import osrt as osrt_module
+from nsys_transfer.analysis.load import reader as reader_module
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = [ROOT / "reports/data/h200/pinned-long.sqlite.xz", ROOT / "reports/data/h200x2/pinned-x2.sqlite.xz",
@@ -44,13 +45,13 @@ def _same(chunked: kernel_digest.KernelDigest, whole: kernel_digest.KernelDigest
 def test_chunked_digest_equals_the_whole_table(path, rows, monkeypatch):
     """Read `rows` rows at a time (997: many chunks, a group or name split across them), the digest equals the one
     made from the whole kernel table: rows, figures by name, stream and process, count, total and median."""
-    monkeypatch.setattr(trace_module, "CHUNK_ROWS", rows)
+    monkeypatch.setattr(reader_module, "CHUNK_ROWS", rows)
     with Trace.open(path) as t:
-        chunked = t._chunked_kernel_digest()
+        chunked = t.device._chunked_kernel_digest()
         assert chunked is not None, "a clean export in start order is read in chunks"
-        _same(chunked, kernel_digest.of_frame(t.kernels))
+        _same(chunked, kernel_digest.of_frame(t.device.kernels))
         for c in kernel_digest.ONE_VALUE:  # one GPU or one process: a view of one value, no memory per kernel
-            assert (chunked.ops[c].to_numpy().strides == (0,)) == (t.kernels[c].nunique() == 1)
+            assert (chunked.ops[c].to_numpy().strides == (0,)) == (t.device.kernels[c].nunique() == 1)
 
 
 def _export(tmp_path: Path, path: Path, *statements: str) -> Path:
@@ -75,10 +76,10 @@ def test_tables_the_chunks_cannot_take_are_read_whole(statement, tmp_path):
     warnings, are the whole table's."""
     path = _export(tmp_path, REAL[0], statement)
     with Trace.open(path) as t:
-        assert t._chunked_kernel_digest() is None
-        digest, said = t.kernel_digest, list(t.warnings)
+        assert t.device._chunked_kernel_digest() is None
+        digest, said = t.device.kernel_digest, list(t.warnings)
     with Trace.open(path) as t:
-        _same(digest, kernel_digest.of_frame(t.kernels))
+        _same(digest, kernel_digest.of_frame(t.device.kernels))
         assert said == t.warnings
     assert digest.spare_times is None
 
@@ -89,9 +90,9 @@ def test_wide_values_are_kept_whole(tmp_path):
                    f"UPDATE {K} SET correlationId = correlationId + 5000000000 WHERE rowid % 2 = 0",
                    f"UPDATE {K} SET globalPid = globalPid + (1 << 24) WHERE rowid > 100")
     with Trace.open(path) as t:
-        chunked = t._chunked_kernel_digest()
+        chunked = t.device._chunked_kernel_digest()
         assert chunked is not None
-        _same(chunked, kernel_digest.of_frame(t.kernels))
+        _same(chunked, kernel_digest.of_frame(t.device.kernels))
         assert chunked.ops["pid"].nunique() == 2 and chunked.ops["correlation_id"].max() > 5_000_000_000
 
 
@@ -172,12 +173,12 @@ def test_waits_from_zones_equal_the_whole_table(monkeypatch):
     """The waiting calls read zone by zone and joined a column at a time (names from chunks whose categories differ)
     are the whole OS runtime table's calls of those names."""
     from nsys_transfer.analysis.sections import os_calls
-    monkeypatch.setattr(trace_module, "CHUNK_ROWS", 1 << 10)
-    monkeypatch.setattr(trace_module, "ZONE_ROWS", 1 << 8)
+    monkeypatch.setattr(reader_module, "CHUNK_ROWS", 1 << 10)
+    monkeypatch.setattr(osrt_module, "ZONE_ROWS", 1 << 8)
     with Trace.open(REAL[4]) as t:
         waits = os_calls.wait_calls(t)
         names = set(os_calls.waited_names(t).values())
-        whole = t.osrt[t.osrt["name"].astype(str).isin(names)].reset_index(drop=True)
+        whole = t.osrt.frame[t.osrt.frame["name"].astype(str).isin(names)].reset_index(drop=True)
     assert len(waits) > 1000 and list(waits.columns) == os_calls.WAIT_COLUMNS
     for c in ("start_ns", "end_ns", "global_tid"):
         assert waits[c].tolist() == whole[c].tolist()
@@ -187,29 +188,29 @@ def test_waits_from_zones_equal_the_whole_table(monkeypatch):
 @pytest.mark.parametrize("sqlite_only", [False, True])
 @pytest.mark.parametrize("path", REAL[:3], ids=lambda p: p.name.split(".")[0])
 def test_kernels_touching_a_span_are_the_whole_tables(path, sqlite_only, monkeypatch):
-    """Trace.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
+    """trace.device.kernels_touching() (what the charts read) gives the kernels table's rows overlapping the span, through
     the page reader and through SQLite alone."""
     if sqlite_only:
         monkeypatch.setenv("NSYS_TRANSFER_SQLITE_ONLY", "1")
     rng = np.random.default_rng(len(path.name))
     with Trace.open(path) as t:
-        k = t.kernels
+        k = t.device.kernels
         first, last = int(k["start_ns"].min()), int(k["end_ns"].max())
         for lo in rng.integers(first - 1000, last, 4):
             hi = int(lo + rng.integers(1, (last - first) // 3))
             want = k[(k["end_ns"] > lo) & (k["start_ns"] < hi)].drop(columns="name").reset_index(drop=True)
-            got = t.kernels_touching(int(lo), hi)
+            got = t.device.kernels_touching(int(lo), hi)
             assert len(want) and got[list(want.columns)].equals(want)
 
 
 def test_a_wide_single_value_then_another_is_kept_whole(tmp_path, monkeypatch):
     """A first chunk all on device 200 (beyond int8), then another device: both come back exactly."""
-    monkeypatch.setattr(trace_module, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(reader_module, "CHUNK_ROWS", 7)
     path = _export(tmp_path, REAL[0], f"UPDATE {K} SET deviceId = 200 WHERE rowid <= 400",
                    f"UPDATE {K} SET deviceId = 201 WHERE rowid > 400")
     with Trace.open(path) as t:
-        chunked = t._chunked_kernel_digest()
-        _same(chunked, kernel_digest.of_frame(t.kernels))
+        chunked = t.device._chunked_kernel_digest()
+        _same(chunked, kernel_digest.of_frame(t.device.kernels))
 
 
 def test_a_window_cutting_only_a_copy_keeps_the_kernel_times(tmp_path):

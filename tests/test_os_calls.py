@@ -1,4 +1,4 @@
-"""The gap-calls read zone by zone (analysis/sections/os_calls.py, Trace.osrt_zones). With small zones most of a real trace's
+"""The gap-calls read zone by zone (analysis/sections/os_calls.py, Trace.osrt.zones). With small zones most of a real trace's
 zones are skipped (no gap in their time span) or filtered by the few gaps inside them; the answers must equal those
 of one zone spanning the whole table, on real traces and on a real export damaged with sqlite3."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.sections import os_calls
-from nsys_transfer.analysis.load import trace as trace_module
+from nsys_transfer.analysis.load import osrt as osrt_module
 from nsys_transfer.analysis.summary import analyze
 
 PROGRAMS = Path(__file__).resolve().parent / "data" / "programs"
@@ -22,7 +22,7 @@ WHOLE_TABLE = 10 ** 12
 
 def _analyze(path: Path, zone_rows: int, monkeypatch) -> tuple[dict, list, list]:
     """The summary, the zones and what the gap-calls read did with each zone (None: skipped)."""
-    monkeypatch.setattr(trace_module, "ZONE_ROWS", zone_rows)
+    monkeypatch.setattr(osrt_module, "ZONE_ROWS", zone_rows)
     conditions = []
     near_gaps = os_calls._near_gaps
 
@@ -31,7 +31,7 @@ def _analyze(path: Path, zone_rows: int, monkeypatch) -> tuple[dict, list, list]
         return conditions[-1]
     monkeypatch.setattr(os_calls, "_near_gaps", recorded)
     with Trace.open(path) as t:
-        return analyze(t).summary, t.osrt_zones, conditions
+        return analyze(t).summary, t.osrt.zones, conditions
 
 
 @pytest.mark.parametrize("name", ["torchvision_loader_nsys2023", "lightning_predict_nsys2023"])

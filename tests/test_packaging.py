@@ -62,7 +62,7 @@ def test_pip_install_into_a_fresh_venv(tmp_path, h200, compiler):
     where = run(python, "-c", "import nsys_transfer, nsys_transfer.analysis as a, importlib.util as u; "
                               "print(nsys_transfer.__path__, a.__file__, [n for n in %r if u.find_spec(n)])" % LAYERS)
     assert str(site) in where and str(src) not in where and str(ROOT) not in where and where.endswith("[]\n"), where
-    built = run(python, "-c", "from nsys_transfer.analysis import btree; print(btree._btree is not None)")
+    built = run(python, "-c", "from nsys_transfer.analysis.load import btree; print(btree._btree is not None)")
     assert built.strip() == str(compiler == "found"), built
     out = elsewhere / "baseline.json"
     run(bin_ / "analyze-trace", h200["baseline"], "--json", out, "-q")

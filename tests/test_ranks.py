@@ -38,7 +38,7 @@ def test_copies_join_their_own_process_api_calls(x2):
     assert n_ids < n_rows  # the trap is really in this trace
     from nsys_transfer.analysis.sections.copies import copy_table
     with Trace.open(x2["pinned-x2"]) as t:
-        table = copy_table(t.memcpys, t.memcpy_api, t.kernels)
+        table = copy_table(t.device.memcpys, t.calls.memcpy_api, t.device.kernels)
         assert len(table) == n_rows
         assert table["api_name"].notna().all()
         assert ((table["api_global_tid"].to_numpy() >> 24) & 0xFFFFFF == table["pid"].to_numpy()).all()
@@ -132,8 +132,8 @@ def test_per_rank_traces_recorded_by_nsys_line_up_on_one_clock(nsys, tmp_path):
     traces = [Trace.open(f) for f in files]
     try:
         offsets = session_offsets([t.session_start_utc_ns for t in traces])
-        marks = [int(t.nvtx.loc[t.nvtx["name"] == "mark", "start_ns"].iloc[0]) + o for t, o in zip(traces, offsets)]
-        assert len({t.nvtx["global_tid"].iloc[0] >> 24 for t in traces}) == 2  # two processes, one per trace
+        marks = [int(t.host.nvtx.loc[t.host.nvtx["name"] == "mark", "start_ns"].iloc[0]) + o for t, o in zip(traces, offsets)]
+        assert len({t.host.nvtx["global_tid"].iloc[0] >> 24 for t in traces}) == 2  # two processes, one per trace
     finally:
         for t in traces:
             t.close()
@@ -260,9 +260,9 @@ def test_copy_overlap_from_the_device_pass_on_two_gpus(x2):
     from nsys_transfer.analysis.sections.copies import copy_table
     from nsys_transfer.analysis.sections.gpu import analysis_window, device_pass, gpu_ops
     with Trace.open(x2["pinned-x2"]) as t:
-        ops = gpu_ops(t.kernels, t.memcpys, t.memsets)
+        ops = gpu_ops(t.device.kernels, t.device.memcpys, t.device.memsets)
         passed = device_pass(ops, analysis_window(ops), 1_000_000)
-        own = copy_table(t.memcpys, t.memcpy_api, t.kernels)
-        handed = copy_table(t.memcpys, t.memcpy_api, t.kernels, passed.kernels_at_copies)
+        own = copy_table(t.device.memcpys, t.calls.memcpy_api, t.device.kernels)
+        handed = copy_table(t.device.memcpys, t.calls.memcpy_api, t.device.kernels, passed.kernels_at_copies)
     assert sorted(passed.kernels_at_copies) == [0, 1] and own["overlap_ns"].sum() > 0
     assert handed["overlap_ns"].tolist() == own["overlap_ns"].tolist()

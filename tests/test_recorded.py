@@ -43,15 +43,15 @@ def test_recorded_trace_analysis(recorded, nsys, tmp_path):
 def test_recorded_osrt_and_nesting(recorded):
     from nsys_transfer.analysis import Trace
     with Trace.open(recorded / "steps.sqlite") as t:
-        n = t.nvtx
+        n = t.host.nvtx
         inner = n[n["name"].isin(["get batch", "process output"])]
         assert (inner["depth"] == 1).all()
         assert n.loc[inner["parent"], "name"].str.match(r"Batch \d").all()
-        calls = set(t.osrt["name"].astype(str))
+        calls = set(t.osrt.frame["name"].astype(str))
         assert {"fsync", "nanosleep"} & calls or {"clock_nanosleep"} & calls, calls
         main = n["global_tid"].iloc[0]
         pid = (int(main) >> 24) & 0xFFFFFF
-        assert pid in set(t.threads["pid"])
+        assert pid in set(t.host.threads["pid"])
 
 
 def test_recorded_matches_nsys_nvtx_sum(recorded, nsys, tmp_path):
@@ -67,7 +67,7 @@ def test_recorded_matches_nsys_nvtx_sum(recorded, nsys, tmp_path):
     assert p.returncode == 0, p.stderr
     ref = {r["Range"].lstrip(":"): r for r in csv.DictReader(open(tmp_path / "n_nvtx_sum.csv"))}
     with Trace.open(recorded / "steps.sqlite") as t:
-        ours = nvtx_summary(t.nvtx)
+        ours = nvtx_summary(t.host.nvtx)
     assert len(ours) == len(ref)
     for r in ours.itertuples():
         assert int(ref[r.name]["Total Time (ns)"]) == r.total_ns and int(ref[r.name]["Instances"]) == r.count

@@ -55,18 +55,18 @@ def _check_once(original, altered, added, nsys, tmp_path):
     assert added["CUPTI_ACTIVITY_KIND_MEMCPY"] > 0 and _dup_ids(altered) >= added["CUPTI_ACTIVITY_KIND_MEMCPY"]
     with Trace.open(original) as t:
         before = analyze(t).summary
-        n_copies = len(t.memcpys)
-        api_before = t.memcpy_api
-        kernel_ids = t.kernels["correlation_id"].head(500)
-        launch_before = t.launch_threads(kernel_ids)
+        n_copies = len(t.device.memcpys)
+        api_before = t.calls.memcpy_api
+        kernel_ids = t.device.kernels["correlation_id"].head(500)
+        launch_before = t.calls.launch_threads(kernel_ids)
     with Trace.open(altered) as t:
-        api = t.memcpy_api
+        api = t.calls.memcpy_api
         # one call per copy, and it is the outer call (the original row), not the nested twin
         assert len(api) == n_copies == len(api.drop_duplicates(["pid", "correlation_id"]))
         cols = ["pid", "correlation_id", "api_start_ns", "api_end_ns", "api_name", "sync"]
         assert api[cols].sort_values(cols[:2]).reset_index(drop=True).equals(
             api_before[cols].sort_values(cols[:2]).reset_index(drop=True))
-        launch = t.launch_threads(kernel_ids)
+        launch = t.calls.launch_threads(kernel_ids)
         assert not launch.duplicated(["pid", "correlation_id"]).any()
         assert launch.sort_values(cols[:2]).reset_index(drop=True).equals(
             launch_before.sort_values(cols[:2]).reset_index(drop=True))
@@ -107,7 +107,7 @@ def test_nested_api_rows_public_sync_copies(nsys, public_traces, tmp_path):
 def test_outermost_call_is_kept():
     import pandas as pd
 
-    from nsys_transfer.analysis.load.trace import outermost_calls
+    from nsys_transfer.analysis.load.frames import outermost_calls
     api = pd.DataFrame({"pid": [1, 1, 1, 2], "correlation_id": [7, 7, 8, 7], "api_start_ns": [10, 11, 5, 10],
                         "api_end_ns": [20, 19, 6, 30], "api_name": ["outer", "inner", "other", "rank2"]})
     kept = outermost_calls(api, "api_start_ns", "api_end_ns")

@@ -25,18 +25,18 @@ def test_public_exports_load_with_every_count(public_traces):
     for path in public_traces:
         before = sha256(path)
         with Trace.open(path) as t:
-            assert len(t.kernels) == _raw_count(path, "CUPTI_ACTIVITY_KIND_KERNEL")
-            assert len(t.memcpys) == _raw_count(path, "CUPTI_ACTIVITY_KIND_MEMCPY")
-            assert len(t.osrt) == _raw_count(path, "OSRT_API")
-            assert len(t.nvtx) == _raw_count(path, "NVTX_EVENTS", f'WHERE eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}) AND "end" IS NOT NULL')
+            assert len(t.device.kernels) == _raw_count(path, "CUPTI_ACTIVITY_KIND_KERNEL")
+            assert len(t.device.memcpys) == _raw_count(path, "CUPTI_ACTIVITY_KIND_MEMCPY")
+            assert len(t.osrt.frame) == _raw_count(path, "OSRT_API")
+            assert len(t.host.nvtx) == _raw_count(path, "NVTX_EVENTS", f'WHERE eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}) AND "end" IS NOT NULL')
             key = next(k for k in EXPECTED_VERSION if path.name.startswith(k))
             assert t.nsys_version.startswith(EXPECTED_VERSION[key])
-            assert (t.kernels["duration_ns"] >= 0).all()
-            if len(t.memcpys):
-                assert set(t.memcpys["copy_kind"]) <= {"HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Unified HtoD", "Unified DtoH"}
-                assert set(t.memcpys["dst_kind"]) <= {"Pageable", "Pinned", "Device", "Managed", "Unknown", "Array"}
-                assert t.memcpy_api["correlation_id"].isin(t.memcpys["correlation_id"]).all()
-            assert len(t.gpus) >= 1
+            assert (t.device.kernels["duration_ns"] >= 0).all()
+            if len(t.device.memcpys):
+                assert set(t.device.memcpys["copy_kind"]) <= {"HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Unified HtoD", "Unified DtoH"}
+                assert set(t.device.memcpys["dst_kind"]) <= {"Pageable", "Pinned", "Device", "Managed", "Unknown", "Array"}
+                assert t.calls.memcpy_api["correlation_id"].isin(t.device.memcpys["correlation_id"]).all()
+            assert len(t.device.gpus) >= 1
         assert sha256(path) == before, "the analysis must never modify the input"
 
 
@@ -44,29 +44,29 @@ def test_nvtx_text_from_string_table(public_traces):
     """nsys 2025 stores NVTX names only through textId; they must come back as names, not ids."""
     path = next(p for p in public_traces if p.name.startswith("nsightful"))
     with Trace.open(path) as t:
-        names = set(t.nvtx["name"])
+        names = set(t.host.nvtx["name"])
         assert "(unnamed)" not in names and all(isinstance(n, str) for n in names)
         assert any(n.startswith("Step") for n in names)
-        assert t.nvtx["depth"].max() >= 1  # nested ranges are nested
+        assert t.host.nvtx["depth"].max() >= 1  # nested ranges are nested
 
 
 def test_h200_traces_load_and_show_the_article(h200):
     with Trace.open(h200["baseline"]) as t:
-        d = t.memcpys[t.memcpys["copy_kind"] == "DtoH"]
+        d = t.device.memcpys[t.device.memcpys["copy_kind"] == "DtoH"]
         assert len(d) == 3 and (d["bytes"] == 64 * 21 * 512 * 512 * 4).all()
         assert set(d["dst_kind"]) == {"Pageable"}
         assert d["gbps"].max() < 4  # a fresh .cpu() tensor: page faults at every copy
-        n = t.nvtx
+        n = t.host.nvtx
         assert {"get batch", "compute", "copy to CPU", "process output"} <= set(n["name"])
         compute = n[n["name"] == "compute"]
         parents = n.loc[compute["parent"], "name"]
         assert parents.str.match(r"Batch \d+").all() and (compute["depth"] == 1).all()
-        assert t.gpus["name"].iloc[0] == "NVIDIA H200"
+        assert t.device.gpus["name"].iloc[0] == "NVIDIA H200"
     with Trace.open(h200["pinned"]) as t:
-        d = t.memcpys[t.memcpys["copy_kind"] == "DtoH"]
+        d = t.device.memcpys[t.device.memcpys["copy_kind"] == "DtoH"]
         assert set(d["dst_kind"]) == {"Pinned"}
         assert d["gbps"].min() > 0.95 * 55  # >= 95% of the 55 GB/s link
-        api = t.memcpy_api.set_index("correlation_id").loc[d["correlation_id"]]
+        api = t.calls.memcpy_api.set_index("correlation_id").loc[d["correlation_id"]]
         assert (~api["sync"]).all() and api["api_name"].str.contains("Async").all()
 
 
@@ -76,7 +76,7 @@ def test_xz_input_is_decompressed_to_cache_not_beside_it(h200, tmp_path, monkeyp
     before = sha256(src)
     with Trace.open(src) as t:
         assert t.path.parent == tmp_path / "cache"
-        assert len(t.kernels) > 0
+        assert len(t.device.kernels) > 0
     assert sha256(src) == before
 
 
@@ -94,7 +94,7 @@ def test_cache_holds_one_entry_per_content_and_is_private(h200, tmp_path, monkey
         c.write_bytes(h200["streams"].read_bytes())  # the same trace under three names
     for c in copies:
         with Trace.open(c) as t:
-            assert t.source == str(c) and len(t.kernels) > 0
+            assert t.source == str(c) and len(t.device.kernels) > 0
     entries = list(cache.glob("*.sqlite"))
     assert len(entries) == 1 and not list(cache.glob(".*"))
     assert cache.stat().st_mode & 0o777 == 0o700 and entries[0].stat().st_mode & 0o077 == 0

@@ -53,7 +53,7 @@ def main(json_path, **kw):
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
-    from nsys_transfer.workloads.runtime import ResourceError, run  # torch: imported only to run, not for --help
+    from nsys_transfer.workloads.runtime import ResourceError, run  # noqa: PLC0415 - torch: only to run, not for --help
 
     if rank.is_main:
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "

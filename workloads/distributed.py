@@ -40,8 +40,8 @@ def init(rank: Rank, device_type: str) -> None:
     """Join the process group (nccl on CUDA, gloo otherwise) when running under torchrun."""
     if not rank.distributed:
         return
-    import torch
-    import torch.distributed as dist
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
 
     if device_type == "cuda":
         torch.cuda.set_device(rank.local)
@@ -54,8 +54,8 @@ def process_group_args(rank: Rank, device_type: str) -> dict:
     otherwise guess from the global rank ("can cause a hang if rank to GPU mapping is heterogeneous")."""
     if device_type != "cuda":
         return {"backend": "gloo"}
-    import torch
-    import torch.distributed as dist
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
     if "device_id" not in inspect.signature(dist.init_process_group).parameters:  # torch < 2.3
         return {"backend": "nccl"}
     return {"backend": "nccl", "device_id": torch.device("cuda", rank.local)}
@@ -81,7 +81,7 @@ def share(cfg, rank: Rank):
 def barrier(rank: Rank) -> None:
     """Wait for every rank (nothing with one process)."""
     if rank.distributed:
-        import torch.distributed as dist
+        import torch.distributed as dist  # noqa: PLC0415
         dist.barrier()
 
 
@@ -89,7 +89,7 @@ def gather(rank: Rank, record: dict) -> dict:
     """Rank 0 gets every rank's record and the totals; other ranks get their own record back."""
     if not rank.distributed:
         return record
-    import torch.distributed as dist
+    import torch.distributed as dist  # noqa: PLC0415
 
     records = [None] * rank.world
     dist.all_gather_object(records, record)
@@ -125,6 +125,6 @@ def gather(rank: Rank, record: dict) -> dict:
 def finish(rank: Rank) -> None:
     """Leave the process group, if one was joined."""
     if rank.distributed:
-        import torch.distributed as dist
+        import torch.distributed as dist  # noqa: PLC0415
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -17,7 +17,7 @@ from nsys_transfer.fixes.ranges import nvtx_range
 
 
 def _copy_loop(src, dst, repeat: int) -> float:
-    import torch
+    import torch  # noqa: PLC0415
     with torch.cuda.device(src.device):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -29,7 +29,7 @@ def _copy_loop(src, dst, repeat: int) -> float:
 
 def probe(nbytes: int, repeat: int, devices: list[int], memories=("pinned", "pageable")) -> list[dict]:
     """Rows: memory, mode (alone/together), device (-1 = all), bytes, seconds, gbps."""
-    import torch
+    import torch  # noqa: PLC0415
 
     srcs = {d: torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{d}").fill_(7) for d in devices}
     rows = []
@@ -47,8 +47,8 @@ def probe(nbytes: int, repeat: int, devices: list[int], memories=("pinned", "pag
             go = threading.Barrier(len(devices))
 
             def one(d, src, dst):
-                go.wait()
-                times[d] = _copy_loop(src, dst, repeat)
+                go.wait()  # noqa: B023 - the threads end within this iteration
+                times[d] = _copy_loop(src, dst, repeat)  # noqa: B023
 
             with nvtx_range(f"{memory} DtoH all GPUs together"):
                 t0 = time.perf_counter()
@@ -94,7 +94,7 @@ def verdict(rows: list[dict]) -> dict:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False))
 def main(mb, repeat, memories, profile, json_path):
     """Measure DtoH bandwidth of every visible GPU, alone and all at once."""
-    import torch
+    import torch  # noqa: PLC0415
     if not torch.cuda.is_available():
         raise SystemExit("linkprobe: no CUDA GPU is visible; run it on the GPU machine")
     if mb < 1 or repeat < 1:

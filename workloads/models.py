@@ -29,7 +29,7 @@ class SegmentationLogits(nn.Module):
 
     def __init__(self, classes: int, dtype: torch.dtype = torch.float32, channels_last: bool = False):
         super().__init__()
-        from torchvision.models.segmentation import deeplabv3_resnet50
+        from torchvision.models.segmentation import deeplabv3_resnet50  # noqa: PLC0415
 
         self.net = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=classes, aux_loss=False)
         self.dtype, self.format = dtype, torch.channels_last if channels_last else torch.contiguous_format

@@ -16,8 +16,10 @@ from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis import schema
 from nsys_transfer.analysis.cli.window import step_ranges
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.sections.integrity import assess, capture_record_beside, check_report
+from nsys_transfer.analysis.load import btree
+from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
+from nsys_transfer.analysis.render.integrity import check_report
+from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis import parallel
@@ -71,6 +73,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     also compares the GPUs and names the resource that limits them."""
     if check:
         return _check(traces)
+    if not quiet and btree.not_built_notice():
+        click.echo(btree.not_built_notice(), err=True)
     win = _checked_options(window, steps, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
@@ -87,7 +91,6 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet,
                            where)
     trace = traces[0]
-
     try:
         re.compile(step_regex or "")
     except re.error as e:
@@ -130,7 +133,7 @@ def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=N
 def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
-        opts.window = window.resolve(opts.window_asked, t, step_ranges(t.nvtx, opts.step_regex))
+        opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
         options.check_window_has_activity(t, opts.window)
     if t.path.stat().st_size >= LARGE_TRACE_BYTES:
         return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
@@ -160,7 +163,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
 
 def _plots():
     """The charts module, imported only when charts are asked for: matplotlib costs ~0.3 s of every run."""
-    import nsys_transfer.analysis.render.plots as plots
+    import nsys_transfer.analysis.render.plots as plots  # noqa: PLC0415
     return plots
 
 

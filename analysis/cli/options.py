@@ -84,7 +84,7 @@ RULES = {
 
 def check_window_has_activity(trace, win: tuple[int, int]) -> None:
     """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is."""
-    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets) if len(df)]
+    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets) if len(df)]
     if any(bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
         return
     if not frames:

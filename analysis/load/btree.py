@@ -27,7 +27,7 @@ import numpy as np
 from nsys_transfer.analysis.load import sql
 
 try:
-    from nsys_transfer.analysis.load import _btree
+    from nsys_transfer.analysis.load import _btree  # type: ignore[attr-defined]  # compiled: mypy cannot read it
 except ImportError:  # built by `pip install .` where a C compiler is present; SQLite reads everything otherwise
     _btree = None
 
@@ -120,7 +120,7 @@ class Pages:
     def __init__(self, source: str | mmap.mmap, page_size: int, usable: int,
                  connection: Callable[[], sqlite3.Connection]):
         self.source, self.page_size, self.usable = source, page_size, usable
-        self._connection = connection  # the calling thread's connection to the same file (Trace._connection)
+        self._connection = connection  # the calling thread's connection to the same file (Trace.connection)
         self._tables: dict[str, tuple[int, list[str]] | None] = {}
 
     @classmethod
@@ -233,3 +233,12 @@ def _value(raw: dict[str, np.ndarray], source: str | Bits) -> np.ndarray:
     if isinstance(source, Bits):
         return (raw[_bare(source.column)] >> source.shift) & source.mask
     return raw[_bare(source)]
+
+
+def not_built_notice() -> str | None:
+    """One line for the user where the fast reader was not built (no C compiler at install) and SQLite reads
+    everything; None where it is built or SQLite alone was asked for (SQLITE_ONLY)."""
+    if _btree is not None or os.environ.get(SQLITE_ONLY, "0") not in ("", "0"):
+        return None
+    return ("analyze-trace: note: the fast reader (analysis/load/_btree.c) is not built, so SQLite reads every table: "
+            "the same answers, slower on long captures; install a C compiler and reinstall (pip install -e .)")

@@ -93,3 +93,11 @@ def run_record_beside(trace: Path) -> Path | None:
     stem = trace.name.split(".")[0]
     candidate = trace.with_name(f"{stem}.workload.json")
     return candidate if candidate.is_file() else None
+
+
+def capture_record_beside(trace_path) -> Path | None:
+    """The run record `python -m nsys_transfer.profiling` writes beside its trace: runs/x/x.sqlite -> runs/x/x.run.json (per-rank
+    traces x.rank0.sqlite share x.run.json)."""
+    p = Path(trace_path)
+    candidate = p.with_name(f"{p.name.split('.')[0]}.run.json")
+    return candidate if candidate.is_file() else None

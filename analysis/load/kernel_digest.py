@@ -108,7 +108,7 @@ def _one(value: int, dtype, rows: int) -> np.ndarray:
 
 
 def of_frame(kernels: pd.DataFrame, graph_runs: int = 0) -> KernelDigest:
-    """The digest of a loaded kernel table (Trace.kernels: its names a column of text or categories), of which
+    """The digest of a loaded kernel table (trace.device.kernels: its names a column of text or categories), of which
     graph_runs rows are graph launches traced as a whole."""
     d = kernels["duration_ns"]
     by_name = d.groupby(kernels["name"], sort=False, observed=True).agg(["count", "sum", "min", "max"])
@@ -235,7 +235,7 @@ def _combine(before: pd.DataFrame, more: pd.DataFrame, key: str) -> pd.DataFrame
 
 
 def _named(by_id: pd.DataFrame, texts: dict[int, str]) -> tuple[pd.DataFrame, list[str]]:
-    """Figures by name id as figures by name (ids with one text merged, as Trace._names merges them), and a warning
+    """Figures by name id as figures by name (ids with one text merged, as Trace.names_of merges them), and a warning
     for the rows whose id has no text (shown as '?')."""
     said = nameless_rows(int(by_id.loc[[i for i in by_id.index if int(i) not in texts], "count"].sum()), "kernel")
     names = pd.Index([texts.get(int(i), "?") for i in by_id.index])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 def capture_start(trace) -> int | None:
     """The capture's first recorded event (GPU operation or NVTX range), in trace ns; None without either."""
-    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets, trace.nvtx) if len(df)]
+    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets, trace.host.nvtx) if len(df)]
     return min(int(df["start_ns"].min()) for df in frames) if frames else None
 
 
 def capture_end(trace) -> int | None:
     """The capture's last recorded end (GPU operation or NVTX range), in trace ns."""
-    frames = [df for df in (trace.kernel_digest.ops, trace.memcpys, trace.memsets, trace.nvtx) if len(df)]
+    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets, trace.host.nvtx) if len(df)]
     return max(int(df["end_ns"].max()) for df in frames) if frames else None

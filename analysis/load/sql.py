@@ -17,7 +17,7 @@ NVTX_PUSHPOP, NVTX_STARTEND = 59, 60
 # operation to its API call also matches the process. The OS pid sits in bits 24-47 of globalPid and globalTid.
 PID_OF = "(({col} >> 24) & 16777215)"
 
-# Big tables are read column by column (Trace.int_columns): output name -> SQL column.
+# Big tables are read column by column (load.reader.ColumnReader.int_columns): output name -> SQL column.
 KERNEL_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
                   "correlation_id": "correlationId"}
 MEMSET_COLUMNS = {"start_ns": "start", "end_ns": '"end"', "device": "deviceId", "stream": "streamId",
@@ -32,7 +32,7 @@ def null_as_missing(expr: str) -> str:
 
 def int_or_missing(expr: str) -> str:
     """expr where it holds an integer, else -1 (NULL, text, a float): a damaged export's rows then read as numbers,
-    exactly (pandas would turn a column with one NULL into lossy floats), and analysis.validate drops or flags them."""
+    exactly (pandas would turn a column with one NULL into lossy floats), and load.validate drops or flags them."""
     return f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} ELSE -1 END"
 
 
@@ -98,7 +98,7 @@ SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%
 SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
-# OS runtime calls are read in parts (Trace.osrt_chunks): a rowid range and a condition, never the whole table.
+# OS runtime calls are read in parts (Trace.osrt.chunks): a rowid range and a condition, never the whole table.
 # two subqueries: SQLite reads MIN or MAX of the rowid from the b-tree's ends only when it is a query's one aggregate;
 # `SELECT MIN(rowid), MAX(rowid)` scans the whole table (1.4 s on 22 M rows)
 ROWID_RANGE = "SELECT (SELECT MIN(rowid) FROM {table}), (SELECT MAX(rowid) FROM {table})"
@@ -109,7 +109,7 @@ _INT64_MAX = 9223372036854775807
 USABLE_TIMES = (f'start BETWEEN 0 AND {_INT64_MAX} AND "end" BETWEEN start AND {_INT64_MAX} '
                 f"AND globalTid BETWEEN 0 AND {_INT64_MAX}")
 OSRT_SPAN = f'SELECT MIN(start), MAX("end") FROM OSRT_API WHERE {USABLE_TIMES} AND ({{where}})'
-# Trace.osrt_zones: a rowid range's row count, time span (MIN and MAX skip NULL; text sorts above numbers) and
+# Trace.osrt.zones: a rowid range's row count, time span (MIN and MAX skip NULL; text sorts above numbers) and
 # its rows with unusable times or thread: the scoped reads see only some rows, so a damaged row is found here,
 # wherever it lies (in the same scan: 0.7 CPU-s less than a scan of its own on 22 M rows)
 ZONE = (f'SELECT COUNT(*), MIN(start), MAX("end"), SUM(CASE WHEN {USABLE_TIMES} THEN 0 ELSE 1 END) FROM OSRT_API '
@@ -132,7 +132,7 @@ def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') 
     return f"({last_end_before(0, len(starts))}) > {start_col}" if len(starts) else "0"
 
 
-# Trace.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
+# ColumnReader.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
 INT_COLUMNS = "SELECT {select} FROM {table} {where}"
 ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
 # integrity.py: which runtime calls launch GPU work, and how many of each kind (one scan, counts packed in two sums)

@@ -9,10 +9,14 @@ stay.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-MISSING = -1  # what Trace.int_columns() reads for NULL or a value that is not an integer (sql.int_or_missing)
+from nsys_transfer.analysis.errors import TraceError
+
+MISSING = -1  # what ColumnReader.int_columns() reads for NULL or a value that is not an integer (sql.int_or_missing)
 TIMES = ("start_ns", "end_ns")
 
 
@@ -117,3 +121,32 @@ def no_kernel_table(tables: set[str]) -> list[str]:
     cuda = {"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME"} & tables
     return ["no kernel table (CUPTI_ACTIVITY_KIND_KERNEL) although the export has CUDA activity: no kernel, compute or "
             "copy-compute overlap figures"] if cuda else []
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_sqlite_file(file: Path, path: str) -> None:
+    """Cheap checks before SQLite sees the file: exists, not empty, SQLite, not truncated. path: what the user gave
+    (the messages name it, not a cache entry made from it)."""
+    if not file.exists():
+        raise TraceError(f"{path}: no such file; give the path of an nsys export (.sqlite) or report (.nsys-rep)")
+    if file.is_dir():
+        raise TraceError(f"{path}: is a directory; give the path of an nsys export (.sqlite) inside it")
+    size = file.stat().st_size
+    if size == 0:
+        raise TraceError(f"{path}: the file is empty; re-export it with `nsys export --type=sqlite REPORT.nsys-rep`")
+    with open(file, "rb") as f:
+        header = f.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise TraceError(f"{path}: not an SQLite file; give an nsys SQLite export "
+                         "(`nsys export --type=sqlite REPORT.nsys-rep`) or the .nsys-rep itself")
+    if len(header) < 100:
+        raise TraceError(f"{path}: truncated SQLite file ({size} bytes); copy or re-export it again")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    change_counter, valid_for = header[24:28], header[92:96]
+    if pages and change_counter == valid_for and size < pages * page_size:
+        raise TraceError(f"{path}: truncated SQLite file ({size} of {pages * page_size} bytes); "
+                         "copy it again or re-export it with `nsys export --type=sqlite`")

@@ -4,15 +4,15 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,  # noqa: E402
+from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
-from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid  # noqa: E402
-from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown  # noqa: E402
+from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
+from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
           "idle": "#DDDDDD"}
@@ -104,14 +104,14 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
         span = (span[0], max(span[1], min(w["end_ns"], span[1] + (span[1] - span[0]))))
     tops = summ["gaps"]["top"]
     launch = None
-    if len(trace.nvtx):
+    if len(trace.host.nvtx):
         if tops and tops[0].get("launch_tid") is not None:
-            cand = trace.nvtx[(trace.nvtx["global_tid"] & 0xFFFFFF) == tops[0]["launch_tid"]]
+            cand = trace.host.nvtx[(trace.host.nvtx["global_tid"] & 0xFFFFFF) == tops[0]["launch_tid"]]
             launch = int(cand["global_tid"].iloc[0]) if len(cand) else None
         if launch is None:
-            launch = int(trace.nvtx["global_tid"].value_counts().idxmax())
+            launch = int(trace.host.nvtx["global_tid"].value_counts().idxmax())
     fig, ax = plt.subplots(figsize=(12, 3.9))
-    timeline(ax, trace.kernels_touching(*span), tables["memcpy"], trace.nvtx, span[0], span[1], launch,
+    timeline(ax, trace.device.kernels_touching(*span), tables["memcpy"], trace.host.nvtx, span[0], span[1], launch,
              title or f"timeline: last {n_steps} steps", idle_by_cause(analysis, span))
     return save(fig, path)
 

@@ -20,7 +20,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from nsys_transfer.analysis.rules.diagnosis import Finding, make_finding, severity_of
+from nsys_transfer.analysis.rules.base import Finding, make_finding, severity_of
 
 
 class GpuCompute:

@@ -7,7 +7,9 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.load.trace import process_keys
+from nsys_transfer.analysis.load.frames import process_keys
+from nsys_transfer.analysis.schema import Part
+from nsys_transfer.analysis.sections import unified
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,
@@ -110,3 +112,33 @@ def copies_on_compute_stream(copies: pd.DataFrame, s: int | None, kind: str = "D
     if s is None or d.empty:
         return None
     return float(np.mean(d["stream"].to_numpy() == s))
+
+
+def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream, window, bin_ns: int,
+         kernels_recorded: bool) -> Part:
+    """The `memcpy` section and its tables (memcpy: every copy joined to its API call; dtoh_host_timeline).
+    memcpy_api: the calls behind the copies (a callable: read only when there are copies)."""
+    copies = copy_table(memcpys, memcpy_api(), kernels, kernel_time) if len(memcpys) else memcpys.assign(
+        sync=pd.Series(dtype="boolean"), overlap_ns=pd.Series(dtype="int64"), overlapped=pd.Series(dtype=bool),
+        api_name=pd.Series(dtype=object), tid=pd.Series(dtype="int64"), blocking=pd.Series(dtype="boolean"),
+        api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"),
+        api_global_tid=pd.Series(dtype="int64"))
+    tables = {"memcpy": copies}
+    out = {"dtoh": copy_summary(copies, "DtoH"), "htod": copy_summary(copies, "HtoD"),
+           "dtod": copy_summary(copies, "DtoD"), "overlap_fraction": overlap_fraction(copies),
+           "dtoh_on_compute_stream": copies_on_compute_stream(copies, compute_stream),
+           "compute_stream": compute_stream, "unified": unified.summary(copies, window)}
+    if not kernels_recorded:  # overlap with kernels nobody recorded: unknown
+        for key in ("dtoh", "htod", "dtod"):
+            out[key]["overlap_fraction"] = None
+        out["overlap_fraction"] = None
+    if window is not None:
+        timed = copies[copies["duration_ns"].to_numpy() > 0] if len(copies) else copies  # a rate needs a time
+        host = host_bandwidth(timed, window, "DtoH", bin_ns)
+        tables["dtoh_host_timeline"] = host
+        out["dtoh_host"] = {
+            "bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else bin_ns,
+            "peak_gbps": float(host["gbps"].max()) if len(host) else None,
+            "mean_gbps": float(gbps(host["bytes"].sum(), window[1] - window[0])) if len(host) else None,
+            "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
+    return Part(out, tables)

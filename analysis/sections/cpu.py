@@ -8,7 +8,8 @@ import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, per_name
-from nsys_transfer.analysis.load.trace import pid_of
+from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.schema import Part, json_rows
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")
@@ -175,3 +176,50 @@ def gap_context(gap: dict, nvtx: pd.DataFrame, osrt: pd.DataFrame, launch_tid: i
             t = t.sort_values("overlap_ns", ascending=False).head(top_osrt)
             calls = [{"name": n, "count": int(r["count"]), "overlap_ns": int(r["overlap_ns"])} for n, r in t.iterrows()]
     return {"cpu_ranges": ranges, "osrt": calls}
+
+
+def steps_part(digest, nvtx: pd.DataFrame, copies: pd.DataFrame, passed, window, step_regex: str | None,
+               step_source: str, devices: int) -> Part:
+    """The `steps` section (the step ranges found by step_regex, each against its own GPU where several ran) and the
+    steps table; only the steps that start inside the window."""
+    busy = passed.busy if passed is not None else None
+    if not step_regex:
+        step_table = pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
+    elif busy is not None and devices > 1:  # several ranks: each step against its own GPU
+        owners = digest.driving_process()
+        busy_of = {int(p): passed.busy_by_device[int(d)] for d, p in owners.itertuples(index=False, name=None)
+                   if int(d) in passed.busy_by_device}
+        step_table = steps(nvtx, step_regex, busy_of, copies)
+    else:
+        step_table = steps(nvtx, step_regex, busy, copies)
+    if window is not None and len(step_table):  # the window is the window: only the steps that start inside it
+        start = step_table["start_ns"].to_numpy()
+        step_table = step_table[(start >= window[0]) & (start < window[1])].reset_index(drop=True)
+    n_steps = len(step_table)
+    idle_per_step = float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None
+    return Part({"regex": step_regex, "source": step_source, "count": n_steps,
+                 "per_second": steps_per_second(step_table, window[1] if window else None),
+                 "mean_ns": float(step_table["duration_ns"].mean()) if n_steps else None,
+                 "mean_gpu_idle_ns": idle_per_step}, {"steps": step_table})
+
+
+def gaps_part(gap_table: pd.DataFrame, tids: dict, calls, nvtx: pd.DataFrame, step_regex: str | None, top: int,
+              min_gap_ns: int, per_step_ns: float | None) -> Part:
+    """The `gaps` section: the largest idle gaps with what the launching thread did around them (calls: the OS
+    calls near them, sections/os_calls.py), the ranges covering the gaps, and the OS calls inside them."""
+    tid_of, by_pid, launch_tids = tids["by_gap"], tids["by_pid"], set(tids["by_gap"].values())
+    near_top = calls.near_top
+    per_thread = {tid: near_top[near_top["global_tid"].to_numpy() == tid] for tid in launch_tids}
+    largest = []
+    for g in gap_table.nlargest(top, "duration_ns").to_dict("records"):
+        tid = tid_of.get((int(g["next_pid"]) if by_pid else -1, int(g["next_correlation_id"])))
+        ctx = gap_context(g, nvtx, per_thread.get(tid, near_top.iloc[0:0]), tid)
+        largest.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]),
+                        "duration_ns": int(g["duration_ns"]),
+                        "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})
+    covered = gap_cover_by_range(gap_table, nvtx, launch_tids, step_regex)
+    total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
+    return Part({"threshold_ns": min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
+                 "per_step_ns": per_step_ns, "top": largest, "covered_by": json_rows(covered.head(top)),
+                 "osrt": json_rows(calls.in_gaps.head(top))},
+                {"gaps": gap_table, "gap_ranges": covered, "gap_osrt": calls.in_gaps})

@@ -10,6 +10,7 @@ import pandas as pd
 from nsys_transfer.analysis import intervals
 from nsys_transfer.analysis.intervals import (Coverage, covered_and_resumes, covered_chunks, gaps, in_chunks, union,
                                               union_chunks, union_sorted)
+from nsys_transfer.analysis.schema import Part, json_rows
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
@@ -286,3 +287,19 @@ def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndar
     if s.size and (s[0] < lo or s[-1] > hi or ends.max() > hi or ends.min() < lo):
         s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
     return s, e, order
+
+
+def part(util: pd.DataFrame, gpus: pd.DataFrame, kernels_recorded: bool) -> Part:
+    """The `gpu` section: utilisation per device (named after the export's GPUs) and over all; compute is unknown
+    (None) where the capture recorded no kernels."""
+    names = dict(zip(gpus["device"], gpus["name"])) if len(gpus) else {}
+    util["name"] = util["device"].map(names)
+    out = {"utilization": float(util["utilization"].mean()),
+           "compute_utilization": float(util["compute_utilization"].mean()),
+           "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
+           "devices": json_rows(util)}
+    if not kernels_recorded:  # no kernels recorded: nothing gives compute
+        out.update(compute_utilization=None, compute_ns=None)
+        for d in out["devices"]:
+            d.update(compute_utilization=None, compute_ns=None)
+    return Part(out, {"utilization": util})

@@ -30,14 +30,14 @@ import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, gaps, intersect, overlapped, subtract, total, union
 from nsys_transfer.analysis.sections.program import family, is_operator_range, per_name
-from nsys_transfer.analysis.load.trace import pid_of
+from nsys_transfer.analysis.load.frames import pid_of
 
 WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
                         r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"
                         r"pthread_cond_clockwait|pthread_join|pthread_mutex_lock|pthread_mutex_timedlock|"
                         r"pthread_rwlock_(rd|wr)lock|waitpid|wait4|waitid|msgrcv|mq_receive|mq_timedreceive|sigwait\w*)$")
 SLEEP_CALLS = re.compile(r"^(nanosleep|clock_nanosleep|usleep|sleep|pause)$")  # off the CPU by choice, not working
-OFF_CPU = re.compile(r"^\(off CPU\)$")  # Trace.off_cpu: the scheduler took the thread off, outside any traced call
+OFF_CPU = re.compile(r"^\(off CPU\)$")  # trace.host.off_cpu: the scheduler took the thread off, outside any traced call
 MAPPING_CALLS = re.compile(r"^(mmap|mmap64|munmap|mremap|madvise|brk|posix_fallocate|posix_fallocate64|fallocate|"
                            r"shm_open|ftruncate)$")
 LOADER_RANGE = re.compile(r"DataLoader|DataLoaderIter|__next__")

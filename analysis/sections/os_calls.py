@@ -1,7 +1,7 @@
 """The OS runtime calls the analysis needs, read in two scoped passes: the table can hold tens of millions of rows,
 of which the analysis uses few.
 
-    launching processes   ---|=====|---|===|------   rows read zone by zone (Trace.osrt_zones: memory bounded)
+    launching processes   ---|=====|---|===|------   rows read zone by zone (Trace.osrt.zones: memory bounded)
     GPU idle gaps              [gap]      [gap]
                                ^in_gaps, near_top (the largest gaps)     waits: wait/mapping calls for idle.attribute
 
@@ -20,7 +20,8 @@ from pandas.api.types import union_categoricals
 from nsys_transfer.analysis.sections import cpu, idle
 from nsys_transfer.analysis.load.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.load.trace import Trace, Zone
+from nsys_transfer.analysis.load.osrt import Zone
+from nsys_transfer.analysis.load.trace import Trace
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
 WAIT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]  # what idle.attribute reads of the waits
@@ -41,7 +42,7 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
     counts, near_top = [], []
     if launch_pids and len(gs):
         mine = In(Bits("globalTid"), tuple(launch_pids))
-        for chunk in trace.osrt_zone_chunks(lambda zone: _near_gaps(zone, gs, ge, mine)):
+        for chunk in trace.osrt.zone_chunks(lambda zone: _near_gaps(zone, gs, ge, mine)):
             chunk = chunk[gcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())]  # the exact test
             counts.append(cpu.osrt_gap_counts(gcov, chunk))
             near_top.append(chunk[tcov.touches(chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy())])
@@ -51,17 +52,14 @@ def read(trace: Trace, gaps: pd.DataFrame, top_gaps: pd.DataFrame, launch_pids: 
 def wait_calls(trace: Trace) -> pd.DataFrame:
     """Every waiting and mapping OS call (poll, futex, sem_wait, mmap, ...) and the MPI calls nsys traced: a small part of the table, read by
     name: start_ns, end_ns, global_tid, name. idle.attribute picks the launching threads', their processes' and the
-    DataLoader's. Reads the zones (Trace.osrt_zones) too: one pass for both where the fast reader can."""
+    DataLoader's. Reads the zones (Trace.osrt.zones) too: one pass for both where the fast reader can."""
     names = waited_names(trace)
-    rows = trace.osrt_zone_rows(names)  # the zones too, in the same pass, where the fast reader can
-    if rows is None:
-        rows = list(trace.osrt_chunks((In("nameId", tuple(names)),))) if names else []
-        trace.osrt_zones  # noqa: B018 - read here, on this thread, as the pass above would have
+    rows = trace.osrt.named_calls(names)
     # blocked in communication (idle.COMM_CALLS); off the CPU by the scheduler's account (idle.OFF_CPU) only where
     # no OS runtime trace says why a thread waits: beside one, a switch-out outside every traced call is as likely
     # preemption or an untraced call as a sleep (MiniWeather's and CloverLeaf's exports: after their syncs)
-    off = trace.off_cpu if not trace.has("OSRT_API") else trace.off_cpu.iloc[0:0]
-    extra = [df[WAIT_COLUMNS].copy() for df in (trace.mpi_calls, off) if len(df)]
+    off = trace.host.off_cpu if not trace.has("OSRT_API") else trace.host.off_cpu.iloc[0:0]
+    extra = [df[WAIT_COLUMNS].copy() for df in (trace.host.mpi_calls, off) if len(df)]
     return _stacked(list(rows) + extra, WAIT_COLUMNS)
 
 
@@ -69,7 +67,7 @@ def waited_names(trace: Trace) -> dict[int, str]:
     """{string id: name} of the OS calls idle.attribute judges by: waits, mappings, sleeps."""
     out: dict[int, str] = {}
     for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS):
-        out |= trace.osrt_names(pattern)
+        out |= trace.osrt.names(pattern)
     return out
 
 

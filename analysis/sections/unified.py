@@ -14,7 +14,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.load.trace import UNIFIED_KINDS
+from nsys_transfer.analysis.load.device import UNIFIED_KINDS
 
 USER_PREFETCH = 1  # CUpti_ActivityUnifiedMemoryMigrationCause: cudaMemPrefetchAsync
 DIRECTIONS = {"Unified HtoD": "htod", "Unified DtoH": "dtoh", "Unified DtoD": "dtod"}

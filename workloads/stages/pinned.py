@@ -25,6 +25,7 @@ class Serialise:
         self.sink_spec, self.chunk_bytes, self.fault, self.sink = sink_spec, chunk_bytes, fault, None
 
     def __call__(self, batch_id, tensor, rows=range(0)):
+        """Write the rows of batch `batch_id` to the Sink (the fault, if any, applied with its first rows)."""
         if self.sink is None:
             self.sink = Sink(self.sink_spec)
         # NumPy has no bfloat16: its bytes are serialised as they are

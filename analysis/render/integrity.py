@@ -1,0 +1,79 @@
+"""The text `analyze-trace --check` prints: the integrity verdict, the figures behind it and nsys's own messages."""
+from __future__ import annotations
+
+from nsys_transfer.nsys_core import nsys_messages
+
+from nsys_transfer.analysis.sections.capture_activity import TIMELINE_BINS
+
+def record_messages(record: dict) -> list[dict]:
+    """nsys's messages in a run record; records written before it kept them: parsed from its last lines."""
+    if isinstance(record.get("nsys_messages"), list):
+        return [m for m in record["nsys_messages"] if isinstance(m, dict) and "text" in m]
+    return nsys_messages.parse("\n".join(str(x) for x in record.get("last_lines", []) or []), stage="last lines")
+
+
+SPARK = " ▁▂▃▄▅▆▇█"
+
+
+def _spark(values: list[float]) -> str:
+    top = max(values) if values else 0
+    return "".join(SPARK[0 if not v else max(1, round(v / top * (len(SPARK) - 1)))] for v in values) if top else \
+        " " * len(values)
+
+
+def check_report(result: dict, path: str, record_path=None, record: dict | None = None) -> tuple[str, bool]:
+    """The text `analyze-trace --check` prints for one trace, and whether the trace is to be trusted: not when the
+    figures say events were lost, nor when the run record beside it holds nsys errors (warnings are shown only)."""
+    f = result["figures"]
+    L = [f"{path}: {result['verdict'].upper()}"
+         + (f", lost fraction {result['lost_fraction']:.1%}" if result["lost_fraction"] is not None else "")]
+    L.append(f"  {result['evidence']}")
+    c = f["capture"]
+    driver = f"on a CUDA {c['driver_cuda']} driver" if c["driver_cuda"] else "driver not recorded"
+    newest = f", traces CUDA {c['nsys_newest_cuda']}" if c["nsys_newest_cuda"] else ""
+    L.append(f"  capture: nsys {c['nsys_version']}{newest}; {driver}"
+             + ("  << nsys older than the driver" if c["nsys_older_than_driver"] else ""))
+    L.append(f"  API calls vs GPU rows (paired by process and correlation id; method: {f['method']}):")
+    for kind, label in (("kernel", "kernel launches"), ("graph", "graph launches"), ("copy", "memcpy calls"),
+                        ("memset", "memset calls")):
+        a = f["api"][kind]
+        L.append(f"    {label:<16}{a['calls']:>10,}   without a GPU row {a['without_gpu']:>9,}")
+    kernels = "kernels + graphs" if f.get("graph_runs") else "kernels"
+    for kind, label in (("kernel", kernels), ("copy", "copies"), ("memset", "memsets")):
+        g = f["gpu"][kind]
+        w = "-" if g["without_api"] is None else f"{g['without_api']:,}"
+        L.append(f"    {label:<16}{g['rows']:>10,}   without an API call {w:>7}")
+    if f.get("graph_runs"):
+        L.append(f"    ({f['graph_runs']:,} of the {kernels} are graph launches traced whole: one GPU row each)")
+    if f.get("migrations"):
+        L.append(f"    unified-memory migrations {f['migrations']:,}: made by the driver on page faults, with no API "
+                 "call (not counted above)")
+    sh = f["shared_correlation_ids"]
+    L.append(f"    correlation ids held by several API calls: {sh['count']:,}"
+             + (" (each GPU operation joins the outermost call)" if sh["count"] else ""))
+    for tl in f["timeline"]:
+        L.append(f"  process {tl['pid']}: GPU operations vs its {tl['activity'].upper()} events per second "
+                 f"({TIMELINE_BINS} bins of {tl['bin_ns'] / 1e6:,.1f} ms)")
+        L.append(f"    GPU ops |{_spark(tl['gpu_ops_per_s'])}| peak {max(tl['gpu_ops_per_s']):,.0f}/s, "
+                 f"{tl['gpu_ops']:,} in all")
+        cpu = tl["cpu_events_per_s"]
+        L.append(f"    {tl['activity']:<7} |{_spark(cpu)}| peak {max(cpu):,.0f}/s, "
+                 f"{tl['cpu_events']:,} in all; after the last GPU operation: {tl['cpu_events_after']:,} "
+                 f"({tl['cpu_share_after']:.1%})")
+    d = f["diagnostics"]
+    if d["cuda_events_collected"] is not None:
+        L.append(f"  nsys counted {d['cuda_events_collected']:,} CUDA events; "
+                 f"the export holds {d['cuda_rows_exported']:,}")
+    for m in d["messages"][:8]:
+        L.append(f"  nsys (in the export): {m}")
+    trusted = result["verdict"] == "complete"
+    if record is not None:
+        messages = record_messages(record)
+        L.append(f"  run record {record_path}: " + (f"{len(messages)} nsys message(s)" if messages
+                                                     else "no nsys warnings or errors"))
+        for m in messages[:20]:
+            L.append(f"    nsys {m.get('kind', 'message')} ({m.get('stage', '?')}): {m['text']}")
+        if any(m.get("kind") == "error" for m in messages):
+            trusted = False
+    L.append(f"  => {'trusted' if trusted else 'NOT to be trusted'}")
+    return "\n".join(L), trusted

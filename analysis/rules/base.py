@@ -1,0 +1,187 @@
+"""The findings' shared parts: the Finding record and its severity, the Context every rule reads (the computed
+summary and tables), and the formatting of times and sizes in evidence."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+
+from nsys_transfer.analysis.rules.advice import FIXES
+
+HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
+
+
+NOISE_SHARE = 0.001
+
+
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
+
+
+@dataclass
+class Finding:
+    """One rule's verdict: what it costs (impact over the window), what it is about, the evidence and the fix."""
+    rule: str
+    severity: str
+    impact_ns: int
+    impact_fraction: float
+    subject: str | None
+    evidence: str
+    suggestion: str
+
+    def as_dict(self) -> dict:
+        """The finding as a JSON-able dict."""
+        return asdict(self)
+
+
+def severity_of(share: float) -> str:
+    """high, medium or low for an impact's share of its window (HIGH_SHARE, MEDIUM_SHARE)."""
+    return "high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE else "low"
+
+
+def make_finding(rule: str, impact_ns, window_ns: int, subject, evidence: str, suggestion: str,
+                 severity: str | None = None) -> Finding:
+    """A finding whose share of the window and severity follow from its impact (a given severity wins)."""
+    impact = int(max(impact_ns, 0))
+    share = impact / window_ns if window_ns else 0.0
+    return Finding(rule, severity or severity_of(share), impact, round(share, 4), subject, evidence, suggestion)
+
+
+@dataclass
+class Context:
+    """What the rules read: the summary, its tables and the pipeline depth of this toolkit's workloads."""
+    summary: dict
+    tables: dict
+    pipeline_depth: int = 10
+
+    @property
+    def copies(self) -> pd.DataFrame:
+        """The memcpy table (empty when the trace has none)."""
+        return self.tables.get("memcpy", pd.DataFrame())
+
+    @property
+    def idle(self) -> pd.DataFrame:
+        """The idle-attribution table: cause, subject, idle_ns and device per row."""
+        return self.tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"]))
+
+    @property
+    def link_gbps(self) -> float | None:
+        """The host link's GB/s from the summary; None when it is unknown."""
+        return self.summary["trace"].get("link", {}).get("gbps")
+
+    @property
+    def program(self) -> dict:
+        """What the traced program is: its framework and whether it is this toolkit's workload."""
+        return self.summary["trace"].get("program") or {"framework": "cuda", "toolkit": False}
+
+    @property
+    def pytorch(self) -> bool:
+        """Whether the traced program is a PyTorch program."""
+        return self.program.get("framework") == "pytorch"
+
+    def window_ns(self) -> int:
+        """The analysed window's duration (ns); 0 without a window."""
+        return int(self.summary.get("window", {}).get("duration_ns") or 0)
+
+    def gpus(self) -> int:
+        """How many GPUs ran work in the window (at least 1)."""
+        return max(1, len((self.summary.get("gpu") or {}).get("devices") or []))
+
+    def gpu_time_ns(self) -> int:
+        """The GPUs' time in the window (window x GPUs): what impacts are shares of, so that the idle time of several
+        GPUs never counts for more than all of it."""
+        return self.window_ns() * self.gpus()
+
+    def steps(self) -> int:
+        """How many steps the trace holds; 0 without steps."""
+        return int(self.summary["steps"]["count"] or 0)
+
+    def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
+        """A finding with its severity and share of the window derived from its impact."""
+        return make_finding(rule, impact_ns, self.gpu_time_ns(), subject, evidence, suggestion, severity)
+
+    def advice(self, pytorch: str, cuda: str, stage: str | None = None, fix: str | None = None) -> str:
+        """The fix in the program's terms, and for a PyTorch program the drop-in fix (FIXES) that applies it; this
+        toolkit's stage that applies it only for its own traces."""
+        text = pytorch if self.pytorch else cuda
+        if fix and self.pytorch:
+            text = f"{text}; {FIXES[fix]}"
+        return f"{text} (see stage {stage})" if stage and self.program.get("toolkit") else text
+
+    def share_of_window(self, ns) -> str:
+        """ns as a percentage of the window, in words."""
+        win = self.gpu_time_ns()
+        if not win:
+            return "the whole capture"
+        return f"{100 * ns / win:.0f}% of the window" if self.gpus() == 1 else \
+            f"{100 * ns / win:.0f}% of the {self.gpus()} GPUs' time in the window"
+
+    def per_step(self, ns) -> str:
+        """', X ms per step' for ns spread over the steps; empty without steps."""
+        n = self.steps()
+        return f", {ms(ns / n)} per step" if n else ""
+
+    def link_pct(self, gbps: float) -> str:
+        """' (N% of the X GB/s link)' for gbps; empty when the link speed is unknown."""
+        link = self.link_gbps
+        return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
+
+
+def ms(ns) -> str:
+    """Nanoseconds as milliseconds: 1,234.5 ms."""
+    return f"{ns / 1e6:,.1f} ms"
+
+
+def us(ns) -> str:
+    """Nanoseconds as microseconds: 12.3 us."""
+    return f"{ns / 1e3:,.1f} us"
+
+
+def gb(b) -> str:
+    """Bytes as GB: 1.41 GB."""
+    return f"{b / 1e9:.2f} GB"
+
+
+def size(b) -> str:
+    """Bytes in the unit that reads best: 64 KB, 1.0 MB, 2.15 GB."""
+    return f"{b / 1e9:.2f} GB" if b >= 1e9 else f"{b / 1e6:.1f} MB" if b >= 1e6 else f"{b / 1e3:.0f} KB"
+
+
+def left_out(ctx: Context, kind: str, considered: pd.DataFrame) -> str:
+    """What a copy rule leaves out of the summary's count of this direction: the small copies (scalar reads), so
+    that the two counts never seem to disagree."""
+    every = ctx.copies[ctx.copies["copy_kind"] == kind] if len(ctx.copies) else ctx.copies
+    rest = len(every) - len(considered)
+    if rest <= 0:
+        return ""
+    small = every[~every.index.isin(considered.index)]
+    return f"; {rest:,} smaller {kind} copies ({size(int(small['bytes'].sum()))} in all) are not counted here"
+
+
+def calls_text(calls: dict, n: int = 3) -> str:
+    """The first n calls of {name: ns} as text: "futex 12.0 ms, poll 3.1 ms"."""
+    return ", ".join(f"{k} {ms(v)}" for k, v in list(calls.items())[:n])
+
+
+STEADY_CAUSES = ("host-sync", "launch", "mapping")  # costs of each step: counted inside the steps (summary.setup)
+
+
+def idle_of(ctx: Context, cause: str) -> pd.DataFrame:
+    """The idle attribution's rows of one cause; for the per-step causes, those inside the steps where the set-up
+    before them is reported apart."""
+    t = ctx.tables.get("idle_steps") if cause in STEADY_CAUSES and "idle_steps" in ctx.tables else ctx.idle
+    return t[t["cause"] == cause] if len(t) else t
+
+
+def devices(ctx: Context) -> dict:
+    """The idle section's details per device (empty without one)."""
+    return (ctx.summary.get("idle") or {}).get("devices", {})
+
+
+def calls_of(ctx: Context, key: str) -> dict[str, int]:
+    """Idle time inside each OS call, summed over the devices, largest first."""
+    calls: dict[str, int] = {}
+    for d in devices(ctx).values():
+        for k, v in d.get(key, {}).items():
+            calls[k] = calls.get(k, 0) + v
+    return dict(sorted(calls.items(), key=lambda kv: -kv[1]))

@@ -1,0 +1,86 @@
+"""Rules about the capture itself: is it whole (IncompleteTrace), does it hold warm-up (WarmupInCapture), is it long
+enough (ShortCapture), does it hold NVTX ranges (NvtxMissing)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsys_transfer.analysis.rules.base import Finding, Context, ms
+
+
+class IncompleteTrace:
+    """The capture lost a large part of its CUDA events: every other figure is then wrong, so this comes first."""
+    id = "incomplete-trace"
+    first = True
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        integ = ctx.summary["trace"].get("integrity") or {}
+        if integ.get("verdict") != "lossy":
+            return []
+        if (integ.get("figures") or {}).get("cut"):
+            fix = ("do not trust the figures near the edges: analyse the whole capture this slice was cut from, or "
+                   "pass a --window (or --steps) well inside this one")
+        else:
+            fix = ("do not trust the GPU figures of this trace: capture it again with an Nsight Systems that records "
+                   "this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; `python -m nsys_transfer.profiling "
+                   "where` compares yours with the driver; NSYS=/path/to/nsys selects one)")
+        return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"), fix,
+                            severity="high")]
+
+
+class WarmupInCapture:
+    """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
+    allocator growth) is inside the capture and inflates every finding above."""
+    id = "warmup-in-capture"
+    ratio = 2.0          # first step against the median of the others
+    min_share = 0.05     # of the window
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        st = ctx.tables.get("steps", pd.DataFrame())
+        if len(st) < 3:
+            return []
+        first, rest = float(st["duration_ns"].iloc[0]), float(st["duration_ns"].iloc[1:].median())
+        excess = first - rest
+        if first < self.ratio * rest or excess < self.min_share * ctx.window_ns():
+            return []
+        return [ctx.finding(self.id, 0, str(st["name"].iloc[0]),
+                            f"the first step took {ms(first)}, {first / rest:.1f} x the median of the others "
+                            f"({ms(rest)}): warm-up is inside the capture, and {ms(excess)} of the idle time above "
+                            "belongs to it", "capture the steady state: start the capture after a few steps "
+                            "(torch.cuda.profiler.start() with nsys --capture-range=cudaProfilerApi), or analyse from "
+                            "the second step on: --steps 1:", severity="info")]
+
+
+class ShortCapture:
+    """Fewer captured steps than the pipeline depth: every buffer starts free, so back-pressure cannot show."""
+    id = "short-capture"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        n = ctx.steps()
+        if not ctx.program.get("toolkit") or n == 0 or n >= ctx.pipeline_depth or \
+                ctx.summary["memcpy"]["dtoh"]["count"] == 0:
+            return []
+        return [ctx.finding(self.id, 0, "the capture", f"{n} steps captured, fewer than the pipeline depth of "
+                            f"{ctx.pipeline_depth} (output buffers): the capture starts with every buffer free, so it "
+                            "shows no back-pressure from the output workers",
+                            f"capture at least {ctx.pipeline_depth + 2} steps for steady state (make profile "
+                            f"STAGE=... STEPS={ctx.pipeline_depth + 2}); take throughput from `make bench`",
+                            severity="info")]
+
+
+class NvtxMissing:
+    """No NVTX ranges: idle time cannot be tied to the program's phases."""
+    id = "nvtx-missing"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        if ctx.summary["nvtx"]["count"]:
+            return []
+        return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so idle GPU time cannot be tied "
+                            "to the program's phases", ctx.advice(
+                                "wrap each step and its phases in NVTX ranges (torch.cuda.nvtx.range(...) or "
+                                "nvtx.annotate) and trace with --trace=cuda,nvtx,osrt",
+                                "wrap each iteration and its phases in NVTX ranges (nvtxRangePushA/nvtxRangePop) and "
+                                "trace with --trace=cuda,nvtx,osrt"), severity="info")]

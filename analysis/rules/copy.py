@@ -1,0 +1,147 @@
+"""Rules about copies between GPU and host: unified-memory migrations, pageable host memory, synchronous copies, and
+copies that do not overlap compute."""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsys_transfer.nsys_core.contracts import gbps
+
+from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.sections.machine import MIN_PROBE_BYTES
+from nsys_transfer.analysis.rules.base import Finding, Context, ms, gb, size, left_out
+
+
+class UnifiedMemory:
+    """Managed memory moved on demand: every page fault stalls a kernel (or the host thread) while the driver moves
+    the page. Impact: the GPU time the on-demand migrations span; prefetched migrations cost nothing here."""
+    id = "unified-memory"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        u = ctx.summary["memcpy"].get("unified")
+        od = (u or {}).get("on_demand") or {}
+        if not od.get("count"):
+            return []
+        dirs = ", ".join(f"{label} {u[k]['on_demand']:,}" for k, label in (("htod", "to the GPU"), ("dtoh", "to the host"),
+                                                                          ("dtod", "between GPUs"))
+                         if u.get(k, {}).get("on_demand"))
+        ev = (f"{od['count']:,} unified-memory migrations ({dirs}) moved {gb(od['bytes'])} on demand, "
+              f"{size(od['median_bytes'])} at a time (the median), over {ms(od['gpu_ns'])} of GPU time "
+              f"({ctx.share_of_window(od['gpu_ns'])}); kernels ran during {ms(od['kernel_overlap_ns'])} of it, "
+              "stalled on each page fault" + ("" if u["cause_recorded"] else " (the export records no causes: "
+                                               "every migration is taken as on demand)"))
+        return [ctx.finding(self.id, od["gpu_ns"], "managed memory", ev, ctx.advice(
+            "managed tensors migrate page by page on first touch: keep the model's tensors in device memory "
+            "(.to('cuda')) and bring results back with .to('cpu', non_blocking=True) into pinned buffers; where managed "
+            "memory stays, prefetch it ahead of use (cudaMemPrefetchAsync to the GPU before the step, to the host before "
+            "the CPU reads it) and set cudaMemAdviseSetPreferredLocation / SetReadMostly",
+            "prefetch managed memory ahead of use (cudaMemPrefetchAsync to the GPU before the kernels, to the host "
+            "(cudaCpuDeviceId) before the CPU reads it) and advise it (cudaMemAdviseSetPreferredLocation, "
+            "SetReadMostly for inputs), or use explicit cudaMemcpyAsync between device memory and pinned host "
+            "buffers"))]
+
+
+class PageableMemcpy:
+    """Large copies to or from pageable host memory: staged through a driver buffer, slower, never truly async."""
+    id = "pageable-memcpy"
+    fresh_gbps = 4.0        # below this a DtoH copy into pageable memory is paying page faults on fresh pages
+    pageable_share = 0.25   # reused pageable memory runs at about a quarter of the link (H200: 13.8 of 55 GB/s)
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        out = []
+        for kind, host_col in (("DtoH", "dst_kind"), ("HtoD", "src_kind")):
+            d = big_copies(ctx.copies, kind)
+            d = d[d["bytes"] >= MIN_PROBE_BYTES] if len(d) else d
+            pg = d[d[host_col] == "Pageable"] if len(d) else d
+            if len(pg) and pg["duration_ns"].sum() > 0:  # zero-length copies (an odd export) have no speed
+                out.append(self._finding(ctx, kind, d, pg))
+        return out
+
+    def _finding(self, ctx: Context, kind: str, d: pd.DataFrame, pg: pd.DataFrame) -> Finding:
+        dur, nbytes = int(pg["duration_ns"].sum()), int(pg["bytes"].sum())
+        speed = gbps(nbytes, dur) if dur else 0.0
+        link = ctx.link_gbps or speed
+        ev = (f"{len(pg)} of {len(d)} {kind} copies ({gb(pg['bytes'].mean())} each) "
+              f"{'into' if kind == 'DtoH' else 'from'} pageable host memory at {speed:.1f} GB/s{ctx.link_pct(speed)}"
+              f"{left_out(ctx, kind, d)}")
+        if kind == "HtoD":
+            return ctx.finding(self.id, dur - nbytes / link, kind, ev, ctx.advice(
+                "pin the input (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy it with "
+                ".to(device, non_blocking=True), ideally on a side stream while the previous batch computes",
+                "allocate the host buffers with cudaMallocHost (or cudaHostRegister them) and copy with "
+                "cudaMemcpyAsync on a second stream", "baseline", fix="input"))
+        if speed < self.fresh_gbps:
+            ev += "; that rate means every copy lands in freshly allocated memory and pays its page faults"
+            return ctx.finding(self.id, dur - nbytes / (self.pageable_share * link), kind, ev, ctx.advice(
+                "copy into output buffers allocated once and reused (out.copy_(t) instead of a fresh t.cpu() per step), "
+                "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
+                "bufpool", fix="output"))
+        n_async = int((pg["sync"] == False).sum())  # noqa: E712
+        compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # KernelDigest.compute_stream of every kernel
+        side = compute is not None and bool((pg["stream"] != compute).all())
+        if n_async:
+            ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712
+                   f"thread until they finished{' although they run on a side stream' if side else ''}: the code asked "
+                   "for pinned memory it does not have")
+            fix = ctx.advice("a pin_memory=True tensor moved by share_memory_() (or any copy of it) is no longer pinned; "
+                             "pin the shared buffers in place with torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0), "
+                             "check tensor.is_pinned()",
+                             "register the host buffers with cudaHostRegister (or allocate them with cudaMallocHost)",
+                             "pinned", fix="output")
+        else:
+            fix = ctx.advice("pin the destination buffers (torch.empty(..., pin_memory=True), or cudaHostRegister for "
+                             "shared memory) and copy with non_blocking=True, then wait on a CUDA event per buffer",
+                             "allocate the host buffers with cudaMallocHost and copy with cudaMemcpyAsync, then wait on "
+                             "an event", "async", fix="output")
+        # pinned, an async copy on a side stream hides under compute; on the compute stream it only gets faster
+        saving = dur - int(pg["overlap_ns"].sum()) if side and n_async else dur - nbytes / link
+        return ctx.finding(self.id, saving, kind, ev, fix)
+
+
+class SyncMemcpy:
+    """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
+    pageable-memcpy's)."""
+    id = "sync-memcpy"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        d = big_copies(ctx.copies, "DtoH")
+        s = d[(d["sync"] == True) & (d["dst_kind"] == "Pinned") & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
+        if s.empty:
+            return []
+        wait = int((s["api_end_ns"] - s["api_start_ns"]).sum())
+        ev = (f"{len(s)} of {len(d)} DtoH copies into pinned memory were waited for by the thread that issued them "
+              f"({ms(wait / len(s))} per copy inside the copy call and its synchronize){left_out(ctx, 'DtoH', d)}")
+        return [ctx.finding(self.id, wait, "DtoH", ev, ctx.advice(
+            "copy with non_blocking=True, record a CUDA event per buffer and read the buffer once the event has "
+            "fired (event.query() or a monitor thread), so the thread launches the next step meanwhile",
+            "use cudaMemcpyAsync and cudaEventRecord, and wait on the event only when the data is needed", "async",
+            fix="output"))]
+
+
+class NoCopyComputeOverlap:
+    """Asynchronously issued DtoH copies that never run while kernels do, because they share the compute stream."""
+    id = "no-copy-compute-overlap"
+    min_overlap = 0.10
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        d = big_copies(ctx.copies, "DtoH")
+        d = d[(d["sync"] == False) & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
+        compute = ctx.summary["memcpy"].get("compute_stream")
+        if d.empty or compute is None:
+            return []
+        overlap = d["overlap_ns"].sum() / max(d["duration_ns"].sum(), 1)
+        on_compute = float((d["stream"] == compute).mean())
+        if overlap >= self.min_overlap or on_compute < 0.5:
+            return []
+        ev = (f"{len(d)} asynchronous DtoH copies ({ms(d['duration_ns'].sum())}) overlapped kernels for "
+              f"{100 * overlap:.0f}% of their time; {100 * on_compute:.0f}% of them ran on the compute stream {compute}"
+              f"{left_out(ctx, 'DtoH', d)}")
+        return [ctx.finding(self.id, int(d["duration_ns"].sum() - d["overlap_ns"].sum()), "DtoH", ev, ctx.advice(
+            "issue the copy on its own stream (copy_stream.wait_stream(torch.cuda.current_stream()), then "
+            "out.copy_(t, non_blocking=True) under torch.cuda.stream(copy_stream)) so it overlaps the next step's "
+            "compute; keep t alive for it with t.record_stream(copy_stream)",
+            "issue the copies on a second cudaStream_t, ordered after the compute by cudaStreamWaitEvent, so they "
+            "overlap the next iteration's kernels", "streams", fix="output"))]

@@ -1,0 +1,281 @@
+"""Rules about GPU idle time, one per cause the idle attribution (sections/idle.py) gives it, and the GPU-bound
+verdict when little idle time is left."""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsys_transfer.analysis import cuda_api
+from nsys_transfer.analysis.sections.program import is_operator_range
+from nsys_transfer.analysis.rules.advice import RANGE_FIXES, LIBRARY_RANGE_FIXES, OPERATOR_FIXES
+from nsys_transfer.analysis.rules.base import Finding, Context, ms, us, calls_text, idle_of, devices, calls_of
+
+
+class InputBound:
+    """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
+    while the DataLoader's pin-memory thread waits for batches its workers are still making."""
+    id = "input-bound"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = idle_of(ctx, "input")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        by_subject = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
+        calls = calls_of(ctx, "input_calls")
+        starved = sum(d.get("loader_starved_ns", 0) for d in devices(ctx).values())
+        workers = ctx.program.get("dataloader_workers") or {}
+        parts = []
+        if calls:
+            parts.append(f"the launching thread was blocked waiting ({calls_text(calls)})")
+        if starved:
+            parts.append(f"for {ms(starved)} the DataLoader's pin-memory thread waited for batches its worker "
+                         "processes were still making (the launching thread's own wait is a lock nsys does not record)")
+        ranged = [(k, v) for k, v in by_subject.items() if k and k != "DataLoader"]
+        if ranged:
+            parts.append("the thread was inside " + ", ".join(f"'{k}' ({ms(v)})" for k, v in ranged[:2]))
+        producers = (f"; producers in the trace: {workers['threads']} DataLoader worker threads (pt_data_worker) in "
+                     f"{workers['processes']} processes" if workers.get("threads") else "")
+        ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) waiting for input: "
+              + "; ".join(parts) + producers)
+        subject = by_subject.index[0] or next(iter(calls), None)
+        return [ctx.finding(self.id, impact, subject, ev, self._fix(ctx, subject, workers))]
+
+    @staticmethod
+    def _fix(ctx: Context, subject, workers) -> str:
+        if subject in LIBRARY_RANGE_FIXES:
+            return LIBRARY_RANGE_FIXES[subject]
+        if ctx.program.get("toolkit") and subject in RANGE_FIXES:
+            text, stage = RANGE_FIXES[subject]
+            return ctx.advice(text, text, stage)
+        if workers.get("threads"):
+            return (f"the DataLoader's worker processes ({workers['processes']}) do not produce batches as fast as the GPU "
+                    "consumes them: raise num_workers (up to the idle cores), keep persistent_workers=True and "
+                    "prefetch_factor >= 2, and make each sample cheaper (decode and resize on the GPU, e.g. "
+                    "torchvision.io.decode_jpeg(..., device='cuda') or NVIDIA DALI, or pre-resized data)")
+        return ctx.advice("load input in DataLoader worker processes (num_workers > 0, pin_memory=True) so the next batch "
+                          "is ready while the GPU computes, or produce it ahead on more threads with a deeper queue",
+                          "the thread waits for another thread or process to hand it data: produce input ahead (more "
+                          "producers, a deeper queue) and overlap loading with GPU work (double-buffered "
+                          "cudaMemcpyAsync on a second stream)")
+
+
+class GpuIdleCpuBound:
+    """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
+    finding per range), or outside any range."""
+    id = "gpu-idle-cpu-bound"
+    min_share = 0.005  # of the window: below this a range is noise
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        out, win = [], ctx.gpu_time_ns()
+        rows = pd.concat([idle_of(ctx, "cpu-range"), idle_of(ctx, "cpu")])
+        if rows.empty or not win:
+            return []
+        for subject, g in rows.groupby(rows["subject"].fillna(""), sort=False):
+            ns = int(g["idle_ns"].sum())
+            if ns < self.min_share * win:
+                continue
+            if subject and is_operator_range(subject):
+                ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was inside the PyTorch op "
+                      f"'{subject}' (outside any range of the program's own)")
+                out.append(ctx.finding(self.id, ns, subject, ev, OPERATOR_FIXES.get(subject, (
+                    f"the op '{subject}' keeps the CPU busy while the GPU waits: look for host-side work in it "
+                    "(CPU tensors, data-dependent shapes) or move it off the step's path"))))
+            elif subject:
+                ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'")
+                out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
+            else:
+                ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was busy outside any NVTX "
+                      "range and not waiting for a CUDA call")
+                out.append(ctx.finding(self.id, ns, None, ev, ctx.advice(
+                    "mark the loop's phases with NVTX ranges (torch.cuda.nvtx.range) to see which CPU work the GPU "
+                    "waits for, or sample the CPU (nsys --sample=cpu); then move that work off the launching thread or "
+                    "overlap it with GPU work",
+                    "mark the loop's phases with NVTX ranges (nvtxRangePush/Pop) to see which CPU work the GPU waits "
+                    "for, or sample the CPU (nsys --sample=cpu); then move that work off the launching thread or "
+                    "overlap it with GPU work")))
+        return out
+
+    @staticmethod
+    def _range_fix(ctx: Context, name: str) -> str:
+        if name in LIBRARY_RANGE_FIXES:
+            return LIBRARY_RANGE_FIXES[name]
+        if ctx.program.get("toolkit") and name in RANGE_FIXES:
+            text, stage = RANGE_FIXES[name]
+            return ctx.advice(text, text, stage)
+        return ctx.advice(f"move the work in '{name}' off the launching thread (a worker process or thread fed by a "
+                          "queue) or queue the next step's GPU work before it, so the GPU has work while it runs",
+                          f"move the work in '{name}' off the launching thread or issue the next GPU work (async, on "
+                          "a stream) before it, so the GPU has work while it runs")
+
+
+class MemoryMappingInGaps:
+    """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
+    id = "memory-mapping-in-gaps"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = idle_of(ctx, "mapping")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        calls = calls_of(ctx, "mapping_calls")
+        ev = (f"while the GPU was idle the launching process spent {ms(impact)} ({ctx.share_of_window(impact)}) in "
+              f"memory-mapping calls ({calls_text(calls, 4)})")
+        return [ctx.finding(self.id, impact, next(iter(calls), None), ev, ctx.advice(
+            "allocate output buffers once and reuse them instead of creating a tensor per step (a tensor sent through "
+            "a torch.multiprocessing queue gets a new shared-memory segment each time: send an index into buffers "
+            "shared once)",
+            "allocate host buffers once and reuse them instead of allocating (and mapping) memory per iteration",
+            "bufpool"))]
+
+
+class HostSync:
+    """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
+    issued the next work."""
+    id = "host-sync"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = idle_of(ctx, "host-sync")
+        info = ctx.summary.get("idle") or {}
+        if rows.empty or not info.get("sync_calls"):
+            return []
+        setup = ctx.summary["steps"].get("setup") or {}
+        impact, n = int(rows["idle_ns"].sum()), int(setup.get("sync_calls_in_steps", info["sync_calls"]))
+        names = ctx.tables.get("sync_names", pd.Series(dtype="int64"))
+        top = ", ".join(f"{cuda_api.base_name(k)} x{v}" for k, v in names.head(3).items()) if len(names) else f"{n} calls"
+        steps = ctx.steps()
+        per = f" ({n / steps:.0f} per step)" if steps else ""
+        where = " inside the steps" if setup else ""
+        before = (f" ({setup['sync_calls']:,} more before the first step are set-up: model.to(device), warm-up)"
+                  if setup.get("sync_calls") else "")
+        ev = (f"{n} synchronising calls on the launching thread{where}{per}: {top}{before}; blocked "
+              f"{ms(info['sync_blocked_ns'])} in them, and the GPU then sat idle {ms(impact)} "
+              f"({ctx.share_of_window(impact)}) until the next work arrived")
+        subject = cuda_api.base_name(names.index[0]) if len(names) else None
+        return [ctx.finding(self.id, impact, subject, ev, ctx.advice(
+            "each sync drains the GPU's queue, then the GPU waits while Python issues the next work: remove per-step "
+            "reads of GPU values (.item(), .cpu(), .tolist(), print or `if` on a tensor, torch.nonzero / boolean "
+            "indexing); keep them on the GPU and read them every N steps, or copy with non_blocking=True into pinned "
+            "memory and wait on a CUDA event only when the value is needed",
+            "each sync drains the GPU's queue, then the GPU waits while the host issues the next work: drop "
+            "cudaDeviceSynchronize/cudaStreamSynchronize and synchronous cudaMemcpy from the loop; use cudaMemcpyAsync "
+            "into pinned memory and wait on an event only when the data is needed", "async", fix="scalars")
+            if ctx.program.get("framework") != "openacc" else
+            "each compute region waits for the GPU before the host launches the next: add async(n) clauses to the "
+            "parallel/kernels regions and data updates, and one `!$acc wait` (or #pragma acc wait) where the host needs "
+            "the results, e.g. once per time step")]
+
+
+class LaunchBound:
+    """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
+    id = "launch-bound"
+    # a launch costs the host 5-50 us (PyTorch eager: its op dispatch too): a median kernel longer than this keeps
+    # the queue ahead of the host, and short gaps between such kernels are not a launch problem. Launch-bound traces
+    # here: median 1.4-25 us (hf generate, Lightning, cuDF, CloverLeaf); the rest 200 us to 136 ms.
+    short_kernel_ns = 50_000
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = idle_of(ctx, "launch")
+        k = ctx.summary["kernels"]
+        if rows.empty or not k["count"] or (k["median_ns"] or 0) > self.short_kernel_ns:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        info = ctx.summary.get("idle") or {}
+        gaps = sum(d.get("short_idle_intervals", 0) for d in devices(ctx).values())
+        steps = ctx.steps()
+        per = f" ({k['count'] / steps:,.0f} per step)" if steps else ""
+        calls = info.get("launch_calls") or 0
+        launch = (f"; the launching thread made {calls:,} launch calls ({us(info['launch_api_ns'] / calls)} each)"
+                  if calls else "")
+        ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
+              f"{ms(ctx.summary['gaps']['threshold_ns'])} between kernels: {k['count']:,} kernels{per}, median "
+              f"{us(k['median_ns'] or 0)}{launch}")
+        return [ctx.finding(self.id, impact, "kernel launches", ev, ctx.advice(
+            "the kernels are too short for the CPU to keep the GPU fed: capture the step in a CUDA graph "
+            "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse ops with torch.compile, or give each "
+            "kernel more work (a larger batch)",
+            "the kernels are too short for the host to keep the GPU fed: launch the loop as a CUDA graph "
+            "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
+
+
+class HostSleep:
+    """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
+    computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
+    id = "host-sleep"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = idle_of(ctx, "sleep")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        by = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
+        where = f" inside '{by.index[0]}'" if by.index[0] else ""
+        ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
+              f"thread slept{where} (off the CPU: in a sleep call, or switched out by the scheduler outside any call "
+              "that says why; not computing)")
+        return [ctx.finding(self.id, impact, by.index[0] or None, ev, ctx.advice(
+            "the thread waits instead of issuing GPU work: if it sleeps to wait for something (weights loaded from "
+            "disk, a file, another process), keep that resident or prefetch it on a background thread before it is "
+            "needed; if it polls, wait on an event or a queue instead; queue the next GPU work before any wait",
+            "the thread waits instead of issuing GPU work: prefetch what it waits for on another thread, replace "
+            "sleep-polling with an event or condition variable, and queue the next GPU work before any wait"))]
+
+
+class CommWait:
+    """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
+    collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
+    id = "comm-wait"
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        rows = idle_of(ctx, "comm-wait")
+        if rows.empty:
+            return []
+        impact = int(rows["idle_ns"].sum())
+        by = rows.groupby(rows["subject"].fillna("?"))["idle_ns"].sum().sort_values(ascending=False)
+        inside = ", ".join(f"{name} {ms(ns)}" for name, ns in by.head(4).items())
+        ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
+              f"thread waited in communication ({inside})")
+        return [ctx.finding(self.id, impact, str(by.index[0]), ev, ctx.advice(
+            "overlap communication with compute: start the collective asynchronously (torch.distributed with "
+            "async_op=True, NCCL on its own stream) and wait on it only when its result is needed; with MPI, post "
+            "MPI_Isend/MPI_Irecv before the next GPU work and MPI_Wait after it, and pass device buffers to a CUDA-aware "
+            "MPI instead of staging them through the host",
+            "overlap communication with compute: post MPI_Isend/MPI_Irecv (or start the NCCL collective on its own "
+            "stream) before the next GPU work and wait after it; pass device buffers to a CUDA-aware MPI instead of "
+            "staging them through host copies"))]
+
+
+class GpuBound:
+    """The kernels fill the GPU: what limits the program is its GPU work itself, named by its top kernels (their
+    precision and library where the names say them), whatever transfer findings stand beside it."""
+    id = "gpu-bound"
+    min_compute = 0.8  # of the window, on average over the GPUs: kernels running this much of the time
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        g = ctx.summary.get("gpu") or {}
+        if (g.get("compute_utilization") or 0) < self.min_compute or not ctx.summary["kernels"]["top"]:
+            return []
+        top = ctx.summary["kernels"]["top"][:3]
+        named = "; ".join(f"{r['shown_name']} {r['pct']:.0f}%" + "".join(f", {x}" for x in (r["precision"], r["library"])
+                                                                        if x) for r in top)
+        ev = f"kernels ran {g['compute_utilization']:.0%} of the window; by time: {named}"
+        fp64 = top[0]["precision"] == "FP64"
+        return [ctx.finding(self.id, g["compute_ns"], str(top[0]["shown_name"]), ev, ctx.advice(
+            ("the top kernel computes in FP64: if the model allows, run it in FP32/TF32 or BF16 on the tensor cores; "
+             if fp64 else "") + "less GPU work per result is the lever now: bf16/fp16 autocast "
+            "(torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls (torch.backends.cuda.matmul.allow_tf32), "
+            "channels_last for convolutions, torch.compile to fuse the elementwise kernels, a larger batch where the "
+            "GPU is not yet full",
+            ("the top kernel computes in FP64: where the algorithm allows, FP32/TF32 or lower precision on the tensor "
+             "cores is several times faster; " if fp64 else "") + "less GPU work per result is the lever now: lower "
+            "precision, tensor-core kernels (cuBLAS/cuDNN math modes), fused kernels, fewer FLOPs"))]

@@ -1,0 +1,175 @@
+"""The integrity verdict: is the trace complete or did the capture lose events? Each check is a rule over the figures
+(sections/integrity.py): the share of the expected operations it finds lost, and above its threshold the sentence
+that says so. The verdict is "lossy" when any check fires; its lost fraction is the largest share measured."""
+from __future__ import annotations
+
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.sections import integrity
+from nsys_transfer.analysis.sections.capture_activity import API_ID_GAP_LOST
+from nsys_transfer.analysis.sections.integrity import Figures, GpuSide
+
+# Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
+# trace is called lossy (and, below, the share of lost calls the other checks estimate). Complete real traces: 0 to
+# 0.005 (the bundled H200 stages and 2-GPU runs, four public exports from nsys 2020.3 to 2025.3, three programs
+# captured under nsys 2023.4 and 2024.2: at most a launch cut off at the capture's edge). The real lossy captures
+# (nsys 2023.4 on CUDA 13) lost both halves of each call together, 34% and 98% of them, which the correlation-id
+# check below measures. 5% leaves room for edge effects of short captures.
+LOST_FRACTION_LOSSY = 0.05
+# Fewer expected operations than this say nothing either way (a capture of 3 launches missing 1 is not evidence).
+MIN_EXPECTED_OPS = 20
+# A process whose GPU operations stop for good while at least this share of its NVTX/OSRT events still follows (and
+# which ran at least MIN_GPU_OPS before) lost its tail. Complete traces: at most 0.09 (the bundled `multiproc` stage:
+# post-processing after its last copy); the lossy capture: see docs/nsys-versions.md.
+SILENT_TAIL_CPU_SHARE = 0.5
+MIN_GPU_OPS = 100
+# nsys 2024+ exports log "Number of CUDA events collected: N" (DIAGNOSTIC_EVENT): the exported CUDA rows (runtime +
+# kernels + copies + memsets) equal N exactly in complete public exports; fewer rows than that lost some in import.
+IMPORT_LOSS_LOSSY = 0.05
+
+Reason = tuple[float, str]  # (share lost, the sentence that says so)
+
+
+class IntegrityCheck:
+    """One check: measured(f) -> the shares it measured (each counts towards the lost fraction) and its reasons."""
+
+    def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """The shares of the expected operations this check measured, and its reasons where it fires."""
+        raise NotImplementedError
+
+
+class CallsWithoutGpuWork(IntegrityCheck):
+    """Kernel launch and copy calls whose GPU row is missing."""
+
+    def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
+        if f.expected_api < MIN_EXPECTED_OPS:
+            return [], []
+        share, a = f.missing_api / f.expected_api, f.fig["api"]
+        return [share], [(share, f"{f.missing_api:,} of {f.expected_api:,} kernel launch and copy calls "
+                                 f"({share:.0%}) have no GPU activity (kernels {a['kernel']['without_gpu']:,} of "
+                                 f"{a['kernel']['calls']:,}, copies {a['copy']['without_gpu']:,} of "
+                                 f"{a['copy']['calls']:,})")] if share > LOST_FRACTION_LOSSY else []
+
+
+class GpuWorkWithoutCalls(IntegrityCheck):
+    """Kernels and copies whose API call is missing."""
+
+    def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
+        if f.expected_gpu < MIN_EXPECTED_OPS or not (f.expected_api or f.missing_gpu == 0):
+            return [], []
+        share = f.missing_gpu / f.expected_gpu
+        return [share], [(share, f"{f.missing_gpu:,} of {f.expected_gpu:,} kernels and copies ({share:.0%}) have no "
+                                 "CUDA API call")] if share > LOST_FRACTION_LOSSY else []
+
+
+class SilentGpuTail(IntegrityCheck):
+    """A process's GPU operations stop while its own NVTX ranges go on. Only NVTX: OS runtime calls after the last
+    GPU operation are ordinary (the last step's post-processing, joining workers, unmapping memory at exit: 60% of the
+    calls of a complete nsys 2024.2 capture of stage baseline on the H200 came after its last copy)."""
+
+    def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
+        # at the process's rate of GPU operations per NVTX/OSRT event before the stop, the share of its events that
+        # follow is also the share of its GPU operations missing
+        return [], [(tl["cpu_share_after"], f"process {tl['pid']}'s GPU operations stop while "
+                                            f"{tl['cpu_share_after']:.0%} of its NVTX/OS runtime events "
+                                            f"({tl['cpu_events_after']:,}) follow")
+                    for tl in f.fig["timeline"] if tl["activity"] == "nvtx" and tl["gpu_ops"] >= MIN_GPU_OPS
+                    and tl["cpu_share_after"] >= SILENT_TAIL_CPU_SHARE]
+
+
+class CorrelationIdHoles(IntegrityCheck):
+    """Holes in a process's CUDA correlation ids while it kept running: calls never recorded."""
+
+    def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
+        return [], [(g["missing_share"], f"{g['ids_lost']:,} of process {g['pid']}'s {g['id_span']:,} CUDA API "
+                                         f"correlation ids ({g['missing_share']:.0%}) fall in "
+                                         f"{g['gaps_while_running']} holes of {API_ID_GAP_LOST:,}+ ids (up to "
+                                         f"{g['largest_gap']:,}) while it kept running: about "
+                                         f"{g['est_missing_calls'] or 0:,} API calls and their GPU work are "
+                                         f"missing beside the {g['api_rows']:,} recorded")
+                    for g in f.fig["correlation_gaps"]["processes"] if g["missing_share"] > LOST_FRACTION_LOSSY]
+
+
+class ImportLoss(IntegrityCheck):
+    """nsys counted more CUDA events than the export holds (its DIAGNOSTIC_EVENT log, nsys 2024+)."""
+
+    def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
+        """(shares measured, reasons) of this check."""
+        d = f.fig["diagnostics"]
+        if not d["cuda_events_collected"]:
+            return [], []
+        share = max(0.0, 1 - d["cuda_rows_exported"] / d["cuda_events_collected"])
+        return [share], [(share, f"nsys collected {d['cuda_events_collected']:,} CUDA events but the export holds "
+                                 f"{d['cuda_rows_exported']:,} ({share:.0%} lost)")] if share > IMPORT_LOSS_LOSSY else []
+
+
+CHECKS: tuple[IntegrityCheck, ...] = (CallsWithoutGpuWork(), GpuWorkWithoutCalls(), SilentGpuTail(),
+                                      CorrelationIdHoles(), ImportLoss())
+
+
+def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, counts: dict | None = None) -> dict:
+    """{verdict: complete | lossy, lost_fraction, evidence (one sentence), figures} of the trace.
+
+    pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
+    `analyze-trace --check` does). side, counts: integrity.gpu_side(trace) and integrity.call_counts(trace), when the
+    caller has them."""
+    return verdict(integrity.figures(trace, pairs, side, counts))
+
+
+def verdict(f: Figures) -> dict:
+    """The verdict of every check on the figures."""
+    fractions: list[float] = []
+    reasons: list[Reason] = []
+    for check in CHECKS:
+        shares, said = check.measured(f)
+        fractions += shares
+        reasons += said
+    fig = f.fig
+    lost = round(max(fractions), 4) if fractions else None
+    if reasons:
+        reasons.sort(key=lambda r: -r[0])
+        lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
+        cut = _cut_at(fig["edges"])
+        fig["cut"] = bool(cut)
+        return {"verdict": "lossy", "lost_fraction": lost, "evidence": _lossy_evidence(fig, reasons, cut),
+                "figures": fig}
+    if not (f.expected_api or f.expected_gpu):
+        evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
+    else:
+        evidence = (f"Every check passed: {fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies lack "
+                    "their API call or GPU row, and GPU operations go on as long as the program's own activity"
+                    + _capture_note(fig) + ".")
+    fig["cut"] = False
+    return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+
+
+def _lossy_evidence(fig: dict, reasons: list[tuple[float, str]], cut: str | None) -> str:
+    """The sentence of a lossy verdict: a cut from a longer capture where the edges say so, else lost events."""
+    said = "; ".join(r for _, r in reasons)
+    if cut:
+        return (f"The export looks cut out of a longer capture (a time slice, trimmed or exported with a time range): "
+                f"{cut}; {said}. Figures near its edges are incomplete: analyse the whole capture, or a --window well "
+                "inside this one.")
+    return "The capture lost CUDA events: " + said + _capture_note(fig) + "."
+
+
+def _cut_at(edges: dict) -> str | None:
+    """Where a cut left its marks, in words, when every kind of unpaired row sits at an edge; None otherwise."""
+    calls, gpu = edges.get("calls_without_gpu"), edges.get("gpu_without_calls")
+    if not (calls or gpu) or {calls, gpu} & {"middle", "unknown"}:
+        return None
+    words = {"start": "its start", "end": "its end"}
+    said = ([f"the calls without GPU work all come at {words[calls]}"] if calls else []) + \
+           ([f"the GPU work without calls all comes at {words[gpu]}"] if gpu else [])
+    return " and ".join(said)
+
+
+def _capture_note(fig: dict) -> str:
+    c = fig["capture"]
+    if not c["nsys_older_than_driver"]:
+        return ""
+    return (f" (exported by nsys {c['nsys_version']}, which traces CUDA {c['nsys_newest_cuda'].lstrip('<>=')} at "
+            f"most, on a CUDA {c['driver_cuda']} driver)")

@@ -1,0 +1,222 @@
+"""The integrity figures over time: each process's GPU operations against its own activity (NVTX ranges or OS runtime
+calls), holes in its CUDA correlation ids, nsys's own diagnostics, and the nsys that exported against the driver."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.nsys_core.driver import compare, parse_cuda
+
+from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.load import sql
+from nsys_transfer.analysis.load.btree import Bits, In
+from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.load.kernel_digest import fits
+from nsys_transfer.analysis.load.trace import Trace
+
+# Time check: the program's own NVTX ranges and OS runtime calls go on while its GPU operations stop. Rates are
+# reported over TIMELINE_BINS equal bins of each process's span (GPU operations vs NVTX/OSRT events per second).
+TIMELINE_BINS = 20
+# A process's own activity is its NVTX ranges when it has at least this many, else its OS runtime calls.
+MIN_NVTX_RANGES = 20
+# Correlation ids: CUPTI numbers every CUDA API call of a process in order, the ones nsys does not record too (it
+# skips some frequent calls), so a complete trace's ids have small holes and a lossy one has large ones. Largest
+# hole between two GPU operations' ids in complete traces: 1,975 (lightning's model set-up); the lossy nsys 2023.4 /
+# CUDA 13 captures: 32,656 (torchvision DataLoader loop) and 117,085 (transformers generate()). Above
+# GPU_ID_GAP_SUSPECT the process's API ids are read and every hole of at least API_ID_GAP_LOST ids (complete
+# traces: at most 425) during which the process kept running (NVTX or OS runtime events inside it) counts as lost
+# calls, at the id density of the rest of the trace.
+GPU_ID_GAP_SUSPECT = 5000
+API_ID_GAP_LOST = 1000
+COLLECTED = re.compile(r"Number of CUDA events collected:\s*(\d+)")
+
+
+class OsrtStarts(dict):
+    """pid -> sorted start times of its OS runtime calls (-1: every process), read on first use."""
+
+    def __init__(self, trace: Trace):
+        super().__init__()
+        self.trace = trace
+
+    def __missing__(self, pid: int) -> np.ndarray:
+        self[pid] = self.trace.osrt.starts((In(Bits("globalTid"), (pid,)),) if pid >= 0 else ())
+        return self[pid]
+
+
+def timeline(trace: Trace, gpu: dict, osrt_starts: OsrtStarts) -> list[dict]:
+    """Per process that ran GPU work: its GPU operations and its own activity per second over its span, and how much
+    of that activity follows its last GPU operation. Its activity: its NVTX ranges (the program's own marks of work)
+    where it has at least MIN_NVTX_RANGES, else its OS runtime calls (read only then, one column)."""
+    kinds = [(v[0], v[2], v[3]) for v in gpu.values() if v[0].size]  # (pid, start, end) per kind: no concatenation
+    if not kinds:
+        return []
+    nvtx = trace.host.nvtx
+    nvtx_pid, nvtx_t = pid_of(nvtx["global_tid"].to_numpy(np.int64)), nvtx["start_ns"].to_numpy(np.int64)
+    out = []
+    for p in sorted(set().union(*(pd.unique(pid).tolist() for pid, _, _ in kinds))):
+        # each kind's rows of this process; all of them, without a copy, in the usual one-process trace
+        mine = [(s, e) if p < 0 or bool((pid == p).all()) else (s[pid == p], e[pid == p]) for pid, s, e in kinds]
+        mine = [(s, e) for s, e in mine if s.size]
+        cpu, source = (nvtx_t[nvtx_pid == p] if p >= 0 else nvtx_t), "nvtx"
+        if cpu.size < MIN_NVTX_RANGES:
+            cpu, source = osrt_starts[int(p)], "osrt"
+        first, gpu_end = min(int(s.min()) for s, _ in mine), max(int(e.max()) for _, e in mine)
+        lo = int(min(first, cpu.min() if cpu.size else first))
+        hi = int(max(gpu_end, cpu.max() if cpu.size else 0)) + 1
+        bin_ns = max(1, -(-(hi - lo) // TIMELINE_BINS))
+        gpu_n = sum(np.bincount((s[k:k + intervals.CHUNK] - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+                    for s, _ in mine for k in range(0, s.size, intervals.CHUNK))  # bounded temporaries
+        cpu_n = np.bincount((cpu - lo) // bin_ns, minlength=TIMELINE_BINS)[:TIMELINE_BINS]
+        after = int((cpu > gpu_end).sum())
+        out.append({"pid": int(p), "start_ns": lo, "bin_ns": int(bin_ns), "activity": source,
+                    "gpu_ops": int(sum(s.size for s, _ in mine)), "cpu_events": int(cpu.size),
+                    "gpu_ops_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in gpu_n],
+                    "cpu_events_per_s": [round(float(x) * 1e9 / bin_ns, 1) for x in cpu_n],
+                    "gpu_end_ns": gpu_end, "cpu_events_after": after,
+                    "cpu_share_after": round(after / cpu.size, 4) if cpu.size else 0.0})
+    return out
+
+
+def _process_activity(trace: Trace, pid: int, osrt_starts: OsrtStarts) -> np.ndarray:
+    """Sorted start times of a process's NVTX ranges and OS runtime calls."""
+    nvtx = trace.host.nvtx
+    mine = nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]
+    return np.sort(np.concatenate((mine, osrt_starts[int(pid)])))
+
+
+def _pids_in_order(gpu: dict) -> list[int]:
+    """The processes of the GPU rows in order of first appearance (kernels, then copies, then memsets)."""
+    seen: dict[int, None] = {}
+    for pid, *_ in gpu.values():
+        seen.update(dict.fromkeys(pd.unique(pid).tolist()))
+    return list(seen)
+
+
+def _largest_id_gap(gpu: dict, p: int) -> int | None:
+    """The largest hole between a process's sorted positive correlation ids (p < 0: every row's), from one sorted
+    copy of them (millions of GPU rows in a long capture); None with fewer than two ids."""
+    parts = [corr if p < 0 or bool((pid == p).all()) else corr[pid == p] for pid, corr, *_ in gpu.values()]
+    narrow = all(fits(x, np.int32) for x in parts)  # 32 bits where they fit: half the copy (tens of millions of ids)
+    ids = (np.concatenate([x.astype(np.int32 if narrow else np.int64, copy=False) for x in parts]) if parts else
+           np.zeros(0, np.int64))
+    ids.sort()
+    ids = ids[np.searchsorted(ids, 0, side="right"):]  # the positive ids: a view
+    if ids.size < 2:
+        return None
+    steps = [(k, min(k + intervals.CHUNK, ids.size - 1)) for k in range(0, ids.size - 1, intervals.CHUNK)]
+    return max(int((ids[k + 1:j + 1] - ids[k:j]).max()) for k, j in steps) - 1  # differences CHUNK at a time
+
+
+def id_gaps(trace: Trace, gpu: dict, osrt_starts: OsrtStarts) -> dict:
+    """Holes in each process's correlation ids while it kept running: API calls (with their GPU work) never
+    recorded. Read only where the GPU operations' own ids jump by more than GPU_ID_GAP_SUSPECT."""
+    out = {"largest_gpu_id_gap": 0, "checked": False, "processes": []}
+    suspects = []
+    for p in _pids_in_order(gpu):
+        largest = _largest_id_gap(gpu, p)
+        if largest is None:
+            continue
+        out["largest_gpu_id_gap"] = max(out["largest_gpu_id_gap"], largest)
+        if largest > GPU_ID_GAP_SUSPECT and p >= 0:
+            suspects.append(p)
+    if not suspects or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return out
+    out["checked"] = True
+    rt = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
+                                                           "start_ns": "start"})
+    rt_pid = pid_of(rt["tid"].to_numpy())
+    for p in suspects:
+        mine = rt_pid == p
+        order = np.argsort(rt["corr"].to_numpy()[mine], kind="stable")
+        ids = rt["corr"].to_numpy()[mine][order]
+        starts = rt["start_ns"].to_numpy()[mine][order]
+        keep = ids > 0
+        ids, starts = ids[keep], starts[keep]
+        if ids.size < 2:
+            continue
+        holes = np.diff(ids) - 1
+        big = np.flatnonzero(holes >= API_ID_GAP_LOST)
+        activity = _process_activity(trace, p, osrt_starts)
+        lo, hi = np.minimum(starts[big], starts[big + 1]), np.maximum(starts[big], starts[big + 1])
+        inside = np.searchsorted(activity, hi) - np.searchsorted(activity, lo, side="right")
+        running = big[inside > 0]
+        span = int(ids[-1] - ids[0] + 1)
+        lost_ids = int(holes[running].sum())
+        share = lost_ids / span  # the share of the process's calls that fell into the holes
+        # recorded calls per id elsewhere, applied to the holes (on the real captures within 25% of the count a
+        # newer nsys recorded for the same program)
+        missing = int(round(ids.size * share / (1 - share))) if share < 1 else None
+        out["processes"].append({
+            "pid": int(p), "api_rows": int(ids.size), "id_span": span, "largest_gap": int(holes.max()),
+            "gaps": int(big.size), "gaps_while_running": int(running.size), "ids_lost": lost_ids,
+            "est_missing_calls": missing, "missing_share": round(share, 4)})
+    return out
+
+
+def diagnostics(trace: Trace, exported: int, gpu_pids: set[int]) -> dict:
+    """nsys's own messages stored in the export (2024+): warnings and errors, each "no CUDA/NVTX events" one said of
+    which process and whether the rows bear it out; and its count of CUDA events."""
+    out = {"cuda_events_collected": None, "cuda_rows_exported": int(exported), "messages": []}
+    if not trace.has("DIAGNOSTIC_EVENT"):
+        return out
+    pid = sql.PID_OF.format(col="globalPid") if "globalPid" in trace.columns("DIAGNOSTIC_EVENT") else "NULL"
+    try:
+        found = trace.query(sql.DIAGNOSTICS.format(pid=pid))
+    except TraceError:
+        return out
+    found["text"] = [_reconciled(str(t), p, trace, gpu_pids) for t, p in zip(found["text"], found["pid"])]
+    collected = [int(m.group(1)) for t in found["text"].astype(str) for m in [COLLECTED.search(t)] if m]
+    if collected:
+        out["cuda_events_collected"] = int(sum(collected))
+    warn = found[found["severity"].isin([2, 3])]  # ENUM_DIAGNOSTIC_SEVERITY_LEVEL: 2 Warning, 3 Error
+    out["messages"] = [" ".join(str(t).split())[:300] for t in warn["text"].drop_duplicates().head(20)]
+    return out
+
+
+NO_EVENTS = re.compile(r"^No (CUDA|NVTX) events collected")
+
+
+def _reconciled(text: str, pid, trace: Trace, gpu_pids: set[int]) -> str:
+    """nsys says "No CUDA events collected" (or NVTX) once per process: say which, and whether the trace's rows agree
+    (the GPU work is another process's) or contradict it."""
+    m = NO_EVENTS.match(text)
+    if not m or pid is None or pid != pid:
+        return text
+    pid, what = int(pid), m.group(1)
+    if what == "CUDA":
+        others = sorted(gpu_pids - {pid})
+        if pid in gpu_pids:
+            return f"{text} [about process {pid}, yet the trace holds its GPU work: the message contradicts the rows]"
+        return f"{text} [about process {pid}, which runs no GPU work" + (
+            f"; the GPU work is process {', '.join(map(str, others))}'s]" if others else "]")
+    nvtx_pids = set(pid_of(trace.host.nvtx["global_tid"].to_numpy(np.int64)).tolist()) if len(trace.host.nvtx) else set()
+    if pid in nvtx_pids:
+        return f"{text} [about process {pid}, yet the trace holds its NVTX ranges: the message contradicts the rows]"
+    return f"{text} [about process {pid}, which marks no NVTX ranges" + (
+        "; the ranges are other processes'" if nvtx_pids else "") + "]"
+
+
+def capture(trace: Trace) -> dict:
+    """The nsys that exported the trace against the driver it recorded (TARGET_INFO_SYSTEM_ENV.CudaDriverVersion):
+    an nsys older than the driver is a risk, not proof (the bundled H200 stages: 2023.4 on CUDA 13.0, complete)."""
+    out = {"nsys_version": trace.nsys_version, "driver_cuda": None, "nsys_newest_cuda": None,
+           "nsys_older_than_driver": None}
+    driver = None
+    if trace.has("TARGET_INFO_SYSTEM_ENV"):
+        try:
+            found = trace.query(sql.DRIVER_VERSION)
+        except TraceError:
+            found = None
+        if found is not None and len(found):
+            driver = parse_cuda(found["value"].iloc[0])
+    m = re.match(r"(\d{4})\.(\d+)", trace.nsys_version)
+    if m:
+        c = compare(trace.nsys_version, (int(m.group(1)), int(m.group(2))), driver)
+        out.update(driver_cuda=c["driver_cuda"], nsys_newest_cuda=c["nsys_newest_cuda"],
+                   nsys_older_than_driver=c["older_than_driver"] if driver else None)
+    elif driver:
+        out["driver_cuda"] = f"{driver[0]}.{driver[1]}"
+    return out

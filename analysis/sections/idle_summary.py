@@ -1,0 +1,117 @@
+"""The `idle` section: every idle nanosecond of each device given to one cause (sections/idle.py), over the window
+and, where the set-up before the first step is a large share of it, over the steps alone; the host's waits it counts;
+and what the set-up before the first step cost (the `steps.setup` figures)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.analysis.schema import json_rows
+from nsys_transfer.analysis.sections import copies as cp
+from nsys_transfer.analysis.sections import idle, program
+from nsys_transfer.analysis.load.frames import pid_of
+
+SETUP_SHARE = 0.10  # set-up (before the first step, after the last) above this share of the window is reported apart
+
+
+class IdlePart(NamedTuple):
+    """summary: the `idle` section; tables: idle (and idle_steps), sync_names; setup: `steps.setup`; gap_causes:
+    (device, spans) -> the cause of each span (for charts)."""
+    summary: dict
+    tables: dict
+    setup: dict | None
+    gap_causes: object
+
+
+class Inputs(NamedTuple):
+    """What the attribution reads besides the device pass: the launching threads (sections/launchers.py), the OS
+    calls the threads waited in (sections/os_calls.py), NVTX ranges, copies, CUDA synchronize calls, thread names."""
+    tids: dict
+    osrt: pd.DataFrame
+    nvtx: pd.DataFrame
+    copies: pd.DataFrame
+    sync_calls: pd.DataFrame
+    threads: pd.DataFrame
+
+
+def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
+         launch_stats) -> IdlePart:
+    """The idle section of a trace with GPU activity (passed: the device pass, sections/gpu.py); launch_stats() ->
+    (calls, ns) of the launching threads' kernel launches (read last: it runs in the background meanwhile)."""
+    tids = inputs.tids
+    syncs, cuda_calls = host_waits(inputs.sync_calls, inputs.copies)
+    loaders = {dev: program.loader_threads(inputs.threads, {pid_of(x) for x in tids["devices"].get(dev, set())})
+               for dev in passed.busy_by_device}
+
+    def attributed(span: tuple[int, int]) -> tuple[pd.DataFrame, dict]:
+        """Every device's idle time in the span by cause (idle.attribute), and each device's details."""
+        parts, details = [], {}
+        for dev, busy in passed.busy_by_device.items():
+            t, details[str(dev)] = idle.attribute(busy, span, tids["devices"].get(dev, set()), inputs.osrt,
+                                                  inputs.nvtx, syncs, cuda_calls, step_regex, min_gap_ns, dev,
+                                                  loaders[dev])
+            parts.append(t)
+        return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)), details
+    table, details = attributed(window)
+    tables = {"idle": table}
+
+    def gap_causes(dev, spans):
+        return idle.gap_causes(spans, tids["devices"].get(dev, set()), inputs.osrt, inputs.nvtx, syncs, cuda_calls,
+                               step_regex, min_gap_ns, loaders.get(dev))
+    mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
+    launch_calls, launch_ns = launch_stats()
+    out = {"causes": json_rows(table), "devices": details,
+           "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
+           "launch_calls": launch_calls, "launch_api_ns": launch_ns, "sync_calls": int(len(mine_syncs)),
+           "sync_blocked_ns": int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0}
+    span = steady_span(steps, window)
+    setup = None
+    if span is not None:  # the set-up before the first step (model load, warm-up) is not what each step costs
+        tables["idle_steps"] = attributed(span)[0]
+        inside = (mine_syncs["start_ns"] >= span[0]).to_numpy() & (mine_syncs["start_ns"] < span[1]).to_numpy() \
+            if len(mine_syncs) else np.zeros(0, bool)
+        setup = _setup(window, span, table, tables["idle_steps"], len(mine_syncs), int(inside.sum()))
+        mine_syncs = mine_syncs[inside]
+    tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else \
+        pd.Series(dtype="int64")
+    return IdlePart(out, tables, setup, gap_causes)
+
+
+def steady_span(steps: pd.DataFrame | None, window) -> tuple[int, int] | None:
+    """From the first step's start to the window's end, where the set-up before the first step is at least
+    SETUP_SHARE of the window; None otherwise (no steps, or too little set-up to matter). The time after the last
+    step stays: in a pipelined program the GPU is still running the steps' work there."""
+    if steps is None or len(steps) < 2 or window is None:
+        return None
+    lo = int(steps["start_ns"].min())
+    return (lo, window[1]) if lo - window[0] >= SETUP_SHARE * (window[1] - window[0]) else None
+
+
+def _setup(window, span, whole: pd.DataFrame, steady: pd.DataFrame, syncs: int, syncs_inside: int) -> dict:
+    """What happened before the first step: its time, the GPU idle time in it by cause, the synchronising calls made."""
+    by_cause = (whole.groupby("cause")["idle_ns"].sum() - steady.groupby("cause")["idle_ns"].sum()).fillna(
+        whole.groupby("cause")["idle_ns"].sum()).clip(lower=0)
+    return {"steps_start_ns": span[0], "before_first_step_ns": span[0] - window[0],
+            "idle_ns": {str(k): int(v) for k, v in by_cause.items() if v > 0},
+            "sync_calls": syncs - syncs_inside, "sync_calls_in_steps": syncs_inside}
+
+
+def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Synchronising calls (explicit syncs and small blocking copies: `.item()`, `.cpu()` of a scalar) and every
+    CUDA call that can hold the thread (those plus all copy calls). Big copies have their own rules."""
+    cols = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
+    c = copies.dropna(subset=["api_start_ns"]) if len(copies) else copies
+    if len(c):
+        c = c.assign(start_ns=c["api_start_ns"].astype("int64"), end_ns=c["api_end_ns"].astype("int64"),
+                     global_tid=c["api_global_tid"].astype("int64"), name=c["api_name"].astype(str))
+        c = c.assign(duration_ns=c["end_ns"] - c["start_ns"])
+        big = pd.concat([cp.big_copies(copies, k) for k in ("DtoH", "HtoD")]).index
+        small_blocking = c[(c["blocking"] == True) & ~c.index.isin(big)]  # noqa: E712 - NA is neither
+    else:
+        small_blocking = pd.DataFrame(columns=cols)
+    syncs = pd.concat([sync_api[cols], small_blocking[cols] if len(small_blocking) else small_blocking],
+                      ignore_index=True) if len(sync_api) or len(small_blocking) else pd.DataFrame(columns=cols)
+    all_calls = pd.concat([syncs, c[cols]], ignore_index=True) if len(c) else syncs
+    return syncs, all_calls

@@ -1,0 +1,36 @@
+"""The `kernels` section: kernel count, time and median, the top kernels by time (named by their demangled names,
+with precision and library: sections/kernel_names.py), and how much GPU work ran inside CUDA graphs."""
+from __future__ import annotations
+
+from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.sections import kernel_names
+
+
+def part(digest: KernelDigest, top: int, full_names, graph_kernels) -> Part:
+    """full_names(names) -> {short: demangled}; graph_kernels() -> (kernels, GPU ns, launches) traced inside graphs
+    node by node (load.device.DeviceTables' methods: read only when needed)."""
+    tk = digest.top(top)
+    full = full_names([str(n) for n in tk["name"]]) if len(tk) else {}
+    tk["shown_name"] = [kernel_names.shown(str(n), full.get(str(n))) for n in tk["name"]]
+    tk["precision"] = [kernel_names.precision(full.get(str(n), str(n))) for n in tk["name"]]
+    tk["library"] = [kernel_names.library(full.get(str(n), str(n))) for n in tk["name"]]
+    return Part({"count": digest.count - digest.graph_runs, "total_ns": digest.total_ns,
+                 "median_ns": digest.median_ns, "graphs": _graphs(digest, graph_kernels), "top": json_rows(tk)},
+                {"kernels_top": tk})
+
+
+def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
+    """How much GPU work ran inside CUDA graphs and how it was traced: 'graph' (one row a launch, nsys's default:
+    the kernels inside are not in the trace) or 'node' (the kernels themselves); None without graphs."""
+    if digest.graph_runs:
+        names = digest.by_name["name"].astype(str)
+        gpu_ns = int(digest.by_name.loc[names.str.match(r"^CUDA graph( \d+)?$").to_numpy(), "total_ns"].sum())
+        launches, traced, inside = digest.graph_runs, "graph", None
+    else:
+        inside, gpu_ns, launches = graph_kernels()
+        traced = "node"
+        if not inside:
+            return None
+    return {"traced_as": traced, "launches": int(launches), "gpu_ns": gpu_ns, "kernels_inside": inside,
+            "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
