@@ -69,5 +69,12 @@ if ! ldconfig -p | grep -q 'libssh.so '; then
   if [ -n "$s" ]; then rm -f "$dest/host-linux-x64/libssh.so"; cp -L "$s" "$dest/host-linux-x64/libssh.so"
   else say "warning: libssh.so.4 not found (apt-get install libssh-4); import of .qdstrm will fail"; fi
 fi
+# `nsys recipe` (its Python package in target-linux-x64/python/packages/nsys_recipe) looks for a bundled third_party
+# folder and libsqlite3.so.0 beside nsys, which the distribution's package leaves out: an empty folder and the
+# system's SQLite do (its Python needs: nsys_recipe/requirements/common.txt and dask.txt, in the interpreter on PATH)
+recipe="$dest/target-linux-x64/python/packages/nsys_recipe"
+[ -d "$recipe" ] && mkdir -p "$recipe/third_party"
+q=$(ldconfig -p | awk '$1=="libsqlite3.so.0" {print $NF; exit}')
+[ -n "$q" ] && [ ! -e "$dest/target-linux-x64/libsqlite3.so.0" ] && ln -s "$q" "$dest/target-linux-x64/libsqlite3.so.0"
 "$dest/target-linux-x64/nsys" --version >&2
 say "installed: $dest/target-linux-x64/nsys"
