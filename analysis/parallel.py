@@ -12,6 +12,8 @@ Dask is an optional extra (`pip install 'nsys-transfer[dask]'`), imported only b
 configuration applies (TLS through the dask config or DASK_* environment variables); `local:N` starts a cluster of N
 single-threaded worker processes that listens on 127.0.0.1 alone. Dask workers import nsys_transfer (the same
 version) and read each trace at the path given, so the paths must be ones the workers see (a shared filesystem).
+A script run by path that uses `local:N` (or Processes where they are not forked) needs the usual multiprocessing
+guard, `if __name__ == "__main__":`: the workers start by importing it (the console scripts and `python -m` have it).
 """
 from __future__ import annotations
 
