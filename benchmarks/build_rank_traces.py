@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from nsys_transfer.analysis.load.inputs import resolve_input  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import build_large_trace  # noqa: E402
+
 SOURCES = [ROOT / "reports/data/h200x2" / f"pinned-x2rank.rank{r}.sqlite.xz" for r in (0, 1)]
 TIMED = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
          "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "OSRT_API",
@@ -35,10 +38,17 @@ GPUS_PER_NODE = 8
 
 
 def build(out_dir: Path, ranks: int, straggler: int | None = None, slow: float = 1.25, seed: int = 0,
-          name: str = "derived") -> list[Path]:
-    """Write the N traces; return their paths in rank order."""
+          name: str = "derived", copies: int = 1) -> list[Path]:
+    """Write the N traces; return their paths in rank order. copies > 1: each source capture first replicated that
+    many times in time (build_large_trace.py), for ranks of a longer run."""
     out_dir.mkdir(parents=True, exist_ok=True)
     local = [resolve_input(s)[0] for s in SOURCES]  # decompressed once, into the toolkit's cache
+    if copies > 1:
+        longer = [out_dir / f".source{k}-x{copies}.sqlite" for k in range(len(local))]
+        for src, dst in zip(SOURCES, longer):
+            if not dst.exists():
+                build_large_trace.build(src, dst, copies)
+        local = longer
     rng = random.Random(seed)
     paths = []
     for i in range(ranks):
@@ -99,8 +109,9 @@ if __name__ == "__main__":
     ap.add_argument("--slow", type=float, default=1.25, help="the straggler's time stretch")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="derived")
+    ap.add_argument("--copies", type=int, default=1, help="replicate each source capture this many times in time first")
     a = ap.parse_args()
     t = time.time()
-    made = build(a.out, a.ranks, a.straggler, a.slow, a.seed, a.name)
+    made = build(a.out, a.ranks, a.straggler, a.slow, a.seed, a.name, a.copies)
     print(f"{len(made)} traces in {a.out} ({sum(p.stat().st_size for p in made) / 1e6:.0f} MB, "
           f"{time.time() - t:.1f} s)", file=sys.stderr)
