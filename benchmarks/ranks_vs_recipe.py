@@ -14,6 +14,7 @@ process tree (sampled every 50 ms with psutil), and the largest single process.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -94,13 +95,18 @@ def main() -> None:
     print(f"{a.ranks} per-rank traces, {size:.2f} GB in all; {cores} cores; workers {a.workers}\n")
     print("| command | wall s | peak memory, all processes GiB | largest process GiB |")
     print("|---|---:|---:|---:|")
-    for name, cmd in commands(paths, a.out, a.workers, str(find_nsys().path)).items():
-        if a.no_recipe and name.startswith("nsys recipe"):
+    nsys = "" if a.no_recipe else str(find_nsys().path)
+    has_dask = importlib.util.find_spec("distributed") is not None
+    for name, cmd in commands(paths, a.out, a.workers, nsys).items():
+        if (a.no_recipe and name.startswith("nsys recipe")) or ("dask" in name and not has_dask):
+            why = "--no-recipe" if a.no_recipe and name.startswith("nsys recipe") else "no dask here"
+            print(f"| `{name}` | (not run: {why}) | | |")
             continue
         took, tree, one = measured(cmd, env)
         print(f"| `{name}` | {took:.1f} | {tree:.2f} | {one:.2f} |", flush=True)
-    docs = {p.name: p.read_bytes() for p in (a.out / "seq.json", a.out / "jobs.json", a.out / "dask.json")}
-    print(f"\nanalyze-trace's JSON the same in all three: {'yes' if len(set(docs.values())) == 1 else 'NO'}")
+    docs = {p.name: p.read_bytes() for p in (a.out / "seq.json", a.out / "jobs.json", a.out / "dask.json")
+            if p.exists()}
+    print(f"\nanalyze-trace's JSON the same in {', '.join(docs)}: {'yes' if len(set(docs.values())) == 1 else 'NO'}")
 
 
 if __name__ == "__main__":
