@@ -24,6 +24,8 @@ from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, Ou
 from nsys_transfer.analysis.schema import json_rows, several_traces
 from nsys_transfer.analysis.sections.sharing import contention, gbps_of, shared_capacity
 from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
 
 
 @dataclass
@@ -140,54 +142,75 @@ def output_drain(nvtx: pd.DataFrame, ops: gpu.GpuOps, outputs_done_ns: int) -> t
 
 
 def _device_rows(label: str, kernels: KernelDigest, memcpys, memsets, nvtx, gpu_names: dict, opts: RankOptions):
+    """Per GPU of one trace: its row, its busy time per bin of its window (bin_busy); and the trace's window."""
     ops = gpu.gpu_ops(kernels.ops, memcpys, memsets)
     trace_window = gpu.analysis_window(ops)
     if trace_window is None:
-        return [], None
+        return [], [], None
     owner = dict(kernels.driving_process().itertuples(index=False, name=None))
     nvtx_pid = pid_of(nvtx["global_tid"].to_numpy()) if len(nvtx) else np.zeros(0, np.int64)
-    rows = []
+    rows, busy = [], []
     for dev in ops.devices():
         pid = owner.get(dev)
         mine = nvtx[nvtx_pid == pid] if pid is not None else nvtx.iloc[0:0]
-        steps = cpu.steps(mine, opts.step_regex, None, None)
-        dev_ops = ops.on_device(dev)
-        outputs = cp.big_copies(memcpys[(memcpys["device"] == dev) & (memcpys["start_ns"] >= steps["start_ns"].min())]
-                                if len(steps) else memcpys.iloc[0:0], "DtoH")
-        window = step_window(steps, dev_ops, outputs) or trace_window
-        passed = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
-        util, idle_gaps = passed.util, passed.gaps
-        # what the compute engine waited for: gaps between kernels, covered by the rank's own NVTX ranges
-        kern = dev_ops.kernels()
-        compute_gaps = gpu.device_pass(kern, window, opts.min_gap_ns).gaps
-        cover = (cpu.gap_cover_by_range(compute_gaps, mine, set(mine["global_tid"]), opts.step_regex)
-                 if len(mine) and len(compute_gaps) else pd.DataFrame(columns=["name", "share"]))
-        d = memcpys[(memcpys["device"] == dev) & (memcpys["copy_kind"] == "DtoH")]
-        d = d[(d["end_ns"] > window[0]) & (d["start_ns"] < window[1])]
-        copy_cov = Coverage(*union(d["start_ns"].to_numpy(), d["end_ns"].to_numpy()))
-        u = util.iloc[0]
-        span = window[1] - window[0]
-        drain_ns, drain_source = output_drain(mine, dev_ops, window[1])
-        period = span / len(steps) if len(steps) else None
-        rows.append({
-            "trace": label, "device": dev, "gpu": gpu_key(label, dev),
-            "name": gpu_names.get(dev), "pid": pid, "window_start_ns": window[0], "window_ns": span,
-            "window_source": "steps" if len(steps) else "first to last GPU operation",
-            "utilization": float(u["utilization"]), "compute_utilization": float(u["compute_utilization"]),
-            "compute_idle_ns": int(span - u["compute_ns"]),
-            "idle_gaps": int(len(idle_gaps)), "idle_gap_ns": int(idle_gaps["duration_ns"].sum()),
-            "idle_mostly_in": str(cover["name"].iloc[0]) if len(cover) else None,
-            "idle_share": float(cover["share"].iloc[0]) if len(cover) else None,
-            "steps": int(len(steps)), "steps_per_s": float(len(steps) / (span / 1e9)) if len(steps) and span else None,
-            "dtoh_copies": int(len(d)), "dtoh_bytes": int(d["bytes"].sum()),
-            "dtoh_gbps": gbps_of(d),
-            "dtoh_pinned_share": float(d.loc[d["dst_kind"] == "Pinned", "bytes"].sum() / d["bytes"].sum())
-            if d["bytes"].sum() else None,
-            "dtoh_busy_share": copy_cov.total / span if span else 0.0,
-            "drain_ns": drain_ns, "drain_source": drain_source,
-            "backlog_steps": drain_ns / period if period else None,
-        })
-    return rows, trace_window
+        row, passed = _device_row(label, dev, pid, mine, ops.on_device(dev), memcpys, trace_window, gpu_names, opts)
+        rows.append(row)
+        window = (row["window_start_ns"], row["window_start_ns"] + row["window_ns"])
+        busy.append(bin_busy(passed.busy, window, opts.bin_ns).assign(gpu=row["gpu"]))
+    return rows, busy, trace_window
+
+
+def _device_row(label: str, dev: int, pid, mine: pd.DataFrame, dev_ops: gpu.GpuOps, memcpys: pd.DataFrame,
+                trace_window: tuple[int, int], gpu_names: dict, opts: RankOptions) -> tuple[dict, gpu.DevicePass]:
+    """One GPU's row over its steps (`mine`: the NVTX ranges of the process driving it), and its device pass."""
+    steps = cpu.steps(mine, opts.step_regex, None, None)
+    outputs = cp.big_copies(memcpys[(memcpys["device"] == dev) & (memcpys["start_ns"] >= steps["start_ns"].min())]
+                            if len(steps) else memcpys.iloc[0:0], "DtoH")
+    window = step_window(steps, dev_ops, outputs) or trace_window
+    passed = gpu.device_pass(dev_ops, window, opts.min_gap_ns)
+    util, idle_gaps = passed.util, passed.gaps
+    # what the compute engine waited for: gaps between kernels, covered by the rank's own NVTX ranges
+    kern = dev_ops.kernels()
+    compute_gaps = gpu.device_pass(kern, window, opts.min_gap_ns).gaps
+    cover = (cpu.gap_cover_by_range(compute_gaps, mine, set(mine["global_tid"]), opts.step_regex)
+             if len(mine) and len(compute_gaps) else pd.DataFrame(columns=["name", "share"]))
+    d = memcpys[(memcpys["device"] == dev) & (memcpys["copy_kind"] == "DtoH")]
+    d = d[(d["end_ns"] > window[0]) & (d["start_ns"] < window[1])]
+    copy_cov = Coverage(*union(d["start_ns"].to_numpy(), d["end_ns"].to_numpy()))
+    u = util.iloc[0]
+    span = window[1] - window[0]
+    drain_ns, drain_source = output_drain(mine, dev_ops, window[1])
+    period = span / len(steps) if len(steps) else None
+    return {
+        "trace": label, "device": dev, "gpu": gpu_key(label, dev),
+        "name": gpu_names.get(dev), "pid": pid, "window_start_ns": window[0], "window_ns": span,
+        "window_source": "steps" if len(steps) else "first to last GPU operation",
+        "utilization": float(u["utilization"]), "compute_utilization": float(u["compute_utilization"]),
+        "compute_idle_ns": int(span - u["compute_ns"]),
+        "idle_gaps": int(len(idle_gaps)), "idle_gap_ns": int(idle_gaps["duration_ns"].sum()),
+        "idle_mostly_in": str(cover["name"].iloc[0]) if len(cover) else None,
+        "idle_share": float(cover["share"].iloc[0]) if len(cover) else None,
+        "steps": int(len(steps)), "steps_per_s": float(len(steps) / (span / 1e9)) if len(steps) and span else None,
+        "dtoh_copies": int(len(d)), "dtoh_bytes": int(d["bytes"].sum()),
+        "dtoh_gbps": gbps_of(d),
+        "dtoh_pinned_share": float(d.loc[d["dst_kind"] == "Pinned", "bytes"].sum() / d["bytes"].sum())
+        if d["bytes"].sum() else None,
+        "dtoh_busy_share": copy_cov.total / span if span else 0.0,
+        "drain_ns": drain_ns, "drain_source": drain_source,
+        "backlog_steps": drain_ns / period if period else None,
+    }, passed
+
+
+MAX_BINS = 200_000  # per GPU in bin_busy, as copies.host_bandwidth: bins grow beyond it
+
+
+def bin_busy(busy: Coverage, window: tuple[int, int], bin_ns: int) -> pd.DataFrame:
+    """A GPU's busy time (any operation) per bin of its window, the last bin cut at the window's end. Columns:
+    bin_start_ns, bin_ns, busy_ns."""
+    lo, hi = window
+    bin_ns = max(bin_ns, -(-(hi - lo) // MAX_BINS))
+    edges = np.append(np.arange(lo, hi, bin_ns, dtype=np.int64), np.int64(hi))
+    return pd.DataFrame({"bin_start_ns": edges[:-1], "bin_ns": np.diff(edges), "busy_ns": np.diff(busy.at(edges))})
 
 
 # --- driver ------------------------------------------------------------------------------------------------------
@@ -198,27 +221,82 @@ def _rank_context(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opts: R
                        opts.backlog_steps)
 
 
+@dataclass
+class TracePart:
+    """What analyze_ranks takes from one trace, made where the trace is (trace_part, part_of_path) and merged with
+    the others' in merge_parts: plain data and DataFrames, so it can come back from a worker process or a Dask
+    worker. rows: one per GPU (the `gpus[]` object). window: the trace's first to last GPU operation (None without
+    GPU activity), on its own clock. dtoh: (device, its data-carrying DtoH copies) per device. busy: each GPU's busy
+    time per bin of its window (bin_busy, with `gpu`). warnings: the trace's, each once, sorted."""
+    label: str
+    source: str
+    nsys_version: str
+    session_start_utc_ns: int | None
+    rows: list[dict]
+    window: tuple[int, int] | None
+    dtoh: list[tuple[int, pd.DataFrame]]
+    busy: pd.DataFrame
+    warnings: list[str]
+
+
+BUSY_COLUMNS = ["bin_start_ns", "bin_ns", "busy_ns", "gpu"]
+
+
+def trace_part(t, label: str, opts: RankOptions) -> TracePart:
+    """One open Trace's share of the multi-GPU analysis: everything analyze_ranks reads of it."""
+    kernels, memcpys, memsets, nvtx = t.device.kernel_digest, t.device.memcpys, t.device.memsets, t.host.nvtx
+    names = dict(zip(t.device.gpus["device"], t.device.gpus["name"])) if len(t.device.gpus) else {}
+    rows, busy, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts)
+    dtoh = [] if window is None else [(dev, cp.big_copies(d, "DtoH"))
+                                      for dev, d in memcpys[memcpys["copy_kind"] == "DtoH"].groupby("device")]
+    busy = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=BUSY_COLUMNS)
+    return TracePart(label, t.source, t.nsys_version, t.session_start_utc_ns, rows, window, dtoh, busy,
+                     sorted(set(t.warnings)))
+
+
+def part_of_path(path, label: str, opts: RankOptions) -> TracePart:
+    """trace_part of the trace at `path` (.sqlite, .sqlite.xz, .nsys-rep), opened and closed here: what a worker
+    process or a Dask worker runs, holding one trace at a time."""
+    with Trace.open(path) as t:
+        if t.path.stat().st_size >= LARGE_TRACE_BYTES:
+            return_freed_memory()  # as analyze-trace does for one large trace
+        return trace_part(t, label, opts)
+
+
 def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[str] | None = None,
                   progress=None) -> Ranks:
     """Every GPU of the given traces (Trace objects) side by side, on one clock."""
     opts = opts or RankOptions()
     say = progress or (lambda msg: None)
-    labels = labels if labels is not None else ([""] if len(traces) == 1 else [f"t{i}" for i in range(len(traces))])
-    offsets = session_offsets([t.session_start_utc_ns for t in traces])
-    rows, big, windows = [], [], []
-    for label, t, off in zip(labels, traces, offsets):
+    labels = default_labels(len(traces)) if labels is None else labels
+    parts = []
+    for label, t in zip(labels, traces):
         say(f"loading {t.source}")
-        kernels, memcpys, memsets, nvtx = t.device.kernel_digest, t.device.memcpys, t.device.memsets, t.host.nvtx
-        names = dict(zip(t.device.gpus["device"], t.device.gpus["name"])) if len(t.device.gpus) else {}
-        r, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts)
-        rows += r
-        if window is None:
+        parts.append(trace_part(t, label, opts))
+    return merge_parts(parts, opts, progress)
+
+
+def default_labels(n: int) -> list[str]:
+    """The trace labels analyze_ranks uses when none are given: none for one trace, t0, t1, ... for several."""
+    return [""] if n == 1 else [f"t{i}" for i in range(n)]
+
+
+def merge_parts(parts: list[TracePart], opts: RankOptions | None = None, progress=None) -> Ranks:
+    """The traces' parts (in the traces' order) put on one clock and compared: their GPUs side by side, the host-side
+    DtoH they share, the limit."""
+    opts = opts or RankOptions()
+    say = progress or (lambda msg: None)
+    offsets = session_offsets([p.session_start_utc_ns for p in parts])
+    rows, big, windows, busy = [], [], [], []
+    for p, off in zip(parts, offsets):
+        rows += p.rows
+        if p.window is None:
             continue
-        windows.append((window[0] + off, window[1] + off))
-        for dev, d in memcpys[memcpys["copy_kind"] == "DtoH"].groupby("device"):
-            b = cp.big_copies(d, "DtoH")
-            big.append(b.assign(start_ns=b["start_ns"] + off, end_ns=b["end_ns"] + off, trace=label,
-                                gpu=gpu_key(label, dev), host_kind=b["dst_kind"]))
+        windows.append((p.window[0] + off, p.window[1] + off))
+        for dev, b in p.dtoh:
+            big.append(b.assign(start_ns=b["start_ns"] + off, end_ns=b["end_ns"] + off, trace=p.label,
+                                gpu=gpu_key(p.label, dev), host_kind=b["dst_kind"]))
+        busy.append(p.busy.assign(bin_start_ns=p.busy["bin_start_ns"] + off))
     devices = pd.DataFrame(rows)
     if devices.empty:
         raise TraceError("no GPU activity in the trace(s): record them with --trace=cuda (make profile does)")
@@ -228,23 +306,13 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
     copies["gbps"] = gbps(copies["bytes"], copies["duration_ns"].where(copies["duration_ns"] > 0))
     say("host-side DtoH timeline")
     lo, hi = min(w[0] for w in windows), max(w[1] for w in windows)
-    host_parts = [cp.host_bandwidth(d.assign(copy_kind="DtoH"), (lo, hi), "DtoH", opts.bin_ns).assign(gpu=g)
-                  for g, d in copies.groupby("gpu")]
-    host = pd.concat(host_parts, ignore_index=True) if host_parts else pd.DataFrame(
-        columns=["bin_start_ns", "bin_ns", "bytes", "gbps", "gpu"])
-    total = host.groupby("bin_start_ns", as_index=False)[["bytes", "gbps"]].sum()
-    capacity, source = shared_capacity(opts.probe, len(devices), opts.link_gbps)
-    host_summary = {"bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
-                    "peak_gbps": float(total["gbps"].max()) if len(total) else 0.0,
-                    "mean_gbps": float(gbps(total["bytes"].sum(), hi - lo)) if hi > lo else 0.0,
-                    "capacity_gbps": capacity, "capacity_source": source,
-                    "busy_share_over_half_capacity": float((total["gbps"] >= capacity / 2).mean()) if len(total) else 0.0}
+    host, total, host_summary = _host_dtoh(copies, (lo, hi), len(devices), opts)
     cont = contention(copies, opts.probe, opts.link_gbps)
     concurrent = len(windows) < 2 or max(w[0] for w in windows) < min(w[1] for w in windows)
     ctx = _rank_context(devices, cont, host_summary, opts, concurrent)
     summary = {
-        "traces": [{"label": lb, "path": t.source, "clock_offset_ns": off, "nsys_version": t.nsys_version}
-                   for lb, t, off in zip(labels, traces, offsets)],
+        "traces": [{"label": p.label, "path": p.source, "clock_offset_ns": off, "nsys_version": p.nsys_version}
+                   for p, off in zip(parts, offsets)],
         "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
         "concurrent": concurrent,
         "gpus": json_rows(devices),
@@ -255,5 +323,110 @@ def analyze_ranks(traces: list, opts: RankOptions | None = None, labels: list[st
         "figures": ctx.figures(),
         "run": run_summary(opts.run),
     }
-    warnings = [f"{t.source}: {w}" if len(traces) > 1 else w for t in traces for w in sorted(set(t.warnings))]
-    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total}, warnings)
+    warnings = [f"{p.source}: {w}" if len(parts) > 1 else w for p in parts for w in p.warnings]
+    busy = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=BUSY_COLUMNS)
+    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total, "busy": busy}, warnings)
+
+
+def _host_dtoh(copies: pd.DataFrame, window: tuple[int, int], gpus: int, opts: RankOptions):
+    """DtoH into host memory per bin and GPU on the common clock, its total per bin, and the `host_dtoh` object."""
+    lo, hi = window
+    host_parts = [cp.host_bandwidth(d.assign(copy_kind="DtoH"), (lo, hi), "DtoH", opts.bin_ns).assign(gpu=g)
+                  for g, d in copies.groupby("gpu")]
+    host = pd.concat(host_parts, ignore_index=True) if host_parts else pd.DataFrame(
+        columns=["bin_start_ns", "bin_ns", "bytes", "gbps", "gpu"])
+    total = host.groupby("bin_start_ns", as_index=False)[["bytes", "gbps"]].sum()
+    capacity, source = shared_capacity(opts.probe, gpus, opts.link_gbps)
+    summary = {"bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
+               "peak_gbps": float(total["gbps"].max()) if len(total) else 0.0,
+               "mean_gbps": float(gbps(total["bytes"].sum(), hi - lo)) if hi > lo else 0.0,
+               "capacity_gbps": capacity, "capacity_source": source,
+               "busy_share_over_half_capacity": float((total["gbps"] >= capacity / 2).mean()) if len(total) else 0.0}
+    return host, total, summary
+
+
+# --- many GPUs at a glance (computed when shown: the JSON keeps every GPU's row) ---------------------------------
+
+SUMMARISE_OVER = 8      # GPUs: from more than this many, the text report gives the spread instead of every row
+STRAGGLER_BELOW = 0.10  # a GPU this far below the median steps/s is a straggler
+SLOWEST = 3             # the slowest GPUs always named
+
+
+def spread(gpus: list[dict]) -> dict:
+    """The per-GPU figures of the `gpus[]` rows as median, min, p10, p90 and max (None where no GPU has the figure):
+    steps/s, busy (utilization), DtoH GB/s, idle (idle_gap_ns over the GPU's window); and the slowest GPUs by
+    steps/s: the SLOWEST lowest and every one more than STRAGGLER_BELOW below the median, slowest first, each with
+    `below` (its shortfall from the median) and `straggler`."""
+    figures = {"steps_per_s": [g.get("steps_per_s") for g in gpus],
+               "utilization": [g.get("utilization") for g in gpus],
+               "dtoh_gbps": [g.get("dtoh_gbps") for g in gpus],
+               "idle": [g["idle_gap_ns"] / g["window_ns"] if g.get("window_ns") else None for g in gpus]}
+    out = {name: _quantiles([v for v in values if v is not None and v == v]) for name, values in figures.items()}
+    rated = sorted((g for g in gpus if g.get("steps_per_s")), key=lambda g: g["steps_per_s"])
+    median = out["steps_per_s"]["median"] if out["steps_per_s"] else None
+    slow = []
+    for i, g in enumerate(rated):
+        below = 1 - g["steps_per_s"] / median if median else 0.0
+        if i < SLOWEST or below > STRAGGLER_BELOW:
+            slow.append({"gpu": g["gpu"], "steps_per_s": g["steps_per_s"], "below": below,
+                         "straggler": below > STRAGGLER_BELOW})
+    out["slowest"] = slow
+    return out
+
+
+def _quantiles(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    v = np.asarray(values, dtype=float)
+    q = np.percentile(v, [0, 10, 50, 90, 100])
+    return {"median": float(q[2]), "min": float(q[0]), "p10": float(q[1]), "p90": float(q[3]), "max": float(q[4])}
+
+
+@dataclass
+class RankGrid:
+    """Each GPU's busy share and DtoH rate per column of time on the common clock: the numbers of the rank x time
+    heat map. gpus: the rows, in natural order of their names (rank2 before rank10). edges_ns: the columns' edges
+    (common clock). busy: the share of each column's time within the GPU's own window (its steps) that the GPU was
+    busy, NaN outside that window. dtoh_gbps: DtoH into host memory (its data-carrying copies), GB/s."""
+    gpus: list[str]
+    edges_ns: np.ndarray
+    busy: np.ndarray
+    dtoh_gbps: np.ndarray
+
+
+def time_grid(ranks: Ranks, columns: int = 600) -> RankGrid:
+    """Ranks' per-bin busy time (tables['busy']) and host-side DtoH (host) on at most about `columns` columns of a
+    whole number of host bins; a column between two bins takes a share of each as their time in it."""
+    lo, hi = ranks.summary["window"]["start_ns"], ranks.summary["window"]["end_ns"]
+    base = int(ranks.summary["host_dtoh"]["bin_ns"])
+    width = base * max(1, -(-(hi - lo) // (base * columns)))
+    edges = np.arange(lo, hi + width, width, dtype=np.int64)
+    gpus = sorted(ranks.devices["gpu"], key=natural_key)
+    busy = np.full((len(gpus), len(edges) - 1), np.nan)
+    dtoh = np.zeros((len(gpus), len(edges) - 1))
+    by_busy = dict(tuple(ranks.tables.get("busy", pd.DataFrame(columns=BUSY_COLUMNS)).groupby("gpu")))
+    by_host = dict(tuple(ranks.host.groupby("gpu"))) if len(ranks.host) else {}
+    for i, g in enumerate(gpus):
+        if g in by_busy and len(by_busy[g]):
+            b = by_busy[g]
+            t, done = _cumulative(b["bin_start_ns"], b["bin_ns"], b["busy_ns"])
+            inside = np.diff(np.interp(edges, t, t - t[0]))
+            moved = np.diff(np.interp(edges, t, done))
+            busy[i] = np.where(inside > 0, moved / np.where(inside > 0, inside, 1), np.nan)
+        if g in by_host and len(by_host[g]):
+            h = by_host[g]
+            t, done = _cumulative(h["bin_start_ns"], h["bin_ns"], h["bytes"])
+            dtoh[i] = np.diff(np.interp(edges, t, done)) / width  # bytes per ns: GB/s
+    return RankGrid(gpus, edges, busy, dtoh)
+
+
+def _cumulative(starts, lengths, amounts) -> tuple[np.ndarray, np.ndarray]:
+    """The bins' edges and the amount up to each (linear within a bin between them)."""
+    s = starts.to_numpy(dtype=np.float64)
+    t = np.append(s, s[-1] + float(lengths.iloc[-1]))
+    return t, np.concatenate(([0.0], np.cumsum(amounts.to_numpy(dtype=np.float64))))
+
+
+def natural_key(name: str) -> list:
+    """Sort key that orders the numbers in names by value: rank2:GPU 0 before rank10:GPU 0."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(name))]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -12,10 +11,10 @@ from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
-from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers
+from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers, chosen_executor, executor_options
 from nsys_transfer.analysis.render.plots import plot_ranks
 from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
+from nsys_transfer.analysis.ranks import RankOptions, default_labels, merge_parts, part_of_path, trace_labels
 from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
@@ -38,7 +37,8 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
               help="host link speed in GB/s (default: each trace's own, from its GPU and fastest copy)")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON (python -m nsys_transfer.workloads.linkprobe); default: probe.json in the given folders")
-def main(paths, out_dir, bench_path, link_gbps, probe_path):
+@executor_options
+def main(paths, out_dir, bench_path, link_gbps, probe_path, jobs, dask):
     """Compare stages: one trace per stage from run folders (runs/<stage>/<stage>.sqlite), files, or, with no
     argument, the H200 traces bundled with the toolkit. Multi-GPU runs (`make profile GPUS=N`: <stage>-x<N>gpu)
     get their own section: every GPU side by side and the shared resource that limits them."""
@@ -52,6 +52,7 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
         bench = find_bench(paths, bench_path)
         probe, probe_file = find_probe(paths, probe_path)
         scaling = scaling_summary(find_scaling(paths)[0])
+        where = chosen_executor(jobs, dask, sum(len(p) for p in multi.values()))
     except (ReportInputError, TraceError) as e:
         _fail(str(e))
     if not traces and not multi:
@@ -59,7 +60,7 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
     created = outputs.first_missing(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir, link_gbps)
+        _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir, link_gbps, where)
     except OSError as e:
         outputs.remove_created(created)
         _fail(f"{e.filename or out_dir}: {e.strerror or e}; no report written")
@@ -68,12 +69,13 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path):
         raise
 
 
-def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Path, link_gbps: float) -> None:
+def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Path, link_gbps: float, where) -> None:
     """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir."""
     rows, timeline_items, opened, summaries = [], [], [], []
     gpus_md, gpu_charts = "", {}
     try:
-        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling, link_gbps or DEFAULT_LINK_GBPS)
+        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling,
+                                                 link_gbps or DEFAULT_LINK_GBPS, where)
         for i, (stage, path) in enumerate(traces.items(), 1):
             click.echo(f"compare-traces: [{i}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
@@ -123,16 +125,24 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
                f"PNGs in {out_dir}")
 
 
-def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps) -> tuple[str, dict]:
-    """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown."""
+def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps, where) -> tuple[str, dict]:
+    """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown. The traces
+    of every run are analysed where `where` (an analysis.parallel executor) runs them, then merged run by run."""
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
-    for i, (run, paths) in enumerate(multi.items(), 1):
-        click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
-                   f"({', '.join(p.name for p in paths)})", err=True)
-        with ExitStack() as stack:
-            opened = [stack.enter_context(Trace.open(p)) for p in paths]
-            labels = None if len(paths) == 1 else trace_labels([p.name for p in paths])
-            r = analyze_ranks(opened, RankOptions(link_gbps=link_gbps, probe=probe, run=_run_beside(paths[0])), labels)
+    calls, runs = [], []
+    for run, paths in multi.items():
+        opts = RankOptions(link_gbps=link_gbps, probe=probe, run=_run_beside(paths[0]))
+        labels = default_labels(1) if len(paths) == 1 else trace_labels([p.name for p in paths])
+        runs.append((run, opts, len(calls), len(paths)))
+        calls += [(p, label, opts) for p, label in zip(paths, labels)]
+    if calls:
+        with where as ex:  # a Dask cluster is reached (or started) before the first message
+            for i, (run, paths) in enumerate(multi.items(), 1):
+                click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
+                           f"({', '.join(p.name for p in paths)})", err=True)
+            parts = ex.map(part_of_path, calls)
+    for run, opts, first, n in runs:
+        r = merge_parts(parts[first:first + n], opts)
         rows += gpu_rows(run, r)
         verdicts[run] = r.summary["limit"]
         ranks_json[run] = r.summary

@@ -55,6 +55,8 @@ def _cannot_give(s: dict) -> list[str]:
 def results_table(rows: list[dict]) -> pd.DataFrame:
     """The rows as a table, with each stage's speed-up over baseline and share of the ceiling."""
     df = pd.DataFrame(rows)
+    if df.empty:  # multi-GPU runs alone (per-rank traces): no stage table
+        return df
     base = df.loc[df["stage"] == "baseline", "steps_per_s"]
     df["speedup_vs_baseline"] = df["steps_per_s"] / base.iloc[0] if len(base) and base.iloc[0] else None
     ceil = df.loc[df["stage"] == "ceiling", "steps_per_s"]

@@ -5,7 +5,6 @@ import os
 import re
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -23,7 +22,8 @@ from nsys_transfer.analysis.render.integrity import check_report
 from nsys_transfer.analysis.rules.integrity import assess
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, trace_labels
+from nsys_transfer.analysis import parallel
+from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, merge_parts, part_of_path, trace_labels
 from nsys_transfer.analysis.render.text import ranks_report, text_report
 from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.analysis.load.trace import Trace
@@ -64,8 +64,9 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("-q", "--quiet", is_flag=True, help="no summary on stdout")
 @click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
               "time, nsys's messages from the run record beside it) and exit 1 when it is not to be trusted")
+@options.executor_options
 def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, steps, top, pipeline_depth, link_gbps,
-         show_all, probe_path, run_path, quiet, check):
+         show_all, probe_path, run_path, quiet, check, jobs, dask):
     """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
@@ -83,7 +84,12 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     if len(traces) > 1:
         if win:
             _fail(f"{win.flag} applies to one trace; with several traces each GPU is analysed over its own steps")
-        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet)
+        try:
+            where = options.chosen_executor(jobs, dask, len(traces))
+        except TraceError as e:
+            _fail(str(e))
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet,
+                           where)
     trace = traces[0]
     try:
         re.compile(step_regex or "")
@@ -166,21 +172,29 @@ def _rank_tables(ranks) -> dict:
             "dtoh_contention": ranks.tables["contention"]}
 
 
-def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet):
-    """Several traces (one per rank, say): every GPU side by side on one clock."""
+def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet, where):
+    """Several traces (one per rank, say): every GPU side by side on one clock, each trace analysed where `where`
+    (an analysis.parallel executor) runs it."""
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None
     labels = trace_labels([p.name for p in paths])
+    opts = RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex or DEFAULT_STEP_REGEX,
+                       link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run)
     try:
-        with ExitStack() as stack:
-            opened = [stack.enter_context(Trace.open(p)) for p in paths]
-            r = analyze_ranks(opened, RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
-                                                  step_regex=step_regex or DEFAULT_STEP_REGEX,
-                                                  link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run), labels, progress)
-            if plot_dir:
-                plot_dir.mkdir(parents=True, exist_ok=True)
-                _plots().plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
+        with where as ex:
+            if isinstance(ex, parallel.Dask) and not ex.local and any(not p.is_absolute() for p in paths):
+                click.echo("analyze-trace: note: the Dask workers read relative paths from their own working folder",
+                           err=True)
+            if progress:
+                progress(f"analysing {len(paths)} traces {ex.where}")
+            parts = ex.map(part_of_path, [(p, lb, opts) for p, lb in zip(paths, labels)], progress or (lambda m: None))
+        r = merge_parts(parts, opts, progress)
+        if plot_dir:
+            plot_dir.mkdir(parents=True, exist_ok=True)
+            plots = _plots()
+            plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
+            plots.plot_rank_heatmap(r, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:

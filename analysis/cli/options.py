@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from nsys_transfer.analysis import parallel
 from nsys_transfer.analysis.errors import TraceError
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
@@ -91,3 +92,28 @@ def check_window_has_activity(trace, win: tuple[int, int]) -> None:
     lo, hi = min(int(df["start_ns"].min()) for df in frames), max(int(df["end_ns"].max()) for df in frames)
     raise TraceError(f"--window {win[0]}:{win[1]}: no GPU activity inside it; this trace's GPU activity runs from "
                      f"{lo} to {hi} ns")
+
+
+def executor_options(command):
+    """--jobs and --dask, for the commands that analyse several traces (analyze-trace, compare-traces)."""
+    command = click.option(
+        "--dask", "dask", envvar="DASK_SCHEDULER_ADDRESS", show_envvar=True, default=None, metavar="ADDRESS",
+        help="with several traces: analyse them on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786; "
+             "TLS as the dask config says), each trace read by a worker at the path given, so give paths the workers "
+             "see; local:N starts N workers here, on 127.0.0.1 only; needs pip install 'nsys-transfer[dask]'")(command)
+    return click.option(
+        "-j", "--jobs", type=int, default=None, metavar="N",
+        help=f"with several traces: analyse them in N worker processes (default: the cores, {parallel.cores()} here; "
+             "1: one after the other in this process). Each worker holds one trace's analysis at a time, so N "
+             "workers need N x the memory of one trace's analysis")(command)
+
+
+def chosen_executor(jobs: int | None, dask: str | None, items: int):
+    """The executor --jobs and --dask ask for (parallel.executor): --jobs on the command line wins over a scheduler
+    address from DASK_SCHEDULER_ADDRESS; both on the command line are refused. TraceError for a bad value."""
+    if dask and jobs is not None:
+        source = click.get_current_context().get_parameter_source("dask")
+        if source != click.core.ParameterSource.ENVIRONMENT:
+            raise TraceError("--jobs and --dask both say where the traces are analysed: give one")
+        dask = None
+    return parallel.executor(jobs, dask, items)

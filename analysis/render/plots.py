@@ -11,6 +11,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,
                                                PROCESS_OUTPUT, QUEUE_OUTPUT)
 
+from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
 from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
 
 COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
@@ -178,19 +179,22 @@ def plot_dtoh(analysis, path, link_gbps: float = DEFAULT_LINK_GBPS, title: str =
 
 def plot_ranks(ranks, path, title: str = ""):
     """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
-    time, stacked per GPU, against the shared capacity (right)."""
+    time, stacked per GPU, against the shared capacity (right). With many GPUs (more than SUMMARISE_OVER) the bars
+    carry no figures, every k-th GPU is named and the GPUs' bands have no legend (plot_rank_heatmap tells them apart)."""
     d, host, hs = ranks.devices, ranks.host, ranks.summary["host_dtoh"]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4), gridspec_kw={"width_ratios": [1, 2]})
+    many = len(d) > SUMMARISE_OVER
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
     x = np.arange(len(d))
     a1.bar(x - 0.2, 100 * d["compute_utilization"], 0.4, color=COLORS["kernel"], label="kernels, % of steps")
     a1.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=COLORS["DtoH"], label="DtoH copies, % of steps")
-    for i, r in enumerate(d.itertuples()):
+    for i, r in enumerate([] if many else d.itertuples()):
         a1.text(i - 0.2, 100 * r.compute_utilization, f"{100 * r.compute_utilization:.0f}", ha="center", va="bottom",
                 fontsize=7)
         if r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps:
             a1.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
-    a1.set_xticks(x)
-    a1.set_xticklabels(d["gpu"], fontsize=8)
+    step = max(1, -(-len(d) // 16)) if many else 1
+    a1.set_xticks(x[::step])
+    a1.set_xticklabels(d["gpu"][::step], fontsize=6 if many else 8, rotation=90 if many else 0)
     a1.set_ylim(0, 118)
     a1.set_ylabel("% of the GPU's steps")
     a1.legend(fontsize=7, loc="upper right")
@@ -199,7 +203,9 @@ def plot_ranks(ranks, path, title: str = ""):
         t0 = host["bin_start_ns"].min()
         piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
         ms = (piv.index.to_numpy() - t0) / 1e6
-        a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], labels=list(piv.columns), step="post",
+        a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
+                     labels=[f"{len(piv.columns)} GPUs, one band each"] + [None] * (len(piv.columns) - 1) if many
+                     else list(piv.columns),
                      colors=["#C44E52", "#DD8452", "#CCB974", "#8172B2", "#64B5CD", "#55A868", "#937860", "#4C72B0"][
                          :len(piv.columns)], alpha=0.85)
         # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
@@ -219,6 +225,39 @@ def plot_ranks(ranks, path, title: str = ""):
     a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
     a2.set_title("DtoH into host memory, all GPUs (stacked)", fontsize=10)
     fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["rule"], fontsize=11)
+    return save(fig, path)
+
+
+def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
+    """Many GPUs over time (ranks.time_grid): each GPU's busy share per time bin over its own steps (top; blank
+    outside them) and its DtoH into host memory in GB/s (bottom), one row per GPU, on the common clock. Rows are
+    named (every one up to 64, else every k-th), the stragglers always, in red."""
+    g = time_grid(ranks, columns)
+    n = len(g.gpus)
+    ms = (g.edges_ns - g.edges_ns[0]) / 1e6
+    late = {s["gpu"] for s in spread(ranks.summary["gpus"])["slowest"] if s["straggler"]}
+    step = max(1, -(-n // 64))
+    named = [i for i in range(n) if i % step == 0 or g.gpus[i] in late]
+    fig, axes = plt.subplots(2, 1, figsize=(13, 2 * (0.9 + (0.14 if n > 16 else 0.3) * n) + 0.5), sharex=True)
+    top = max(float(np.nanmax(g.dtoh_gbps)) if g.dtoh_gbps.size else 0.0, 1e-9)
+    head = (title + ": " if title else "") + f"{n} GPUs; limit: {ranks.summary['limit']['rule']}. "
+    panels = ((np.ma.masked_invalid(100 * g.busy), "viridis", 100, head + "GPU busy, % of the bin (blank: outside "
+               "the GPU's steps)"),
+              (g.dtoh_gbps, "magma", top, "DtoH into host memory, GB/s"
+               + (f" (red: stragglers, > {STRAGGLER_BELOW:.0%} below the median steps/s)" if late else "")))
+    for ax, (values, cmap, hi, label) in zip(axes, panels):
+        mesh = ax.pcolormesh(ms, np.arange(n + 1), values, cmap=cmap, vmin=0, vmax=hi, shading="flat")
+        ax.set_ylim(n, 0)
+        ax.set_yticks(np.asarray(named) + 0.5)
+        ax.set_yticklabels([g.gpus[i] for i in named], fontsize=6 if n > 16 else 8)
+        for tick, i in zip(ax.get_yticklabels(), named):
+            if g.gpus[i] in late:
+                tick.set_color("#C00000")
+                tick.set_fontweight("bold")
+        ax.set_title(label, fontsize=10)
+        fig.colorbar(mesh, ax=ax, pad=0.01, fraction=0.03)
+    bin_ms = (g.edges_ns[1] - g.edges_ns[0]) / 1e6 if len(g.edges_ns) > 1 else 0
+    axes[1].set_xlabel(f"ms from the first trace's start (common clock; {bin_ms:g} ms bins)")
     return save(fig, path)
 
 

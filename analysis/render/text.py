@@ -1,6 +1,7 @@
 """The human-readable summary of one analysis (text for the terminal). Pure: dict in, str out."""
 from __future__ import annotations
 
+from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread
 from nsys_transfer.analysis.schema import own_findings
 from nsys_transfer.analysis.verify import finding_name
 
@@ -184,19 +185,12 @@ def _graphs_line(gr: dict) -> str:
 
 def ranks_report(r: dict) -> str:
     """Several GPUs (the JSON's `ranks`): one line per GPU, the shared host-side DtoH load, the limit."""
-    L = []
-    if len(r["traces"]) > 1:
-        L.append("traces on one clock (session start): " + ", ".join(
-            f"{t['label']}={t['path']} (+{t['clock_offset_ns'] / 1e9:.3f} s)" for t in r["traces"]))
-    L.append(f"{len(r['gpus'])} GPUs, each over its own steps:")
-    for g in r["gpus"]:
-        idle = (f"; kernels wait mostly in '{g['idle_mostly_in']}' ({_pct(g['idle_share'])} of their gaps)"
-                if g.get("idle_mostly_in") and (g.get("idle_share") or 0) >= 0.2 else "")
-        rate = f"{g['steps_per_s']:.2f} steps/s" if g.get("steps_per_s") else "no steps"
-        dtoh = (f"DtoH {g['dtoh_bytes'] / 1e9:.1f} GB at {g['dtoh_gbps']:.1f} GB/s "
-                f"({_pct(g['dtoh_pinned_share'])} pinned)" if g.get("dtoh_gbps") else "no DtoH")
-        L.append(f"  {g['gpu']} (pid {g['pid']}): {rate}; busy {_pct(g['utilization'])}, kernels "
-                 f"{_pct(g['compute_utilization'])}, {g['idle_gaps']} idle gaps ({_ms(g['idle_gap_ns'])}); {dtoh}{idle}")
+    L = _clock_lines(r["traces"])
+    if len(r["gpus"]) > SUMMARISE_OVER:
+        L += gpu_spread_lines(r["gpus"])
+    else:
+        L.append(f"{len(r['gpus'])} GPUs, each over its own steps:")
+        L += [_gpu_line(g) for g in r["gpus"]]
     h = r["host_dtoh"]
     L.append(f"host-side DtoH, all GPUs ({h['bin_ns'] / 1e6:g} ms bins): peak {h['peak_gbps']:.1f} GB/s, mean "
              f"{h['mean_gbps']:.1f} GB/s; shared capacity {h['capacity_gbps']:.1f} GB/s ({h['capacity_source']})")
@@ -215,6 +209,59 @@ def ranks_report(r: dict) -> str:
     L.append(f"limit: [{lim['rule']}] {lim['evidence']}")
     L.append(f"      -> {lim['suggestion']}")
     return "\n".join(L)
+
+
+def _clock_lines(traces: list[dict]) -> list[str]:
+    """How several traces were put on one clock; the first few of many (the JSON's ranks.traces has every one)."""
+    if len(traces) < 2:
+        return []
+    shown = traces if len(traces) <= SUMMARISE_OVER else traces[:3]
+    line = "traces on one clock (session start): " + ", ".join(
+        f"{t['label']}={t['path']} (+{t['clock_offset_ns'] / 1e9:.3f} s)" for t in shown)
+    if len(shown) < len(traces):
+        offsets = [t["clock_offset_ns"] / 1e9 for t in traces]
+        line += (f", and {len(traces) - len(shown)} more ({len(traces)} traces, clock offsets +{min(offsets):.3f} to "
+                 f"+{max(offsets):.3f} s)")
+    return [line]
+
+
+def _gpu_line(g: dict) -> str:
+    idle = (f"; kernels wait mostly in '{g['idle_mostly_in']}' ({_pct(g['idle_share'])} of their gaps)"
+            if g.get("idle_mostly_in") and (g.get("idle_share") or 0) >= 0.2 else "")
+    rate = f"{g['steps_per_s']:.2f} steps/s" if g.get("steps_per_s") else "no steps"
+    dtoh = (f"DtoH {g['dtoh_bytes'] / 1e9:.1f} GB at {g['dtoh_gbps']:.1f} GB/s "
+            f"({_pct(g['dtoh_pinned_share'])} pinned)" if g.get("dtoh_gbps") else "no DtoH")
+    return (f"  {g['gpu']} (pid {g['pid']}): {rate}; busy {_pct(g['utilization'])}, kernels "
+            f"{_pct(g['compute_utilization'])}, {g['idle_gaps']} idle gaps ({_ms(g['idle_gap_ns'])}); {dtoh}{idle}")
+
+
+SPREAD_ROWS = (("steps/s", "steps_per_s", "{:.2f}"), ("busy", "utilization", "pct"),
+               ("DtoH GB/s", "dtoh_gbps", "{:.1f}"), ("idle in gaps", "idle", "pct"))
+SLOWEST_NAMED = 10  # stragglers named at most; the rest counted
+
+
+def gpu_spread_lines(gpus: list[dict]) -> list[str]:
+    """Many GPUs (more than SUMMARISE_OVER): the spread of their figures (ranks.spread) and the slowest by name,
+    in place of a line per GPU."""
+    sp = spread(gpus)
+    L = [f"{len(gpus)} GPUs, each over its own steps (the spread; --json and --csv list every GPU):",
+         f"  {'':<14}" + "".join(f"{q:>9}" for q in ("median", "min", "p10", "p90", "max"))]
+    for label, key, fmt in SPREAD_ROWS:
+        q = sp[key]
+        cells = ["-"] * 5 if q is None else [_pct(q[k]) if fmt == "pct" else fmt.format(q[k])
+                                             for k in ("median", "min", "p10", "p90", "max")]
+        L.append(f"  {label:<14}" + "".join(f"{c:>9}" for c in cells))
+    L.append("  (idle in gaps: time in idle gaps over the GPU's steps; busy: any GPU operation)")
+    slow = sp["slowest"]
+    if slow:
+        named = ", ".join(f"{g['gpu']} {g['steps_per_s']:.2f} ({_pct(g['below'])} below)" for g in slow[:SLOWEST_NAMED])
+        more = f", and {len(slow) - SLOWEST_NAMED} more" if len(slow) > SLOWEST_NAMED else ""
+        L.append(f"slowest by steps/s (median {sp['steps_per_s']['median']:.2f}): {named}{more}")
+        late = [g["gpu"] for g in slow if g["straggler"]]
+        L.append(f"stragglers (more than {STRAGGLER_BELOW:.0%} below the median): "
+                 + (", ".join(late[:SLOWEST_NAMED]) + (f", and {len(late) - SLOWEST_NAMED} more"
+                                                       if len(late) > SLOWEST_NAMED else "") if late else "none"))
+    return L
 
 
 def _verify_cell(v, unit: str) -> str:

@@ -1,0 +1,184 @@
+"""Where the per-trace work of several traces runs: here, one trace after the other; in worker processes on this
+machine; or on a Dask distributed cluster. One interface for the three:
+
+    with executor(jobs=4, dask=None) as run:      # Sequential, Processes or Dask
+        parts = run.map(part_of_path, [(path, label, opts), ...], say)
+
+map() calls fn(*args) for each item and returns the results in the items' order, whatever order they finish in; the
+first failing item (in that order) raises its own exception (a TraceError stays a TraceError). Each worker holds one
+trace's analysis at a time, so N workers need N x the memory of one trace's.
+
+Dask is an optional extra (`pip install 'nsys-transfer[dask]'`), imported only by Dask.__enter__. Its own
+configuration applies (TLS through the dask config or DASK_* environment variables); `local:N` starts a cluster of N
+single-threaded worker processes that listens on 127.0.0.1 alone. Dask workers import nsys_transfer (the same
+version) and read each trace at the path given, so the paths must be ones the workers see (a shared filesystem).
+A script run by path that uses `local:N` (or Processes where they are not forked) needs the usual multiprocessing
+guard, `if __name__ == "__main__":`: the workers start by importing it (the console scripts and `python -m` have it).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+
+from nsys_transfer.analysis.errors import TraceError
+
+DASK_EXTRA = "--dask needs the dask extra: pip install 'nsys-transfer[dask]'"
+LOCAL = "local"  # --dask local[:N]: a cluster on this machine
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity where the platform says, else the machine's)."""
+    if hasattr(os, "process_cpu_count"):  # Python 3.13
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def _quiet(msg: str) -> None:
+    pass
+
+
+class Sequential:
+    """In this process, one item after the other: no pickling, the first failure stops the rest."""
+    workers = 1
+    where = "in this process"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def map(self, fn: Callable, items: Sequence[tuple], say: Callable[[str], None] = _quiet) -> list:
+        """fn(*args) for each item, in order."""
+        out = []
+        for i, args in enumerate(items, 1):
+            out.append(fn(*args))
+            say(f"[{i}/{len(items)}] done")
+        return out
+
+
+class Processes:
+    """In `jobs` worker processes on this machine (concurrent.futures), each running one item at a time."""
+
+    def __init__(self, jobs: int):
+        self.workers = jobs
+        self.where = f"in {jobs} worker processes"
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self):
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_start_method())
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        return None
+
+    def map(self, fn: Callable, items: Sequence[tuple], say: Callable[[str], None] = _quiet) -> list:
+        """fn(*args) for each item in the worker processes; the results in the items' order."""
+        futures = [self._pool.submit(fn, *args) for args in items]
+        try:
+            for i, _ in enumerate(as_completed(futures), 1):
+                say(f"[{i}/{len(items)}] done")
+            return [f.result() for f in futures]
+        except BrokenProcessPool:
+            raise TraceError("a worker process died (out of memory?): each one holds a trace's analysis; give fewer "
+                             "--jobs") from None
+
+
+def _start_method():
+    """fork where it is safe and cheap (Linux, this process has no other thread: the workers start with the
+    toolkit already imported); else the platform's default (spawn or forkserver)."""
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+class Dask:
+    """On a Dask distributed cluster: the scheduler at `address` (tcp://host:8786, tls://...), or `local:N`, a
+    cluster of N worker processes started here on 127.0.0.1 and stopped again on leaving."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.local = address.split(":")[0] == LOCAL
+        self.where = f"on the Dask cluster at {address}"
+        self.workers = None
+        self._client = self._cluster = self._distributed = None
+
+    def __enter__(self):
+        try:
+            import distributed  # noqa: PLC0415 - the optional extra: only here
+        except ImportError:
+            raise TraceError(DASK_EXTRA) from None
+        self._distributed = distributed
+        try:
+            if self.local:
+                n = local_workers(self.address)
+                self._cluster = distributed.LocalCluster(**local_cluster_options(n))
+                self.where = f"on a local Dask cluster of {n} workers"
+            self._client = distributed.Client(self._cluster or self.address, set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            self.__exit__()
+            raise TraceError(f"--dask {self.address}: cannot reach the Dask scheduler ({e})") from None
+        except BaseException:
+            self.__exit__()
+            raise
+        self.workers = len(self._client.scheduler_info().get("workers", {})) or None
+        return self
+
+    def __exit__(self, *exc):
+        for part in (self._client, self._cluster):
+            if part is not None:
+                part.close()
+        self._client = self._cluster = None
+        return None
+
+    def map(self, fn: Callable, items: Sequence[tuple], say: Callable[[str], None] = _quiet) -> list:
+        """fn(*args) for each item on the cluster's workers (client.map, client.gather); the results in order."""
+        columns = [list(c) for c in zip(*items)]  # client.map(fn, a's, b's, ...) calls fn(a, b, ...)
+        futures = self._client.map(fn, *columns, pure=False) if items else []
+        for i, _ in enumerate(self._distributed.as_completed(futures, loop=self._client.loop), 1):
+            say(f"[{i}/{len(items)}] done")
+        failed = next((f for f in futures if f.status == "error"), None)
+        if failed is not None:
+            raise failed.exception()
+        return self._client.gather(futures)
+
+
+def local_cluster_options(workers: int) -> dict:
+    """distributed.LocalCluster's options for `local:N`: N single-threaded worker processes, every port on 127.0.0.1
+    (the scheduler's, the workers' and the scheduler's HTTP routes, on a free port), no dashboard."""
+    return {"n_workers": workers, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
+            "dashboard_address": None, "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}}
+
+
+def local_workers(address: str) -> int:
+    """N of `local:N` (the cores when N is left out); a TraceError for anything else."""
+    _, _, n = address.partition(":")
+    if not n:
+        return cores()
+    if not n.isdigit() or int(n) < 1:
+        raise TraceError(f"--dask {address}: give local:N with N at least 1 worker, or a scheduler address "
+                         "(tcp://host:8786)")
+    return int(n)
+
+
+def executor(jobs: int | None = None, dask: str | None = None, items: int | None = None):
+    """The executor for `items` pieces of work: Dask when an address is given, else `jobs` worker processes (default:
+    the cores; never more than the items), else (one job or one item) this process."""
+    if dask:
+        if dask.split(":")[0] == LOCAL:
+            local_workers(dask)  # its mistakes before any work
+        return Dask(dask)
+    if jobs is not None and jobs < 1:
+        raise TraceError(f"--jobs {jobs}: give at least 1 (1: one trace after the other in this process)")
+    n = jobs or cores()
+    if items is not None:
+        n = min(n, items)
+    return Processes(n) if n > 1 else Sequential()
