@@ -43,7 +43,7 @@ def union_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 CHUNK = 1 << 20  # intervals per step of the chunked forms: a few tens of MB of temporaries, whatever the trace
 
 
-def _groups(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def union_groups(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """union_sorted() of intervals handed over chunk by chunk in start order (no end before its start), as the
     merged intervals each chunk completes: the last group of a chunk stays open, joined by the next chunk's first
     intervals where they reach it."""
@@ -80,7 +80,7 @@ def union_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], capacity: int,
     `into` (int64 arrays of at least `capacity`: the result is then views of them)."""
     out: list[np.ndarray] = list(into) if into is not None else []
     n = 0
-    for gs, ge in _groups(chunks):
+    for gs, ge in union_groups(chunks):
         if not out:
             out = [np.empty(capacity, dtype=gs.dtype), np.empty(capacity, dtype=ge.dtype)]
         out[0][n:n + gs.size], out[1][n:n + gs.size] = gs, ge
@@ -94,14 +94,14 @@ def union_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], capacity: int,
 
 def covered_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> int:
     """Covered time of intervals handed over chunk by chunk in start order (union_chunks()' total), no union kept."""
-    return sum(int((ge - gs).sum()) for gs, ge in _groups(chunks))
+    return sum(int((ge - gs).sum()) for gs, ge in union_groups(chunks))
 
 
 def covered_and_resumes(chunks: Iterable[tuple[np.ndarray, np.ndarray]], min_ns: int) -> tuple[int, np.ndarray]:
     """covered_chunks(), and where the intervals resume after a hole of at least min_ns: the starts of the merged
     intervals that follow one (the first one too)."""
     total, last_end, resumes = 0, None, []
-    for gs, ge in _groups(chunks):
+    for gs, ge in union_groups(chunks):
         if not gs.size:
             continue
         total += int((ge - gs).sum())
@@ -233,11 +233,10 @@ class SpilledCoverage:
     @classmethod
     def of(cls, cov: Coverage) -> "SpilledCoverage":
         """cov's intervals written out a chunk at a time (cov's arrays can then be let go)."""
-        starts, ends = Column(cov.s.dtype), Column(cov.e.dtype)
+        writer = CoverageWriter(cov.s.dtype)
         for s, e in in_chunks(cov.s, cov.e):
-            starts.append(s)
-            ends.append(e)
-        return cls(starts, ends, cov.s[::CHUNK].copy(), chunk_before(in_chunks(cov.s, cov.e)))
+            writer.append(s, e)
+        return writer.done()
 
     @property
     def size(self) -> int:
@@ -274,19 +273,61 @@ class SpilledCoverage:
         return self.at(ends) - self.at(starts)
 
 
+class CoverageWriter:
+    """A SpilledCoverage written a part at a time (disjoint sorted intervals, in order), with the index it reads by:
+    each CHUNK intervals' first start and the covered time before it; `total` so far."""
+
+    def __init__(self, dtype=np.int64):
+        self.starts, self.ends = Column(dtype), Column(dtype)
+        self.firsts: list[int] = []
+        self.before: list[int] = []
+        self.total = 0
+
+    def append(self, s: np.ndarray, e: np.ndarray) -> None:
+        """Add intervals after those so far."""
+        if not s.size:
+            return
+        n = self.starts.size
+        at = np.arange(-(-n // CHUNK) * CHUNK, n + s.size, CHUNK) - n  # where a CHUNK of the whole begins
+        lengths = e - s
+        if at.size:
+            covered = np.cumsum(lengths) - lengths  # covered before each, within this part
+            self.firsts += s[at].tolist()
+            self.before += (covered[at] + self.total).tolist()
+        self.starts.append(s)
+        self.ends.append(e)
+        self.total += int(lengths.sum())
+
+    def done(self) -> "SpilledCoverage":
+        """The SpilledCoverage of every interval appended."""
+        return SpilledCoverage(self.starts, self.ends, np.array(self.firsts, self.starts.dtype),
+                               np.array(self.before, np.int64))
+
+
 def gaps(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, min_ns: int = 0) -> pd.DataFrame:
-    """Holes of a disjoint sorted union inside [lo, hi), at least min_ns long (worked out CHUNK holes at a time: the
-    busy union can hold millions of intervals, and few holes are long)."""
-    n, keep_s, keep_e = starts.size, [], []
-    for k in range(0, n + 1, CHUNK):  # hole i runs from union interval i-1's end (lo for the first) to i's start
-        j = min(k + CHUNK, n + 1)
-        gs = ends[max(k - 1, 0):j - 1] if k else np.concatenate(([lo], ends[:j - 1]))
-        ge = starts[k:j] if j <= n else np.concatenate((starts[k:n], [hi]))
-        gs, ge = np.maximum(gs, lo), np.minimum(ge, hi)
+    """Holes of a disjoint sorted union inside [lo, hi), at least min_ns long (worked out CHUNK intervals at a
+    time: the busy union can hold millions of intervals, and few holes are long)."""
+    return gaps_of_chunks(in_chunks(starts, ends), lo, hi, min_ns)
+
+
+def gaps_of_chunks(chunks: Iterable[tuple[np.ndarray, np.ndarray]], lo: int, hi: int, min_ns: int = 0
+                   ) -> pd.DataFrame:
+    """gaps() of a disjoint sorted union handed over chunk by chunk (a SpilledCoverage's chunks())."""
+    keep_s, keep_e, last_end = [], [], lo  # the hole before each interval runs from the one before's end
+    for s, e in chunks:
+        if not s.size:
+            continue
+        gs, ge = np.maximum(np.concatenate(([last_end], e[:-1])), lo), np.minimum(s, hi)
         keep = (ge - gs) >= max(min_ns, 1)
         keep_s.append(gs[keep])
         keep_e.append(ge[keep])
-    gs, ge = np.concatenate(keep_s), np.concatenate(keep_e)
+        last_end = e[-1]
+    tail_s, tail_e = max(last_end, lo), hi  # after the last interval (the whole window without one)
+    if tail_e - tail_s >= max(min_ns, 1):
+        keep_s.append(np.array([tail_s], np.int64))
+        keep_e.append(np.array([tail_e], np.int64))
+    gs = np.concatenate(keep_s) if keep_s else np.zeros(0, np.int64)
+    ge = np.concatenate(keep_e) if keep_e else np.zeros(0, np.int64)
     return pd.DataFrame({"start_ns": gs, "end_ns": ge, "duration_ns": ge - gs})
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -21,11 +22,42 @@ class Column:
     def __init__(self, dtype=np.int64):
         self.dtype = np.dtype(dtype)
         self.size = 0
+        self.low = self.high = None  # the smallest and largest value appended
         self._file = tempfile.TemporaryFile(prefix="nsys-transfer-")  # no name on disk: freed on close or exit
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        """A slice of the values (step 1), read from the file: what code written for arrays reads a chunk at a time."""
+        i, j, step = rows.indices(self.size)
+        if step != 1:
+            raise IndexError("a spilled column is read in slices of step 1")
+        return self.read(i, j)
+
+    def __array__(self, dtype=None, copy=None):
+        """Every value, read whole: where code that needs the whole column meets one, it still gets the answer."""
+        return self.read(0, self.size).astype(dtype or self.dtype, copy=False)
+
+    def min(self):
+        """The smallest value (ValueError when empty, as numpy's)."""
+        if self.low is None:
+            raise ValueError("min of an empty column")
+        return self.low
+
+    def max(self):
+        """The largest value (ValueError when empty)."""
+        if self.high is None:
+            raise ValueError("max of an empty column")
+        return self.high
 
     def append(self, values: np.ndarray) -> None:
         """Add values at the end."""
         part = np.ascontiguousarray(values, dtype=self.dtype)
+        if part.size:
+            low, high = part.min(), part.max()
+            self.low = low if self.low is None else min(self.low, low)
+            self.high = high if self.high is None else max(self.high, high)
         view, done = memoryview(part).cast("B"), 0
         while done < len(view):
             done += os.pwrite(self._file.fileno(), view[done:], (self.size * self.dtype.itemsize) + done)
@@ -42,6 +74,11 @@ class Column:
                 raise OSError(f"temporary file short by {len(view) - done} bytes")
             done += got
         return out
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        """The values, `rows` at a time, in order."""
+        for k in range(0, self.size, rows):
+            yield self.read(k, k + rows)
 
     def close(self) -> None:
         """Remove the file."""

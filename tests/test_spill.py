@@ -8,7 +8,8 @@ import pytest
 
 import golden_answers as answers
 from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.sections import capture_activity, gpu, idle
+from nsys_transfer.analysis.load import kernel_digest, ops_store
+from nsys_transfer.analysis.sections import capture_activity, gpu, idle, streamed_pass
 from nsys_transfer.analysis.spill import Column
 
 
@@ -118,3 +119,55 @@ def test_frames_touching_hold_every_row_of_the_time_slice(seed):
         return df[(df["start_ns"] < hi) & (df["end_ns"] > lo)].reset_index(drop=True)
     for lo, hi in [(0, 10), (40, 120), (200, 230), (-5, 999)]:
         pd.testing.assert_frame_equal(near(frames.touching(lo, hi), lo, hi), near(whole, lo, hi))
+
+
+@pytest.mark.parametrize("case", answers.keys(), ids=lambda c: "+".join(c))
+def test_the_answers_with_the_kernels_and_memsets_in_files_are_the_stored_ones(case, monkeypatch):
+    """The JSON with every kernel and memset table in temporary files (ops_store.SPILL_ROWS: 8 M rows on real long
+    captures), read back a few hundred rows at a time, and the busy union written to a file as the streamed pass
+    makes it: the answers of the pass in memory, on every bundled and public trace."""
+    monkeypatch.setattr(ops_store, "SPILL_ROWS", 0)
+    monkeypatch.setattr(ops_store, "READ_ROWS", 300)
+    monkeypatch.setattr(intervals, "CHUNK", 500)
+    monkeypatch.setattr(kernel_digest, "RADIX_BITS", 5)
+    stored = answers.load().get(" + ".join(case))
+    if stored is None:
+        pytest.skip("no stored answer")
+    assert answers.answer(*case) == stored
+
+
+@pytest.mark.parametrize("bits", [1, 3, 16])
+@pytest.mark.parametrize("seed", range(30))
+def test_the_median_from_passes_over_chunks_is_the_median(seed, bits, monkeypatch):
+    monkeypatch.setattr(kernel_digest, "RADIX_BITS", bits)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    d = rng.integers(0, int(rng.choice([2, 50, 1 << 40])), n)
+    s = np.cumsum(rng.integers(0, 9, n))
+    step = int(rng.integers(1, 8))
+    chunks = lambda: ((s[k:k + step], s[k:k + step] + d[k:k + step]) for k in range(0, n, step))  # noqa: E731
+    assert kernel_digest.chunked_median(chunks, n, int(d.max())) == kernel_digest.median(d) == float(np.median(d))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_streams_merged_in_start_order_hold_every_interval_once(seed):
+    rng = np.random.default_rng(seed)
+    streams, every = [], []
+    for _ in range(int(rng.integers(1, 4))):
+        s = np.sort(rng.integers(0, 40, int(rng.integers(0, 30))))
+        e = s + rng.integers(0, 5, s.size)
+        step = int(rng.integers(1, 7))
+        streams.append(iter([(s[k:k + step], e[k:k + step]) for k in range(0, s.size, step)]))
+        every += list(zip(s.tolist(), e.tolist()))
+    merged = list(streamed_pass._merged(streams))
+    starts = np.concatenate([m[0] for m in merged]) if merged else np.zeros(0)
+    assert (np.diff(starts) >= 0).all()
+    assert sorted(p for m in merged for p in zip(m[0].tolist(), m[1].tolist())) == sorted(every)
+
+
+def test_a_column_reads_as_an_array_where_code_needs_one():
+    col = Column(np.int64)
+    col.append(np.arange(100) * 3)
+    assert (col.min(), col.max(), len(col), col[5:8].tolist()) == (0, 297, 100, [15, 18, 21])
+    assert np.asarray(col).tolist() == (np.arange(100) * 3).tolist()
+    col.close()

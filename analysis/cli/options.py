@@ -12,6 +12,7 @@ import click
 
 from nsys_transfer.analysis import parallel
 from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.load.ops_store import SpilledOps
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 
@@ -85,7 +86,8 @@ RULES = {
 def check_window_has_activity(trace, win: tuple[int, int]) -> None:
     """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is."""
     frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets) if len(df)]
-    if any(bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
+    if any(df.overlaps(*win) if isinstance(df, SpilledOps) else
+           bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
         return
     if not frames:
         raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")

@@ -9,12 +9,13 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.load import kernel_digest, sql, validate
+from nsys_transfer.analysis.load import kernel_digest, ops_store, sql, validate
 from nsys_transfer.analysis.load.btree import Bits, Touches
 from nsys_transfer.analysis.load.frames import empty, pid_column, pid_expr, short_copy_kind, timed
 from nsys_transfer.analysis.load import reader as column_reader
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # nsys --cuda-graph-trace=graph (its default): one row a graph launch
 UNIFIED_KINDS = ("Unified HtoD", "Unified DtoH", "Unified DtoD")  # managed-memory migrations (copyKind 11-13)
 KERNEL_COLUMNS = ["start_ns", "end_ns", "duration_ns", "device", "stream", "correlation_id", "pid", "name"]
@@ -113,7 +114,7 @@ class DeviceTables:
     def _chunked_kernel_digest(self) -> kernel_digest.KernelDigest | None:
         t = self.trace
         ranges = t.reader.rowid_ranges(KERNEL_TABLE, column_reader.CHUNK_ROWS)
-        others = sum(hi - lo for name in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET") if t.has(name)
+        others = sum(hi - lo for name in ("CUPTI_ACTIVITY_KIND_MEMCPY", MEMSET_TABLE) if t.has(name)
                      for lo, hi in t.reader.rowid_ranges(name, 1 << 62))  # at least the copies and memsets: room
         builder = kernel_digest.Builder(sum(hi - lo for lo, hi in ranges), others)
         chunks = t.reader.int_column_ranges(KERNEL_TABLE, self._kernel_columns(), [(lo, hi, ()) for lo, hi in ranges])
@@ -155,12 +156,32 @@ class DeviceTables:
         """The CUDA memsets as the device pass and integrity read them: start_ns, end_ns, device, correlation_id, pid
         (in narrow types: kernel_digest.narrow_ops; millions of rows in a long capture); empty without the table."""
         t = self.trace
-        if not t.has("CUPTI_ACTIVITY_KIND_MEMSET"):
+        if not t.has(MEMSET_TABLE):
             return empty(list(kernel_digest.OPS))
-        cols = t.columns("CUPTI_ACTIVITY_KIND_MEMSET")
-        return kernel_digest.narrow_ops(t.checked(t.reader.table_columns(
-            "CUPTI_ACTIVITY_KIND_MEMSET", {**sql.MEMSET_COLUMNS, "pid": pid_column(cols)}), "memset",
-            ("device", "stream")))
+        columns = {**sql.MEMSET_COLUMNS, "pid": pid_column(t.columns(MEMSET_TABLE))}
+        spilled = self._spilled_memsets(columns)
+        if spilled is not None:
+            return spilled
+        return kernel_digest.narrow_ops(t.checked(t.reader.table_columns(MEMSET_TABLE, columns), "memset",
+                                                  ("device", "stream")))
+
+    def _spilled_memsets(self, columns: dict) -> ops_store.SpilledOps | None:
+        """A long capture's memsets (ops_store.SPILL_ROWS and more) in temporary files, read a chunk at a time; None
+        for a shorter table, or one a chunk of which is not clean and in start order (it is then read whole)."""
+        t = self.trace
+        ranges = t.reader.rowid_ranges(MEMSET_TABLE, column_reader.CHUNK_ROWS)
+        rows = sum(hi - lo for lo, hi in ranges)
+        if rows < ops_store.SPILL_ROWS:
+            return None
+        writer = ops_store.OpsWriter(rows, spill=True)
+        chunks = t.reader.int_column_ranges(MEMSET_TABLE, columns, [(lo, hi, ()) for lo, hi in ranges])
+        for chunk in chunks:
+            if not writer.accepts(chunk):
+                chunks.close()
+                writer.done().close()
+                return None
+            writer.add(chunk)
+        return writer.done()
 
     @cached_property
     def gpus(self) -> pd.DataFrame:

@@ -15,12 +15,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.validate import nameless_rows, repeated_rows
+from nsys_transfer.analysis.load import ops_store
+from nsys_transfer.analysis.load.ops_store import NARROW, ONE_VALUE, OPS, fits, one
+from nsys_transfer.analysis.load.validate import nameless_rows
 
-OPS = ("start_ns", "end_ns", "device", "correlation_id", "pid")  # what the device pass and integrity read
-NARROW = {"start_ns": np.int64, "end_ns": np.int64, "device": np.int8, "correlation_id": np.int32, "pid": np.int32}
-TIMES = ("start_ns", "end_ns")
-ONE_VALUE = ("device", "pid")  # one GPU, one process: the usual case, held as a view of one value (no memory)
 NAME_COLUMNS = ["name", "count", "total_ns", "min_ns", "max_ns"]
 CHUNK = 1 << 20  # durations made this many at a time: bounded temporaries
 
@@ -90,21 +88,10 @@ def narrow_ops(df: pd.DataFrame) -> pd.DataFrame:
     for c in (c for c in OPS if c in df):
         v = df[c].to_numpy()
         if c in ONE_VALUE and v.size and v.min() == v.max():
-            out[c] = _one(int(v[0]), NARROW[c], v.size)
+            out[c] = one(int(v[0]), NARROW[c], v.size)
         else:
             out[c] = v.astype(NARROW[c], copy=False) if fits(v, NARROW[c]) else v
     return pd.DataFrame(out, copy=False)
-
-
-def fits(values: np.ndarray, dtype) -> bool:
-    """Whether every value is within the integer type's range."""
-    info = np.iinfo(dtype)
-    return not values.size or (info.min <= values.min() and values.max() <= info.max)
-
-
-def _one(value: int, dtype, rows: int) -> np.ndarray:
-    """A column of one value as a read-only view of it (no memory however many rows), narrow where it fits."""
-    return np.broadcast_to(np.asarray(value, dtype if fits(np.asarray([value]), dtype) else np.int64), (rows,))
 
 
 def of_frame(kernels: pd.DataFrame, graph_runs: int = 0) -> KernelDigest:
@@ -128,63 +115,32 @@ def _owners(device: np.ndarray, pid: np.ndarray, duration: np.ndarray) -> pd.Dat
 
 class Builder:
     """A KernelDigest from the kernel table's chunks in rowid order (columns: OPS, stream, name_id), kept only while
-    every chunk is clean and in start order; `capacity`: at most this many rows (the ops are written in place);
-    `room`: that many elements more before the times (KernelDigest.spare_times)."""
+    every chunk is clean and in start order; `capacity`: at most this many rows; `room`: that many elements more
+    before the times (KernelDigest.spare_times); from ops_store.SPILL_ROWS rows on, the ops go to temporary files."""
 
     def __init__(self, capacity: int, room: int = 0):
-        self.times = {c: np.empty(room + capacity, np.int64) for c in TIMES}  # pages taken as written
-        self.columns = {c: self.times[c][room:] if c in TIMES else np.empty(capacity, dtype)
-                        for c, dtype in NARROW.items()}
-        self.one_value: dict[str, int | None] = dict.fromkeys(ONE_VALUE)  # a column's one value so far (not written)
-        self.rows = 0
-        self.last_start: int | None = None
+        self.ops = ops_store.OpsWriter(capacity, room, spill=capacity >= ops_store.SPILL_ROWS)
         self.total_ns = self.longest_ns = 0  # the longest 0: a table of instants, which validate.clean warns of
         self.groups: dict[str, pd.DataFrame] = {}
+
+    @property
+    def rows(self) -> int:
+        """The kernels taken so far."""
+        return self.ops.rows
 
     def add(self, chunk: pd.DataFrame) -> bool:
         """Take one chunk; False (and nothing kept) where it holds a row validate.clean would drop, or starts before
         the rows before it: then only the whole table gives the same answers."""
         if chunk.empty:
             return True
-        start, end = chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy()
-        if not self._clean(chunk, start, end):
+        if not self.ops.accepts(chunk):
             return False
-        for c in self.columns:
-            self._write(c, chunk[c].to_numpy())
-        self.rows += len(chunk)
-        self.last_start = int(start[-1])
-        duration = end - start
+        self.ops.add(chunk)
+        duration = chunk["end_ns"].to_numpy() - chunk["start_ns"].to_numpy()
         self.total_ns += int(duration.sum())
         self.longest_ns = max(self.longest_ns, int(duration.max()))
         self._group(chunk, duration)
         return True
-
-    def _write(self, c: str, part: np.ndarray) -> None:
-        """A chunk's column into place: widened where it does not fit the narrow type (rare), not written while a
-        ONE_VALUE column holds one value."""
-        low, high = part.min(), part.max()
-        held = None
-        if c in self.one_value:
-            if low == high and (self.rows == 0 or self.one_value[c] == low):
-                self.one_value[c] = int(low)
-                return
-            held = self.one_value.pop(c)  # a second value: the rows before get their one value written
-        values = self.columns[c]
-        if not fits(np.asarray([low, high] + ([held] if held is not None else [])), values.dtype):
-            values = self.columns[c] = values.astype(np.int64)
-        if held is not None:
-            values[:self.rows] = held
-        values[self.rows:self.rows + part.size] = part
-
-    def _clean(self, chunk: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> bool:
-        """No row validate.clean drops (negative or missing times, device or stream; an end before its start; a row
-        repeated, which needs a start shared, here not even across chunks) and the starts in order."""
-        if (start < 0).any() or (end < start).any() or (chunk["device"].to_numpy() < 0).any() or \
-                (chunk["stream"].to_numpy() < 0).any():
-            return False
-        if (start[1:] < start[:-1]).any() or (self.last_start is not None and start[0] <= self.last_start):
-            return False
-        return not (start[1:] == start[:-1]).any() or not repeated_rows(chunk).any()
 
     def _group(self, chunk: pd.DataFrame, duration: np.ndarray) -> None:
         """The chunk's sums by name id, stream and (device, pid), added to the running ones."""
@@ -202,24 +158,57 @@ class Builder:
         or one of instants only (the whole table's load says what is wrong with it)."""
         if not self.rows or (self.rows > 1 and not self.longest_ns):
             return None
-        ops = pd.DataFrame({c: v[:self.rows] if self.one_value.get(c) is None else _one(self.one_value[c], v.dtype,
-                                                                                          self.rows)
-                            for c, v in self.columns.items()}, copy=False)
         by_id = self.groups["name_id"]
         by_name, said = _named(by_id, texts(by_id.index))
         stream, owner = self.groups["stream"]["sum"], self.groups["owner"]
-        return KernelDigest(ops, by_name, stream.rename_axis("stream").rename("duration_ns"), owner, self.rows,
-                            self.total_ns, median(self._durations(), mine=True),
-                            (self.times["start_ns"], self.times["end_ns"])), said
+        spare = None if self.ops.spill else (self.ops.times["start_ns"], self.ops.times["end_ns"])
+        return KernelDigest(self.ops.done(), by_name, stream.rename_axis("stream").rename("duration_ns"), owner,
+                            self.rows, self.total_ns, self._median(), spare), said
+
+    def _median(self) -> float:
+        """The kernels' median duration: from one array of them in memory, or, spilled, from passes over the files."""
+        if self.ops.spill:
+            return chunked_median(self.ops.time_chunks, self.rows, self.longest_ns)
+        return median(self._durations(), mine=True)
 
     def _durations(self) -> np.ndarray:
         """Every kernel's duration, in 32 bits where the longest fits (half the memory of the times' difference)."""
         out = np.empty(self.rows, np.uint32 if self.longest_ns < 2 ** 32 else np.int64)
-        start, end = self.columns["start_ns"], self.columns["end_ns"]
+        start, end = self.ops.columns["start_ns"], self.ops.columns["end_ns"]
         for k in range(0, self.rows, CHUNK):
             j = min(k + CHUNK, self.rows)
             np.subtract(end[k:j], start[k:j], out=out[k:j], casting="unsafe")
         return out
+
+
+RADIX_BITS = 16  # bits of the durations told apart per pass of chunked_median (a 64 K-bin count)
+
+
+def chunked_median(chunks, rows: int, longest: int) -> float:
+    """median() of the durations (end - start) of `rows` intervals handed over by chunks() (a fresh iterator each
+    call), none longer than `longest`: each middle value found RADIX_BITS bits at a time, from the highest, by
+    counting the durations that share the bits found so far (two passes for durations under 4.3 s, no copy)."""
+    half = rows // 2
+    kth = [half] if rows % 2 else [half - 1, half]
+    return sum(float(_kth_duration(chunks, k, max(1, int(longest).bit_length()))) for k in kth) / len(kth)
+
+
+def _kth_duration(chunks, k: int, bits: int) -> int:
+    """The k-th smallest duration (0-based) of durations below 2**bits."""
+    prefix, low = 0, bits  # the durations looked at: those whose bits from `low` up equal prefix
+    while low > 0:
+        step = min(RADIX_BITS, low)
+        shift = low - step
+        counts = np.zeros(1 << step, np.int64)
+        for s, e in chunks():
+            d = e - s
+            d = d[(d >> low) == prefix] if low < bits else d
+            counts += np.bincount((d >> shift) & ((1 << step) - 1), minlength=1 << step)
+        below = np.cumsum(counts)
+        digit = int(np.searchsorted(below, k, side="right"))
+        k -= int(below[digit - 1]) if digit else 0
+        prefix, low = (prefix << step) | digit, shift
+    return prefix
 
 
 def _combine(before: pd.DataFrame, more: pd.DataFrame, key: str) -> pd.DataFrame:

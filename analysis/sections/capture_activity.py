@@ -58,7 +58,8 @@ def timeline(trace: Trace, gpu: dict, osrt_starts: OsrtStarts) -> list[dict]:
     out = []
     for p in sorted(set().union(*(pd.unique(pid).tolist() for pid, _, _ in kinds))):
         # each kind's rows of this process; all of them, without a copy, in the usual one-process trace
-        mine = [(s, e) if p < 0 or bool((pid == p).all()) else (s[pid == p], e[pid == p]) for pid, s, e in kinds]
+        mine = [(s, e) if p < 0 or bool((pid == p).all()) else (np.asarray(s)[pid == p], np.asarray(e)[pid == p])
+                for pid, s, e in kinds]
         mine = [(s, e) for s, e in mine if s.size]
         cpu, source = (nvtx_t[nvtx_pid == p] if p >= 0 else nvtx_t), "nvtx"
         if cpu.size < MIN_NVTX_RANGES:
@@ -103,7 +104,7 @@ def _largest_id_gap(gpu: dict, p: int) -> int | None:
     """The largest hole between a process's sorted positive correlation ids (p < 0: every row's), less one; None
     with fewer than two ids. From a bitmap of the ids' range, ID_WINDOW ids at a time (tens of millions of GPU rows
     in a long capture: no sorted copy of them), or, where the ids are sparse, from one sorted copy."""
-    parts = [corr if p < 0 or bool((pid == p).all()) else corr[pid == p] for pid, corr, *_ in gpu.values()]
+    parts = [corr if p < 0 or bool((pid == p).all()) else np.asarray(corr)[pid == p] for pid, corr, *_ in gpu.values()]
     lo, hi, n = _positive_span(parts)
     if n < 2:
         return None
@@ -142,7 +143,7 @@ def _positive_span(parts: list[np.ndarray]) -> tuple[int, int, int]:
 def _sorted_id_gap(parts: list[np.ndarray]) -> int:
     """_largest_id_gap() from one sorted copy of the ids (of at least two positive ones)."""
     narrow = all(fits(x, np.int32) for x in parts)  # 32 bits where they fit: half the copy (tens of millions of ids)
-    ids = np.concatenate([x.astype(np.int32 if narrow else np.int64, copy=False) for x in parts])
+    ids = np.concatenate([np.asarray(x).astype(np.int32 if narrow else np.int64, copy=False) for x in parts])
     ids.sort()
     ids = ids[np.searchsorted(ids, 0, side="right"):]  # the positive ids: a view
     steps = [(k, min(k + intervals.CHUNK, ids.size - 1)) for k in range(0, ids.size - 1, intervals.CHUNK)]

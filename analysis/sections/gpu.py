@@ -10,7 +10,10 @@ import pandas as pd
 from nsys_transfer.analysis import intervals
 from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
                                               in_chunks, union, union_chunks, union_sorted)
+from nsys_transfer.analysis.load.ops_store import SpilledOps, frame_of
 from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.sections import streamed_pass
+from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
@@ -44,11 +47,13 @@ class GpuOps:
         out = {}
         for kind, df in self.parts.items():
             mask = np.asarray(keep(df), dtype=bool)
-            out[kind] = df if mask.all() else df[[c for c in OP_COLUMNS if c in df]][mask]
+            out[kind] = df if mask.all() else frame_of(df)[[c for c in OP_COLUMNS if c in df]][mask]
         return GpuOps(out)
 
     def inside(self, lo, hi) -> "GpuOps":
-        """The operations that overlap [lo, hi)."""
+        """The operations that overlap [lo, hi) (a table in files they all do is kept as it is, unread)."""
+        if all(df["end_ns"].min() > lo and df["start_ns"].max() < hi for df in self.parts.values()):
+            return self
         return self.where(lambda df: (df["end_ns"].to_numpy() > lo) & (df["start_ns"].to_numpy() < hi))
 
     def on_device(self, device: int) -> "GpuOps":
@@ -61,9 +66,17 @@ class GpuOps:
 
     def last_end_of_those_starting_before(self, t: int) -> int | None:
         """The latest end of the operations that start before t; None if none does."""
-        ends = [df["end_ns"].to_numpy()[df["start_ns"].to_numpy() < t] for df in self.parts.values()]
+        ends = [c["end_ns"][c["start_ns"] < t] for df in self.parts.values() for c in _time_chunks(df)]
         ends = [e for e in ends if e.size]
         return max(int(e.max()) for e in ends) if ends else None
+
+
+def _time_chunks(df) -> Iterator[dict[str, np.ndarray]]:
+    """A table's start_ns and end_ns: whole for a frame, a chunk at a time for a table in files."""
+    if isinstance(df, SpilledOps):
+        yield from df.chunks(("start_ns", "end_ns"))
+    else:
+        yield {c: df[c].to_numpy() for c in ("start_ns", "end_ns")}
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -157,7 +170,7 @@ def spilled(passed: DevicePass, min_intervals: int | None = None) -> DevicePass:
     time, so that its 16 B an interval are not held for the rest of the analysis. Several devices: as it is (the
     multi-GPU analysis reads each device's union whole)."""
     least = SPILL_INTERVALS if min_intervals is None else min_intervals
-    if len(passed.busy_by_device) != 1 or passed.busy.size < least:
+    if len(passed.busy_by_device) != 1 or passed.busy.size < least or isinstance(passed.busy, SpilledCoverage):
         return passed
     busy = SpilledCoverage.of(passed.busy)
     return passed._replace(busy=busy, busy_by_device={d: busy for d in passed.busy_by_device})
@@ -166,8 +179,10 @@ def spilled(passed: DevicePass, min_intervals: int | None = None) -> DevicePass:
 def _one_device(mine: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: Spare | None):
     """One device's utilisation row, gaps (with the operations that end them), busy Coverage, kernel time at its
     copies (None without copies or memsets) and whether the union went into `spare`."""
+    if any(isinstance(df, SpilledOps) for df in mine.parts.values()):  # a long capture's: read from its files
+        return streamed_pass.one_device(mine.parts, window, min_gap_ns)
     lo, hi = window
-    timed = {kind: _sorted_times(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), lo, hi)
+    timed = {kind: sorted_times(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), lo, hi)
              for kind, df in mine.parts.items()}
     ks, ke, _ = timed.get("kernel", (np.zeros(0, np.int64), np.zeros(0, np.int64), None))
     at = None
@@ -189,7 +204,7 @@ def _one_device(mine: GpuOps, window: tuple[int, int], min_gap_ns: int, spare: S
            "compute_utilization": compute / (hi - lo) if hi > lo else 0.0}
     g = gaps(bs, be, lo, hi, min_gap_ns)
     if len(g):
-        for col, values in _next_ops(g["end_ns"].to_numpy(), mine, timed).items():
+        for col, values in next_ops(g["end_ns"].to_numpy(), mine.parts, timed).items():
             g[f"next_{col}"] = values
     return row, g, Coverage(bs, be), at, into is not None
 
@@ -241,26 +256,6 @@ def _time_slices(kinds: list[tuple[np.ndarray, np.ndarray]]) -> Iterator[tuple[n
         yield s[order], e[order]
 
 
-def _next_ops(times: np.ndarray, mine: GpuOps, timed: dict) -> dict[str, np.ndarray]:
-    """correlation_id and pid of the first operation that starts at or after each time (-1: none). On equal starts
-    the kinds' order decides (a kernel, then a copy, then a memset), then each table's own order."""
-    out = {c: np.full(times.size, -1, np.int64) for c in ("correlation_id", "pid")}
-    found = np.zeros(times.size, dtype=bool)
-    best = np.zeros(times.size, dtype=np.int64)
-    for kind, df in mine.parts.items():  # in the kinds' order: a later kind wins only with an earlier start
-        s, _, order = timed[kind]
-        i = np.searchsorted(s, times, side="left")  # s clipped to the window: compared below as they were
-        at = np.clip(i, 0, len(s) - 1)
-        rows = at if order is None else order[at]
-        start = df["start_ns"].to_numpy()[rows]
-        better = (i < len(s)) & (~found | (start < best))
-        for col, values in out.items():  # a table without the column: -1, as for no operation
-            values[better] = df[col].to_numpy()[rows[better]] if col in df else -1
-        best = np.where(better, start, best)
-        found |= better
-    return out
-
-
 def _kernels_at_copies(ks: np.ndarray, ke: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> Coverage:
     """The union of the kernels (sorted by start) that overlap a copy: their overlap
     with each copy is the kernel time inside it. Binary searches find each copy's candidate kernels, and the
@@ -292,16 +287,6 @@ def _first_reaching_past(ends: np.ndarray, times: np.ndarray) -> np.ndarray:
         out[found:passed] = k + np.searchsorted(reach, times[found:passed], side="right")
         found = max(found, passed)
     return out
-
-
-def _sorted_times(starts: np.ndarray, ends: np.ndarray, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Starts and ends in start order, clipped to [lo, hi], and the order applied (None: they were in order, as
-    a trace's tables are). The caller's arrays are never changed: a clip that cuts something works on copies."""
-    order = None if bool((starts[1:] >= starts[:-1]).all()) else np.argsort(starts, kind="stable")
-    s, e = (starts, ends) if order is None else (starts[order], ends[order])
-    if s.size and (s[0] < lo or s[-1] > hi or ends.max() > hi or ends.min() < lo):
-        s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
-    return s, e, order
 
 
 def part(util: pd.DataFrame, gpus: pd.DataFrame, kernels_recorded: bool) -> Part:

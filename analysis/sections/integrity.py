@@ -22,13 +22,15 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis import cuda_api
+from nsys_transfer.analysis import cuda_api, intervals
 from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.btree import In
 from nsys_transfer.analysis.load.device import UNIFIED_KINDS
 from nsys_transfer.analysis.load.frames import outermost_calls, pid_of
+from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.sections import capture_activity as activity
+from nsys_transfer.analysis.spill import Column
 
 # A capture cut out of a longer one (a time slice exported or trimmed by another tool) leaves calls whose GPU work fell
 # past its end and GPU work whose calls came before its start: each kind's unpaired rows all at one edge. This share
@@ -94,6 +96,7 @@ def figures(trace: Trace, pairs: bool = False, side: GpuSide | None = None, coun
         fig["edges"] = {"calls_without_gpu": None, "gpu_without_calls": None}
     else:
         fig["method"] = "pairs"
+        gpu = {k: tuple(np.asarray(a) for a in v) for k, v in gpu.items()}  # pairing reads them whole
         api, fig["shared_correlation_ids"] = _api_calls(trace, kinds)
         fig["api"], fig["gpu"], missing_api, missing_gpu, fig["edges"] = _pairing(trace, api, gpu, side.in_order)
     expected_api = sum(fig["api"][k]["calls"] for k in ("kernel", "graph", "copy"))
@@ -125,7 +128,7 @@ def gpu_side(trace: Trace, gpu: dict | None = None) -> GpuSide:
     """GpuSide of gpu_rows(trace), or of the rows given (the NVTX ranges are read for the timeline)."""
     gpu = gpu_rows(trace) if gpu is None else gpu
     osrt_starts = activity.OsrtStarts(trace)
-    in_order = {k: bool((v[2][1:] >= v[2][:-1]).all()) for k, v in gpu.items()}
+    in_order = {k: _in_order(v[2]) for k, v in gpu.items()}
     return GpuSide({k: v[:2] for k, v in gpu.items()}, activity.timeline(trace, gpu, osrt_starts), osrt_starts, in_order)
 
 
@@ -137,8 +140,21 @@ def gpu_rows(trace: Trace) -> dict[str, tuple[np.ndarray, ...]]:
     copies = trace.device.memcpys
     migrations = copies["copy_kind"].isin(UNIFIED_KINDS).to_numpy()
     copies = copies[~migrations] if migrations.any() else copies
-    return {kind: tuple(df[c].to_numpy() for c in ("pid", "correlation_id", "start_ns", "end_ns"))
+    return {kind: tuple(df.column(c) if isinstance(df, SpilledOps) else df[c].to_numpy()
+                        for c in ("pid", "correlation_id", "start_ns", "end_ns"))
             for kind, df in (("kernel", trace.device.kernel_digest.ops), ("copy", copies), ("memset", trace.device.memsets))}
+
+
+def _in_order(starts) -> bool:
+    """Whether the start times never go back (an array, or a spilled Column read a chunk at a time)."""
+    if not isinstance(starts, Column):
+        return bool((starts[1:] >= starts[:-1]).all())
+    last = None
+    for part in starts.chunks(intervals.CHUNK):
+        if (part[1:] < part[:-1]).any() or (last is not None and part[0] < last):
+            return False
+        last = part[-1]
+    return True
 
 
 def _name_kinds(trace: Trace) -> dict[int, str]:

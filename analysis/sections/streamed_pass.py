@@ -1,0 +1,162 @@
+"""The device pass of one GPU whose kernels or memsets lie in temporary files (load/ops_store.SpilledOps): each kind
+read a chunk at a time, so that memory holds chunks, not the capture (the 32 GB benchmark export: 111 M kernels,
+14.6 M memsets). The same answers as sections/gpu.py's pass in memory (tests/test_spill.py), in these passes:
+
+    kernels:        compute time, where kernels resume after a hole of min_gap, the kernels at the copies
+    memsets:        where memsets resume
+    each kind:      its first operation at each resume: the only ones that can end an idle gap of min_gap (a gap in
+                    the busy union is a hole in each kind's union, so the operation ending it starts a group there)
+    kinds merged:   the busy union in start order, into a temporary file (intervals.CoverageWriter)
+    the union:      the gaps, each with the operation that ends it (device_ops.next_ops over the picked rows)
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.intervals import Coverage, CoverageWriter, covered_and_resumes, in_chunks, union_sorted
+from nsys_transfer.analysis.load.ops_store import SpilledOps
+from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
+
+OP_COLUMNS = ("start_ns", "end_ns", "device", "correlation_id", "pid")
+PICKED = ("kernel", "memset")  # the kinds whose gap-ending rows are picked (the copies are few: read whole)
+
+
+class Kind:
+    """One kind's operations as the pass reads them: their times in start order, clipped to the window, a chunk at a
+    time (chunks()); pick(times): the first operation starting at each of these times, and its clipped start."""
+
+    def __init__(self, df, lo: int, hi: int):
+        self.df, self.lo, self.hi = df, lo, hi
+        self.spilled = isinstance(df, SpilledOps)  # in start order (ops_store.OpsWriter.accepts)
+        if not self.spilled:
+            self.s, self.e, self.order = sorted_times(df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), lo, hi)
+
+    def _clipped(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if s.size and (s[0] < self.lo or s[-1] > self.hi or e.max() > self.hi or e.min() < self.lo):
+            return np.clip(s, self.lo, self.hi), np.clip(e, self.lo, self.hi)
+        return s, e
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(starts, ends) in start order, clipped to the window, a chunk at a time."""
+        if not self.spilled:
+            yield from in_chunks(self.s, self.e)
+            return
+        for c in self.df.chunks(("start_ns", "end_ns")):
+            yield self._clipped(c["start_ns"], c["end_ns"])
+
+    def pick(self, times: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+        """The rows (OP_COLUMNS) of the first operation starting at each of these sorted times (each one is a start
+        of this kind, clipped), and those clipped starts."""
+        if not self.spilled:
+            at = np.searchsorted(self.s, times, side="left")
+            rows = at if self.order is None else self.order[at]
+            return pd.DataFrame({c: self.df[c].to_numpy()[rows] for c in OP_COLUMNS if c in self.df}), self.s[at]
+        parts, done = [], 0
+        for c in self.df.chunks():
+            s, _ = self._clipped(c["start_ns"], c["end_ns"])
+            upto = done + int(np.searchsorted(times[done:], s[-1], side="right")) if s.size else done
+            at = np.searchsorted(s, times[done:upto], side="left")  # the earlier chunks held none of them
+            parts.append(pd.DataFrame({k: v[at] for k, v in c.items()}).assign(clipped=s[at]))
+            done = upto
+        rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*OP_COLUMNS, "clipped"])
+        return rows[[k for k in OP_COLUMNS if k in rows]], rows["clipped"].to_numpy(np.int64)
+
+
+def one_device(parts: dict, window: tuple[int, int], min_gap_ns: int):
+    """gpu._one_device() of one device's operations (kind -> frame or SpilledOps, in gpu.KINDS order): its
+    utilisation row, gaps, busy SpilledCoverage, kernel time at its copies (None without copies or memsets) and
+    False (nothing written over)."""
+    lo, hi = window
+    kinds = {kind: Kind(df, lo, hi) for kind, df in parts.items()}
+    at, compute, resumes = None, 0, {}
+    if "kernel" in kinds:
+        copies = kinds.get("memcpy")
+        near = _Near(copies.s, copies.e) if copies is not None and set(kinds) != {"kernel"} else None
+        compute, resumes["kernel"] = covered_and_resumes(_tapped(kinds["kernel"].chunks(), near), min_gap_ns)
+        at = near.coverage() if near is not None else None
+    if set(kinds) != {"kernel"} and at is None:
+        at = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if "memset" in kinds:
+        resumes["memset"] = covered_and_resumes(kinds["memset"].chunks(), min_gap_ns)[1]
+    writer = CoverageWriter()
+    for gs, ge in intervals.union_groups(_merged([k.chunks() for k in kinds.values()])):
+        writer.append(gs, ge)
+    busy = writer.done()
+    row = {"busy_ns": writer.total, "compute_ns": compute, "window_ns": hi - lo,
+           "utilization": writer.total / (hi - lo) if hi > lo else 0.0,
+           "compute_utilization": compute / (hi - lo) if hi > lo else 0.0}
+    g = intervals.gaps_of_chunks(busy.chunks(), lo, hi, min_gap_ns)
+    if len(g):
+        rows, timed = {}, {}
+        for kind, k in kinds.items():
+            if kind in PICKED:
+                rows[kind], first = k.pick(resumes[kind])
+                timed[kind] = (first, first, None)
+            else:
+                rows[kind], timed[kind] = k.df, (k.s, k.e, k.order)
+        for col, values in next_ops(g["end_ns"].to_numpy(), rows, timed).items():
+            g[f"next_{col}"] = values
+    return row, g, busy, at, False
+
+
+class _Near:
+    """The kernels that overlap the copies' union, gathered a chunk at a time (gpu._kernels_at_copies)."""
+
+    def __init__(self, cs: np.ndarray, ce: np.ndarray):
+        self.copies = Coverage(*union_sorted(cs, ce)) if cs.size else None
+        self.s: list[np.ndarray] = []
+        self.e: list[np.ndarray] = []
+
+    def add(self, s: np.ndarray, e: np.ndarray) -> None:
+        if self.copies is not None:
+            touch = self.copies.touches(s, e)
+            self.s.append(s[touch])
+            self.e.append(e[touch])
+
+    def coverage(self) -> Coverage:
+        if not self.s:
+            return Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return Coverage(*union_sorted(np.concatenate(self.s), np.concatenate(self.e)))
+
+
+def _tapped(chunks: Iterator, near: _Near | None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The chunks, each shown to `near` on the way."""
+    for s, e in chunks:
+        if near is not None:
+            near.add(s, e)
+        yield s, e
+
+
+def _merged(streams: list[Iterator]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Streams of intervals, each in start order a chunk at a time, as one stream in start order: each step hands
+    over every held interval up to the earliest last start of a stream not yet done (no later chunk starts before
+    its own last start), sorted."""
+    if len(streams) == 1:
+        yield from streams[0]
+        return
+    held: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(streams)
+    done = [False] * len(streams)
+    while True:
+        for i, stream in enumerate(streams):
+            while (held[i] is None or not held[i][0].size) and not done[i]:
+                held[i] = next(stream, None)
+                done[i] = held[i] is None
+        live = [i for i, h in enumerate(held) if h is not None and h[0].size]
+        if not live:
+            return
+        bounds = [int(held[i][0][-1]) for i in live if not done[i]]
+        cut = min(bounds) if bounds else None
+        s_parts, e_parts = [], []
+        for i in live:
+            s, e = held[i]
+            k = s.size if cut is None else int(np.searchsorted(s, cut, side="right"))
+            s_parts.append(s[:k])
+            e_parts.append(e[:k])
+            held[i] = (s[k:], e[k:])
+        s, e = np.concatenate(s_parts), np.concatenate(e_parts)
+        order = np.argsort(s, kind="stable")
+        yield s[order], e[order]

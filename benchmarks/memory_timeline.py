@@ -1,0 +1,80 @@
+"""Where one trace's analysis holds its memory: resident memory over time, by the analysis's own steps.
+
+    python benchmarks/memory_timeline.py out/bench/large-8g.sqlite [--every-ms 20]
+
+Runs the analysis in this process (with the CLI's allocator settings: analysis/memory.py) while a thread samples
+the resident set size; prints, for each progress step the analysis reports, when it began, how long it took, and
+the peak and last RSS inside it, then the whole run's peak. The figures say which step to look at, not why: for
+that, compare runs of the code before and after a change.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nsys_transfer.analysis.load.trace import Trace  # noqa: E402
+from nsys_transfer.analysis.memory import return_freed_memory  # noqa: E402
+from nsys_transfer.analysis.summary import analyze  # noqa: E402
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> tuple[int, int]:
+    """This process's resident set size now, and the part of it that is mapped files (the export, read through
+    mmap, counts there: pages the system may drop at any time)."""
+    with open("/proc/self/status") as f:
+        kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k in ("VmRSS", "RssFile")}
+    return kb["VmRSS"] << 10, kb.get("RssFile", 0) << 10
+
+
+class Sampler(threading.Thread):
+    """Samples RSS every `every` seconds into the step the analysis last reported."""
+
+    def __init__(self, every: float):
+        super().__init__(daemon=True)
+        self.every, self.step, self.t0 = every, "opening", time.perf_counter()
+        self.rows: dict[str, list] = {}  # step -> [began s, last s, peak bytes, last bytes, mapped files at peak]
+        self.done = threading.Event()
+
+    def enter(self, step: str) -> None:
+        self.step = step
+        self.sample()
+
+    def sample(self) -> None:
+        now, (rss, files) = time.perf_counter() - self.t0, rss_bytes()
+        row = self.rows.setdefault(self.step, [now, now, 0, 0, 0])
+        row[1], row[3] = now, rss
+        if rss > row[2]:
+            row[2], row[4] = rss, files
+
+    def run(self) -> None:
+        while not self.done.wait(self.every):
+            self.sample()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("--every-ms", type=float, default=20.0)
+    args = ap.parse_args()
+    return_freed_memory()
+    sampler = Sampler(args.every_ms / 1000)
+    sampler.start()
+    with Trace(str(args.trace)) as trace:
+        analyze(trace, progress=sampler.enter)
+    sampler.enter("done")
+    sampler.done.set()
+    gib = 1 << 30
+    print(f"{'step':<40} {'began s':>8} {'took s':>7} {'peak GiB':>9} {'of it files':>11} {'last GiB':>9}")
+    for step, (began, last, peak, end, files) in sampler.rows.items():
+        print(f"{step:<40} {began:8.1f} {last - began:7.1f} {peak / gib:9.2f} {files / gib:11.2f} {end / gib:9.2f}")
+    print(f"peak RSS {max(r[2] for r in sampler.rows.values()) / gib:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()
