@@ -10,7 +10,7 @@ that, compare runs of the code before and after a change.
 from __future__ import annotations
 
 import argparse
-import os
+import ctypes
 import sys
 import threading
 import time
@@ -21,15 +21,33 @@ from nsys_transfer.analysis.load.trace import Trace  # noqa: E402
 from nsys_transfer.analysis.memory import return_freed_memory  # noqa: E402
 from nsys_transfer.analysis.summary import analyze  # noqa: E402
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
+class MallInfo(ctypes.Structure):
+    """glibc's mallinfo2(): what malloc holds."""
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                                               "uordblks", "fordblks", "keepcost")]
 
 
-def rss_bytes() -> tuple[int, int]:
-    """This process's resident set size now, and the part of it that is mapped files (the export, read through
-    mmap, counts there: pages the system may drop at any time)."""
+def _mallinfo():
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    f.restype = MallInfo
+    return f
+
+
+MALLINFO = _mallinfo()
+
+
+def rss_bytes() -> tuple[int, ...]:
+    """This process's resident set size now; the part of it that is mapped files (the export, read through mmap,
+    counts there: pages the system may drop at any time); and malloc's own blocks: in use and free in its heap, and
+    mapped apart (numpy's large arrays). The rest of RSS is Python's small-object arenas, stacks and code."""
     with open("/proc/self/status") as f:
         kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k in ("VmRSS", "RssFile")}
-    return kb["VmRSS"] << 10, kb.get("RssFile", 0) << 10
+    m = MALLINFO() if MALLINFO else None
+    heap = (m.uordblks, m.fordblks, m.hblkhd) if m else (0, 0, 0)
+    return (kb["VmRSS"] << 10, kb.get("RssFile", 0) << 10, *heap)
 
 
 class Sampler(threading.Thread):
@@ -38,7 +56,7 @@ class Sampler(threading.Thread):
     def __init__(self, every: float):
         super().__init__(daemon=True)
         self.every, self.step, self.t0 = every, "opening", time.perf_counter()
-        self.rows: dict[str, list] = {}  # step -> [began s, last s, peak bytes, last bytes, mapped files at peak]
+        self.rows: dict[str, list] = {}  # step -> [began s, last s, peak bytes, last bytes, the rest at the peak]
         self.done = threading.Event()
 
     def enter(self, step: str) -> None:
@@ -46,11 +64,11 @@ class Sampler(threading.Thread):
         self.sample()
 
     def sample(self) -> None:
-        now, (rss, files) = time.perf_counter() - self.t0, rss_bytes()
-        row = self.rows.setdefault(self.step, [now, now, 0, 0, 0])
+        now, (rss, *rest) = time.perf_counter() - self.t0, rss_bytes()
+        row = self.rows.setdefault(self.step, [now, now, 0, 0, rest])
         row[1], row[3] = now, rss
         if rss > row[2]:
-            row[2], row[4] = rss, files
+            row[2], row[4] = rss, rest
 
     def run(self) -> None:
         while not self.done.wait(self.every):
@@ -70,9 +88,12 @@ def main() -> None:
     sampler.enter("done")
     sampler.done.set()
     gib = 1 << 30
-    print(f"{'step':<40} {'began s':>8} {'took s':>7} {'peak GiB':>9} {'of it files':>11} {'last GiB':>9}")
-    for step, (began, last, peak, end, files) in sampler.rows.items():
-        print(f"{step:<40} {began:8.1f} {last - began:7.1f} {peak / gib:9.2f} {files / gib:11.2f} {end / gib:9.2f}")
+    print(f"{'step':<38} {'began s':>7} {'took s':>7} {'peak GiB':>8} | at the peak: {'files':>5} {'heap used':>9} "
+          f"{'heap free':>9} {'mapped':>6} | {'last GiB':>8}")
+    for step, (began, last, peak, end, rest) in sampler.rows.items():
+        files, used, free, mapped = (x / gib for x in rest)
+        print(f"{step[:38]:<38} {began:7.1f} {last - began:7.1f} {peak / gib:8.2f} | {'':>12} {files:5.2f} {used:9.2f} "
+              f"{free:9.2f} {mapped:6.2f} | {end / gib:8.2f}")
     print(f"peak RSS {max(r[2] for r in sampler.rows.values()) / gib:.2f} GiB")
 
 
