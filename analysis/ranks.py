@@ -2,8 +2,10 @@
 that limits scaling.
 
 A multi-process trace (torchrun under one nsys) holds every rank. Separate per-rank traces are put on one clock by
-their session start (TARGET_INFO_SESSION_START_TIME, UTC ns). Each GPU is driven by the process that launched most
-of its kernel time; that process's NVTX step ranges are its steps and its ranges explain its idle gaps.
+their session start (TARGET_INFO_SESSION_START_TIME, UTC ns) and grouped by the machine they name
+(TARGET_INFO_SYSTEM_ENV Hostname): each host's GPUs share its DtoH load, judged per host (sections/hosts.py). Each
+GPU is driven by the process that launched most of its kernel time; that process's NVTX step ranges are its steps
+and its ranges explain its idle gaps.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.schema import json_rows, several_traces
-from nsys_transfer.analysis.sections.sharing import contention, gbps_of, shared_capacity
+from nsys_transfer.analysis.sections.hosts import HostLoad, host_loads
+from nsys_transfer.analysis.sections.sharing import gbps_of
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
@@ -51,7 +54,9 @@ class RankOptions:
 @dataclass
 class Ranks:
     """summary: the `ranks` object of the JSON (docs/json-schema.md). devices: one row per GPU. copies: the
-    data-carrying DtoH copies with concurrent_fraction. host: DtoH into host memory per bin and GPU (common clock).
+    data-carrying DtoH copies with concurrent_fraction (within each GPU's host). host: DtoH into host memory per bin
+    and GPU (common clock). With GPUs on several hosts, devices, copies, host and tables['contention'] and
+    tables['host_total'] (every host's) carry a `host` column.
     warnings: every trace's (`path: ...` with several traces)."""
     summary: dict
     devices: pd.DataFrame
@@ -215,23 +220,26 @@ def bin_busy(busy: Coverage, window: tuple[int, int], bin_ns: int) -> pd.DataFra
 
 # --- driver ------------------------------------------------------------------------------------------------------
 
-def _rank_context(devices: pd.DataFrame, cont: pd.DataFrame, host: dict, opts: RankOptions, concurrent: bool):
-    """What the multi-GPU rules read, with this run's thresholds."""
-    return RankContext(devices, cont, host, opts.run, concurrent, opts.busy_threshold, opts.slowdown_threshold,
-                       opts.backlog_steps)
+def _rank_context(devices: pd.DataFrame, top: HostLoad, hosts: int, opts: RankOptions, concurrent: bool):
+    """What the multi-GPU rules read, with this run's thresholds: the limiting host's DtoH figures (top)."""
+    return RankContext(devices, top.contention, top.summary, opts.run, concurrent, opts.busy_threshold,
+                       opts.slowdown_threshold, opts.backlog_steps, hosts=hosts, host_name=top.name,
+                       host_devices=devices[devices["trace"].isin(top.traces)] if hosts > 1 else None)
 
 
 @dataclass
 class TracePart:
     """What analyze_ranks takes from one trace, made where the trace is (trace_part, part_of_path) and merged with
     the others' in merge_parts: plain data and DataFrames, so it can come back from a worker process or a Dask
-    worker. rows: one per GPU (the `gpus[]` object). window: the trace's first to last GPU operation (None without
-    GPU activity), on its own clock. dtoh: (device, its data-carrying DtoH copies) per device. busy: each GPU's busy
-    time per bin of its window (bin_busy, with `gpu`). warnings: the trace's, each once, sorted."""
+    worker. host: the machine it ran on (Trace.hostname; None when the export names none). rows: one per GPU (the
+    `gpus[]` object). window: the trace's first to last GPU operation (None without GPU activity), on its own clock.
+    dtoh: (device, its data-carrying DtoH copies) per device. busy: each GPU's busy time per bin of its window
+    (bin_busy, with `gpu`). warnings: the trace's, each once, sorted."""
     label: str
     source: str
     nsys_version: str
     session_start_utc_ns: int | None
+    host: str | None
     rows: list[dict]
     window: tuple[int, int] | None
     dtoh: list[tuple[int, pd.DataFrame]]
@@ -250,7 +258,7 @@ def trace_part(t, label: str, opts: RankOptions) -> TracePart:
     dtoh = [] if window is None else [(dev, cp.big_copies(d, "DtoH"))
                                       for dev, d in memcpys[memcpys["copy_kind"] == "DtoH"].groupby("device")]
     busy = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=BUSY_COLUMNS)
-    return TracePart(label, t.source, t.nsys_version, t.session_start_utc_ns, rows, window, dtoh, busy,
+    return TracePart(label, t.source, t.nsys_version, t.session_start_utc_ns, t.hostname, rows, window, dtoh, busy,
                      sorted(set(t.warnings)))
 
 
@@ -283,16 +291,51 @@ def default_labels(n: int) -> list[str]:
 
 def merge_parts(parts: list[TracePart], opts: RankOptions | None = None, progress=None) -> Ranks:
     """The traces' parts (in the traces' order) put on one clock and compared: their GPUs side by side, the host-side
-    DtoH they share, the limit."""
+    DtoH each host's GPUs share (sections/hosts.py: one host unless the traces name several), the limit."""
     opts = opts or RankOptions()
     say = progress or (lambda msg: None)
     offsets = session_offsets([p.session_start_utc_ns for p in parts])
-    rows, big, windows, busy = [], [], [], []
+    devices, copies, windows, busy = _on_one_clock(parts, offsets)
+    host_of = {p.label: p.host for p in parts}
+    copies["concurrent_fraction"] = concurrent_within(copies, host_of)
+    copies["gbps"] = gbps(copies["bytes"], copies["duration_ns"].where(copies["duration_ns"] > 0))
+    say("host-side DtoH timeline")
+    lo, hi = min(w[0] for w in windows.values()), max(w[1] for w in windows.values())
+    loads = host_loads(copies, devices, host_of, windows, (lo, hi), opts.probe, opts.link_gbps, opts.bin_ns,
+                       opts.slowdown_threshold)
+    top, several = loads[0], len(loads) > 1
+    concurrent = len(windows) < 2 or max(w[0] for w in windows.values()) < min(w[1] for w in windows.values())
+    ctx = _rank_context(devices, top, len(loads), opts, concurrent)
+    if several:  # the host of each GPU and copy; one host keeps today's columns
+        devices["host"], copies["host"] = devices["trace"].map(host_of), copies["trace"].map(host_of)
+    summary = {
+        "traces": [{"label": p.label, "path": p.source, "clock_offset_ns": off, "nsys_version": p.nsys_version}
+                   for p, off in zip(parts, offsets)],
+        "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
+        "concurrent": concurrent,
+        "gpus": json_rows(devices),
+        "total_steps_per_s": float(devices["steps_per_s"].fillna(0).sum()),
+        "host_dtoh": {"host": top.name, **top.summary} if several else top.summary,
+        "contention": json_rows(top.contention),
+        **({"hosts": [h.entry() for h in loads]} if several else {}),
+        "limit": limit(ctx).as_dict(),
+        "figures": ctx.figures(),
+        "run": run_summary(opts.run),
+    }
+    warnings = [f"{p.source}: {w}" if len(parts) > 1 else w for p in parts for w in p.warnings] + _unnamed(loads)
+    host, tables = _host_tables(loads)
+    return Ranks(summary, devices, copies, host, {**tables, "busy": busy}, warnings)
+
+
+def _on_one_clock(parts: list[TracePart], offsets: list[int]):
+    """The parts' GPU rows, data-carrying DtoH copies (with `trace`, `gpu`, `host_kind`), GPU activity windows (by
+    trace label, traces with some) and busy bins, shifted onto the common clock."""
+    rows, big, windows, busy = [], [], {}, []
     for p, off in zip(parts, offsets):
         rows += p.rows
         if p.window is None:
             continue
-        windows.append((p.window[0] + off, p.window[1] + off))
+        windows[p.label] = (p.window[0] + off, p.window[1] + off)
         for dev, b in p.dtoh:
             big.append(b.assign(start_ns=b["start_ns"] + off, end_ns=b["end_ns"] + off, trace=p.label,
                                 gpu=gpu_key(p.label, dev), host_kind=b["dst_kind"]))
@@ -302,47 +345,39 @@ def merge_parts(parts: list[TracePart], opts: RankOptions | None = None, progres
         raise TraceError("no GPU activity in the trace(s): record them with --trace=cuda (make profile does)")
     copies = pd.concat(big, ignore_index=True) if big else pd.DataFrame(
         columns=["start_ns", "end_ns", "duration_ns", "bytes", "gpu", "host_kind", "device", "trace"])
-    copies["concurrent_fraction"] = concurrent_fraction(copies)
-    copies["gbps"] = gbps(copies["bytes"], copies["duration_ns"].where(copies["duration_ns"] > 0))
-    say("host-side DtoH timeline")
-    lo, hi = min(w[0] for w in windows), max(w[1] for w in windows)
-    host, total, host_summary = _host_dtoh(copies, (lo, hi), len(devices), opts)
-    cont = contention(copies, opts.probe, opts.link_gbps)
-    concurrent = len(windows) < 2 or max(w[0] for w in windows) < min(w[1] for w in windows)
-    ctx = _rank_context(devices, cont, host_summary, opts, concurrent)
-    summary = {
-        "traces": [{"label": p.label, "path": p.source, "clock_offset_ns": off, "nsys_version": p.nsys_version}
-                   for p, off in zip(parts, offsets)],
-        "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
-        "concurrent": concurrent,
-        "gpus": json_rows(devices),
-        "total_steps_per_s": float(devices["steps_per_s"].fillna(0).sum()),
-        "host_dtoh": host_summary,
-        "contention": json_rows(cont),
-        "limit": limit(ctx).as_dict(),
-        "figures": ctx.figures(),
-        "run": run_summary(opts.run),
-    }
-    warnings = [f"{p.source}: {w}" if len(parts) > 1 else w for p in parts for w in p.warnings]
     busy = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=BUSY_COLUMNS)
-    return Ranks(summary, devices, copies, host, {"contention": cont, "host_total": total, "busy": busy}, warnings)
+    return devices, copies, windows, busy
 
 
-def _host_dtoh(copies: pd.DataFrame, window: tuple[int, int], gpus: int, opts: RankOptions):
-    """DtoH into host memory per bin and GPU on the common clock, its total per bin, and the `host_dtoh` object."""
-    lo, hi = window
-    host_parts = [cp.host_bandwidth(d.assign(copy_kind="DtoH"), (lo, hi), "DtoH", opts.bin_ns).assign(gpu=g)
-                  for g, d in copies.groupby("gpu")]
-    host = pd.concat(host_parts, ignore_index=True) if host_parts else pd.DataFrame(
-        columns=["bin_start_ns", "bin_ns", "bytes", "gbps", "gpu"])
-    total = host.groupby("bin_start_ns", as_index=False)[["bytes", "gbps"]].sum()
-    capacity, source = shared_capacity(opts.probe, gpus, opts.link_gbps)
-    summary = {"bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else opts.bin_ns,
-               "peak_gbps": float(total["gbps"].max()) if len(total) else 0.0,
-               "mean_gbps": float(gbps(total["bytes"].sum(), hi - lo)) if hi > lo else 0.0,
-               "capacity_gbps": capacity, "capacity_source": source,
-               "busy_share_over_half_capacity": float((total["gbps"] >= capacity / 2).mean()) if len(total) else 0.0}
-    return host, total, summary
+def concurrent_within(copies: pd.DataFrame, host_of: dict[str, str | None]) -> np.ndarray:
+    """concurrent_fraction within each host (host_of: each trace label's host): a copy of a GPU on another machine,
+    which shares neither its host memory nor its PCIe, does not count."""
+    names = list(dict.fromkeys(host_of.values()))
+    code = copies["trace"].map({label: names.index(h) for label, h in host_of.items()}).to_numpy()
+    out = np.zeros(len(copies))
+    for c in pd.unique(code):
+        mine = code == c
+        out[mine] = concurrent_fraction(copies[mine])
+    return out
+
+
+def _host_tables(loads: list[HostLoad]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """The DtoH per bin and GPU (Ranks.host) and the `contention` and `host_total` tables: the one host's, or every
+    host's with a `host` column."""
+    if len(loads) == 1:
+        return loads[0].timeline, {"contention": loads[0].contention, "host_total": loads[0].total}
+    every = {table: pd.concat([getattr(h, table).assign(host=h.name) for h in loads], ignore_index=True)
+             for table in ("timeline", "contention", "total")}
+    return every["timeline"], {"contention": every["contention"], "host_total": every["total"]}
+
+
+def _unnamed(loads: list[HostLoad]) -> list[str]:
+    """A warning when some traces name their host and others do not: those are counted as one host."""
+    if len(loads) < 2 or all(h.name is not None for h in loads):
+        return []
+    n, total = len(next(h for h in loads if h.name is None).traces), sum(len(h.traces) for h in loads)
+    return [f"{n} of the {total} traces name no host (no Hostname row in TARGET_INFO_SYSTEM_ENV) while the others do: "
+            "their GPUs count as one host, the unnamed host"]
 
 
 # --- many GPUs at a glance (computed when shown: the JSON keeps every GPU's row) ---------------------------------

@@ -1,13 +1,17 @@
 """Build N per-rank traces from the two real per-rank H200 captures (for benchmarks and tests only; never called real
 data).
 
-usage: build_rank_traces.py --ranks N --out DIR [--straggler RANK --slow 1.25] [--seed 0] [--name NAME]
+usage: build_rank_traces.py --ranks N --out DIR [--straggler RANK --slow 1.25] [--seed 0] [--name NAME] [--hosts K]
 Rank i is a copy of the bundled rank (i % 2) capture (reports/data/h200x2/pinned-x2rank.rank{0,1}.sqlite.xz), as
 DIR/NAME.rank{i}.sqlite, with per-rank variation made in SQLite (as build_large_trace.py replicates a capture):
   - its clock: the session start (TARGET_INFO_SESSION_START_TIME) moved by up to 20 ms, as ranks start apart;
   - its speed: every timestamp stretched by a factor in [0.985, 1.015] (a slower or faster GPU and host), and
     the straggler's by --slow (default 1.25: 20% fewer steps/s, a 25% lower DtoH rate);
-  - its GPU: device ids moved so rank i drives GPU (i % 8), as eight ranks to a node do.
+  - its GPU: device ids moved so rank i drives GPU (i % 8), as eight ranks to a node do;
+  - with --hosts K, its machine: the ranks in K consecutive blocks of ceil(N / K), block k on host `node{k}`
+    (TARGET_INFO_SYSTEM_ENV's Hostname row, added with the table where a copy lacks them, as nsys lays them out),
+    rank i driving GPU (its place in the block % 8), as torchrun's ranks fill one node after the other. Without it
+    every copy keeps the capture's own host name: one host.
 """
 from __future__ import annotations
 
@@ -35,12 +39,22 @@ DEVICE_COLUMNS = {"CUPTI_ACTIVITY_KIND_KERNEL": ["deviceId"], "CUPTI_ACTIVITY_KI
                   "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ["deviceId"], "TARGET_INFO_CUDA_CONTEXT_INFO": ["deviceId"],
                   "TARGET_INFO_GPU": ["id", "cuDevice"]}
 GPUS_PER_NODE = 8
+# TARGET_INFO_SYSTEM_ENV as the nsys 2022-2025 exports lay it out, and the Hostname row of their local target
+SYSTEM_ENV = """CREATE TABLE TARGET_INFO_SYSTEM_ENV (
+    globalVid                   INTEGER,                               -- Serialized GlobalId.
+    devStateName                TEXT      NOT NULL,                    -- Device state name.
+    name                        TEXT      NOT NULL,                    -- Property name.
+    nameEnum                    INTEGER   NOT NULL,                    -- Property enum value.
+    value                       TEXT      NOT NULL                     -- Property value.
+)"""
+HOSTNAME_ENUM, LOCAL_TARGET = 619, (281474976710656, "Local (CLI)")
 
 
 def build(out_dir: Path, ranks: int, straggler: int | None = None, slow: float = 1.25, seed: int = 0,
-          name: str = "derived", copies: int = 1) -> list[Path]:
+          name: str = "derived", copies: int = 1, hosts: int | None = None) -> list[Path]:
     """Write the N traces; return their paths in rank order. copies > 1: each source capture first replicated that
-    many times in time (build_large_trace.py), for ranks of a longer run."""
+    many times in time (build_large_trace.py), for ranks of a longer run. hosts: spread the ranks over that many
+    host names (host_of)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     local = [resolve_input(s)[0] for s in SOURCES]  # decompressed once, into the toolkit's cache
     if copies > 1:
@@ -57,13 +71,21 @@ def build(out_dir: Path, ranks: int, straggler: int | None = None, slow: float =
         shift_ns = rng.randrange(0, 20_000_000)
         out = out_dir / f"{name}.rank{i}.sqlite"
         shutil.copyfile(local[src], out)
-        vary(out, stretch, shift_ns, device_shift=(i % GPUS_PER_NODE) - src)
+        host, local_rank = host_of(i, ranks, hosts) if hosts else (None, i)
+        vary(out, stretch, shift_ns, device_shift=(local_rank % GPUS_PER_NODE) - src, host=host)
         paths.append(out)
     return paths
 
 
-def vary(path: Path, stretch: float, shift_ns: int, device_shift: int) -> None:
-    """One rank's variation, in place: stretch the timestamps, move the session start and the device ids."""
+def host_of(rank: int, ranks: int, hosts: int) -> tuple[str, int]:
+    """The host of a rank when `ranks` fill `hosts` machines in consecutive blocks, and its place on it."""
+    per = -(-ranks // hosts)
+    return f"node{rank // per}", rank % per
+
+
+def vary(path: Path, stretch: float, shift_ns: int, device_shift: int, host: str | None = None) -> None:
+    """One rank's variation, in place: stretch the timestamps, move the session start and the device ids, and name
+    its host (when given)."""
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=OFF")
     con.execute("PRAGMA synchronous=OFF")
@@ -84,8 +106,23 @@ def vary(path: Path, stretch: float, shift_ns: int, device_shift: int) -> None:
             sets = ", ".join(f"{c} = ({c} + {device_shift} + {GPUS_PER_NODE}) % {GPUS_PER_NODE}"
                              for c in cols if c in _cols(con, table))
             con.execute(f"UPDATE {table} SET {sets}")
+    if host is not None:
+        set_host(con, host)
     con.commit()
     con.close()
+
+
+def set_host(con: sqlite3.Connection, host: str) -> None:
+    """The export's Hostname (TARGET_INFO_SYSTEM_ENV), in an open copy: the row replaced, or added (with the table
+    where the export has none) for the target its other rows describe."""
+    if not _has(con, "TARGET_INFO_SYSTEM_ENV"):
+        con.execute(SYSTEM_ENV)
+    if con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'Hostname'", (host,)).rowcount:
+        return
+    target = (con.execute("SELECT globalVid, devStateName FROM TARGET_INFO_SYSTEM_ENV LIMIT 1").fetchone()
+              or LOCAL_TARGET)
+    con.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV (globalVid, devStateName, name, nameEnum, value) "
+                "VALUES (?, ?, 'Hostname', ?, ?)", (*target, HOSTNAME_ENUM, host))
 
 
 def _stretched(col: str, t0: int, stretch: float) -> str:
@@ -110,8 +147,13 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="derived")
     ap.add_argument("--copies", type=int, default=1, help="replicate each source capture this many times in time first")
+    ap.add_argument("--hosts", type=int, default=None,
+                    help="spread the ranks over K host names node0..node{K-1}, in consecutive blocks (default: the "
+                         "capture's own, one host)")
     a = ap.parse_args()
+    if a.hosts is not None and a.hosts < 1:
+        ap.error(f"--hosts {a.hosts}: give at least 1")
     t = time.time()
-    made = build(a.out, a.ranks, a.straggler, a.slow, a.seed, a.name, a.copies)
+    made = build(a.out, a.ranks, a.straggler, a.slow, a.seed, a.name, a.copies, a.hosts)
     print(f"{len(made)} traces in {a.out} ({sum(p.stat().st_size for p in made) / 1e6:.0f} MB, "
           f"{time.time() - t:.1f} s)", file=sys.stderr)

@@ -65,17 +65,21 @@ def results_table(rows: list[dict]) -> pd.DataFrame:
 
 
 def gpu_rows(run: str, ranks) -> list[dict]:
-    """One row per GPU of a multi-GPU run, plus the run's shared-resource verdict on each row."""
+    """One row per GPU of a multi-GPU run, plus the run's shared-resource verdict on each row: the host-side figures
+    of the GPU's own host when the GPUs ran on several (`ranks.hosts[]`)."""
     s = ranks.summary
     worst = min((c for c in s["contention"] if c["slowdown"] is not None), key=lambda c: c["slowdown"], default=None)
+    one = {"host_dtoh": s["host_dtoh"], "slowdown": worst["slowdown"] if worst else None}
+    hosts = {h["host"]: h for h in s.get("hosts") or []}
     out = []
     for g in s["gpus"]:
+        h = hosts[g["host"]] if hosts else one
         out.append({"run": run, "gpu": g["gpu"], "steps_per_s": g["steps_per_s"], "utilization": g["utilization"],
                     "compute_utilization": g["compute_utilization"], "dtoh_gbps": g["dtoh_gbps"],
                     "dtoh_pinned_share": g["dtoh_pinned_share"], "idle_mostly_in": g["idle_mostly_in"],
-                    "idle_share": g["idle_share"], "host_peak_gbps": s["host_dtoh"]["peak_gbps"],
-                    "capacity_gbps": s["host_dtoh"]["capacity_gbps"],
-                    "slowdown": worst["slowdown"] if worst else None, "limit": s["limit"]["rule"]})
+                    "idle_share": g["idle_share"], "host_peak_gbps": h["host_dtoh"]["peak_gbps"],
+                    "capacity_gbps": h["host_dtoh"]["capacity_gbps"],
+                    "slowdown": h["slowdown"], "limit": s["limit"]["rule"]})
     return out
 
 

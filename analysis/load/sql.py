@@ -146,6 +146,7 @@ DRIVER_VERSION = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDri
 STRINGS_FOR = "SELECT id, value FROM StringIds WHERE id IN ({ids})"
 THREAD_NAMES = "SELECT t.globalTid AS global_tid, s.value AS thread_name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId"
 SESSION_START = "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"
+HOSTNAME = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' AND value != '' LIMIT 1"
 GPUS = "SELECT {id_col} AS device, name, {chip} AS chip FROM TARGET_INFO_GPU"
 ENUM = "SELECT id, {col} AS name FROM {table}"
 TABLES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"

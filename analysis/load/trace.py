@@ -208,3 +208,12 @@ class Trace:
             return None
         row = self.connection().execute(sql.SESSION_START).fetchone()
         return int(row[0]) if row and row[0] is not None else None
+
+    @cached_property
+    def hostname(self) -> str | None:
+        """The machine the capture ran on (TARGET_INFO_SYSTEM_ENV's Hostname row): ranks on one host share its memory
+        and PCIe; None in exports without it (older ones: the public 2020.3 and 2021.2 captures)."""
+        if not {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
+            return None
+        row = self.connection().execute(sql.HOSTNAME).fetchone()
+        return str(row[0]) if row and row[0] is not None else None

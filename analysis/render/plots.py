@@ -180,8 +180,13 @@ def plot_dtoh(analysis, path, link_gbps: float = DEFAULT_LINK_GBPS, title: str =
 def plot_ranks(ranks, path, title: str = ""):
     """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
     time, stacked per GPU, against the shared capacity (right). With many GPUs (more than SUMMARISE_OVER) the bars
-    carry no figures, every k-th GPU is named and the GPUs' bands have no legend (plot_rank_heatmap tells them apart)."""
+    carry no figures, every k-th GPU is named and the GPUs' bands have no legend (plot_rank_heatmap tells them apart).
+    GPUs on several hosts: the right panel is the worst host's GPUs against its capacity."""
     d, host, hs = ranks.devices, ranks.host, ranks.summary["host_dtoh"]
+    hosts = len(ranks.summary.get("hosts") or [])
+    on_top = d["host"].map(lambda h: h == hs["host"]) if hosts else pd.Series(True, index=d.index)
+    if hosts:
+        host = host[host["host"].map(lambda h: h == hs["host"])]
     many = len(d) > SUMMARISE_OVER
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
     x = np.arange(len(d))
@@ -211,7 +216,7 @@ def plot_ranks(ranks, path, title: str = ""):
         # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
         shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
         # not a rate: shaded behind the GB/s, named in the legend
-        for i, r in enumerate(d.itertuples()):
+        for i, r in enumerate(d[on_top].itertuples()):
             if r.drain_ns and r.drain_ns > 0:
                 end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
                 a2.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
@@ -223,7 +228,8 @@ def plot_ranks(ranks, path, title: str = ""):
         a2.legend(fontsize=7, loc="center right")
     a2.set_xlabel("ms")
     a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
-    a2.set_title("DtoH into host memory, all GPUs (stacked)", fontsize=10)
+    a2.set_title(f"DtoH into host memory on {hs['host'] or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
+                 if hosts else "DtoH into host memory, all GPUs (stacked)", fontsize=10)
     fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["rule"], fontsize=11)
     return save(fig, path)
 

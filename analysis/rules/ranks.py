@@ -6,6 +6,9 @@ resource; `evidence` is the verdict, `suggestion` the next fix. `impact_ns` is t
 GPU (the one whose kernels run the smallest share of its window: the time this limit costs it), `impact_fraction` that
 over the GPU's own window, `subject` that GPU; `single-gpu` and `not-concurrent` cost nothing (0, info, no subject).
 The figures every verdict rests on (each GPU's kernel share, the host-side DtoH rates, ...) are RankContext.figures().
+With GPUs on several hosts (per-rank traces of a cluster), the contention and host-side DtoH figures the rules read
+are the limiting host's (analysis/sections/hosts.py), the verdicts name that host, and host-dtoh-bandwidth's subject
+is its idlest GPU.
 
 Scaling rules (SCALING_RULES) read one `nsys-transfer scaling` scenario: the N-GPU total against N x one GPU and the
 CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0 and `impact_fraction` is the throughput short of
@@ -21,6 +24,7 @@ from functools import cached_property
 import pandas as pd
 
 from nsys_transfer.analysis.rules.base import Finding, make_finding, severity_of
+from nsys_transfer.analysis.sections.sharing import slowest_kind
 
 
 class GpuCompute:
@@ -34,8 +38,9 @@ class GpuCompute:
         if not (ctx.shared and ctx.gpus_busy and not ctx.backlogged):
             return []
         verdict = (f"every GPU runs kernels at least {ctx.compute_min:.0%} of the time: the GPUs themselves limit "
-                   "throughput; " + (f"DtoH copies are slowed to {ctx.slowdown:.2f} x solo by sharing the host, hidden "
-                                     "behind compute" if ctx.contended else "no shared host resource saturates"))
+                   "throughput; " + (f"DtoH copies{ctx.on_host} are slowed to {ctx.slowdown:.2f} x solo by sharing the "
+                                     "host, hidden behind compute" if ctx.contended else
+                                     "no shared host resource saturates" + ctx.on_any_host))
         return [ctx.finding(self.id, verdict, "make the model cheaper per batch (lower precision, channels_last, fused "
                                               "kernels) or add GPUs")]
 
@@ -50,11 +55,13 @@ class HostDtohBandwidth:
         """This rule's finding for the GPUs; empty when it does not fire."""
         if not (ctx.shared and not ctx.gpus_busy and ctx.contended):
             return []
-        verdict = (f"the GPUs share the host's DtoH bandwidth and it saturates: {ctx.worst_memory} copies run at "
-                   f"{ctx.slowdown:.2f} x their solo rate while other GPUs copy (peak {ctx.peak_share:.0%} of "
-                   f"capacity), and kernels run only {ctx.compute_min:.0%} of the time")
+        on = ctx.on_host
+        verdict = (f"the GPUs{on} share the host's DtoH bandwidth and it saturates: {ctx.worst_memory} copies run at "
+                   f"{ctx.slowdown:.2f} x their solo rate while other GPUs{on} copy (peak {ctx.peak_share:.0%} of "
+                   f"capacity), and kernels run only {ctx.host_compute_min:.0%} of the time")
         return [ctx.finding(self.id, verdict, "move fewer bytes (argmax or bf16 on the GPU before the copy), stagger "
-                                              "the ranks' copies, and keep each rank's buffers on its GPU's NUMA node")]
+                                              "the ranks' copies, and keep each rank's buffers on its GPU's NUMA node",
+                            ctx.on_limiting_host)]
 
 
 class HostCpu:
@@ -154,7 +161,9 @@ RANK_RULES = [SingleGpu(), NotConcurrent(), HostCpu(), OutputBacklog(), GpuCompu
 class RankContext:
     """What the multi-GPU rules read. devices: one row per GPU (analysis/ranks.py). contention: per host memory kind
     (sharing.contention). host: the host-side DtoH summary. run: the workload's record (its host_cpu), if any.
-    concurrent: whether the traces' captures overlap. The thresholds default to the rules' own."""
+    concurrent: whether the traces' captures overlap. The thresholds default to the rules' own. hosts: how many
+    machines the GPUs ran on; with several, contention and host are the limiting host's (sections/hosts.py),
+    host_name names it (None: the traces without a host name) and host_devices are its GPUs' rows."""
     devices: pd.DataFrame
     contention: pd.DataFrame
     host: dict
@@ -163,6 +172,9 @@ class RankContext:
     busy_threshold: float = GpuCompute.busy
     slowdown_threshold: float = HostDtohBandwidth.slowdown
     backlog_steps: float = OutputBacklog.backlog_steps
+    hosts: int = 1
+    host_name: str | None = None
+    host_devices: pd.DataFrame | None = None
 
     @property
     def n(self) -> int:
@@ -179,9 +191,30 @@ class RankContext:
         """The least busy GPU's kernel share of its window."""
         return float(self.devices["compute_utilization"].min()) if self.n else 0.0
 
+    @property
+    def on_limiting_host(self) -> pd.DataFrame:
+        """The GPU rows of the limiting host: every GPU's with one host."""
+        return self.devices if self.host_devices is None else self.host_devices
+
+    @property
+    def host_compute_min(self) -> float:
+        """The least busy GPU's kernel share of its window, among the limiting host's GPUs."""
+        rows = self.on_limiting_host
+        return float(rows["compute_utilization"].min()) if len(rows) else 0.0
+
+    @property
+    def on_host(self) -> str:
+        """' on NAME' for the limiting host when the GPUs ran on several; empty with one."""
+        return f" on {self.host_name or 'the unnamed host'}" if self.hosts > 1 else ""
+
+    @property
+    def on_any_host(self) -> str:
+        """' on any of the N hosts' when the GPUs ran on several; empty with one."""
+        return f" on any of the {self.hosts} hosts" if self.hosts > 1 else ""
+
     @cached_property
     def _worst(self) -> pd.DataFrame:
-        return self.contention.dropna(subset=["slowdown"]).sort_values("slowdown").head(1)
+        return slowest_kind(self.contention)
 
     @property
     def slowdown(self) -> float | None:
@@ -240,9 +273,10 @@ class RankContext:
         return (f", waiting mostly in '{idle['idle_mostly_in']}' ({idle['idle_share']:.0%} of its compute gaps)"
                 if isinstance(idle.get("idle_mostly_in"), str) else "")
 
-    def finding(self, rule: str, verdict: str, suggestion: str) -> Finding:
-        """A limit finding: the limiting GPU's compute idle time over its own window."""
-        idle = self.idlest
+    def finding(self, rule: str, verdict: str, suggestion: str, among: pd.DataFrame | None = None) -> Finding:
+        """A limit finding: the limiting GPU's compute idle time over its own window (the idlest of `among`, else of
+        every GPU)."""
+        idle = self.idlest if among is None else among.sort_values("compute_utilization").iloc[0]
         return make_finding(rule, int(idle["compute_idle_ns"]), int(idle["window_ns"]), str(idle["gpu"]), verdict,
                             suggestion)
 
@@ -254,11 +288,12 @@ class RankContext:
         """The figures every verdict rests on, one sentence each; the backlog and the CPU load only for GPUs that share
         the host at the same time."""
         out = [", ".join(f"{r.gpu}: kernels {r.compute_utilization:.0%} of its steps" for r in self.devices.itertuples()),
-               f"host-side DtoH peak {self.host['peak_gbps']:.1f} GB/s, mean {self.host['mean_gbps']:.1f} GB/s; shared "
+               f"host-side DtoH{self.on_host}{f' (the worst of {self.hosts} hosts):' if self.hosts > 1 else ''} peak "
+               f"{self.host['peak_gbps']:.1f} GB/s, mean {self.host['mean_gbps']:.1f} GB/s; shared "
                f"capacity {self.host['capacity_gbps']:.1f} GB/s ({self.host['capacity_source']})"]
         for r in self.contention.itertuples():
             if r.gbps_together is not None:
-                out.append(f"{r.memory} DtoH while another GPU copies: {r.gbps_together:.1f} GB/s"
+                out.append(f"{r.memory} DtoH while another GPU{self.on_host} copies: {r.gbps_together:.1f} GB/s"
                            + (f" = {r.slowdown:.2f} x solo {r.solo_gbps:.1f} GB/s ({r.solo_source})" if r.slowdown else ""))
         if not self.shared:
             return out

@@ -1,7 +1,8 @@
 """What several GPUs share on the host: the figures the multi-GPU rules (analysis/rules/ranks.py) read.
 
-contention(): how fast DtoH copies run while another GPU copies, against their solo rate. shared_capacity(): the
-host's DtoH capacity for all GPUs at once. Pure functions of DataFrames and dicts.
+contention(): how fast DtoH copies run while another GPU copies, against their solo rate (slowest_kind: the kind
+that slows most). shared_capacity(): the host's DtoH capacity for all GPUs at once. With several hosts, hosts.py
+applies them to each host's GPUs alone. Pure functions of DataFrames and dicts.
 """
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,
                      "slowdown": g_together / solo if g_together is not None and solo else None})
     return pd.DataFrame(rows, columns=["memory", "copies", "copies_together", "gbps_alone", "gbps_together",
                                        "solo_gbps", "solo_source", "slowdown"])
+
+
+def slowest_kind(cont: pd.DataFrame) -> pd.DataFrame:
+    """The contention table's row of the host memory kind whose copies slow down most while another GPU copies (no
+    row when none is measured)."""
+    return cont.dropna(subset=["slowdown"]).sort_values("slowdown").head(1)
 
 
 def gbps_of(copies: pd.DataFrame) -> float | None:
