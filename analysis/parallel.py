@@ -10,18 +10,23 @@ trace's analysis at a time, so N workers need N x the memory of one trace's.
 
 Dask is an optional extra (`pip install 'nsys-transfer[dask]'`), imported only by Dask.__enter__. Its own
 configuration applies (TLS through the dask config or DASK_* environment variables); `local:N` starts a cluster of N
-single-threaded worker processes that listens on 127.0.0.1 alone. Dask workers import nsys_transfer (the same
-version) and read each trace at the path given, so the paths must be ones the workers see (a shared filesystem).
+single-threaded worker processes that listens on 127.0.0.1 alone, and that a stop (Ctrl-C, SIGTERM) closes before the
+process ends. Dask workers import nsys_transfer (the same version) and read each trace at the path given, so the
+paths must be ones the workers see (a shared filesystem).
 A script run by path that uses `local:N` (or Processes where they are not forked) needs the usual multiprocessing
 guard, `if __name__ == "__main__":`: the workers start by importing it (the console scripts and `python -m` have it).
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
@@ -110,6 +115,8 @@ class Dask:
         self.where = f"on the Dask cluster at {address}"
         self.workers = None
         self._client = self._cluster = self._distributed = None
+        self._previous: dict = {}
+        self._tracker_was_running = True
 
     def __enter__(self):
         try:
@@ -117,27 +124,46 @@ class Dask:
         except ImportError:
             raise TraceError(DASK_EXTRA) from None
         self._distributed = distributed
+        self._previous = _stop_on_sigterm()
+        self._tracker_was_running = _resource_tracker_running()
         try:
-            if self.local:
-                n = local_workers(self.address)
-                self._cluster = distributed.LocalCluster(**local_cluster_options(n))
-                self.where = f"on a local Dask cluster of {n} workers"
-            self._client = distributed.Client(self._cluster or self.address, set_as_default=False)
+            with _stops_kept(self.local):
+                if self.local:
+                    n = local_workers(self.address)
+                    self._cluster = distributed.LocalCluster(**local_cluster_options(n))
+                    self.where = f"on a local Dask cluster of {n} workers"
+                self._client = distributed.Client(self._cluster or self.address, set_as_default=False)
         except (OSError, TimeoutError) as e:
             self.__exit__()
             raise TraceError(f"--dask {self.address}: cannot reach the Dask scheduler ({e})") from None
         except BaseException:
-            self.__exit__()
+            self.__exit__(*sys.exc_info())
             raise
         self.workers = len(self._client.scheduler_info().get("workers", {})) or None
         return self
 
     def __exit__(self, *exc):
+        try:
+            with _stops_kept(self.local):  # a stop meanwhile waits for the close
+                self._close(abandoned=bool(exc) and exc[0] is not None)
+        finally:
+            _restore(self._previous)
+            self._previous = {}
+        return None
+
+    def _close(self, abandoned: bool) -> None:
+        """The client and the local cluster closed; when their work is abandoned (a stop, a failure), the tasks still
+        running are cancelled and their workers killed after STOP_S rather than waited for."""
+        if abandoned and self._client is not None:
+            self._client.close()
+        if abandoned and self._cluster is not None:
+            _kill_workers(self._cluster)
         for part in (self._client, self._cluster):
             if part is not None:
                 part.close()
         self._client = self._cluster = None
-        return None
+        if self.local and not self._tracker_was_running:
+            _end_resource_tracker()
 
     def map(self, fn: Callable, items: Sequence[tuple], say: Callable[[str], None] = _quiet) -> list:
         """fn(*args) for each item on the cluster's workers (client.map, client.gather); the results in order."""
@@ -151,11 +177,101 @@ class Dask:
         return self._client.gather(futures)
 
 
+# A stop (Ctrl-C or SIGTERM, to this process or to its whole group) ends a local cluster through distributed's own
+# close, in this process: its nannies stop their worker processes and join them, and the semaphores they share are
+# freed before the process ends (else multiprocessing's resource tracker reports them leaked). So while the executor
+# is open SIGTERM raises SystemExit(143), as SIGINT raises KeyboardInterrupt, and leaving it closes the cluster; the
+# workers ignore both (dask_setup, their preload), so that a Ctrl-C to the group prints none of their tracebacks, and
+# exit by themselves should this process be killed outright (distributed's parent-alive pipe).
+
+STOP_S = 1.0  # a stop kills a local worker (SIGKILL) that has not stopped this soon: the trace it analyses is lost
+
+
+def _kill_workers(cluster) -> None:
+    """A stop's short way to close a local cluster: the nannies ask their worker processes to stop, kill those that
+    are still running after STOP_S (without the nanny's warning that it had to) and join them."""
+    nanny_log = logging.getLogger("distributed.nanny")
+    level = nanny_log.level
+    nanny_log.setLevel(logging.ERROR)
+    try:
+        cluster.sync(_close_nannies, list(cluster.workers.values()))
+    finally:
+        nanny_log.setLevel(level)
+
+
+async def _close_nannies(nannies) -> None:
+    done = await asyncio.gather(*(nanny.close(timeout=STOP_S, reason="stopped") for nanny in nannies),
+                                return_exceptions=True)
+    for result in done:  # a TimeoutError: a killed worker not joined in time (a loaded machine), still joined later
+        if isinstance(result, BaseException) and not isinstance(result, TimeoutError):
+            raise result
+
+
+def _resource_tracker_running() -> bool:
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+    return getattr(resource_tracker._resource_tracker, "_pid", None) is not None
+
+
+def _end_resource_tracker() -> None:
+    """multiprocessing's resource tracker, started for the nannies' queues, ended and joined once they are closed:
+    it would otherwise end only after this process, an orphan (a zombie until init reaps it)."""
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        stop()
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _stop_on_sigterm() -> dict:
+    """SIGTERM raises SystemExit(143) in the main thread while the executor is open, where it has its default; the
+    handler it had, to restore."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return {}
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, _terminated)}
+
+
+def _restore(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@contextmanager
+def _stops_kept(keep: bool = True):
+    """A stop that arrives while a local cluster starts or closes is kept and raised at the end of the block:
+    interrupted half-way, LocalCluster leaves a cluster that nothing closes but distributed's atexit hook (slowly, with
+    a traceback). Not for a remote scheduler's client, which may wait long for one that does not answer."""
+    if not keep or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept: list[int] = []
+    ours = {signal.SIGINT: (signal.default_int_handler,), signal.SIGTERM: (signal.SIG_DFL, _terminated)}
+    previous = {sig: signal.signal(sig, lambda signum, frame: kept.append(signum))
+                for sig, defaults in ours.items() if signal.getsignal(sig) in defaults}
+    try:
+        yield
+    finally:
+        _restore(previous)
+        if kept:
+            raise KeyboardInterrupt if kept[0] == signal.SIGINT else SystemExit(128 + kept[0])
+
+
+def dask_setup(worker) -> None:
+    """The local cluster's worker preload (its `preload`): the worker ignores Ctrl-C and SIGTERM, which reach it too
+    when sent to the process group, and leaves its stop to its nanny; a task cancelled by the stop is not logged."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+
+
 def local_cluster_options(workers: int) -> dict:
     """distributed.LocalCluster's options for `local:N`: N single-threaded worker processes, every port on 127.0.0.1
     (the scheduler's, the workers' and the scheduler's HTTP routes, on a free port), no dashboard."""
     return {"n_workers": workers, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
-            "dashboard_address": None, "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"}}
+            "dashboard_address": None, "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+            "preload": [__name__]}  # dask_setup, in each worker
 
 
 def local_workers(address: str) -> int:

@@ -7,7 +7,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +82,65 @@ def test_a_local_dask_cluster_started_by_the_command(tmp_path):
     _analyze(PAIR, tmp_path / "seq.json", "--jobs", "1", "-q")
     _analyze(PAIR, tmp_path / "local.json", "--dask", "local:2", "-q")
     assert (tmp_path / "local.json").read_bytes() == (tmp_path / "seq.json").read_bytes()
+
+
+def _session(sid: int) -> dict[int, str]:
+    """The processes of session `sid`, zombies too: pid -> state (R, S, Z, ...)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 3 and int(fields[3]) == sid:
+            found[int(entry)] = fields[0]
+    return found
+
+
+def _reading_a_trace(sid: int) -> bool:
+    """A process of the session other than its leader (a Dask worker) has a trace open: the analysis is under way."""
+    for pid in set(_session(sid)) - {sid}:
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}").endswith(".sqlite") for fd in os.listdir(f"/proc/{pid}/fd")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
+@pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group", "SIGTERM"])
+def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, derived):
+    """Ctrl-C (SIGINT to the process group) or SIGTERM (to the group or the process) while the local cluster's workers
+    analyse: the one line of the --jobs path (none for SIGTERM), its exit code, within seconds, and no process of the
+    session left behind, zombie or not (the workers and multiprocessing's resource tracker joined)."""
+    _dask_or_skip()
+    # its own session, to signal the group and find what it leaves; SIGINT's default back (`make test &` ignores it)
+    p = subprocess.Popen([sys.executable, *ANALYZE, *map(str, derived * 4), "--dask", "local:2", "-q"], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + TIMEOUT
+        while not _reading_a_trace(p.pid) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert p.poll() is None, f"the analysis ended before it could be stopped: {p.stderr.read()[-2000:]}"
+        sig = signal.SIGINT if stop.startswith("SIGINT") else signal.SIGTERM
+        t0 = time.time()
+        os.killpg(p.pid, sig) if stop.endswith("group") else os.kill(p.pid, sig)
+        p.wait(timeout=30)
+        took = time.time() - t0
+        left = _session(p.pid)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    err = p.stderr.read()
+    assert p.returncode == (130 if sig == signal.SIGINT else 143), (p.returncode, err[-3000:])
+    assert "Traceback" not in err and err.strip().splitlines() == (
+        ["analyze-trace: interrupted"] if sig == signal.SIGINT else []), err[-3000:]
+    assert took < 3, f"{stop}: {took:.1f} s to stop"
+    assert not left, f"{stop}: left behind {left}"
 
 
 def test_the_dask_executor_listens_on_localhost_and_keeps_the_order():
