@@ -38,6 +38,14 @@ def one(value: int, dtype, rows: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(value, dtype if fits(np.asarray([value]), dtype) else np.int64), (rows,))
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """pd.unique() of a column (in order of first appearance), from one comparison pass where it holds one value (a
+    view of one process's id over 100 M kernels would otherwise be hashed whole)."""
+    if len(values) and values.min() == values.max():
+        return np.asarray(values[:1])
+    return pd.unique(np.asarray(values))
+
+
 class SpilledColumn:
     """One column of a SpilledOps as code written for a frame's columns reads it: its min(), max() and dtype from
     what was written, to_numpy() the whole column (read from its file)."""

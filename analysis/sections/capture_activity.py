@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
@@ -15,6 +14,7 @@ from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.btree import Bits, In
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.kernel_digest import fits
+from nsys_transfer.analysis.load.ops_store import distinct
 from nsys_transfer.analysis.load.trace import Trace
 
 # Time check: the program's own NVTX ranges and OS runtime calls go on while its GPU operations stop. Rates are
@@ -56,7 +56,7 @@ def timeline(trace: Trace, gpu: dict, osrt_starts: OsrtStarts) -> list[dict]:
     nvtx = trace.host.nvtx
     nvtx_pid, nvtx_t = pid_of(nvtx["global_tid"].to_numpy(np.int64)), nvtx["start_ns"].to_numpy(np.int64)
     out = []
-    for p in sorted(set().union(*(pd.unique(pid).tolist() for pid, _, _ in kinds))):
+    for p in sorted(set().union(*(distinct(pid).tolist() for pid, _, _ in kinds))):
         # each kind's rows of this process; all of them, without a copy, in the usual one-process trace
         mine = [(s, e) if p < 0 or bool((pid == p).all()) else (np.asarray(s)[pid == p], np.asarray(e)[pid == p])
                 for pid, s, e in kinds]
@@ -92,7 +92,7 @@ def _pids_in_order(gpu: dict) -> list[int]:
     """The processes of the GPU rows in order of first appearance (kernels, then copies, then memsets)."""
     seen: dict[int, None] = {}
     for pid, *_ in gpu.values():
-        seen.update(dict.fromkeys(pd.unique(pid).tolist()))
+        seen.update(dict.fromkeys(distinct(pid).tolist()))
     return list(seen)
 
 

@@ -27,7 +27,7 @@ from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.btree import In
 from nsys_transfer.analysis.load.device import UNIFIED_KINDS
 from nsys_transfer.analysis.load.frames import outermost_calls, pid_of
-from nsys_transfer.analysis.load.ops_store import SpilledOps
+from nsys_transfer.analysis.load.ops_store import SpilledOps, distinct
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.sections import capture_activity as activity
 from nsys_transfer.analysis.spill import Column
@@ -109,7 +109,7 @@ def figures(trace: Trace, pairs: bool = False, side: GpuSide | None = None, coun
     fig["migrations"] = int(trace.device.memcpys["copy_kind"].isin(UNIFIED_KINDS).sum())
     # nsys's count of CUDA events holds the migrations and not the graph-trace rows (equal on real 2024 exports)
     fig["diagnostics"] = activity.diagnostics(trace, counts["all"] + sum(n_gpu.values()) + fig["migrations"]
-                                      - fig["graph_runs"], {int(p) for v in gpu.values() for p in pd.unique(v[0])})
+                                      - fig["graph_runs"], {int(p) for v in gpu.values() for p in distinct(v[0])})
     fig["capture"] = activity.capture(trace)
     return Figures(fig, missing_api, missing_gpu, expected_api, expected_gpu)
 
