@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nsys_transfer.analysis.load.trace import Trace  # noqa: E402
-from nsys_transfer.analysis.memory import return_freed_memory  # noqa: E402
-from nsys_transfer.analysis.summary import analyze  # noqa: E402
+from nsys_transfer.analysis.load.inputs import resolve_input
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.memory import return_freed_memory
+from nsys_transfer.analysis.summary import analyze
 
 class MallInfo(ctypes.Structure):
     """glibc's mallinfo2(): what malloc holds."""
@@ -83,17 +84,18 @@ def main() -> None:
     return_freed_memory()
     sampler = Sampler(args.every_ms / 1000)
     sampler.start()
-    with Trace(str(args.trace)) as trace:
+    local, shown = resolve_input(args.trace)  # a .sqlite.xz is unpacked first
+    with Trace(local, shown) as trace:
         analyze(trace, progress=sampler.enter)
     sampler.enter("done")
     sampler.done.set()
     gib = 1 << 30
-    print(f"{'step':<38} {'began s':>7} {'took s':>7} {'peak GiB':>8} | at the peak: {'files':>5} {'heap used':>9} "
-          f"{'heap free':>9} {'mapped':>6} | {'last GiB':>8}")
+    print(f"{'step':<38} {'began s':>7} {'took s':>7} {'peak GiB':>8}   at the peak: {'files':>5} {'heap used':>9} "
+          f"{'heap free':>9} {'mapped':>6}   {'last GiB':>8}")
     for step, (began, last, peak, end, rest) in sampler.rows.items():
         files, used, free, mapped = (x / gib for x in rest)
-        print(f"{step[:38]:<38} {began:7.1f} {last - began:7.1f} {peak / gib:8.2f} | {'':>12} {files:5.2f} {used:9.2f} "
-              f"{free:9.2f} {mapped:6.2f} | {end / gib:8.2f}")
+        print(f"{step[:38]:<38} {began:7.1f} {last - began:7.1f} {peak / gib:8.2f}   {'':>12} {files:5.2f} {used:9.2f} "
+              f"{free:9.2f} {mapped:6.2f}   {end / gib:8.2f}")
     print(f"peak RSS {max(r[2] for r in sampler.rows.values()) / gib:.2f} GiB")
 
 
