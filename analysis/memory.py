@@ -5,6 +5,10 @@ heaps once one of them was freed (it raises its mapping threshold up to 32 MB) a
 memory stayed resident, about 1.5 GiB more than was live on an 8 GB export (docs/benchmarks.md). Giving it back
 costs page faults: 10-30% more time on 0.5 and 2 GB exports, whose peak stays well within 2 GB without it. So it is
 asked for from LARGE_TRACE_BYTES on (and stays set for the rest of the process: glibc cannot go back).
+
+pandas keeps text in Arrow arrays, whose default pool (mimalloc) keeps what is freed for reuse: 0.15-0.2 GiB more than
+was live on the 8 GB export, growing with the trace (benchmarks/memory_timeline.py: RSS outside malloc's blocks). From
+the same size on, Arrow allocates through malloc instead, set up as above.
 """
 from __future__ import annotations
 
@@ -28,4 +32,14 @@ def return_freed_memory() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     mapped = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
     one_heap = mallopt(M_ARENA_MAX, 1)
+    _arrow_through_malloc()
     return bool(mapped and one_heap)
+
+
+def _arrow_through_malloc() -> None:
+    """Arrow's allocations (pandas' text columns) through malloc, where pyarrow is installed."""
+    try:
+        import pyarrow  # noqa: PLC0415 - optional: pandas stores text in it when present
+    except ImportError:
+        return
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())

@@ -40,3 +40,14 @@ def test_freed_blocks_leave_the_process_only_when_asked():
     """Measured in child processes: the test run's own allocator is left as it is."""
     assert _kept_mib("off") >= 48  # 64 MB freed, kept by the heaps
     assert _kept_mib("on") <= 8    # only the small blocks still held
+
+
+def test_arrow_allocates_through_malloc_once_asked():
+    """pandas' text columns live in Arrow arrays; its default pool (mimalloc) keeps freed memory for reuse."""
+    pytest.importorskip("pyarrow")
+    code = ("import pyarrow as pa\nfrom nsys_transfer.analysis.memory import return_freed_memory\n"
+            "before = pa.default_memory_pool().backend_name\nreturn_freed_memory()\n"
+            "print(before, pa.default_memory_pool().backend_name)")
+    before, after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                   check=True).stdout.split()
+    assert after == "system", before
