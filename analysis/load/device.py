@@ -12,7 +12,6 @@ from nsys_transfer.nsys_core.contracts import gbps
 from nsys_transfer.analysis.load import kernel_digest, ops_store, sql, validate
 from nsys_transfer.analysis.load.btree import Bits, Touches
 from nsys_transfer.analysis.load.frames import empty, pid_column, pid_expr, short_copy_kind, timed
-from nsys_transfer.analysis.load import reader as column_reader
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -113,7 +112,7 @@ class DeviceTables:
 
     def _chunked_kernel_digest(self) -> kernel_digest.KernelDigest | None:
         t = self.trace
-        ranges = t.reader.rowid_ranges(KERNEL_TABLE, column_reader.CHUNK_ROWS)
+        ranges = t.reader.rowid_ranges(KERNEL_TABLE, t.reader.chunk_rows)
         others = sum(hi - lo for name in ("CUPTI_ACTIVITY_KIND_MEMCPY", MEMSET_TABLE) if t.has(name)
                      for lo, hi in t.reader.rowid_ranges(name, 1 << 62))  # at least the copies and memsets: room
         builder = kernel_digest.Builder(sum(hi - lo for lo, hi in ranges), others)
@@ -169,7 +168,7 @@ class DeviceTables:
         """A long capture's memsets (ops_store.SPILL_ROWS and more) in temporary files, read a chunk at a time; None
         for a shorter table, or one a chunk of which is not clean and in start order (it is then read whole)."""
         t = self.trace
-        ranges = t.reader.rowid_ranges(MEMSET_TABLE, column_reader.CHUNK_ROWS)
+        ranges = t.reader.rowid_ranges(MEMSET_TABLE, t.reader.chunk_rows)
         rows = sum(hi - lo for lo, hi in ranges)
         if rows < ops_store.SPILL_ROWS:
             return None

@@ -14,7 +14,6 @@ import pandas as pd
 from nsys_transfer.analysis.load import btree, sql, validate
 from nsys_transfer.analysis.load.btree import Filter, In
 from nsys_transfer.analysis.load.frames import empty, timed
-from nsys_transfer.analysis.load import reader as column_reader
 from nsys_transfer.analysis.spill import Frames
 
 TABLE = "OSRT_API"
@@ -101,10 +100,10 @@ class OsRuntime:
         these name ids as chunks((In("nameId", names),)) would (the same chunks, checked the same way), as the pass
         goes (nothing held but the chunk in hand); False, with nothing filled, where the fast reader cannot read
         every zone (sink() may have had some chunks: the caller drops them)."""
-        per_chunk = column_reader.CHUNK_ROWS // ZONE_ROWS  # zones grouped into chunks()' very chunks: the same rows checked
+        per_chunk = self.trace.reader.chunk_rows // ZONE_ROWS  # zones grouped into chunks()' very chunks: the same rows checked
         reader = self.trace.reader
         if reader.pages is None or not self.trace.has(TABLE) or "zones" in self.__dict__ or not per_chunk or \
-                column_reader.CHUNK_ROWS % ZONE_ROWS:
+                reader.chunk_rows % ZONE_ROWS:
             return False
         wanted = np.unique(np.asarray(list(names), np.int64))
 

@@ -14,8 +14,12 @@ import pandas as pd
 from nsys_transfer.analysis.load import btree, sql
 from nsys_transfer.analysis.load.btree import Bits, Filter
 from nsys_transfer.analysis.load.frames import concat_columns
+from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES
 
 CHUNK_ROWS = 1 << 20  # rows of a big table per read: bounds what one read holds however long the capture
+# ... and from memory.LARGE_TRACE_BYTES on: several tables are read at once, each a few reads ahead (0.8 -> 0.6 GiB
+# peak on the 8 GB benchmark export; benchmarks/memory_timeline.py). A multiple of osrt.ZONE_ROWS.
+LARGE_TRACE_CHUNK_ROWS = 1 << 18
 READ_THREADS = 2  # SQLite steps without the GIL: two chunk reads at once keep both cores of a small machine busy
 _UNREAD = object()  # page_reduce: a chunk the fast reader could not read
 
@@ -26,6 +30,8 @@ class ColumnReader:
     def __init__(self, path: Path, connection: Callable, one_row: Callable[[str], tuple]):
         self.pages = btree.Pages.open(path, connection)  # None where the fast reader is not built
         self._one_row = one_row
+        large = Path(path).stat().st_size >= LARGE_TRACE_BYTES if Path(path).is_file() else False
+        self.chunk_rows = LARGE_TRACE_CHUNK_ROWS if large else CHUNK_ROWS  # rows per read of a big table
 
     def close(self) -> None:
         """Release the fast reader's mapping."""
@@ -61,9 +67,10 @@ class ColumnReader:
         return concat_columns(self.int_column_chunks(table, columns, filters), list(columns))
 
     def int_column_chunks(self, table: str, columns: dict[str, str | Bits], filters: tuple[Filter, ...] = (),
-                          chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
-        """The rows passing the filters, in rowid ranges of chunk_rows, in order (int_column_ranges)."""
-        ranges = self.rowid_ranges(table, chunk_rows)
+                          chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """The rows passing the filters, in rowid ranges of chunk_rows (self.chunk_rows), in order
+        (int_column_ranges)."""
+        ranges = self.rowid_ranges(table, chunk_rows or self.chunk_rows)
         yield from self.int_column_ranges(table, columns, [(lo, hi, filters) for lo, hi in ranges])
 
     def int_column_ranges(self, table: str, columns: dict[str, str | Bits],
@@ -123,7 +130,7 @@ class ColumnReader:
         if self.pages is None:
             return None
         parts = self.page_map(table, columns, lambda got, _: _UNREAD if got is None else
-                              reduce(pd.DataFrame(got, copy=False)), CHUNK_ROWS, filters)
+                              reduce(pd.DataFrame(got, copy=False)), self.chunk_rows, filters)
         return None if any(p is _UNREAD for p in parts) else parts
 
     def page_columns(self, table: str, columns: dict[str, str | Bits], filters: tuple[Filter, ...] = ()
