@@ -6,13 +6,13 @@ machine; or on a Dask distributed cluster. One interface for the three:
 
 map() calls fn(*args) for each item and returns the results in the items' order, whatever order they finish in; the
 first failing item (in that order) raises its own exception (a TraceError stays a TraceError). Each worker holds one
-trace's analysis at a time, so N workers need N x the memory of one trace's.
+trace's analysis at a time, so N workers need N x the memory of one trace's. A stop (Ctrl-C, SIGTERM to the process
+or its group) ends the worker processes, or the local cluster, before the process ends.
 
 Dask is an optional extra (`pip install 'nsys-transfer[dask]'`), imported only by Dask.__enter__. Its own
 configuration applies (TLS through the dask config or DASK_* environment variables); `local:N` starts a cluster of N
-single-threaded worker processes that listens on 127.0.0.1 alone, and that a stop (Ctrl-C, SIGTERM) closes before the
-process ends. Dask workers import nsys_transfer (the same version) and read each trace at the path given, so the
-paths must be ones the workers see (a shared filesystem).
+single-threaded worker processes that listens on 127.0.0.1 alone. Dask workers import nsys_transfer (the same
+version) and read each trace at the path given, so the paths must be ones the workers see (a shared filesystem).
 A script run by path that uses `local:N` (or Processes where they are not forked) needs the usual multiprocessing
 guard, `if __name__ == "__main__":`: the workers start by importing it (the console scripts and `python -m` have it).
 """
@@ -76,13 +76,27 @@ class Processes:
         self.workers = jobs
         self.where = f"in {jobs} worker processes"
         self._pool: ProcessPoolExecutor | None = None
+        self._previous: dict = {}
 
     def __enter__(self):
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_start_method())
+        self._previous = _stop_on_sigterm()
+        try:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_start_method(),
+                                             initializer=_worker_setup)
+        except BaseException:
+            _restore(self._previous)
+            raise
         return self
 
     def __exit__(self, *exc):
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            with _stops_kept():  # a stop meanwhile waits for the close
+                if exc and exc[0] is not None:  # abandoned (a stop, a failure): the items still running are lost
+                    _end_workers(self._pool)
+                self._pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            _restore(self._previous)
+            self._previous = {}
         return None
 
     def map(self, fn: Callable, items: Sequence[tuple], say: Callable[[str], None] = _quiet) -> list:
@@ -95,6 +109,31 @@ class Processes:
         except BrokenProcessPool:
             raise TraceError("a worker process died (out of memory?): each one holds a trace's analysis; give fewer "
                              "--jobs") from None
+
+
+# A stop of worker processes: SIGTERM to this process alone would end it and leave its workers running, orphans that
+# nothing stops. So while the pool is open SIGTERM raises SystemExit(143) here (as SIGINT raises KeyboardInterrupt),
+# and leaving the pool on it ends the workers: the pool sees them die, as it sees one killed for memory, and joins
+# them. The workers ignore Ctrl-C (a signal to the group reaches them too) and keep SIGTERM's default (_worker_setup).
+
+
+def _worker_setup() -> None:
+    """Each worker process's initializer: Ctrl-C is left to the main process, which ends the workers; SIGTERM ends
+    the worker at once (forked, it would have inherited the main process's handler, and SystemExit in an item is only
+    sent back as its result)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """The pool's worker processes terminated (SIGTERM); the pool's shutdown then cancels the pending items and joins
+    them. ProcessPoolExecutor.terminate_workers where Python has it (3.14), else what it does."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((pool._processes or {}).values()):
+        process.terminate()
 
 
 def _start_method():
@@ -260,10 +299,19 @@ def _stops_kept(keep: bool = True):
 
 def dask_setup(worker) -> None:
     """The local cluster's worker preload (its `preload`): the worker ignores Ctrl-C and SIGTERM, which reach it too
-    when sent to the process group, and leaves its stop to its nanny; a task cancelled by the stop is not logged."""
+    when sent to the process group, and leaves its stop to its nanny; a task cancelled by the stop is not logged, nor
+    a failed task's traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+    logging.getLogger("distributed.worker").addFilter(_not_compute_failed)
+
+
+def _not_compute_failed(record: logging.LogRecord) -> bool:
+    """A local worker's log filter: its "Compute Failed" block (the task's exception and traceback) is not logged, as
+    the client raises that exception here and the command says it in one line, as --jobs does; the worker's other
+    errors still are."""
+    return not str(record.msg).startswith("Compute Failed")
 
 
 def local_cluster_options(workers: int) -> dict:

@@ -109,15 +109,12 @@ def _reading_a_trace(sid: int) -> bool:
     return False
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
-@pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group", "SIGTERM"])
-def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, derived):
-    """Ctrl-C (SIGINT to the process group) or SIGTERM (to the group or the process) while the local cluster's workers
-    analyse: the one line of the --jobs path (none for SIGTERM), its exit code, within seconds, and no process of the
-    session left behind, zombie or not (the workers and multiprocessing's resource tracker joined)."""
-    _dask_or_skip()
+def _stopped(paths, where: tuple[str, ...], stop: str):
+    """analyze-trace over `paths` `where` (--jobs N, --dask local:N), stopped by `stop` (SIGINT-group, SIGTERM-group:
+    to its process group; SIGTERM: to its main process alone) once a worker has a trace open: its exit code, stderr,
+    seconds from the signal to its end, and the processes of its session left then."""
     # its own session, to signal the group and find what it leaves; SIGINT's default back (`make test &` ignores it)
-    p = subprocess.Popen([sys.executable, *ANALYZE, *map(str, derived * 4), "--dask", "local:2", "-q"], cwd=ROOT,
+    p = subprocess.Popen([sys.executable, *ANALYZE, *map(str, paths), *where, "-q"], cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -135,12 +132,57 @@ def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, deri
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-    err = p.stderr.read()
-    assert p.returncode == (130 if sig == signal.SIGINT else 143), (p.returncode, err[-3000:])
+        for pid in _session(p.pid):  # what it left, not left to outlive the test
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return p.returncode, p.stderr.read(), took, left
+
+
+def _assert_a_clean_stop(stop, rc, err, took, left):
+    """The house standard: the one line of a Ctrl-C (none for SIGTERM), 130 / 143, within seconds, nothing left."""
+    sigint = stop.startswith("SIGINT")
+    assert rc == (130 if sigint else 143), (rc, err[-3000:])
     assert "Traceback" not in err and err.strip().splitlines() == (
-        ["analyze-trace: interrupted"] if sig == signal.SIGINT else []), err[-3000:]
+        ["analyze-trace: interrupted"] if sigint else []), err[-3000:]
     assert took < 3, f"{stop}: {took:.1f} s to stop"
     assert not left, f"{stop}: left behind {left}"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
+@pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group", "SIGTERM"])
+def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, derived):
+    """Ctrl-C (SIGINT to the process group) or SIGTERM (to the group or the process) while the local cluster's workers
+    analyse: the one line of the --jobs path (none for SIGTERM), its exit code, within seconds, and no process of the
+    session left behind, zombie or not (the workers and multiprocessing's resource tracker joined)."""
+    _dask_or_skip()
+    _assert_a_clean_stop(stop, *_stopped(derived * 4, ("--dask", "local:2"), stop))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
+@pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group", "SIGTERM"])
+def test_a_stop_ends_the_worker_processes_promptly_and_leaves_nothing(stop, derived):
+    """The same for --jobs 2; SIGTERM to the main process alone (a service manager's, `kill PID`) ends its workers too
+    (they were left running, orphans, and the process was killed by the signal)."""
+    _assert_a_clean_stop(stop, *_stopped(derived * 4, ("--jobs", "2"), stop))
+
+
+@pytest.mark.parametrize("bad", ["text", "truncated"])
+def test_a_bad_input_on_a_local_dask_cluster_is_the_one_line_of_jobs(bad, derived, tmp_path):
+    """A path that is no nsys export (a text file named .sqlite, a truncated export): --dask local:2 says what --jobs 2
+    says, one line and its exit code, without the worker's "Compute Failed" log and the task's traceback."""
+    _dask_or_skip()
+    path = tmp_path / f"{bad}.sqlite"
+    if bad == "text":
+        path.write_text("rank 3's notes, not a trace\n")
+    else:
+        path.write_bytes(derived[1].read_bytes()[:200_000])
+    paths = [derived[0], path, derived[2]]
+    jobs = run_cli(*ANALYZE, *map(str, paths), "--jobs", "2", "-q", timeout=TIMEOUT)
+    dask = run_cli(*ANALYZE, *map(str, paths), "--dask", "local:2", "-q", timeout=TIMEOUT)
+    assert jobs.returncode == 2 and len(jobs.stderr.splitlines()) == 1 and str(path) in jobs.stderr, jobs.stderr
+    assert (dask.returncode, dask.stdout, dask.stderr) == (jobs.returncode, jobs.stdout, jobs.stderr), dask.stderr[-3000:]
 
 
 def test_the_dask_executor_listens_on_localhost_and_keeps_the_order():
