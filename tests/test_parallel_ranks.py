@@ -146,7 +146,7 @@ def _assert_a_clean_stop(stop, rc, err, took, left):
     assert rc == (130 if sigint else 143), (rc, err[-3000:])
     assert "Traceback" not in err and err.strip().splitlines() == (
         ["analyze-trace: interrupted"] if sigint else []), err[-3000:]
-    assert took < 3, f"{stop}: {took:.1f} s to stop"
+    assert took < 6, f"{stop}: {took:.1f} s to stop"  # about 1 s; a loaded CI machine doubles it
     assert not left, f"{stop}: left behind {left}"
 
 
