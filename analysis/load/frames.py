@@ -101,3 +101,12 @@ def pid_expr(columns: set[str], col: str = "globalPid") -> str:
 def pid_column(columns: set[str]) -> Bits | str:
     """pid_expr() for a big table's chunked read: Bits, which the fast reader takes too."""
     return Bits("globalPid") if "globalPid" in columns else "-1"
+
+
+def in_sorted(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """np.isin(values, sorted_keys) by binary search: np.isin sorts both sides each call (per chunk of a long
+    table, against hundreds of thousands of keys: minutes at 32 GB), and hashes packed keys pathologically slowly."""
+    if sorted_keys.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    i = np.searchsorted(sorted_keys, values)
+    return sorted_keys[np.minimum(i, sorted_keys.size - 1)] == values

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.load.btree import Bits
+from nsys_transfer.analysis.load.frames import in_sorted
 
 COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid", "corr": "correlationId", "name": "nameId"}
 API_COLUMNS = ["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name_id"]  # API_ROWS'
@@ -25,7 +26,7 @@ MAX_DENSE_ID = 1 << 24  # name ids below this are counted with bincount (StringI
 
 @dataclass
 class Names:
-    """The name ids each read keeps, and the copy and wait correlation ids (None: no copy table)."""
+    """The name ids each read keeps, and the copy and wait correlation ids, sorted (None: no copy table)."""
     sync: np.ndarray
     no_copy: np.ndarray
     launch: np.ndarray
@@ -47,7 +48,7 @@ def split(chunk: pd.DataFrame, names: Names) -> tuple:
     name, corr = chunk["name"].to_numpy(), chunk["corr"].to_numpy()
     api = None
     if names.copy_ids is not None:
-        api = _api_form(chunk[np.isin(corr, names.copy_ids) & ~np.isin(name, names.no_copy)])
+        api = _api_form(chunk[in_sorted(corr, names.copy_ids) & ~np.isin(name, names.no_copy)])
     sync = chunk[np.isin(name, names.sync)]
     sync = pd.DataFrame(dict(zip(SYNC_COLUMNS, (sync[c].to_numpy() for c in ("start", "end", "tid", "corr", "name")))))
     launch = chunk[np.isin(name, names.launch)]

@@ -26,7 +26,7 @@ from nsys_transfer.analysis import cuda_api, intervals
 from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.btree import In
 from nsys_transfer.analysis.load.device import UNIFIED_KINDS
-from nsys_transfer.analysis.load.frames import outermost_calls, pid_of
+from nsys_transfer.analysis.load.frames import in_sorted, outermost_calls, pid_of
 from nsys_transfer.analysis.load.ops_store import SpilledOps, distinct
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.sections import capture_activity as activity
@@ -228,7 +228,7 @@ def _api_calls(trace: Trace, kinds: dict[int, str]) -> tuple[pd.DataFrame, dict]
     shared = {"count": 0, "examples": []}
     if dup_keys.size:
         # a nested twin of a call (same process and correlation id) stands for nothing of its own: keep the outermost
-        dup = _isin(key, dup_keys[np.r_[True, dup_keys[1:] != dup_keys[:-1]]])
+        dup = in_sorted(key, dup_keys[np.r_[True, dup_keys[1:] != dup_keys[:-1]]])
         shared = _shared(df[dup])
         df = pd.concat([df[~dup], outermost_calls(df[dup], "start_ns", "end_ns")]).sort_index().reset_index(drop=True)
     capture = _in_capture(df)
@@ -260,14 +260,6 @@ def _key(pid: np.ndarray, corr: np.ndarray, by_pid: bool) -> np.ndarray:
     return (pid.astype(np.int64) << 40) + corr.astype(np.int64) if by_pid else corr.astype(np.int64)
 
 
-def _isin(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
-    """values in sorted_keys, by binary search (np.isin/np.unique hash these packed keys pathologically slowly)."""
-    if sorted_keys.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    i = np.searchsorted(sorted_keys, values)
-    return sorted_keys[np.minimum(i, sorted_keys.size - 1)] == values
-
-
 # --- figures --------------------------------------------------------------------------------------------------------
 def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict, in_order: dict[str, bool]):
     """Each GPU-work call against the GPU rows by (process, correlation id), and each GPU row against the calls.
@@ -280,25 +272,25 @@ def _pairing(trace: Trace, rows: pd.DataFrame, gpu: dict, in_order: dict[str, bo
     missing_api = 0
     for kind in ("kernel", "graph", "copy", "memset"):
         calls = rows[(rows["kind"] == kind).to_numpy() & rows["ok"].to_numpy()]
-        without = int((~_isin(_key(calls["pid"].to_numpy(), calls["correlation_id"].to_numpy(), by_pid),
+        without = int((~in_sorted(_key(calls["pid"].to_numpy(), calls["correlation_id"].to_numpy(), by_pid),
                                gpu_keys)).sum())
         api_fig[kind] = {"calls": int(len(calls)), "without_gpu": without}
         if kind != "memset":  # zero-byte memsets run nothing (80 of 94 in the public cuDF export): not evidence
             missing_api += without
     has_runtime = trace.has("CUPTI_ACTIVITY_KIND_RUNTIME")
-    orphan = {k: ~_isin(v, api_keys) for k, v in gpu_key.items()}
+    orphan = {k: ~in_sorted(v, api_keys) for k, v in gpu_key.items()}
     if has_runtime and any(o.any() for o in orphan.values()):
         # launched through an API not listed here? look at every runtime row before calling a GPU row orphaned
         every = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId"})
         all_keys = np.sort(_key(pid_of(every["tid"].to_numpy()), every["corr"].to_numpy(), by_pid))
-        orphan = {k: o & ~_isin(gpu_key[k], all_keys) for k, o in orphan.items()}
+        orphan = {k: o & ~in_sorted(gpu_key[k], all_keys) for k, o in orphan.items()}
     missing_gpu = 0
     for kind, o in orphan.items():
         gpu_fig[kind] = {"rows": int(len(o)), "without_api": int(o.sum()) if has_runtime else None}
         if kind != "memset" and has_runtime:
             missing_gpu += int(o.sum())
     calls = rows[rows["kind"].isin(["kernel", "graph", "copy"]).to_numpy() & rows["ok"].to_numpy()]
-    lonely_calls = ~_isin(_key(calls["pid"].to_numpy(), calls["correlation_id"].to_numpy(), by_pid), gpu_keys)
+    lonely_calls = ~in_sorted(_key(calls["pid"].to_numpy(), calls["correlation_id"].to_numpy(), by_pid), gpu_keys)
     # the GPU rows' times are gone by now (the device pass may write over them): in start order, positions serve
     sides = {_edge(np.arange(o.size), o) if in_order.get(k) else "unknown" for k, o in orphan.items()
              if k != "memset" and o.any()} if has_runtime else set()
