@@ -260,7 +260,12 @@ def _end_resource_tracker() -> None:
         stop()
 
 
+_OWNER = os.getpid()  # the process that installs _terminated; a child forked from it inherits the handler
+
+
 def _terminated(signum, frame):
+    if os.getpid() != _OWNER:  # a --jobs worker signalled before its initializer reset SIGTERM: end it quietly
+        os._exit(128 + signum)  # (SystemExit there would print from inside threading's after-fork hook)
     raise SystemExit(128 + signum)
 
 
