@@ -2,12 +2,11 @@
 read a chunk at a time, so that memory holds chunks, not the capture (the 32 GB benchmark export: 111 M kernels,
 14.6 M memsets). The same answers as sections/gpu.py's pass in memory (tests/test_spill.py), in these passes:
 
-    kernels:        compute time, where kernels resume after a hole of min_gap, the kernels at the copies
-    memsets:        where memsets resume
-    each kind:      its first operation at each resume: the only ones that can end an idle gap of min_gap (a gap in
-                    the busy union is a hole in each kind's union, so the operation ending it starts a group there)
+    kernels:        compute time, the kernels at the copies
     kinds merged:   the busy union in start order, into a temporary file (intervals.CoverageWriter)
-    the union:      the gaps, each with the operation that ends it (device_ops.next_ops over the picked rows)
+    the union:      the gaps
+    each kind:      its first operation at or after each gap's end, from which device_ops.next_ops picks the one
+                    that ends the gap (a table in memory, the copies, is searched whole)
 """
 from __future__ import annotations
 
@@ -17,17 +16,16 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.intervals import Coverage, CoverageWriter, covered_and_resumes, in_chunks, union_sorted
+from nsys_transfer.analysis.intervals import Coverage, CoverageWriter, covered_chunks, in_chunks, union_sorted
 from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
 
 OP_COLUMNS = ("start_ns", "end_ns", "device", "correlation_id", "pid")
-PICKED = ("kernel", "memset")  # the kinds whose gap-ending rows are picked (the copies are few: read whole)
 
 
 class Kind:
     """One kind's operations as the pass reads them: their times in start order, clipped to the window, a chunk at a
-    time (chunks()); pick(times): the first operation starting at each of these times, and its clipped start."""
+    time (chunks())."""
 
     def __init__(self, df, lo: int, hi: int):
         self.df, self.lo, self.hi = df, lo, hi
@@ -48,18 +46,15 @@ class Kind:
         for c in self.df.chunks(("start_ns", "end_ns")):
             yield self._clipped(c["start_ns"], c["end_ns"])
 
-    def pick(self, times: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
-        """The rows (OP_COLUMNS) of the first operation starting at each of these sorted times (each one is a start
-        of this kind, clipped), and those clipped starts."""
-        if not self.spilled:
-            at = np.searchsorted(self.s, times, side="left")
-            rows = at if self.order is None else self.order[at]
-            return pd.DataFrame({c: self.df[c].to_numpy()[rows] for c in OP_COLUMNS if c in self.df}), self.s[at]
+    def first_at_or_after(self, times: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+        """For each of these sorted times that an operation starts at or after, the first such operation (its
+        OP_COLUMNS row; its start clipped): what device_ops.next_ops compares across the kinds, read from the files
+        a chunk at a time (no more rows than times: a long capture's gaps, not its operations)."""
         parts, done = [], 0
         for c in self.df.chunks():
             s, _ = self._clipped(c["start_ns"], c["end_ns"])
             upto = done + int(np.searchsorted(times[done:], s[-1], side="right")) if s.size else done
-            at = np.searchsorted(s, times[done:upto], side="left")  # the earlier chunks held none of them
+            at = np.searchsorted(s, times[done:upto], side="left")  # every start of the chunks before is earlier
             parts.append(pd.DataFrame({k: v[at] for k, v in c.items()}).assign(clipped=s[at]))
             done = upto
         rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*OP_COLUMNS, "clipped"])
@@ -72,16 +67,14 @@ def one_device(parts: dict, window: tuple[int, int], min_gap_ns: int):
     False (nothing written over)."""
     lo, hi = window
     kinds = {kind: Kind(df, lo, hi) for kind, df in parts.items()}
-    at, compute, resumes = None, 0, {}
+    at, compute = None, 0
     if "kernel" in kinds:
         copies = kinds.get("memcpy")
         near = _Near(copies.s, copies.e) if copies is not None and set(kinds) != {"kernel"} else None
-        compute, resumes["kernel"] = covered_and_resumes(_tapped(kinds["kernel"].chunks(), near), min_gap_ns)
+        compute = covered_chunks(_tapped(kinds["kernel"].chunks(), near))
         at = near.coverage() if near is not None else None
     if set(kinds) != {"kernel"} and at is None:
         at = Coverage(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    if "memset" in kinds:
-        resumes["memset"] = covered_and_resumes(kinds["memset"].chunks(), min_gap_ns)[1]
     writer = CoverageWriter()
     for gs, ge in intervals.union_groups(_merged([k.chunks() for k in kinds.values()])):
         writer.append(gs, ge)
@@ -91,16 +84,23 @@ def one_device(parts: dict, window: tuple[int, int], min_gap_ns: int):
            "compute_utilization": compute / (hi - lo) if hi > lo else 0.0}
     g = intervals.gaps_of_chunks(busy.chunks(), lo, hi, min_gap_ns)
     if len(g):
-        rows, timed = {}, {}
-        for kind, k in kinds.items():
-            if kind in PICKED:
-                rows[kind], first = k.pick(resumes[kind])
-                timed[kind] = (first, first, None)
-            else:
-                rows[kind], timed[kind] = k.df, (k.s, k.e, k.order)
-        for col, values in next_ops(g["end_ns"].to_numpy(), rows, timed).items():
+        for col, values in next_ops(g["end_ns"].to_numpy(), *_candidates(kinds, g["end_ns"].to_numpy())).items():
             g[f"next_{col}"] = values
     return row, g, busy, at, False
+
+
+def _candidates(kinds: dict[str, Kind], ends: np.ndarray) -> tuple[dict, dict]:
+    """device_ops.next_ops' tables and times: a table in memory whole, one in files as the first operation at or
+    after each gap's end (the only one of its kind that can end the gap)."""
+    rows, timed = {}, {}
+    for kind, k in kinds.items():
+        if not k.spilled:
+            rows[kind], timed[kind] = k.df, (k.s, k.e, k.order)
+            continue
+        first_rows, first = k.first_at_or_after(ends)
+        if len(first_rows):  # none: no operation of this kind starts after a gap
+            rows[kind], timed[kind] = first_rows, (first, first, None)
+    return rows, timed
 
 
 class _Near:
