@@ -50,8 +50,9 @@ ldconfig -p | grep -q 'libssh.so.4 ' || (cd "$work/debs" && apt-get -qq "${apt_o
 say "unpacking into $dest"
 for d in "$work"/debs/*.deb; do dpkg -x "$d" "$work/root"; done
 # the packages put target-linux-x64 and host-linux-x64 in different folders: find each
-target=$(find "$work/root" -type d -name target-linux-x64 | head -n1)
-host=$(find "$work/root" -type d -name host-linux-x64 | head -n1)
+# -print -quit, not | head: with pipefail, find killed by SIGPIPE once head has its line fails the script (exit 141)
+target=$(find "$work/root" -type d -name target-linux-x64 -print -quit)
+host=$(find "$work/root" -type d -name host-linux-x64 -print -quit)
 [ -n "$target" ] && [ -n "$host" ] || { say "the packages did not hold target-linux-x64 and host-linux-x64"; exit 2; }
 mkdir -p "$dest"
 cp -a "$target" "$host" "$dest/"
@@ -59,13 +60,13 @@ cp -a "$target" "$host" "$dest/"
 py="$dest/host-linux-x64/python/lib"; mkdir -p "$py"
 find "$work/root/usr/lib/python3" -name '*.py' -exec cp {} "$py/" \; 2>/dev/null || true
 for lib in libarrow.so.500 libparquet.so.500; do
-  f=$(find "$work/root" -name "$lib*" -type f | head -n1)
+  f=$(find "$work/root" -name "$lib*" -type f -print -quit)
   [ -n "$f" ] && cp -L "$f" "$dest/host-linux-x64/$lib"
 done
 # QdstrmImporter links libssh.so: give it the system's libssh.so.4, or the one unpacked above
 if ! ldconfig -p | grep -q 'libssh.so '; then
-  s=$(ldconfig -p | awk '$1=="libssh.so.4" {print $NF; exit}')
-  [ -n "$s" ] || s=$(find "$work/root" -name 'libssh.so.4*' -type f | head -n1)
+  s=$(ldconfig -p | awk '$1=="libssh.so.4" && !s {s=$NF} END {print s}')
+  [ -n "$s" ] || s=$(find "$work/root" -name 'libssh.so.4*' -type f -print -quit)
   if [ -n "$s" ]; then rm -f "$dest/host-linux-x64/libssh.so"; cp -L "$s" "$dest/host-linux-x64/libssh.so"
   else say "warning: libssh.so.4 not found (apt-get install libssh-4); import of .qdstrm will fail"; fi
 fi
@@ -74,7 +75,7 @@ fi
 # system's SQLite do (its Python needs: nsys_recipe/requirements/common.txt and dask.txt, in the interpreter on PATH)
 recipe="$dest/target-linux-x64/python/packages/nsys_recipe"
 [ -d "$recipe" ] && mkdir -p "$recipe/third_party"
-q=$(ldconfig -p | awk '$1=="libsqlite3.so.0" {print $NF; exit}')
+q=$(ldconfig -p | awk '$1=="libsqlite3.so.0" && !q {q=$NF} END {print q}')  # reads it all: no SIGPIPE
 [ -n "$q" ] && [ ! -e "$dest/target-linux-x64/libsqlite3.so.0" ] && ln -s "$q" "$dest/target-linux-x64/libsqlite3.so.0"
 "$dest/target-linux-x64/nsys" --version >&2
 say "installed: $dest/target-linux-x64/nsys"
