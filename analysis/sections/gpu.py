@@ -10,14 +10,13 @@ import pandas as pd
 from nsys_transfer.analysis import intervals
 from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
                                               in_chunks, union, union_chunks, union_sorted)
-from nsys_transfer.analysis.load.ops_store import SpilledOps, frame_of
+from nsys_transfer.analysis.load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
 from nsys_transfer.analysis.schema import Part, json_rows
 from nsys_transfer.analysis.sections import streamed_pass
 from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
-OP_COLUMNS = ("start_ns", "end_ns", "device", "correlation_id", "pid")  # what the device pass reads
 
 
 class GpuOps:
@@ -42,12 +41,12 @@ class GpuOps:
         return sorted({int(d) for df in self.parts.values() for d in _distinct(df["device"].to_numpy())})
 
     def where(self, keep) -> "GpuOps":
-        """The operations for which keep(table) is true, with OP_COLUMNS alone (the rest of a kernel table is not
+        """The operations for which keep(table) is true, with OPS alone (the rest of a kernel table is not
         copied); a table nothing is taken from is kept as it is."""
         out = {}
         for kind, df in self.parts.items():
             mask = np.asarray(keep(df), dtype=bool)
-            out[kind] = df if mask.all() else frame_of(df)[[c for c in OP_COLUMNS if c in df]][mask]
+            out[kind] = df if mask.all() else frame_of(df)[[c for c in OPS if c in df]][mask]
         return GpuOps(out)
 
     def inside(self, lo, hi) -> "GpuOps":
@@ -235,7 +234,7 @@ def _kernels_starting_at(resumes: np.ndarray, ks: np.ndarray, mine: GpuOps, time
     end a gap (a busy hole of min_gap is a kernel-free one too, so the next kernel resumes after a long hole)."""
     rows = np.searchsorted(ks, resumes, side="left")
     kernels = mine.parts["kernel"]
-    first = pd.DataFrame({c: kernels[c].to_numpy()[rows] for c in OP_COLUMNS if c in kernels})
+    first = pd.DataFrame({c: kernels[c].to_numpy()[rows] for c in OPS if c in kernels})
     start = first["start_ns"].to_numpy()
     return GpuOps({**mine.parts, "kernel": first}), {**timed, "kernel": (start, start, None)}
 

@@ -17,10 +17,8 @@ import pandas as pd
 
 from nsys_transfer.analysis import intervals
 from nsys_transfer.analysis.intervals import Coverage, CoverageWriter, covered_chunks, in_chunks, union_sorted
-from nsys_transfer.analysis.load.ops_store import SpilledOps
+from nsys_transfer.analysis.load.ops_store import OPS, SpilledOps
 from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
-
-OP_COLUMNS = ("start_ns", "end_ns", "device", "correlation_id", "pid")
 
 
 class Kind:
@@ -48,7 +46,7 @@ class Kind:
 
     def first_at_or_after(self, times: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
         """For each of these sorted times that an operation starts at or after, the first such operation (its
-        OP_COLUMNS row; its start clipped): what device_ops.next_ops compares across the kinds, read from the files
+        OPS row; its start clipped): what device_ops.next_ops compares across the kinds, read from the files
         a chunk at a time (no more rows than times: a long capture's gaps, not its operations)."""
         parts, done = [], 0
         for c in self.df.chunks():
@@ -57,8 +55,8 @@ class Kind:
             at = np.searchsorted(s, times[done:upto], side="left")  # every start of the chunks before is earlier
             parts.append(pd.DataFrame({k: v[at] for k, v in c.items()}).assign(clipped=s[at]))
             done = upto
-        rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*OP_COLUMNS, "clipped"])
-        return rows[[k for k in OP_COLUMNS if k in rows]], rows["clipped"].to_numpy(np.int64)
+        rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*OPS, "clipped"])
+        return rows[[k for k in OPS if k in rows]], rows["clipped"].to_numpy(np.int64)
 
 
 def one_device(parts: dict, window: tuple[int, int], min_gap_ns: int):
