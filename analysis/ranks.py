@@ -302,12 +302,12 @@ def merge_parts(parts: list[TracePart], opts: RankOptions | None = None, progres
     say("host-side DtoH timeline")
     lo, hi = min(w[0] for w in windows.values()), max(w[1] for w in windows.values())
     loads = host_loads(copies, devices, host_of, windows, (lo, hi), opts.probe, opts.link_gbps, opts.bin_ns,
-                       opts.slowdown_threshold)
+                       opts.slowdown_threshold, opts.busy_threshold)
     top, several = loads[0], len(loads) > 1
     concurrent = len(windows) < 2 or max(w[0] for w in windows.values()) < min(w[1] for w in windows.values())
-    ctx = _rank_context(devices, top, len(loads), opts, concurrent)
     if several:  # the host of each GPU and copy; one host keeps today's columns
         devices["host"], copies["host"] = devices["trace"].map(host_of), copies["trace"].map(host_of)
+    ctx = _rank_context(devices, top, len(loads), opts, concurrent)
     summary = {
         "traces": [{"label": p.label, "path": p.source, "clock_offset_ns": off, "nsys_version": p.nsys_version}
                    for p, off in zip(parts, offsets)],
@@ -422,11 +422,14 @@ class RankGrid:
     """Each GPU's busy share and DtoH rate per column of time on the common clock: the numbers of the rank x time
     heat map. gpus: the rows, in natural order of their names (rank2 before rank10). edges_ns: the columns' edges
     (common clock). busy: the share of each column's time within the GPU's own window (its steps) that the GPU was
-    busy, NaN outside that window. dtoh_gbps: DtoH into host memory (its data-carrying copies), GB/s."""
+    busy, NaN outside that window. dtoh_gbps: DtoH into host memory (its data-carrying copies), GB/s. hosts: with
+    GPUs on several hosts, the rows ordered by host (host_order) and then by name, and each host's rows as
+    (host, first row, end row) (host_rows); empty with one host."""
     gpus: list[str]
     edges_ns: np.ndarray
     busy: np.ndarray
     dtoh_gbps: np.ndarray
+    hosts: list[tuple[str | None, int, int]] = field(default_factory=list)
 
 
 def time_grid(ranks: Ranks, columns: int = 600) -> RankGrid:
@@ -437,6 +440,10 @@ def time_grid(ranks: Ranks, columns: int = 600) -> RankGrid:
     width = base * max(1, -(-(hi - lo) // (base * columns)))
     edges = np.arange(lo, hi + width, width, dtype=np.int64)
     gpus = sorted(ranks.devices["gpu"], key=natural_key)
+    several = "host" in ranks.devices.columns  # merge_parts adds it only with several hosts
+    if several:
+        host_of = dict(zip(ranks.devices["gpu"], ranks.devices["host"]))
+        gpus = sorted(gpus, key=lambda g: host_order(host_of[g]))  # stable: by name within each host
     busy = np.full((len(gpus), len(edges) - 1), np.nan)
     dtoh = np.zeros((len(gpus), len(edges) - 1))
     by_busy = dict(tuple(ranks.tables.get("busy", pd.DataFrame(columns=BUSY_COLUMNS)).groupby("gpu")))
@@ -452,7 +459,24 @@ def time_grid(ranks: Ranks, columns: int = 600) -> RankGrid:
             h = by_host[g]
             t, done = _cumulative(h["bin_start_ns"], h["bin_ns"], h["bytes"])
             dtoh[i] = np.diff(np.interp(edges, t, done)) / width  # bytes per ns: GB/s
-    return RankGrid(gpus, edges, busy, dtoh)
+    return RankGrid(gpus, edges, busy, dtoh, host_rows([host_of[g] for g in gpus]) if several else [])
+
+
+def host_order(host: str | None) -> tuple:
+    """Sort key of host names: in natural order (node2 before node10), the unnamed host (None) last."""
+    return (host is None, natural_key(host or ""))
+
+
+def host_rows(hosts: list) -> list[tuple[str | None, int, int]]:
+    """Each run of equal hosts in a list of the rows' hosts (row order) as (host, first row, end row): the rows
+    first..end-1 are that host's, and a row boundary between hosts lies at each block's first row but the first."""
+    out = []
+    for i, h in enumerate(hosts):
+        if out and out[-1][0] == h:
+            out[-1] = (h, out[-1][1], i + 1)
+        else:
+            out.append((h, i, i + 1))
+    return out
 
 
 def _cumulative(starts, lengths, amounts) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ import json
 import shutil
 import sqlite3
 
+import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
@@ -188,3 +189,116 @@ def test_traces_without_a_host_name_beside_named_ones_are_one_host(builder, tmp_
     assert r.summary["gpus"][2]["host"] is None
     assert r.warnings == ["1 of the 3 traces name no host (no Hostname row in TARGET_INFO_SYSTEM_ENV) while the others "
                           "do: their GPUs count as one host, the unnamed host"]
+
+
+HALVE_KERNELS = 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + ("end" - start) / 2'
+
+
+def _waiting_and_bound(builder, tmp_path, node1_share: float | None):
+    """rank0, rank1 on node0: compute-bound (kernels 98% of their steps), rank1 a twin of rank0 whose copies carry 0.3
+    of the bytes, so node0's copies run well below their solo rate. rank2, rank3 on node1: their kernels cut to half
+    their length, so these GPUs wait half their steps; rank3 a twin of rank2 carrying node1_share of the bytes (node1
+    slowed, less than node0), or with None rank3 as built (node1's copies never slowed)."""
+    paths = builder.build(tmp_path, 4, hosts=2)
+    _twin(builder, paths[0], paths[1], "node0", 0.3)
+    _edit(paths[2], HALVE_KERNELS)
+    if node1_share is None:
+        _edit(paths[3], HALVE_KERNELS)
+    else:
+        _twin(builder, paths[2], paths[3], "node1", node1_share)
+    return paths
+
+
+def test_a_host_whose_gpus_wait_is_judged_before_a_compute_bound_one(builder, tmp_path):
+    """The gate is per host: node0 is compute-bound, its slowed copies hidden behind its compute; node1's GPUs wait
+    while its own copies are slowed. The limit is node1's DtoH, not node0's (which is the slower, but costs node0
+    nothing), and the cluster is not compute-bound. With every host compute-bound the cluster is, and the slowed
+    copies named hidden are the slowest host's."""
+    paths = _waiting_and_bound(builder, tmp_path, 0.6)
+    s = _merge(paths).summary
+    top, other = s["hosts"]
+    assert top["host"] == "node1" and top["compute_min"] < 0.6 and other["compute_min"] > 0.95
+    assert other["slowdown"] < top["slowdown"] < 0.85  # node0 the slower: the limiting host before the per-host gate
+    lim = s["limit"]
+    assert lim["rule"] == "host-dtoh-bandwidth" and lim["subject"] in top["gpus"], lim
+    assert lim["evidence"].startswith("the GPUs on node1 share the host's DtoH bandwidth and it saturates"), lim
+    assert lim["evidence"].endswith("kernels run only 49% of the time"), lim
+    assert s["host_dtoh"]["host"] == "node1" and s["contention"] == top["contention"]
+    assert any(f.startswith("host-side DtoH on node1 (the worst of 2 hosts)") for f in s["figures"])
+    bound = builder.build(tmp_path / "bound", 4, hosts=2)  # both hosts compute-bound, both slowed
+    _twin(builder, bound[0], bound[1], "node0", 0.3)
+    _twin(builder, bound[2], bound[3], "node1", 0.6)
+    s = _merge(bound).summary
+    assert [h["host"] for h in s["hosts"]] == ["node0", "node1"] and min(h["compute_min"] for h in s["hosts"]) > 0.95
+    assert s["limit"]["rule"] == "gpu-compute", s["limit"]
+    assert "DtoH copies on node0 are slowed to 0.6" in s["limit"]["evidence"] and "hidden behind compute" in \
+        s["limit"]["evidence"]
+
+
+def test_a_compute_bound_hosts_slowed_copies_take_no_blame_for_another_hosts_wait(builder, tmp_path):
+    """node0 compute-bound with slowed copies, node1's GPUs waiting with copies never slowed: what limits is inside
+    node1's ranks (rank-pipeline, its idlest GPU named with its host), not node0's DtoH bandwidth; the text's host
+    lines give each host's least busy GPU, the waiting host first."""
+    paths = _waiting_and_bound(builder, tmp_path, None)
+    r = _analyze(paths, tmp_path / "r.json", "--jobs", "1")
+    s = json.loads((tmp_path / "r.json").read_text())["ranks"]
+    top, other = s["hosts"]
+    assert top["host"] == "node1" and (top["slowdown"] is None or top["slowdown"] >= 0.85), top
+    assert other["host"] == "node0" and other["slowdown"] < 0.85
+    lim = s["limit"]
+    assert lim["rule"] == "rank-pipeline" and lim["subject"] in top["gpus"], lim
+    assert lim["evidence"].startswith(f"{lim['subject']} on node1 runs kernels 49% of the time"), lim
+    assert s["host_dtoh"]["host"] == "node1"
+    lines = r.stdout.splitlines()
+    head = lines.index("2 hosts, each host's DtoH judged alone (the worst first):")
+    assert lines[head + 1].startswith("  node1: 2 GPUs") and "kernels >= 49.0% of their steps" in lines[head + 1]
+    assert lines[head + 2].startswith("  node0: 2 GPUs") and "kernels >= 98.0% of their steps" in lines[head + 2]
+    assert f"limit: [rank-pipeline] {lim['subject']} on node1 runs kernels 49%" in r.stdout
+
+
+def test_host_rows_and_order():
+    from nsys_transfer.analysis.ranks import host_order, host_rows
+    assert host_rows(["a", "a", "b", "b", "b", None]) == [("a", 0, 2), ("b", 2, 5), (None, 5, 6)]
+    assert host_rows(["a"]) == [("a", 0, 1)] and host_rows([]) == []
+    assert host_rows(["a", "b", "a"]) == [("a", 0, 1), ("b", 1, 2), ("a", 2, 3)]  # runs, as the rows come
+    assert sorted(["node10", None, "node2", "node1"], key=host_order) == ["node1", "node2", "node10", None]
+
+
+def _heatmap_figure(ranks, path, monkeypatch):
+    """plot_rank_heatmap's figure, kept open to read its artists."""
+    from nsys_transfer.analysis.render import plots
+    kept = []
+    monkeypatch.setattr(plots, "save", lambda fig, p: kept.append(fig) or p)
+    plots.plot_rank_heatmap(ranks, path)
+    return kept[0]
+
+
+def _separators(ax) -> list[float]:
+    """The y of the horizontal lines across an axes (axhline: x from 0 to 1 in axes coordinates)."""
+    return sorted({float(ln.get_ydata()[0]) for ln in ax.lines if list(ln.get_xdata()) == [0, 1]})
+
+
+def test_the_heat_map_groups_the_rows_by_host_and_marks_each_host(builder, tmp_path, monkeypatch):
+    """Hosts that do not follow the rank order: the rows come host by host (node2 before node10), by rank within
+    each, a line between two hosts' rows in both panels and each host named; one host: no line, no name."""
+    import matplotlib.pyplot as plt
+
+    from nsys_transfer.analysis.ranks import time_grid
+    paths = builder.build(tmp_path, 6, straggler=4, hosts=3)
+    for p, host in zip(paths, ["node1", "node0", "node1", "node0", "node10", "node2"]):
+        _edit(p, host=host, builder=builder)
+    r = _merge(paths)
+    g = time_grid(r, columns=100)
+    assert [x.split(":")[0] for x in g.gpus] == ["rank1", "rank3", "rank0", "rank2", "rank5", "rank4"]
+    assert g.hosts == [("node0", 0, 2), ("node1", 2, 4), ("node2", 4, 5), ("node10", 5, 6)]
+    assert (~np.isnan(g.busy)).sum(axis=1).argmax() == 5  # rows keep their GPU's numbers: rank4's last longest
+    fig = _heatmap_figure(r, tmp_path / "h.png", monkeypatch)
+    for ax in fig.axes[:2]:  # the two panels (then their colour bars)
+        assert _separators(ax) == [2.0, 4.0, 5.0]
+        assert [t.get_text() for t in ax.texts] == ["node0", "node1", "node2", "node10"]
+    plt.close(fig)
+    one = _merge(builder.build(tmp_path / "one", 3))
+    assert time_grid(one).hosts == []
+    fig = _heatmap_figure(one, tmp_path / "one.png", monkeypatch)
+    assert all(_separators(ax) == [] and not ax.texts for ax in fig.axes)
+    plt.close(fig)

@@ -264,7 +264,26 @@ def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
         fig.colorbar(mesh, ax=ax, pad=0.01, fraction=0.03)
     bin_ms = (g.edges_ns[1] - g.edges_ns[0]) / 1e6 if len(g.edges_ns) > 1 else 0
     axes[1].set_xlabel(f"ms from the first trace's start (common clock; {bin_ms:g} ms bins)")
+    if len(g.hosts) > 1:
+        _mark_hosts(fig, axes, g.hosts, 6 if n > 16 else 8)
     return save(fig, path)
+
+
+def _mark_hosts(fig, axes, hosts: list, fontsize: int):
+    """GPUs on several hosts (RankGrid.hosts, their rows one block per host): a line between two hosts' rows and
+    each host's name left of its GPUs' names (every k-th host beyond 64)."""
+    fig.canvas.draw()  # the GPUs' tick labels' widths, to set the host names beside them
+    step = max(1, -(-len(hosts) // 64))
+    for ax in axes:
+        for _, first, _ in hosts[1:]:
+            ax.axhline(first, color="black", lw=2.2)
+            ax.axhline(first, color="white", lw=0.9)
+        width = max((t.get_window_extent().width for t in ax.get_yticklabels()), default=0) * 72 / fig.dpi
+        for i, (name, first, end) in enumerate(hosts):
+            if i % step == 0:
+                ax.annotate(name or "unnamed host", xy=(0, (first + end) / 2), xycoords=("axes fraction", "data"),
+                            xytext=(-width - 8, 0), textcoords="offset points", ha="right", va="center",
+                            fontsize=fontsize + 1, fontweight="bold", color="#333333")
 
 
 BREAKDOWN_COLORS = {"kernels": COLORS["kernel"], "idle: input-bound": "#2EC4B6", "idle: host-sync": "#E76F51",

@@ -234,15 +234,16 @@ HOSTS_SHOWN = SUMMARISE_OVER  # host lines at most, the worst first; the rest co
 
 
 def host_lines(hosts: list[dict]) -> list[str]:
-    """GPUs on several hosts (the JSON's `ranks.hosts[]`, the worst first): one line per host, its GPUs' steps/s
-    and its own DtoH load against its capacity; none with one host."""
+    """GPUs on several hosts (the JSON's `ranks.hosts[]`, the worst first): one line per host, its GPUs' steps/s, its
+    least busy GPU's kernel share and its own DtoH load against its capacity; none with one host."""
     if not hosts:
         return []
     L = [f"{len(hosts)} hosts, each host's DtoH judged alone (the worst first):"]
     for i, h in enumerate(hosts[:HOSTS_SHOWN]):
         d = h["host_dtoh"]
         slow = "unmeasured" if h["slowdown"] is None else f"{h['slowdown']:.2f} x solo"
-        L.append(f"  {_host_name(h['host'])}: {len(h['gpus'])} GPUs, {h['total_steps_per_s']:.2f} steps/s; DtoH peak "
+        L.append(f"  {_host_name(h['host'])}: {len(h['gpus'])} GPUs, {h['total_steps_per_s']:.2f} steps/s, kernels >= "
+                 f"{_pct(h.get('compute_min'))} of their steps; DtoH peak "
                  f"{d['peak_gbps']:.1f} of {d['capacity_gbps']:.1f} GB/s ({_pct(h['peak_share'])}), mean "
                  f"{d['mean_gbps']:.1f} GB/s; copies while another of its GPUs copies: {slow}"
                  + ("  <- worst" if i == 0 else ""))

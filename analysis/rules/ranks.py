@@ -8,7 +8,11 @@ over the GPU's own window, `subject` that GPU; `single-gpu` and `not-concurrent`
 The figures every verdict rests on (each GPU's kernel share, the host-side DtoH rates, ...) are RankContext.figures().
 With GPUs on several hosts (per-rank traces of a cluster), the contention and host-side DtoH figures the rules read
 are the limiting host's (analysis/sections/hosts.py), the verdicts name that host, and host-dtoh-bandwidth's subject
-is its idlest GPU.
+is its idlest GPU. The compute-bound gate is per host: a host is compute-bound when each of its GPUs runs kernels at
+least GpuCompute.busy of its window, and the GPUs are (gpu-compute) only when every host is. While any host's GPUs
+wait, the limiting host is a waiting one (hosts.how_limiting): a compute-bound host's slowed copies, hidden behind
+its compute, neither take the blame for the waiting host's time nor hide it; host-dtoh-bandwidth then reads the
+waiting host's contention, and rank-pipeline and host-cpu name the idlest GPU (on a waiting host) with its host.
 
 Scaling rules (SCALING_RULES) read one `nsys-transfer scaling` scenario: the N-GPU total against N x one GPU and the
 CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0 and `impact_fraction` is the throughput short of
@@ -29,7 +33,8 @@ from nsys_transfer.analysis.sections.sharing import slowest_kind
 
 class GpuCompute:
     """Every GPU runs kernels at least `busy` of its window (and no rank's outputs pile up): the GPUs themselves limit
-    throughput."""
+    throughput. With several hosts: every host is compute-bound; one host whose GPUs wait is judged by the other
+    rules, as the limiting host, however busy the others are."""
     id = "gpu-compute"
     busy = 0.85  # the least busy GPU's kernel share of its window
 
@@ -83,7 +88,7 @@ class HostCpu:
                                                   "on the GPU before the copy shrinks what the workers serialise)")]
         if ctx.gpus_busy or ctx.contended:
             return []
-        verdict = (f"{ctx.idlest['gpu']} runs kernels {ctx.idlest['compute_utilization']:.0%} of the time"
+        verdict = (f"{ctx.idlest_named} runs kernels {ctx.idlest['compute_utilization']:.0%} of the time"
                    f"{ctx.waiting_in()}, while the {cpu['cpus']} CPUs the ranks share were {cpu['busy']:.0%} busy: the "
                    "host's cores saturate")
         return [ctx.finding(self.id, verdict, "give the job more cores, or less CPU work per output (argmax or bf16 on "
@@ -120,8 +125,8 @@ class RankPipeline:
             return []
         idle = ctx.idlest
         pageable = idle.get("dtoh_pinned_share") is not None and idle["dtoh_pinned_share"] < self.pinned_share
-        verdict = (f"{idle['gpu']} runs kernels {idle['compute_utilization']:.0%} of the time{ctx.waiting_in()}, while "
-                   "nothing shared is slowed: the limit is inside each rank's pipeline"
+        verdict = (f"{ctx.idlest_named} runs kernels {idle['compute_utilization']:.0%} of the time{ctx.waiting_in()}, "
+                   "while nothing shared is slowed: the limit is inside each rank's pipeline"
                    + ("; its outputs land in pageable memory" if pageable else ""))
         return [ctx.finding(self.id, verdict, "pin the output buffers in place (stage pinned)" if pageable else
                             "fix the rank's own pipeline: analyze-trace's diagnosis names the step")]
@@ -238,7 +243,8 @@ class RankContext:
 
     @property
     def gpus_busy(self) -> bool:
-        """Every GPU runs kernels at least the busy threshold of its window."""
+        """Every GPU runs kernels at least the busy threshold of its window: with several hosts, every host is
+        compute-bound."""
         return self.compute_min >= self.busy_threshold
 
     @property
@@ -266,6 +272,12 @@ class RankContext:
     def idlest(self) -> pd.Series:
         """The limiting GPU's row: the one whose kernels run the smallest share of its window."""
         return self.devices.sort_values("compute_utilization").iloc[0]
+
+    @property
+    def idlest_named(self) -> str:
+        """The limiting GPU's name, with ' on HOST' when the GPUs ran on several hosts."""
+        gpu = str(self.idlest["gpu"])
+        return f"{gpu} on {self.idlest.get('host') or 'the unnamed host'}" if self.hosts > 1 else gpu
 
     def waiting_in(self) -> str:
         """', waiting mostly in X (N% of its compute gaps)' for the limiting GPU; empty when no range covers them."""

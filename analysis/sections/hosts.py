@@ -7,6 +7,13 @@ host_loads() judges each host alone: its GPUs' DtoH into host memory per bin, it
 copies' `concurrent_fraction` is computed within each host), and orders the hosts the limiting one first. Traces
 without a host name count as one host (None), so traces of one machine, or of none known, are one host as before.
 Pure functions of DataFrames and dicts.
+
+Which host limits (how_limiting): a host is compute-bound when every one of its GPUs runs kernels at least the
+gpu-compute threshold of its window (its `compute_min`). Its GPUs then limit themselves, and a DtoH slowdown on it
+is hidden behind their compute; so while any host's GPUs wait, the limiting host is one of those waiting hosts: a
+compute-bound host is never blamed for a waiting host's time, nor hides it behind its own slower copies. Only when
+every host is compute-bound (then the cluster is: rules/ranks.py gpu-compute) is the limiting host a compute-bound
+one. Within each group the DtoH decides: the contended hosts first, the slowest first; then the highest peak share.
 """
 from __future__ import annotations
 
@@ -28,7 +35,8 @@ class HostLoad:
     """One host's share of the host-side DtoH. name: its host name (None: the traces that record none). traces: the
     labels of its traces. gpus: its GPUs (`gpu` keys). steps_per_s: their sum. timeline: DtoH into host memory per
     bin and GPU on the common clock. total: that summed per bin. summary: its `host_dtoh` object. contention: per
-    host memory kind among its own GPUs (sharing.contention)."""
+    host memory kind among its own GPUs (sharing.contention). compute_min: its least busy GPU's kernel share of its
+    window (0 without GPUs)."""
     name: str | None
     traces: list[str]
     gpus: list[str]
@@ -37,6 +45,7 @@ class HostLoad:
     total: pd.DataFrame
     summary: dict
     contention: pd.DataFrame
+    compute_min: float = 0.0
 
     @property
     def slowdown(self) -> float | None:
@@ -54,14 +63,14 @@ class HostLoad:
         """Its object in `ranks.hosts[]`."""
         return {"host": self.name, "traces": self.traces, "gpus": self.gpus, "total_steps_per_s": self.steps_per_s,
                 "host_dtoh": self.summary, "contention": json_rows(self.contention), "slowdown": self.slowdown,
-                "peak_share": self.peak_share}
+                "peak_share": self.peak_share, "compute_min": self.compute_min}
 
 
 def host_loads(copies: pd.DataFrame, devices: pd.DataFrame, host_of: dict[str, str | None],
                windows: dict[str, tuple[int, int]], window: tuple[int, int], probe: dict | None, link_gbps: float,
-               bin_ns: int, contended_below: float) -> list[HostLoad]:
-    """Every host's load, the limiting one first (how_limiting, with the rules' slowdown threshold contended_below;
-    ties in the traces' order). copies: the data-carrying
+               bin_ns: int, contended_below: float, busy_from: float) -> list[HostLoad]:
+    """Every host's load, the limiting one first (how_limiting, with the rules' slowdown threshold contended_below and
+    gpu-compute threshold busy_from; ties in the traces' order). copies: the data-carrying
     DtoH copies with `trace` and `concurrent_fraction` (within their host); devices: the GPU rows with `trace`;
     host_of: each trace label's host; windows: each trace's GPU activity on the common clock (traces with some);
     window: all of theirs, whose bins every host's timeline shares."""
@@ -72,15 +81,16 @@ def host_loads(copies: pd.DataFrame, devices: pd.DataFrame, host_of: dict[str, s
         rows = devices[devices["trace"].isin(traces)]
         loads.append(_host_load(name, traces, rows, copies[copies["trace"].isin(traces)], window, own, probe,
                                 link_gbps, bin_ns))
-    return sorted(loads, key=lambda h: how_limiting(h, contended_below))
+    return sorted(loads, key=lambda h: how_limiting(h, contended_below, busy_from))
 
 
-def how_limiting(h: HostLoad, contended_below: float) -> tuple:
-    """Sort key, the limiting host first: the hosts whose copies run below contended_below of their solo rate while
-    another of their GPUs copies, the slowest first; then the others, the highest DtoH peak against its capacity
-    first."""
-    s = h.slowdown
-    return (0, s) if s is not None and s < contended_below else (1, -h.peak_share)
+def how_limiting(h: HostLoad, contended_below: float, busy_from: float) -> tuple:
+    """Sort key, the limiting host first: the hosts whose GPUs wait (some GPU's kernels run less than busy_from of
+    its window) before the compute-bound ones; within each, the hosts whose copies run below contended_below of their
+    solo rate while another of their GPUs copies, the slowest first; then the others, the highest DtoH peak against
+    its capacity first."""
+    s, bound = h.slowdown, h.compute_min >= busy_from
+    return (bound, 0, s) if s is not None and s < contended_below else (bound, 1, -h.peak_share)
 
 
 def _host_load(name, traces: list[str], rows: pd.DataFrame, copies: pd.DataFrame, window: tuple[int, int],
@@ -99,4 +109,5 @@ def _host_load(name, traces: list[str], rows: pd.DataFrame, copies: pd.DataFrame
                "capacity_gbps": capacity, "capacity_source": source,
                "busy_share_over_half_capacity": float((inside["gbps"] >= capacity / 2).mean()) if len(inside) else 0.0}
     return HostLoad(name, traces, rows["gpu"].tolist(), float(rows["steps_per_s"].fillna(0).sum()), timeline, total,
-                    summary, contention(copies, probe, link_gbps))
+                    summary, contention(copies, probe, link_gbps),
+                    float(rows["compute_utilization"].min()) if len(rows) else 0.0)
