@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from nsys_transfer.analysis.errors import TraceError
 
@@ -166,7 +167,7 @@ class Dask:
         self._previous = _stop_on_sigterm()
         self._tracker_was_running = _resource_tracker_running()
         try:
-            with _stops_kept(self.local):
+            with _stops_kept(self.local), _stops_held(self.local):
                 if self.local:
                     n = local_workers(self.address)
                     self._cluster = distributed.LocalCluster(**local_cluster_options(n))
@@ -220,8 +221,9 @@ class Dask:
 # close, in this process: its nannies stop their worker processes and join them, and the semaphores they share are
 # freed before the process ends (else multiprocessing's resource tracker reports them leaked). So while the executor
 # is open SIGTERM raises SystemExit(143), as SIGINT raises KeyboardInterrupt, and leaving it closes the cluster; the
-# workers ignore both (dask_setup, their preload), so that a Ctrl-C to the group prints none of their tracebacks, and
-# exit by themselves should this process be killed outright (distributed's parent-alive pipe).
+# workers ignore both (dask_worker.dask_setup, their preload; until then they hold them, _stops_held), so that a
+# Ctrl-C to the group prints none of their tracebacks, and exit by themselves should this process be killed outright
+# (distributed's parent-alive pipe).
 
 STOP_S = 1.0  # a stop kills a local worker (SIGKILL) that has not stopped this soon: the trace it analyses is lost
 
@@ -302,29 +304,40 @@ def _stops_kept(keep: bool = True):
             raise KeyboardInterrupt if kept[0] == signal.SIGINT else SystemExit(128 + kept[0])
 
 
-def dask_setup(worker) -> None:
-    """The local cluster's worker preload (its `preload`): the worker ignores Ctrl-C and SIGTERM, which reach it too
-    when sent to the process group, and leaves its stop to its nanny; a task cancelled by the stop is not logged, nor
-    a failed task's traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
-    logging.getLogger("distributed.worker").addFilter(_not_compute_failed)
+_STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _not_compute_failed(record: logging.LogRecord) -> bool:
-    """A local worker's log filter: its "Compute Failed" block (the task's exception and traceback) is not logged, as
-    the client raises that exception here and the command says it in one line, as --jobs does; the worker's other
-    errors still are."""
-    return not str(record.msg).startswith("Compute Failed")
+@contextmanager
+def _stops_held(keep: bool = True):
+    """SIGINT and SIGTERM blocked in this thread while a local cluster starts. A worker process takes a second or more
+    to start (Python, distributed, its preload) before dask_setup makes it ignore them; a Ctrl-C to the group in that
+    time raised KeyboardInterrupt in its imports (a traceback from each worker, then the nanny's and the worker's own
+    for the half-started worker). The threads the start creates (the cluster's event loop, each nanny's process
+    starter) inherit the mask, and so do the worker processes they spawn (fork and exec keep it): a stop sent to the
+    group meanwhile waits in a starting worker until dask_setup ignores it, which discards it. Here it waits for the
+    end of the block, and _stops_kept keeps it. Multiprocessing spawns its resource tracker so (bpo-33613)."""
+    if not keep or not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+    resource_tracker.ensure_running()  # first, here: started from the event loop, it would unblock them there
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+WORKER_PRELOAD = str(Path(__file__).with_name("dask_worker.py"))  # by its path: imported without the toolkit
 
 
 def local_cluster_options(workers: int) -> dict:
     """distributed.LocalCluster's options for `local:N`: N single-threaded worker processes, every port on 127.0.0.1
-    (the scheduler's, the workers' and the scheduler's HTTP routes, on a free port), no dashboard."""
+    (the scheduler's, the workers' and the scheduler's HTTP routes, on a free port), no dashboard, and the workers'
+    preload (dask_worker.dask_setup)."""
     return {"n_workers": workers, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
             "dashboard_address": None, "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
-            "preload": [__name__]}  # dask_setup, in each worker
+            "preload": [WORKER_PRELOAD]}
 
 
 def local_workers(address: str) -> int:

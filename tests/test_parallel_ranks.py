@@ -109,18 +109,31 @@ def _reading_a_trace(sid: int) -> bool:
     return False
 
 
-def _stopped(paths, where: tuple[str, ...], stop: str):
+def _spawning_a_worker(sid: int) -> bool:
+    """A process of the session is a worker that multiprocessing spawned (spawn_main): a local cluster starts."""
+    for pid in set(_session(sid)) - {sid}:
+        try:
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _stopped(paths, where: tuple[str, ...], stop: str, ready=_reading_a_trace, after: float = 0.0):
     """analyze-trace over `paths` `where` (--jobs N, --dask local:N), stopped by `stop` (SIGINT-group, SIGTERM-group:
-    to its process group; SIGTERM: to its main process alone) once a worker has a trace open: its exit code, stderr,
-    seconds from the signal to its end, and the processes of its session left then."""
+    to its process group; SIGTERM: to its main process alone) `after` seconds from when `ready` (by default: once a
+    worker has a trace open): its exit code, stderr, seconds from the signal to its end, and the processes of its
+    session left then."""
     # its own session, to signal the group and find what it leaves; SIGINT's default back (`make test &` ignores it)
     p = subprocess.Popen([sys.executable, *ANALYZE, *map(str, paths), *where, "-q"], cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + TIMEOUT
-        while not _reading_a_trace(p.pid) and p.poll() is None and time.time() < deadline:
+        while not ready(p.pid) and p.poll() is None and time.time() < deadline:
             time.sleep(0.02)
+        time.sleep(after)
         assert p.poll() is None, f"the analysis ended before it could be stopped: {p.stderr.read()[-2000:]}"
         sig = signal.SIGINT if stop.startswith("SIGINT") else signal.SIGTERM
         t0 = time.time()
@@ -158,6 +171,19 @@ def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, deri
     session left behind, zombie or not (the workers and multiprocessing's resource tracker joined)."""
     _dask_or_skip()
     _assert_a_clean_stop(stop, *_stopped(derived * 4, ("--dask", "local:2"), stop))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
+@pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group"])
+def test_a_stop_while_the_local_dask_cluster_starts_is_as_clean(stop, derived):
+    """The same while the cluster's worker processes are still starting (Python, distributed and the preload being
+    imported, not yet set to ignore a stop): a Ctrl-C then raised KeyboardInterrupt in each worker's imports, a
+    traceback from each and the nanny's, and the exit waited seconds for the broken start. At several moments from the
+    first worker's spawn, as a Ctrl-C just after starting the command meets them."""
+    _dask_or_skip()
+    for after in (0.1, 0.3, 0.6):
+        _assert_a_clean_stop(f"{stop} {after} s into the start",
+                             *_stopped(derived, ("--dask", "local:2"), stop, _spawning_a_worker, after))
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
