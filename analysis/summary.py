@@ -87,6 +87,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     parts["memcpy"] = cp.part(memcpys, lambda: trace.calls.memcpy_api, kernels, kernel_time, digest.compute_stream(),
                               window, opts.bin_ns, kernels_recorded)
     copies = parts["memcpy"].tables["memcpy"]
+    trace.forget("calls.api_rows", "calls.memcpy_api")  # in the copy table now (a long capture's millions of calls)
     tids = launching.result()
     gap_calls, launch_stats = _read_beside_idle(trace, gaps, tids, opts.top)
     trace.background.wait("host.threads")

@@ -38,6 +38,8 @@ class CudaCalls:
             return empty(API_COLUMNS)
         both = self.runtime_pass()
         rows = both.api if both is not None else None
+        if both is not None:
+            both.api = None  # handed over: held here alone, so that forgetting api_rows frees them
         if rows is None:
             skip = self._name_ids(sql.NO_COPY_NAME_IDS, cuda_api.NO_COPY)
             rows = t.query(sql.API_ROWS.format(sync=self._sync_table(),

@@ -50,6 +50,15 @@ def empty(cols) -> pd.DataFrame:
                                       else "object") for c in cols})
 
 
+def shared_text(values: pd.Series) -> pd.Series:
+    """The same text column holding one string object per distinct value. Text read from SQL, or made from a numpy
+    array, holds a string object per row: 0.5 GiB for the 1.9 M NVTX ranges of a 32 GB capture, against 8 B a row
+    shared."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    shared = np.asarray(uniques, dtype=object)[codes]
+    return pd.Series(pd.array(shared, dtype=values.dtype), index=values.index, name=values.name)
+
+
 def timed(df: pd.DataFrame) -> pd.DataFrame:
     """start_ns and end_ns as int64, and duration_ns from them."""
     df["start_ns"] = df["start_ns"].astype("int64")

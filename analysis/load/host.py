@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.load import sql, validate
-from nsys_transfer.analysis.load.frames import empty, nesting, pid_of
+from nsys_transfer.analysis.load.frames import empty, nesting, pid_of, shared_text
 
 TIMED = ["start_ns", "end_ns", "global_tid", "name"]
 
@@ -31,10 +31,11 @@ class HostTables:
             return empty(cols)
         df = t.checked(df, "NVTX", ("global_tid",))
         t.warnings += validate.unnamed(df["name"], "NVTX", "(unnamed)")
-        df["name"] = df["name"].fillna("(unnamed)").astype(str)  # an edited export may hold numbers there
+        df["name"] = shared_text(df["name"].fillna("(unnamed)").astype(str))  # an edited export may hold numbers there
         domains = dict(t.query(sql.NVTX_DOMAINS.format(text=text, join=join)).itertuples(index=False))
         df["domain"] = df.pop("domain_id").map(domains).astype(object).fillna("").astype(str)
-        df["kind"] = np.where(df.pop("event_type") == sql.NVTX_PUSHPOP, "PushPop", "StartEnd")
+        push = (df.pop("event_type") == sql.NVTX_PUSHPOP).to_numpy().astype(np.intp)
+        df["kind"] = pd.Series(np.array(["StartEnd", "PushPop"], dtype=object)[push], index=df.index, dtype="str")
         df = df.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False],
                             kind="stable").reset_index(drop=True)
         df["tid"] = df["global_tid"] & 0xFFFFFF

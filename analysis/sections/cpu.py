@@ -49,7 +49,7 @@ def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
     if nvtx.empty:
         return pd.DataFrame(columns=cols)
     base = per_name(nvtx["name"], base_name)  # PyTorch's per-call counters would make every call its own name
-    named = nvtx.assign(name=base.where(nvtx["domain"] == "", nvtx["domain"] + ":" + base))
+    named = nvtx[["kind", "duration_ns"]].assign(name=base.where(nvtx["domain"] == "", nvtx["domain"] + ":" + base))
     g = named.groupby(["name", "kind"], sort=False)["duration_ns"]
     out = g.agg(count="count", total_ns="sum", mean_ns="mean", med_ns="median", min_ns="min", max_ns="max",
                 std_ns="std").reset_index()
@@ -74,7 +74,7 @@ def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | dict | None, copies: 
     if nvtx.empty:
         return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
     pat = re.compile(regex)
-    mask = nvtx["name"].map(lambda s: bool(pat.search(s)))
+    mask = per_name(nvtx["name"], lambda s: bool(pat.search(s))).to_numpy(bool)
     st = nvtx[mask].sort_values("start_ns").copy()
     if st.empty:
         return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
@@ -118,11 +118,12 @@ def gap_cover_by_range(gap_table: pd.DataFrame, nvtx: pd.DataFrame, tids, exclud
         return pd.DataFrame(columns=["name", "gap_ns", "share"])
     gs, ge = union(gap_table["start_ns"].to_numpy(), gap_table["end_ns"].to_numpy())
     cov = Coverage(gs, ge)
-    d = nvtx[nvtx["global_tid"].isin(list(tids))]
+    d = nvtx.loc[nvtx["global_tid"].isin(list(tids)).to_numpy(), ["name", "start_ns", "end_ns"]]
     if d.empty:
         return pd.DataFrame(columns=["name", "gap_ns", "share"])
     if exclude_regex:
-        d = d[~d["name"].str.contains(exclude_regex, regex=True)]
+        pat = re.compile(exclude_regex)
+        d = d[~per_name(d["name"], lambda n: bool(pat.search(n))).to_numpy(bool)]
     # per name, the union of its ranges: two threads in the same range at once (two ranks) count the gap once
     rows = [(name, int(cov.within(*union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())).sum()))
             for name, g in d.groupby("name", sort=False)]

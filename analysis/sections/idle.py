@@ -70,14 +70,28 @@ def _named(t: pd.Series) -> dict[str, int]:
     return {str(k): int(v) for k, v in t.sort_values(ascending=False).items() if v > 0}
 
 
+RANGE_COLUMNS = ["global_tid", "start_ns", "end_ns", "name"]  # what the attribution reads of a range
+
+
+def thread_ranges(nvtx: pd.DataFrame, threads) -> tuple[pd.DataFrame, np.ndarray]:
+    """The threads' NVTX ranges (RANGE_COLUMNS alone: a long capture has millions) and which are PyTorch operators'."""
+    d = nvtx.loc[nvtx["global_tid"].isin(list(threads)).to_numpy(), RANGE_COLUMNS] if len(nvtx) else nvtx
+    return d, per_name(d["name"], is_operator_range).to_numpy(bool) if len(d) else np.zeros(0, bool)
+
+
 def user_ranges(nvtx: pd.DataFrame, threads, step_regex: str | None) -> pd.DataFrame:
     """NVTX ranges on the threads that mark phases of the program: not steps, not PyTorch operators."""
-    d = nvtx[nvtx["global_tid"].isin(list(threads))]
+    d, operator = thread_ranges(nvtx, threads)
+    return _phases(d, operator, step_regex)
+
+
+def _phases(d: pd.DataFrame, operator: np.ndarray, step_regex: str | None) -> pd.DataFrame:
     if d.empty:
         return d
-    keep = ~per_name(d["name"], is_operator_range).astype(bool)
+    keep = ~operator
     if step_regex:
-        keep &= ~d["name"].astype(str).str.contains(step_regex, regex=True)
+        pat = re.compile(step_regex)
+        keep &= ~per_name(d["name"], lambda n: bool(pat.search(n))).to_numpy(bool)
     return d[keep]
 
 
@@ -182,13 +196,14 @@ class _Shared:
 
     @classmethod
     def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader) -> "_Shared":
-        ranges = user_ranges(nvtx, threads, step_regex)
+        mine, operator = thread_ranges(nvtx, threads)
+        ranges = _phases(mine, operator, step_regex)
         return cls(threads=list(threads), pids=[pid_of(t) for t in threads], loader=loader, min_gap_ns=min_gap_ns,
                    osrt=osrt, in_cuda=_thread_union(cuda_calls, threads), ranges=Nesting.of(ranges),
                    in_ranges=union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()),
-                   op_ranges=Nesting.of(operator_ranges(nvtx, threads)),
+                   op_ranges=Nesting.of(mine[operator]),
                    sync_ends=np.sort(_thread_rows(sync_calls, threads)["end_ns"].to_numpy()),
-                   edges=_range_edges(nvtx, threads))
+                   edges=_range_edges(mine, operator))
 
 
 def _segments(busy: Coverage | SpilledCoverage, window: tuple[int, int]):
@@ -292,14 +307,14 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
 
 def operator_ranges(nvtx: pd.DataFrame, threads) -> pd.DataFrame:
     """PyTorch operator ranges (emit_nvtx) on the threads: they say which op the thread was in."""
-    d = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
-    return d[per_name(d["name"], is_operator_range).astype(bool)] if len(d) else d
+    d, operator = thread_ranges(nvtx, threads)
+    return d[operator]
 
 
-def _range_edges(nvtx: pd.DataFrame, threads) -> np.ndarray:
-    """Starts and ends of the threads' non-operator ranges, sorted: where the thread moves to other work."""
-    d = nvtx[nvtx["global_tid"].isin(list(threads))] if len(nvtx) else nvtx
-    d = d[~per_name(d["name"], is_operator_range).astype(bool)] if len(d) else d
+def _range_edges(mine: pd.DataFrame, operator: np.ndarray) -> np.ndarray:
+    """Starts and ends of the threads' non-operator ranges (mine: thread_ranges()), sorted: where the thread moves to
+    other work."""
+    d = mine[~operator] if len(mine) else mine
     return np.sort(np.concatenate((d["start_ns"].to_numpy(), d["end_ns"].to_numpy())))
 
 
