@@ -193,7 +193,7 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -
     window = gpu.analysis_window(ops, user)
     if window is None or user or not step_regex or nvtx.empty:
         return window
-    st = nvtx[nvtx["name"].astype(str).str.contains(step_regex, regex=True)]
+    st = nvtx[program.matching(nvtx["name"], step_regex)]
     if st.empty:
         return window
     return min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max()))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nsys_transfer.analysis.sections.cpu import detect_step_regex
+from nsys_transfer.analysis.sections.program import matching
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.load.span import capture_end, capture_start
 from nsys_transfer.analysis.cli.options import MAX_NS
@@ -88,7 +89,7 @@ def step_ranges(nvtx: pd.DataFrame, regex: str | None) -> pd.DataFrame:
     regex = regex or detect_step_regex(nvtx)
     if not regex or nvtx.empty:
         return pd.DataFrame(columns=["start_ns", "end_ns"])
-    st = nvtx[nvtx["name"].astype(str).str.contains(regex, regex=True)]
+    st = nvtx[matching(nvtx["name"], regex)]
     return st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.intervals import Coverage, union
-from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, per_name
+from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, matching, per_name
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.schema import Part, json_rows
 
@@ -73,9 +73,7 @@ def steps(nvtx: pd.DataFrame, regex: str, busy: Coverage | dict | None, copies: 
                 pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"]))
     if nvtx.empty:
         return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
-    pat = re.compile(regex)
-    mask = per_name(nvtx["name"], lambda s: bool(pat.search(s))).to_numpy(bool)
-    st = nvtx[mask].sort_values("start_ns").copy()
+    st = nvtx[matching(nvtx["name"], regex)].sort_values("start_ns").copy()
     if st.empty:
         return pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
     s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
@@ -122,8 +120,7 @@ def gap_cover_by_range(gap_table: pd.DataFrame, nvtx: pd.DataFrame, tids, exclud
     if d.empty:
         return pd.DataFrame(columns=["name", "gap_ns", "share"])
     if exclude_regex:
-        pat = re.compile(exclude_regex)
-        d = d[~per_name(d["name"], lambda n: bool(pat.search(n))).to_numpy(bool)]
+        d = d[~matching(d["name"], exclude_regex)]
     # per name, the union of its ranges: two threads in the same range at once (two ranks) count the gap once
     rows = [(name, int(cov.within(*union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())).sum()))
             for name, g in d.groupby("name", sort=False)]

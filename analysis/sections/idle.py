@@ -30,7 +30,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
                                               union)
-from nsys_transfer.analysis.sections.program import family, is_operator_range, per_name
+from nsys_transfer.analysis.sections.program import family, is_operator_range, matching, per_name
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.spill import Frames
 
@@ -73,25 +73,19 @@ def _named(t: pd.Series) -> dict[str, int]:
 RANGE_COLUMNS = ["global_tid", "start_ns", "end_ns", "name"]  # what the attribution reads of a range
 
 
-def thread_ranges(nvtx: pd.DataFrame, threads) -> tuple[pd.DataFrame, np.ndarray]:
+def _thread_ranges(nvtx: pd.DataFrame, threads) -> tuple[pd.DataFrame, np.ndarray]:
     """The threads' NVTX ranges (RANGE_COLUMNS alone: a long capture has millions) and which are PyTorch operators'."""
     d = nvtx.loc[nvtx["global_tid"].isin(list(threads)).to_numpy(), RANGE_COLUMNS] if len(nvtx) else nvtx
     return d, per_name(d["name"], is_operator_range).to_numpy(bool) if len(d) else np.zeros(0, bool)
 
 
-def user_ranges(nvtx: pd.DataFrame, threads, step_regex: str | None) -> pd.DataFrame:
-    """NVTX ranges on the threads that mark phases of the program: not steps, not PyTorch operators."""
-    d, operator = thread_ranges(nvtx, threads)
-    return _phases(d, operator, step_regex)
-
-
 def _phases(d: pd.DataFrame, operator: np.ndarray, step_regex: str | None) -> pd.DataFrame:
+    """The ranges of _thread_ranges() that mark phases of the program: not steps, not PyTorch operators."""
     if d.empty:
         return d
     keep = ~operator
     if step_regex:
-        pat = re.compile(step_regex)
-        keep &= ~per_name(d["name"], lambda n: bool(pat.search(n))).to_numpy(bool)
+        keep &= ~matching(d["name"], step_regex)
     return d[keep]
 
 
@@ -188,15 +182,15 @@ class _Shared:
     min_gap_ns: int
     osrt: pd.DataFrame | Frames  # the waiting calls (os_calls.wait_calls), or in temporary files
     in_cuda: Union        # OS calls made inside a CUDA call belong to that call
-    ranges: Nesting       # user_ranges()
+    ranges: Nesting       # _phases(): the ranges that mark the program's phases
     in_ranges: Union
-    op_ranges: Nesting    # operator_ranges()
+    op_ranges: Nesting    # PyTorch operator ranges (emit_nvtx): which op the thread was in
     sync_ends: np.ndarray  # the threads' synchronize calls' ends, sorted
     edges: np.ndarray     # _range_edges()
 
     @classmethod
     def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader) -> "_Shared":
-        mine, operator = thread_ranges(nvtx, threads)
+        mine, operator = _thread_ranges(nvtx, threads)
         ranges = _phases(mine, operator, step_regex)
         return cls(threads=list(threads), pids=[pid_of(t) for t in threads], loader=loader, min_gap_ns=min_gap_ns,
                    osrt=osrt, in_cuda=_thread_union(cuda_calls, threads), ranges=Nesting.of(ranges),
@@ -305,14 +299,8 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     return table, details
 
 
-def operator_ranges(nvtx: pd.DataFrame, threads) -> pd.DataFrame:
-    """PyTorch operator ranges (emit_nvtx) on the threads: they say which op the thread was in."""
-    d, operator = thread_ranges(nvtx, threads)
-    return d[operator]
-
-
 def _range_edges(mine: pd.DataFrame, operator: np.ndarray) -> np.ndarray:
-    """Starts and ends of the threads' non-operator ranges (mine: thread_ranges()), sorted: where the thread moves to
+    """Starts and ends of the threads' non-operator ranges (mine: _thread_ranges()), sorted: where the thread moves to
     other work."""
     d = mine[~operator] if len(mine) else mine
     return np.sort(np.concatenate((d["start_ns"].to_numpy(), d["end_ns"].to_numpy())))

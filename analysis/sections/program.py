@@ -44,6 +44,12 @@ def per_name(names: pd.Series, fn) -> pd.Series:
     return pd.Series(mapped[codes] if len(codes) else np.zeros(0, dtype=object), index=names.index, dtype=object)
 
 
+def matching(names: pd.Series, regex: str) -> np.ndarray:
+    """Whether regex is found in each name (Series.str.contains), tested once per distinct name."""
+    pat = re.compile(regex)
+    return per_name(names, lambda n: bool(pat.search(n))).to_numpy(bool)
+
+
 NOT_A_STEP = re.compile(r", (op_id|seq) = \d+|^\w+Backward\d*$")  # PyTorch's per-call counters, autograd nodes
 
 
