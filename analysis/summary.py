@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from nsys_transfer.nsys_core.contracts import PIPELINE_DRAIN
 
 from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.sections import cpu, gpu, idle_summary, integrity, launchers, os_calls, program
+from nsys_transfer.analysis.sections import cpu, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
 from nsys_transfer.analysis.sections import kernels as kernel_section
 from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.span import capture_start
+from nsys_transfer.analysis.load.span import capture_start, gpu_span_estimate
 from nsys_transfer.analysis.rules import integrity as integrity_rules
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
@@ -35,6 +36,7 @@ class Options:
     bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
     link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
     run_record: dict | None = None      # this toolkit's run record beside the trace, if any
+    whole: bool = False                 # the whole capture, set-up and warm-up included (default: the steady state)
     window_asked: object | None = None  # cli.window.Spec: how the user gave `window` (--window or --steps)
 
 
@@ -53,21 +55,22 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     opts = opts or Options()
     say = progress or (lambda msg: None)
     waits = _read_beside_gpu(trace)
-    say("loading GPU activity")
-    # a window the user gave is the window: the kernels, copies and ranges counted are the ones inside it
-    digest = trace.device.kernel_digest if opts.window is None else _digest_inside(trace, opts.window)
-    kernels = digest.ops
-    trace.background.wait("device.memcpys", "device.memsets")
-    memcpys = trace.device.memcpys if opts.window is None else _overlapping(trace.device.memcpys, opts.window)
-    # a scan on the core the device pass leaves free: the runtime calls per kind
-    call_counts = trace.background.submit(integrity.call_counts, trace)
-    ops = gpu.gpu_ops(kernels, memcpys, trace.device.memsets)
     trace.background.wait("host.nvtx")
     nvtx = trace.host.nvtx
     step_regex, step_source = _step_regex(nvtx, opts)
-    window = _window(ops, nvtx, step_regex, opts.window)
+    # the verdict is about the steady state: past the set-up and warm-up, unless the user asked for a window
+    found = None if opts.window is not None or opts.whole else _steady(trace, nvtx, step_regex)
+    say("loading GPU activity")
+    # a window the user gave is the window: the kernels, copies and ranges counted are the ones inside it
+    digest, memcpys = _gpu_rows(trace, opts.window or ((found.start_ns, OPEN_END) if found else None))
+    kernels = digest.ops
+    # a scan on the core the device pass leaves free: the runtime calls per kind
+    call_counts = trace.background.submit(integrity.call_counts, trace)
+    ops = gpu.gpu_ops(kernels, memcpys, trace.device.memsets)
+    window = _window(ops, nvtx, step_regex, opts.window, found.start_ns if found else None)
     # the whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)
     first_event = capture_start(trace)
+    setup_part = setup.part(trace, found, first_event, nvtx, step_regex) if found and window else None
     kernels_recorded = trace.has(KERNEL_TABLE) or bool(len(trace.device.graph_runs))
 
     say("computing utilisation and gaps")
@@ -77,7 +80,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
         trace.forget("device.kernel_digest", "device.kernels", "device.memsets")  # millions of rows: memory for the rest
     digest = digest.without_ops()
-    out: dict = {"window": _window_part(trace, window, opts, first_event)}
+    out: dict = {"window": _window_part(trace, window, opts, first_event, found)}
     parts = {"gpu": gpu.part(passed.util, trace.device.gpus, kernels_recorded) if passed else Part(None, {})}
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
     kernels = kernels if kernel_time is None else None
@@ -97,7 +100,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     parts["kernels"] = kernel_section.part(digest, opts.top, trace.device.full_kernel_names,
                                            trace.device.graph_kernels)
     say("attributing idle time")
-    idle_part = _idle_part(trace, passed, window, tids, waits.result(), nvtx, copies, parts["steps"].tables["steps"],
+    samples = _samples(trace, passed, tids, setup_part)
+    idle_part = _idle_part(trace, passed, window, tids, waits.result(), nvtx, copies, samples,
+                           parts["steps"].tables["steps"],
                            step_regex, opts, launch_stats.result)
     if idle_part is not None:
         parts["steps"].summary["setup"] = idle_part.setup
@@ -106,13 +111,16 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
                                   opts.min_gap_ns, parts["steps"].summary["mean_gpu_idle_ns"])
     parts["idle"] = Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})
     trace_info["integrity"] = checked.result()
-    return _assembled(trace, opts, out["window"], trace_info, parts, nvtx, idle_part, say)
+    parts["setup"] = Part(setup_part, {})
+    return _assembled(trace, opts, window if (opts.window or found) else None, out["window"], trace_info, parts,
+                      nvtx, idle_part, say)
 
 
-def _assembled(trace: Trace, opts: Options, window: dict, trace_info: dict, parts: dict, nvtx, idle_part, say
-               ) -> Analysis:
-    """The summary in the JSON's order with its diagnosis, from every section's part."""
-    shown = nvtx if opts.window is None else _overlapping(nvtx, opts.window)
+def _assembled(trace: Trace, opts: Options, narrowed, window: dict, trace_info: dict, parts: dict, nvtx, idle_part,
+               say) -> Analysis:
+    """The summary in the JSON's order with its diagnosis, from every section's part (narrowed: the window where it
+    is not the whole capture's)."""
+    shown = nvtx if narrowed is None else _overlapping(nvtx, narrowed)
     ns = cpu.nvtx_summary(shown)
     parts["nvtx"] = Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))},
                          {"nvtx_summary": ns})
@@ -126,8 +134,21 @@ def _assembled(trace: Trace, opts: Options, window: dict, trace_info: dict, part
     return Analysis(out, tables, idle_part.gap_causes if idle_part else None)
 
 
-SECTION_ORDER = ("gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx")  # the JSON's order (schema.KEYS)
-TABLE_ORDER = ("gpu", "memcpy", "steps", "kernels", "idle", "gaps", "nvtx")  # the order the tables were made in
+OPEN_END = 2 ** 62  # a window's open end: past any trace timestamp
+SECTION_ORDER = ("setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx")  # the JSON's order (schema.KEYS)
+TABLE_ORDER = ("setup", "gpu", "memcpy", "steps", "kernels", "idle", "gaps", "nvtx")  # the order the tables were made in
+
+
+def _gpu_rows(trace: Trace, narrowed: tuple[int, int] | None):
+    """The kernel digest and the copies inside the window (None: the whole capture's)."""
+    if narrowed is None:
+        digest = trace.device.kernel_digest
+    else:  # the steady state's open end reads in the bounded pass; a user's window, from the kernel table
+        digest = (trace.device.kernel_digest_from(narrowed[0]) if narrowed[1] == OPEN_END else
+                  _digest_inside(trace, narrowed))
+    trace.background.wait("device.memcpys", "device.memsets")
+    memcpys = trace.device.memcpys
+    return digest, (memcpys if narrowed is None else _overlapping(memcpys, narrowed))
 
 
 def _overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
@@ -188,18 +209,30 @@ def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
     return (found, "detected") if found else (None, "none found")
 
 
-def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user) -> tuple[int, int] | None:
-    """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs."""
+def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user, steady_start: int | None = None
+            ) -> tuple[int, int] | None:
+    """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs;
+    from the steady state's start where it has one."""
     window = gpu.analysis_window(ops, user)
-    if window is None or user or not step_regex or nvtx.empty:
+    if window is None or user:
         return window
-    st = nvtx[program.matching(nvtx["name"], step_regex)]
-    if st.empty:
-        return window
-    return min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max()))
+    st = nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
+    lo, hi = window if st.empty else (min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max())))
+    # the output pipeline's last drain: its workers' post-processing of the last outputs, after the GPU's last work
+    drain = nvtx[(nvtx["name"] == PIPELINE_DRAIN).to_numpy() & (nvtx["start_ns"].to_numpy() < hi)] if len(nvtx) else nvtx
+    hi = max(hi, int(drain["end_ns"].max())) if len(drain) else hi
+    return (steady_start, hi) if steady_start is not None and steady_start < hi else (lo, hi)
 
 
-def _window_part(trace: Trace, window, opts: Options, first_event: int | None) -> dict:
+def _steady(trace: Trace, nvtx: pd.DataFrame, step_regex: str | None) -> steady.Steady | None:
+    """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream."""
+    st = nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
+    st = st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
+    trace.background.wait("device.memcpys")  # their span is part of the capture's
+    return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace))
+
+
+def _window_part(trace: Trace, window, opts: Options, first_event: int | None, found) -> dict:
     """The `window` section: the span analysed and where it came from; without GPU activity, the span of the CPU's
     own events (NVTX ranges, OS runtime calls)."""
     if window is None:
@@ -213,7 +246,8 @@ def _window_part(trace: Trace, window, opts: Options, first_event: int | None) -
     asked = opts.window_asked
     return {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
             "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
-            "first to last GPU operation or step range", "capture_start_ns": first_event}
+            setup.window_source(found) if found else "first to last GPU operation or step range",
+            "capture_start_ns": first_event}
 
 
 def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
@@ -222,12 +256,23 @@ def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
     return launchers.launch_threads(passed, launch, lambda: trace.calls.api_by_thread)
 
 
-def _idle_part(trace: Trace, passed, window, tids, waits, nvtx, copies, steps, step_regex, opts: Options, launch_stats):
+def _samples(trace: Trace, passed, tids: dict, setup_part: dict | None) -> pd.DataFrame | None:
+    """The launching threads' CPU samples by owner (sections/cpu_work.py), and the set-up's share of them."""
+    if passed is None:
+        return None
+    samples = cpu_work.owners(trace.host.samples(tids["all"]))
+    if setup_part is not None:
+        setup_part["cpu_samples"] = setup.sampled(setup_part, samples)
+    return samples
+
+
+def _idle_part(trace: Trace, passed, window, tids, waits, nvtx, copies, samples, steps, step_regex, opts: Options,
+               launch_stats):
     """The idle section (sections/idle_summary.py); None without GPU activity."""
     if passed is None:
         return None
     trace.background.wait("calls.sync_calls")
-    inputs = idle_summary.Inputs(tids, waits, nvtx, copies, trace.calls.sync_calls, trace.host.threads)
+    inputs = idle_summary.Inputs(tids, waits, nvtx, copies, trace.calls.sync_calls, trace.host.threads, samples)
     return idle_summary.part(passed, window, inputs, steps, step_regex, opts.min_gap_ns,
                              launch_stats)
 

@@ -80,7 +80,8 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
             click.echo(f"compare-traces: [{i}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
             opened.append(t)
-            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))))
+            # the whole capture: the report compares the traces' throughput over the same work (verify does too)
+            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path)), whole=True))
             link_gbps = link_gbps or a.summary["trace"]["link"]["gbps"]  # the chart's line: the traces' own link
             if a.summary.get("warnings"):
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)

@@ -123,13 +123,23 @@ def test_the_fix_removes_the_pageable_copies_it_addresses(captured, name, direct
     assert ("pageable-memcpy", direction) not in after and "sync-memcpy" not in after
 
 
-def test_the_output_fixes_remove_the_per_batch_syncs(captured):
-    """.cpu() of the logits is a sync every batch (56% of seg_logits's capture idle after one); through the
-    pipeline no copy waits: what remains are model.to()'s synchronising calls (and hf_embed's model's own)."""
-    seg_before, seg_after = _rules(captured["seg_logits"]), _rules(captured["seg_logits_fixed"])
-    assert seg_before["host-sync"]["impact_fraction"] > 0.3 and seg_after["host-sync"]["impact_fraction"] < 0.05
-    hf_before, hf_after = _rules(captured["hf_embed"]), _rules(captured["hf_embed_fixed"])
-    assert hf_after["host-sync"]["impact_fraction"] < hf_before["host-sync"]["impact_fraction"] / 3
+def test_the_output_fixes_take_the_cpu_work_off_the_launching_thread(captured):
+    """.cpu() of the logits waits for its copy, and then the launching thread post-processes while the GPU idles:
+    the sync is the copy's (its finding is pageable-memcpy), and the idle after it is the post-processing's CPU work
+    (63% of seg_logits's steady state, 46% of hf_embed's), never host-sync. Through the pipeline that work runs in
+    the workers: the launching thread no longer holds the GPU, and what paces the fixed seg_logits is the workers'
+    drain."""
+    for name in ("seg_logits", "hf_embed"):
+        before, after = _rules(captured[name]), _rules(captured[f"{name}_fixed"])
+        cpu = before[("gpu-idle-cpu-bound", None)]
+        assert cpu["impact_fraction"] > 0.4 and cpu is costed_first(captured[name]), name
+        assert before.get("host-sync", {"impact_fraction": 0})["impact_fraction"] < 0.02, name
+        assert after.get(("gpu-idle-cpu-bound", None), {"impact_fraction": 0})["impact_fraction"] < 0.05, name
+    assert costed_first(captured["seg_logits_fixed"])["subject"] == "output pipeline: drain"
+
+
+def costed_first(summary) -> dict:
+    return next(f for f in summary["diagnosis"] if f["severity"] != "info")
 
 
 def test_a_pipeline_behind_its_gpu_is_named_with_its_cure(captured):

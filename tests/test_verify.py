@@ -57,7 +57,8 @@ def test_a_program_fixed_with_the_library(tmp_path):
                "--json", tmp_path / "v.json", "--plots", tmp_path / "plots")
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "v.json").read_text())
-    assert doc["verdict"]["change"] > 1.5 and "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
+    # 2.42x: the fixed side's window runs to the end of the pipeline's drain (its last outputs), not its last GPU work
+    assert doc["verdict"]["change"] > 1.3 and "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
     assert "the same work; no steps in the traces" in doc["metrics"][0]["source"]
     for png in ("verify_breakdown", "seg_logits_nsys2024_timeline", "seg_logits_fixed_nsys2024_timeline"):
         assert (tmp_path / "plots" / f"{png}.png").stat().st_size > 10_000, png
@@ -96,7 +97,7 @@ def test_the_report_of_two_user_traces_keeps_their_order_and_compares_them(tmp_p
     table = md.split("## Results")[1].split("\n\n")[1].splitlines()
     assert table[0].startswith("| trace | steps/s | GPU busy") and "vs baseline" not in table[0]
     assert [x.split("|")[1].strip() for x in table[2:]] == ["seg_logits_nsys2024", "seg_logits_fixed_nsys2024"]
-    assert "## Before and after" in md and "VERDICT: 2.82x faster; resolved: pageable-memcpy (DtoH)" in md
+    assert "## Before and after" in md and "VERDICT: 2.42x faster; resolved: pageable-memcpy (DtoH)" in md
     assert (tmp_path / "r" / "before_after.png").stat().st_size > 10_000
     r = run_cli("-m", "nsys_transfer.reports", str(after), str(before), "--out", str(tmp_path / "r2"))  # the order given is kept
     md = (tmp_path / "r2" / "report.md").read_text()

@@ -51,6 +51,8 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
                    "1.2s:); either end may be left open")
 @click.option("--steps", "steps", default=None,
               help="analyse only these steps: FIRST:END, 0-based, END left out (3: skips the first three)")
+@click.option("--whole", is_flag=True, help="the verdict over the whole capture, set-up and warm-up included "
+              "(default: the steady state, past them; `setup` says what they were)")
 @click.option("--top", default=10, show_default=True, help="rows in the top-N lists")
 @click.option("--pipeline-depth", default=10, show_default=True, help="for the short-capture rule")
 @click.option("--link-gbps", default=None, type=float,
@@ -65,8 +67,8 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--check", is_flag=True, help="print the trace's consistency figures (API calls vs GPU rows, events over "
               "time, nsys's messages from the run record beside it) and exit 1 when it is not to be trusted")
 @options.executor_options
-def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, steps, top, pipeline_depth, link_gbps,
-         show_all, probe_path, run_path, quiet, check, jobs, dask):
+def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, steps, whole, top, pipeline_depth,
+         link_gbps, show_all, probe_path, run_path, quiet, check, jobs, dask):
     """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
@@ -98,7 +100,10 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
-    opts = options_for(trace, step_regex, win, min_gap_ms, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps)
+    if whole and win:
+        _fail(f"--whole and {win.flag} both name the span: give one")
+    opts = options_for(trace, step_regex, win, min_gap_ms, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps,
+                       whole=whole)
     try:
         with Trace.open(trace) as t:
             a = _analyze_one(t, trace, opts, min_gap_ms, probe, run, plot_dir, progress)

@@ -110,7 +110,38 @@ class DeviceTables:
         df["name"] = pd.Categorical([f"CUDA graph {g}" if g >= 0 else "CUDA graph" for g in df["graph_id"]])
         return df[cols]
 
-    def _chunked_kernel_digest(self) -> kernel_digest.KernelDigest | None:
+    def kernel_digest_from(self, since: int) -> kernel_digest.KernelDigest:
+        """kernel_digest of the kernels (and graph launches traced whole) that end after `since`: the steady state's,
+        read in the same chunked pass, so that a long capture's table is never held whole."""
+        if len(self.graph_runs):
+            return digest_of(_ending_after(self.kernels, since), _ending_after(self.graph_runs, since))
+        digest = self._chunked_kernel_digest(since) if self.trace.has(KERNEL_TABLE) else None
+        return digest if digest is not None else kernel_digest.of_frame(_ending_after(self.kernels, since))
+
+    def kernel_sequence(self, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start times and name ids of the first `limit` kernels (graph launches traced whole: by graph) of the GPU that
+        ran most of them, in start order: the loop's repeating part is found in it (sections/steady.py)."""
+        if len(self.graph_runs):
+            k = self.kernels
+            names = pd.concat([k["name"].astype(str), self.graph_runs["name"].astype(str)], ignore_index=True)
+            df = pd.DataFrame({"start_ns": np.concatenate([k["start_ns"].to_numpy(), self.graph_runs["start_ns"]]),
+                               "device": np.concatenate([k["device"].to_numpy(), self.graph_runs["device"]]),
+                               "name_id": pd.factorize(names)[0]}).sort_values("start_ns", kind="stable")
+            df = df.head(limit)
+        elif self.trace.has(KERNEL_TABLE):
+            cols = self._kernel_columns()
+            df = self.trace.reader.int_columns(KERNEL_TABLE, {"start_ns": "start", "device": "deviceId",
+                                                              "name_id": cols["name_id"]},
+                                               f"WHERE rowid <= {int(limit)}")
+            df = df.sort_values("start_ns", kind="stable")
+        else:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if df.empty:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        mine = df[df["device"].to_numpy() == df["device"].value_counts().idxmax()]
+        return mine["start_ns"].to_numpy(np.int64), mine["name_id"].to_numpy(np.int64)
+
+    def _chunked_kernel_digest(self, since: int | None = None) -> kernel_digest.KernelDigest | None:
         t = self.trace
         ranges = t.reader.rowid_ranges(KERNEL_TABLE, t.reader.chunk_rows)
         others = sum(hi - lo for name in ("CUPTI_ACTIVITY_KIND_MEMCPY", MEMSET_TABLE) if t.has(name)
@@ -118,6 +149,8 @@ class DeviceTables:
         builder = kernel_digest.Builder(sum(hi - lo for lo, hi in ranges), others)
         chunks = t.reader.int_column_ranges(KERNEL_TABLE, self._kernel_columns(), [(lo, hi, ()) for lo, hi in ranges])
         for chunk in chunks:
+            if since is not None and builder.ops.accepts(chunk):  # judged whole: the same warnings as the whole pass
+                chunk = chunk[chunk["end_ns"].to_numpy() > since]
             if not builder.add(chunk):
                 chunks.close()  # waits for the reads in flight
                 return None
@@ -192,6 +225,11 @@ class DeviceTables:
         id_col = "id" if "id" in cols else "deviceId"
         chip = "chipName" if "chipName" in cols else "NULL"  # 2020 exports have no chip name
         return t.query(sql.GPUS.format(id_col=id_col, chip=chip)).drop_duplicates("device")
+
+
+def _ending_after(df: pd.DataFrame, since: int) -> pd.DataFrame:
+    keep = df["end_ns"].to_numpy() > since
+    return df if keep.all() else df[keep].reset_index(drop=True)
 
 
 def digest_of(kernels: pd.DataFrame, graphs: pd.DataFrame) -> kernel_digest.KernelDigest:

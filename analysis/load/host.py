@@ -12,6 +12,9 @@ from nsys_transfer.analysis.load.frames import empty, nesting, pid_of, shared_te
 TIMED = ["start_ns", "end_ns", "global_tid", "name"]
 
 
+SAMPLE_DEPTH = 24  # frames of a CPU sample read from its innermost: enough to reach the library that owns the work
+
+
 class HostTables:
     """The host side of one export but its OS runtime calls (load/osrt.py); trace: its load.trace.Trace."""
 
@@ -67,6 +70,26 @@ class HostTables:
         out = np.flatnonzero((into[:-1] == 0) & (into[1:] != 0) & (tid[:-1] == tid[1:]))  # out, then back in
         return pd.DataFrame({"start_ns": at[out], "end_ns": at[out + 1], "global_tid": tid[out],
                              "name": pd.Categorical(["(off CPU)"] * out.size)})
+
+    def samples(self, threads, depth: int = SAMPLE_DEPTH) -> pd.DataFrame:
+        """The CPU samples of these threads (nsys --sample): time_ns, global_tid, and the innermost `depth` frames of
+        each as one row a frame (sample id, depth, symbol, module: text), in time order; empty without them."""
+        t = self.trace
+        cols = pd.DataFrame(columns=["time_ns", "global_tid", "sample", "depth", "symbol", "module"])
+        if not t.has("COMPOSITE_EVENTS") or not t.has("SAMPLING_CALLCHAINS") or not threads:
+            return cols
+        tids = ",".join(str(int(x)) for x in threads)
+        ev = t.reader.int_columns("COMPOSITE_EVENTS", {"sample": "id", "time_ns": "start", "global_tid": "globalTid"},
+                                  f"WHERE globalTid IN ({tids})")
+        if ev.empty:
+            return cols
+        fr = t.reader.int_columns("SAMPLING_CALLCHAINS", {"sample": "id", "depth": "stackDepth", "symbol": "symbol",
+                                                          "module": "module"}, f"WHERE stackDepth < {int(depth)}")
+        fr = fr[fr["sample"].isin(ev["sample"])]
+        texts = t.strings(int(i) for i in np.unique(np.concatenate([fr["symbol"].to_numpy(), fr["module"].to_numpy()])))
+        fr = fr.assign(symbol=fr["symbol"].map(texts).fillna(""), module=fr["module"].map(texts).fillna(""))
+        out = ev.merge(fr, on="sample").sort_values(["time_ns", "sample", "depth"], kind="stable", ignore_index=True)
+        return out[list(cols.columns)]
 
     @cached_property
     def mpi_calls(self) -> pd.DataFrame:

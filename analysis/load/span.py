@@ -18,3 +18,20 @@ def _recorded(trace) -> list:
     """The trace's timed tables that hold rows: its kernels (and graph launches), copies, memsets, NVTX ranges."""
     tables = (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets, trace.host.nvtx)
     return [df for df in tables if len(df)]
+
+
+def gpu_span_estimate(trace) -> tuple[int, int] | None:
+    """About the first to the last GPU operation, from the first and last rows of the kernel and graph tables and the
+    copies (nsys writes GPU rows in start order): cheap on any capture, for judging the set-up's share before the
+    kernels are read; None without GPU rows."""
+    spans = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
+        if trace.has(table):
+            first = trace.one_row(f'SELECT start FROM {table} ORDER BY rowid LIMIT 1')
+            last = trace.one_row(f'SELECT MAX("end") FROM (SELECT "end" FROM {table} ORDER BY rowid DESC LIMIT 4096)')
+            if first and first[0] is not None and last and last[0] is not None:
+                spans.append((int(first[0]), int(last[0])))
+    copies = trace.device.memcpys
+    if len(copies):
+        spans.append((int(copies["start_ns"].min()), int(copies["end_ns"].max())))
+    return (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None

@@ -48,6 +48,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
         L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
                  "count only what was recorded.")
     L += _window_lines(s["window"])
+    if s.get("setup"):
+        L += _setup_section_lines(s["setup"])
     g = s["gpu"]
     st = s["steps"]
     L += _gpu_lines(g, t)
@@ -86,22 +88,23 @@ def text_report(s: dict, show_all: bool = False) -> str:
     L += finding_lines(findings, show_all)
     if g:  # what limits the program: the first thing read (after a warning that the trace is incomplete), and the last
         at = 2 if len(L) > 1 and L[1].startswith("!!") else 1
-        L.insert(at, verdict_line(s["diagnosis"]))
+        L.insert(at, verdict_line(s["diagnosis"], s["window"].get("source", "")))
         L.append(L[at])
     return "\n".join(L)
 
 
-def verdict_line(findings: list[dict]) -> str:
-    """One line that says what limits the program: the costliest finding (the trust notes first), or that nothing
-    costs a measurable share."""
+def verdict_line(findings: list[dict], source: str = "") -> str:
+    """One line that says what limits the program (in its steady state, where the window is that): the costliest
+    finding (the trust notes first), or that nothing costs a measurable share."""
     costed = [f for f in findings if f["severity"] != "info" or f["rule"] == "incomplete-trace"]
+    head = "verdict (steady state)" if source.startswith("steady state") else "verdict"
     if not costed:
-        return "verdict: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
+        return f"{head}: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
     f = costed[0]
     if f["rule"] == "incomplete-trace":
         return "verdict: the trace is incomplete: re-capture before trusting any figure (see incomplete-trace)"
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
-    return (f"verdict: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
+    return (f"{head}: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
             f"{_first_clause(f['suggestion'])}")
 
 
@@ -119,6 +122,26 @@ def _window_lines(w: dict) -> list[str]:
     rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the capture's "
            "start" if first is not None else "")
     return [f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})"]
+
+
+def _setup_section_lines(s: dict) -> list[str]:
+    """The set-up before the steady state (the `setup` section), which the verdict leaves out."""
+    w = s["warmup"]
+    warm = ""
+    if w["count"]:
+        durations = ", ".join(f"{d / 1e6:,.1f}" for d in w["durations_ns"][:4])
+        unit = "step" if s["source"] == "steps" else "iteration"
+        first = f"the first {unit}" if w["count"] == 1 else f"the first {w['count']} {unit}s"
+        warm = (f"; warm-up: {first} "
+                f"({durations} ms against a median of {w['median_step_ns'] / 1e6:,.1f} ms)")
+    lines = [f"Set-up before the steady state (left out of the verdict): {s['duration_ns'] / 1e6:,.1f} ms, GPU busy "
+             f"{s['gpu_busy_ns'] / 1e6:,.1f} ms ({s['kernels']:,} kernels){warm}"]
+    lines += [f"  {c['cause']}: {c['ns'] / 1e6:,.1f} ms in {c['kind']} ({c['top']})" for c in s["causes"][:6]]
+    cs = s.get("cpu_samples") or {}
+    if cs.get("samples"):
+        kinds = ", ".join(f"{k} {v:.0%}" for k, v in list(cs["kinds"].items())[:4])
+        lines.append(f"  the launching thread's CPU samples in it ({cs['samples']:,}): {kinds}")
+    return lines
 
 
 def _gpu_lines(g: dict | None, t: dict) -> list[str]:

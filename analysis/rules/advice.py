@@ -45,3 +45,25 @@ OPERATOR_FIXES = {
                                "benchmarks them with torch.backends.cudnn.benchmark=True): this is warm-up; run a few "
                                "batches of every shape before the part that must be fast, and keep shapes fixed",
 }
+
+
+# the CPU work the GPU waits for, by the library that owns the launching thread's samples (sections/cpu_work.py)
+POST_PROCESS = ("do it on the GPU before the copy (the argmax, softmax or threshold on the CUDA tensor, then copy "
+                "the small result), or hand each output to worker processes")
+WORK_FIXES = {
+    "PyTorch CPU ops": "the launching thread runs PyTorch ops on CPU tensors while the GPU waits: " + POST_PROCESS,
+    "numpy": "the launching thread runs numpy on the outputs while the GPU waits: " + POST_PROCESS,
+    "copying memory": "the launching thread copies memory (CPU tensors, concatenation, serialisation) while the GPU "
+                      "waits: copy once into reused (pinned) buffers, and hand the outputs to worker processes",
+    "pickling": "the launching thread pickles outputs (a torch.multiprocessing queue of tensors) while the GPU waits: "
+                "send an index into buffers shared once instead, and let worker processes read them",
+    "tokenizing": "the launching thread tokenizes the next batch while the GPU waits: tokenize in DataLoader worker "
+                  "processes (in the Dataset or collate_fn, num_workers > 0), or the next batch on a thread while the "
+                  "GPU runs this one (the Rust tokenizers release the GIL: tokenizer(batch) / encode_batch)",
+    "image decoding": "the launching thread decodes images while the GPU waits: decode in DataLoader worker processes "
+                      "(num_workers > 0), or on the GPU (torchvision.io.decode_jpeg(..., device='cuda'), DALI)",
+    "Python code": "the launching thread runs Python code while the GPU waits (the samples are in the interpreter): "
+                   "queue the next step's GPU work before it, or move it to a worker thread or process; "
+                   "nsys --python-sampling=true names the Python functions",
+}
+OUTPUT_WORK = ("PyTorch CPU ops", "numpy", "copying memory", "pickling")  # post-processing: OutputPipeline applies

@@ -6,7 +6,8 @@ import pandas as pd
 
 from nsys_transfer.analysis import cuda_api
 from nsys_transfer.analysis.sections.program import is_operator_range
-from nsys_transfer.analysis.rules.advice import RANGE_FIXES, LIBRARY_RANGE_FIXES, OPERATOR_FIXES
+from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
+                                                 WORK_FIXES)
 from nsys_transfer.analysis.rules.base import Finding, Context, ms, us, calls_text, idle_of, devices, calls_of
 
 
@@ -84,21 +85,41 @@ class GpuIdleCpuBound:
                     f"the op '{subject}' keeps the CPU busy while the GPU waits: look for host-side work in it "
                     "(CPU tensors, data-dependent shapes) or move it off the step's path"))))
             elif subject:
+                sampled = sampled_owner(ctx, "range_samples") if not any(f.subject for f in out) else None
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'")
+                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'" +
+                      (f"; {samples_text(sampled)}" if sampled else ""))
                 out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
+            elif sampled_owner(ctx, "cpu_samples"):
+                out.append(self._sampled(ctx, ns))
             else:
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
                       f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was busy outside any NVTX "
-                      "range and not waiting for a CUDA call")
-                out.append(ctx.finding(self.id, ns, None, ev, ctx.advice(
+                      "range and not waiting for a CUDA call" + after_sync_text(ctx))
+                out.append(ctx.finding(self.id, ns, None, ev, serialised_fix(ctx, ns, ctx.advice(
                     "mark the loop's phases with NVTX ranges (torch.cuda.nvtx.range) to see which CPU work the GPU "
-                    "waits for, or sample the CPU (nsys --sample=cpu); then move that work off the launching thread or "
-                    "overlap it with GPU work",
+                    "waits for, or sample the CPU (nsys --sample=process-tree, nsys-transfer run's default); then move "
+                    "that work off the launching thread or overlap it with GPU work",
                     "mark the loop's phases with NVTX ranges (nvtxRangePush/Pop) to see which CPU work the GPU waits "
-                    "for, or sample the CPU (nsys --sample=cpu); then move that work off the launching thread or "
-                    "overlap it with GPU work")))
+                    "for, or sample the CPU (nsys --sample=process-tree); then move that work off the launching thread "
+                    "or overlap it with GPU work"))))
         return out
+
+    def _sampled(self, ctx: Context, ns: int) -> Finding:
+        """The finding for CPU work outside any range that the CPU samples name: its owner is the subject."""
+        s = sampled_owner(ctx, "cpu_samples")
+        kind = next(iter(s["kinds"]))
+        top = s["functions"][0]
+        ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+              f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread computed outside any NVTX range; "
+              + samples_text(s) + after_sync_text(ctx))
+        fix = WORK_FIXES.get(kind)
+        if fix is None:
+            fix = (f"move the work in {top['function']} ({top['library']}) off the launching thread or queue the next "
+                   "GPU work before it")
+        elif kind in OUTPUT_WORK:
+            fix = ctx.advice(fix, fix, fix="output")
+        return ctx.finding(self.id, ns, f"{kind}: {top['function']}", ev, serialised_fix(ctx, ns, fix))
 
     @staticmethod
     def _range_fix(ctx: Context, name: str) -> str:
@@ -111,6 +132,49 @@ class GpuIdleCpuBound:
                           "queue) or queue the next step's GPU work before it, so the GPU has work while it runs",
                           f"move the work in '{name}' off the launching thread or issue the next GPU work (async, on "
                           "a stream) before it, so the GPU has work while it runs")
+
+
+MIN_SAMPLES = 10  # CPU samples of the launching thread in the gaps before they name its work (about 10 ms at 1 kHz)
+
+
+def sampled_owner(ctx: Context, key: str) -> dict | None:
+    """The CPU samples' summary (sections/cpu_work.summary) of the device with the most of them; None below
+    MIN_SAMPLES."""
+    best = max((d.get(key) or {"samples": 0} for d in devices(ctx).values()), key=lambda s: s["samples"],
+               default={"samples": 0})
+    return best if best["samples"] >= MIN_SAMPLES else None
+
+
+def samples_text(s: dict) -> str:
+    """'CPU samples of the launching thread in those gaps (412): PyTorch CPU ops 81%, ...; top: f (lib) 60%'."""
+    kinds = ", ".join(f"{k} {v:.0%}" for k, v in list(s["kinds"].items())[:3])
+    fns = ", ".join(f"{f['function']} ({f['library']}) {f['share']:.0%}" for f in s["functions"])
+    return f"CPU samples of the launching thread in those gaps ({s['samples']:,}): {kinds}; functions: {fns}"
+
+
+def after_sync_text(ctx: Context) -> str:
+    """How much of the CPU work came right after a synchronising call returned (the sync serialises it)."""
+    ns = sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
+    if ns < 0.5 * ctx.summary["gaps"]["threshold_ns"]:
+        return ""
+    return (f"; {ms(ns)} of it right after a synchronising call returned (the sync emptied the GPU's queue before "
+            "this work: it serialises it, the work itself holds the GPU)")
+
+
+def serialised_fix(ctx: Context, ns: int, fix: str) -> str:
+    """The fix, where most of this CPU work follows a synchronising call, with the sync's part: it keeps the GPU's
+    queue empty while the host works (OpenACC: compute regions without async clauses)."""
+    after = sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
+    if after < 0.5 * ns:
+        return fix
+    if ctx.program.get("framework") == "openacc":
+        return ("the host works between compute regions right after each region's wait, so the GPU has nothing "
+                "queued: add async(n) clauses to the parallel/kernels regions and data updates, and one `!$acc wait` "
+                "(or #pragma acc wait) where the host needs the results, so the host's work overlaps the GPU's; "
+                + fix)
+    return ("the work follows a synchronising call, so the GPU has nothing queued while it runs: issue the next GPU "
+            "work before it (read results back with non_blocking=True and an event, sync once per step at most); "
+            + fix)
 
 
 class MemoryMappingInGaps:
@@ -192,11 +256,22 @@ class LaunchBound:
         steps = ctx.steps()
         per = f" ({k['count'] / steps:,.0f} per step)" if steps else ""
         calls = info.get("launch_calls") or 0
-        launch = (f"; the launching thread made {calls:,} launch calls ({us(info['launch_api_ns'] / calls)} each)"
-                  if calls else "")
+        launch = (f"; each launch call costs the launching thread {us(info['launch_api_ns'] / calls)} (mean of the "
+                  f"capture's {calls:,})" if calls else "")
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
               f"{ms(ctx.summary['gaps']['threshold_ns'])} between kernels: {k['count']:,} kernels{per}, median "
               f"{us(k['median_ns'] or 0)}{launch}")
+        graphs = (k.get("graphs") or {}).get("share_of_kernel_time") or 0
+        if graphs >= 0.5:  # the advice the trace shows is already taken: name what is left instead
+            ev += f"; CUDA graphs already carry {graphs:.0%} of the GPU work"
+            return [ctx.finding(self.id, impact, "host turnaround between graph replays", ev, ctx.advice(
+                "the step already runs as CUDA graphs: what is left is the host's turnaround between replays: drop "
+                "per-request syncs (.cpu(), .item() of each result: read results back with non_blocking=True into "
+                "pinned memory and wait on an event), copy inputs from pinned buffers into the graph's static inputs "
+                "with non_blocking=True, and batch requests so that each replay does more work",
+                "the loop already runs as CUDA graphs: what is left is the host's turnaround between launches: drop "
+                "per-launch synchronisation, stage inputs in pinned memory with cudaMemcpyAsync, and give each graph "
+                "more work (larger batches)"))]
         return [ctx.finding(self.id, impact, "kernel launches", ev, ctx.advice(
             "the kernels are too short for the CPU to keep the GPU fed: capture the step in a CUDA graph "
             "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fuse ops with torch.compile, or give each "
@@ -259,6 +334,19 @@ class GpuBound:
     precision and library where the names say them), whatever transfer findings stand beside it."""
     id = "gpu-bound"
     min_compute = 0.8  # of the window, on average over the GPUs: kernels running this much of the time
+    low_precision = ("FP16", "BF16", "FP8", "INT8")
+
+    def _levers(self, top: list[dict]) -> list[str]:
+        """The PyTorch levers the top kernels do not already use: no autocast advice where they compute in 16 bits
+        or less, no channels_last where they are NHWC already."""
+        low = any(r["precision"] in self.low_precision for r in top)
+        nhwc = any("nhwc" in f"{r['name']} {r.get('shown_name')}".lower() for r in top)
+        levers = [] if low else ["bf16/fp16 autocast (torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls "
+                                 "(torch.backends.cuda.matmul.allow_tf32)"]
+        levers += [] if nhwc else ["channels_last for convolutions"]
+        return levers + ["torch.compile to fuse the elementwise kernels", "a larger batch where the GPU is not yet "
+                         "full" + (" (the top kernels already run in reduced precision and NHWC)" if low and nhwc else
+                                   " (the top kernels already run in reduced precision)" if low else "")]
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
@@ -272,10 +360,7 @@ class GpuBound:
         fp64 = top[0]["precision"] == "FP64"
         return [ctx.finding(self.id, g["compute_ns"], str(top[0]["shown_name"]), ev, ctx.advice(
             ("the top kernel computes in FP64: if the model allows, run it in FP32/TF32 or BF16 on the tensor cores; "
-             if fp64 else "") + "less GPU work per result is the lever now: bf16/fp16 autocast "
-            "(torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls (torch.backends.cuda.matmul.allow_tf32), "
-            "channels_last for convolutions, torch.compile to fuse the elementwise kernels, a larger batch where the "
-            "GPU is not yet full",
+             if fp64 else "") + "less GPU work per result is the lever now: " + ", ".join(self._levers(top)),
             ("the top kernel computes in FP64: where the algorithm allows, FP32/TF32 or lower precision on the tensor "
              "cores is several times faster; " if fp64 else "") + "less GPU work per result is the lever now: lower "
             "precision, tensor-core kernels (cuBLAS/cuDNN math modes), fused kernels, fewer FLOPs"))]

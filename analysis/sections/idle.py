@@ -30,6 +30,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
                                               union)
+from nsys_transfer.analysis.sections import cpu_work
 from nsys_transfer.analysis.sections.program import family, is_operator_range, matching, per_name
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.spill import Frames
@@ -135,7 +136,8 @@ def _ranked(own: pd.Series) -> pd.Series:
 
 def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame | Frames,
               nvtx: pd.DataFrame, sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None,
-              min_gap_ns: int, device: int = 0, loader: dict | None = None) -> tuple[pd.DataFrame, dict]:
+              min_gap_ns: int, device: int = 0, loader: dict | None = None, samples: pd.DataFrame | None = None
+              ) -> tuple[pd.DataFrame, dict]:
     """The idle time of one device by cause (see the module doc), and the details each rule quotes.
 
     loader: {"pin": tids of the DataLoader's pin-memory threads, "workers": tids of its worker processes' main
@@ -145,7 +147,7 @@ def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads
     Each instant is judged on its own, so the window is cut into time segments of SEGMENT_INTERVALS busy intervals,
     each attributed alone and the parts added up: a long capture's tens of millions of idle intervals are never all
     in memory at once."""
-    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {})
+    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {}, samples)
     parts = [_segment(shared, *busy.slice(i, i + SEGMENT_INTERVALS), lo, hi) for i, lo, hi in _segments(busy, window)]
     return _combine(parts, device)
 
@@ -185,19 +187,23 @@ class _Shared:
     ranges: Nesting       # _phases(): the ranges that mark the program's phases
     in_ranges: Union
     op_ranges: Nesting    # PyTorch operator ranges (emit_nvtx): which op the thread was in
-    sync_ends: np.ndarray  # the threads' synchronize calls' ends, sorted
+    sync_ends: np.ndarray  # the threads' synchronize calls' ends, sorted, and their starts in the same order
+    sync_starts: np.ndarray
     edges: np.ndarray     # _range_edges()
+    sample_times: np.ndarray  # the threads' CPU samples (sections/cpu_work.owners), sorted, and each one's owner
+    sample_keys: np.ndarray
 
     @classmethod
-    def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader) -> "_Shared":
+    def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader, samples=None
+           ) -> "_Shared":
         mine, operator = _thread_ranges(nvtx, threads)
         ranges = _phases(mine, operator, step_regex)
         return cls(threads=list(threads), pids=[pid_of(t) for t in threads], loader=loader, min_gap_ns=min_gap_ns,
                    osrt=osrt, in_cuda=_thread_union(cuda_calls, threads), ranges=Nesting.of(ranges),
                    in_ranges=union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()),
                    op_ranges=Nesting.of(mine[operator]),
-                   sync_ends=np.sort(_thread_rows(sync_calls, threads)["end_ns"].to_numpy()),
-                   edges=_range_edges(mine, operator))
+                   **_sync_arrays(_thread_rows(sync_calls, threads)),
+                   edges=_range_edges(mine, operator), **_sample_arrays(samples, threads))
 
 
 def _segments(busy: Coverage | SpilledCoverage, window: tuple[int, int]):
@@ -230,7 +236,8 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     # off the CPU outside any call that says why (a wait, a mapping, a CUDA call): asleep all the same
     off = subtract(subtract(subtract(off, sh.in_cuda), waits), maps)
     sleeps = union(*(np.concatenate(x) for x in zip(sleeps, off)))
-    after_sync = _after_sync(idle, sh.sync_ends, sh.edges)
+    waited = _after_sync(idle, sh.sync_ends, sh.edges)
+    after_sync = _turnaround(waited, sh.sync_ends, sh.sync_starts)  # the sync's cost; past it, the thread's next work
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
     plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm,
@@ -248,16 +255,20 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
     sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
+    serialised = intersect(rest_long, waited)  # CPU work the GPU waited for because a sync had emptied its queue
+    cpu_samples, range_samples = _sampled(sh, rest_long), _sampled(sh, range_u)
     return {"comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
             "sleep": total(sleep_u), "sleep_ranges": _family_time(sleep_u, sh.ranges, lo, hi),
             "input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
             "sync": total(sync_long) + total(sync_short),
             "launch": total(launch_u) + int((idle[1][plain] - idle[0][plain]).sum()), "cpu": total(rest_long),
+            "cpu_after_sync": total(serialised),
             "idle": total(idle), "holes": int(len(holes)), "short": int((~is_long).sum()),
             "after_sync": int(after_sync[0].size),
             "input_ranges": _family_time(input_u, sh.ranges, lo, hi),
             "range_time": _family_time(range_u, sh.ranges, lo, hi),
             "cpu_ops": _family_time(rest_long, sh.op_ranges, lo, hi),
+            "cpu_samples": cpu_samples, "range_samples": range_samples,
             "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows)}
 
 
@@ -295,8 +306,40 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
     details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
                "input_calls": _named(summed["input_calls"]), "mapping_calls": _named(summed["mapping_calls"]),
-               "loader_starved_ns": t["loader"], "after_sync_intervals": t["after_sync"]}
+               "loader_starved_ns": t["loader"], "after_sync_intervals": t["after_sync"],
+               "cpu_after_sync_ns": t["cpu_after_sync"],
+               "cpu_samples": cpu_work.summary(_split(summed["cpu_samples"])),
+               "range_samples": cpu_work.summary(_split(summed["range_samples"]))}
     return table, details
+
+
+KEY_SEP = "\t"  # kind, label and library of a sample's owner in one index value: the parts sum like the others
+
+
+def _sample_arrays(samples: pd.DataFrame | None, threads) -> dict:
+    if samples is None or samples.empty:
+        return {"sample_times": np.zeros(0, np.int64), "sample_keys": np.zeros(0, object)}
+    mine = samples[samples["global_tid"].isin(list(threads))].sort_values("time_ns", kind="stable")
+    keys = (mine["kind"].astype(str) + KEY_SEP + mine["label"].astype(str) + KEY_SEP + mine["library"].astype(str))
+    return {"sample_times": mine["time_ns"].to_numpy(np.int64), "sample_keys": keys.to_numpy(object)}
+
+
+def _sampled(sh: _Shared, u: Union) -> pd.Series:
+    """How many of the threads' CPU samples fall in u, by owner."""
+    if sh.sample_times.size == 0 or u[0].size == 0:
+        return pd.Series(dtype="int64")
+    t = sh.sample_times
+    i = np.searchsorted(u[0], t, side="right") - 1
+    inside = (i >= 0) & (t < u[1][np.clip(i, 0, None)])
+    return pd.Series(1, index=sh.sample_keys[inside]).groupby(level=0).sum() if inside.any() else \
+        pd.Series(dtype="int64")
+
+
+def _split(counts: pd.Series) -> pd.Series:
+    """Counts by KEY_SEP-joined key as counts by (kind, label, library)."""
+    if counts.empty:
+        return pd.Series(dtype="int64", index=pd.MultiIndex.from_tuples([], names=["kind", "label", "library"]))
+    return pd.Series(counts.to_numpy(), index=pd.MultiIndex.from_tuples([tuple(k.split(KEY_SEP)) for k in counts.index]))
 
 
 def _range_edges(mine: pd.DataFrame, operator: np.ndarray) -> np.ndarray:
@@ -327,6 +370,28 @@ def _thread_rows(calls: pd.DataFrame, threads) -> pd.DataFrame:
 def _thread_union(calls: pd.DataFrame, threads) -> Union:
     rows = _thread_rows(calls, threads)
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
+
+
+SYNC_TURNAROUND_NS = 100_000  # a sync's own cost to the GPU: the host returns from it and issues the next work
+
+
+def _sync_arrays(syncs: pd.DataFrame) -> dict:
+    order = np.argsort(syncs["end_ns"].to_numpy(), kind="stable")
+    return {"sync_ends": syncs["end_ns"].to_numpy()[order], "sync_starts": syncs["start_ns"].to_numpy()[order]}
+
+
+def _turnaround(after: Union, ends: np.ndarray, starts: np.ndarray) -> Union:
+    """Of the idle time after each sync returned (_after_sync), the first SYNC_TURNAROUND_NS: the sync's cost. Past
+    it the GPU waits for what the thread does next (its ranges, OS calls, CPU work), which the sync only serialises."""
+    if after[0].size == 0:
+        return after
+    i = np.searchsorted(ends, after[0], side="left")  # the sync that returned inside each piece (_after_sync's)
+    sync_start = starts[np.clip(i, 0, ends.size - 1)]
+    # from the sync's call: the idle time before it was the thread's own work up to the call (the GPU had drained)
+    s = np.maximum(sync_start, after[0])
+    e = np.minimum(after[1], s + SYNC_TURNAROUND_NS)
+    keep = e > s
+    return s[keep], e[keep]
 
 
 def _after_sync(idle: Union, ends: np.ndarray, range_starts: np.ndarray) -> Union:

@@ -35,6 +35,7 @@ class Inputs(NamedTuple):
     copies: pd.DataFrame
     sync_calls: pd.DataFrame
     threads: pd.DataFrame
+    samples: pd.DataFrame | None = None  # the launching threads' CPU samples by owner (sections/cpu_work.owners)
 
 
 def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
@@ -52,7 +53,7 @@ def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | 
         for dev, busy in passed.busy_by_device.items():
             t, details[str(dev)] = idle.attribute(busy, span, tids["devices"].get(dev, set()), inputs.osrt,
                                                   inputs.nvtx, syncs, cuda_calls, step_regex, min_gap_ns, dev,
-                                                  loaders[dev])
+                                                  loaders[dev], inputs.samples)
             parts.append(t)
         return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)), details
     table, details = attributed(window)
@@ -99,9 +100,28 @@ def _setup(window, span, whole: pd.DataFrame, steady: pd.DataFrame, syncs: int, 
             "sync_calls": syncs - syncs_inside, "sync_calls_in_steps": syncs_inside}
 
 
+COPY_SYNC_NS = 100_000  # a sync this soon after a copy's call on the same thread waits for that copy (`.cpu()`)
+
+
+def _copy_syncs(sync_api: pd.DataFrame, big: pd.DataFrame) -> np.ndarray:
+    """Which synchronising calls wait for a big copy just issued on the same thread (`.cpu()` of a large tensor is a
+    cudaMemcpyAsync and a cudaStreamSynchronize): those are the copy's, which the copy rules cost."""
+    if sync_api.empty or big.empty:
+        return np.zeros(len(sync_api), bool)
+    ends = big[["global_tid", "end_ns"]].sort_values("end_ns")
+    s = sync_api.reset_index(drop=True).assign(row=np.arange(len(sync_api))).sort_values("start_ns")
+    m = pd.merge_asof(s[["start_ns", "global_tid", "row"]], ends.rename(columns={"end_ns": "copy_end"}),
+                      left_on="start_ns", right_on="copy_end", by="global_tid", direction="backward")
+    own = np.zeros(len(sync_api), bool)
+    near = (m["start_ns"] - m["copy_end"]).to_numpy(dtype=float) <= COPY_SYNC_NS
+    own[m["row"].to_numpy()[near]] = True
+    return own
+
+
 def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Synchronising calls (explicit syncs and small blocking copies: `.item()`, `.cpu()` of a scalar) and every
-    CUDA call that can hold the thread (those plus all copy calls). Big copies have their own rules."""
+    CUDA call that can hold the thread (those plus all copy calls). Big copies and the syncs that wait for them have
+    their own rules."""
     cols = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
     c = copies.dropna(subset=["api_start_ns"]) if len(copies) else copies
     if len(c):
@@ -114,7 +134,9 @@ def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFra
         small_blocking = pd.DataFrame(columns=cols)
     # only the columns the attribution reads: the copies' two dozen others, NaN on the syncs' rows, were 0.15 GiB at
     # 32 GB, held to the end by gap_causes
-    syncs = pd.concat([sync_api[cols], small_blocking[cols]] if len(small_blocking) else [sync_api[cols]],
-                      ignore_index=True) if len(sync_api) or len(small_blocking) else pd.DataFrame(columns=cols)
+    own = _copy_syncs(sync_api, c.loc[c.index.isin(big)] if len(c) else c)
+    syncs = pd.concat([sync_api.loc[~own, cols], small_blocking[cols]] if len(small_blocking) else
+                      [sync_api.loc[~own, cols]], ignore_index=True) if len(sync_api) or len(small_blocking) else \
+        pd.DataFrame(columns=cols)
     all_calls = pd.concat([syncs, c[cols]], ignore_index=True) if len(c) else syncs
     return syncs, all_calls

@@ -50,7 +50,8 @@ def matching(names: pd.Series, regex: str) -> np.ndarray:
     return per_name(names, lambda n: bool(pat.search(n))).to_numpy(bool)
 
 
-NOT_A_STEP = re.compile(r", (op_id|seq) = \d+|^\w+Backward\d*$")  # PyTorch's per-call counters, autograd nodes
+# PyTorch's per-call counters, autograd nodes; compilation and autotuning (XLA, Triton, torch.compile): one-off work
+NOT_A_STEP = re.compile(r", (op_id|seq) = \d+|^\w+Backward\d*$|compil|autotun|triton|inductor|dynamo|^Xla", re.I)
 
 
 def is_step_candidate(name: str) -> bool:

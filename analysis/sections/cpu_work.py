@@ -1,0 +1,88 @@
+"""What the launching thread computes while the GPU waits, from nsys's CPU samples (--sample): each sample is given
+to the library that owns its work, the first frame from the innermost that belongs to one, so that a memmove inside
+a torch op is the torch op's and Python calling numpy is numpy's:
+
+    frames of one sample (innermost first)        owner
+    __memmove_avx (libc)  <- at::native::copy_ (libtorch_cpu)  <- _PyEval (python)      PyTorch CPU ops: at::native::copy_
+    PyObject_Malloc (python3.12)                                                          Python code
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+
+# owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames
+KINDS = (
+    ("tokenizing", re.compile(r"tokenizers"), None),
+    ("PyTorch CPU ops", re.compile(r"libtorch_cpu|libc10\.so|libgomp|libtorch\.so"), None),
+    ("numpy", re.compile(r"_multiarray_umath|numpy|openblas|libblas|liblapack|libmkl"), None),
+    ("image decoding", re.compile(r"jpeg|libpng|_imaging|/PIL/|cv2|libavcodec|libwebp|libtiff"), None),
+    ("pickling", re.compile(r"_pickle"), None),
+    ("copying memory", re.compile(r"libc\.so"), re.compile(r"mem(move|cpy|set)|memcpy")),
+    ("the CUDA driver", re.compile(r"libcuda\.so|libcudart|libcupti"), None),
+    ("Python code", re.compile(r"libpython|/python\d(\.\d+)?$|/python$"), None),
+)
+STRONG = {"tokenizing", "PyTorch CPU ops", "numpy", "image decoding", "pickling"}
+PYTHON = "Python code"
+OTHER = "other native code"
+LABEL_CHARS = 90
+
+
+def _kind_of(module: str, symbol: str) -> str | None:
+    for kind, mod, sym in KINDS:
+        if mod.search(module) and (sym is None or sym.search(symbol)):
+            return kind
+    return None
+
+
+def short_symbol(symbol: str) -> str:
+    """A demangled symbol without its argument list, shortened: `at::native::(anon)::argmax_kernel_impl`."""
+    s = symbol.split("(", 1)[0] if not symbol.startswith("(") else symbol
+    return s if len(s) <= LABEL_CHARS else s[:LABEL_CHARS - 3] + "..."
+
+
+def owners(frames: pd.DataFrame) -> pd.DataFrame:
+    """One row per sample of host.samples(): time_ns, global_tid, kind (KINDS, or OTHER), label (the owning frame's
+    function) and library (its module's file name), in time order."""
+    cols = ["time_ns", "global_tid", "kind", "label", "library"]
+    if frames.empty:
+        return pd.DataFrame(columns=cols)
+    pairs = frames[["module", "symbol"]].drop_duplicates()
+    kind_of = {(m, s): _kind_of(str(m), str(s)) for m, s in pairs.itertuples(index=False, name=None)}
+    kind = np.array([kind_of[(m, s)] or "" for m, s in zip(frames["module"], frames["symbol"])], dtype=object)
+    sample = frames["sample"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, sample[1:] != sample[:-1]])  # frames are in (sample, depth) order
+    ends = np.r_[starts[1:], sample.size]
+    strong = np.isin(kind, list(STRONG))
+    python = kind == PYTHON
+    chosen = np.empty(starts.size, dtype=np.int64)
+    for i, (a, b) in enumerate(zip(starts, ends)):  # a few dozen frames a sample
+        first_py = a + int(np.argmax(python[a:b])) if python[a:b].any() else b
+        st = np.flatnonzero(strong[a:b])
+        if st.size and a + st[0] < first_py:
+            chosen[i] = a + st[0]
+        else:
+            named = np.flatnonzero(kind[a:first_py] != "")
+            chosen[i] = a + named[0] if named.size else (first_py if first_py < b else a)
+    k = kind[chosen]
+    return pd.DataFrame({"time_ns": frames["time_ns"].to_numpy()[starts],
+                         "global_tid": frames["global_tid"].to_numpy()[starts],
+                         "kind": np.where(k == "", OTHER, k),
+                         "label": [short_symbol(str(x)) or "?" for x in frames["symbol"].to_numpy()[chosen]],
+                         "library": [os.path.basename(str(x)) for x in frames["module"].to_numpy()[chosen]]})
+
+
+def summary(counts: pd.Series, top: int = 3) -> dict:
+    """{samples, kinds: {kind: share}, functions: [{function, library, kind, share}]} of sample counts indexed by
+    (kind, label, library)."""
+    n = int(counts.sum())
+    if not n:
+        return {"samples": 0, "kinds": {}, "functions": []}
+    by_kind = counts.groupby(level=0).sum().sort_values(ascending=False)
+    fn = counts.sort_values(ascending=False).head(top)
+    return {"samples": n, "kinds": {str(k): round(float(v) / n, 3) for k, v in by_kind.items()},
+            "functions": [{"function": str(lb), "library": str(lib), "kind": str(kd), "share": round(float(v) / n, 3)}
+                          for (kd, lb, lib), v in fn.items()]}

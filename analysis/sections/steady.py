@@ -1,0 +1,123 @@
+"""The program's steady state: where the verdict is taken from.
+
+A capture of a fast program is mostly set-up (model load, compilation, cuDNN autotuning) and its first steps. The
+steady state starts at the first step that is not warm-up:
+
+    steps      [set-up ....][step 0 ......][s1][s2][s3][s4][s5]
+    steady                                 ^ first step after the warm-up outliers (> WARMUP_RATIO x the median)
+
+Without step ranges the steps are found in the kernel stream itself: the sequence of kernel names repeats with a
+period (the kernels of one iteration); the steady state starts where that repetition starts, again past the
+iterations that are warm-up outliers by time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+WARMUP_RATIO = 1.5       # a first step this many times the median step is warm-up
+MIN_STEPS = 3            # steps needed to tell warm-up from the steady state
+MATCH = 0.9              # share of a kernel-name period that must repeat for it to be the loop's
+MIN_ITERATIONS = 4       # inferred iterations the steady part must hold
+SEQUENCE_LIMIT = 2_000_000  # kernels read for the period: the set-up is at the start of a long capture
+MIN_SHARE = 0.01         # a set-up below this share of the capture is left in (nothing to gain, a window to explain)
+
+
+@dataclass(frozen=True)
+class Steady:
+    """Where the steady state starts (trace ns), from what (`steps` or `kernel stream`), how many steps or inferred
+    iterations are warm-up, and the median step (ns) the warm-up was judged against."""
+    start_ns: int
+    source: str
+    warmup: int
+    steps: int
+    median_ns: float
+    warmup_ns: list[int]
+    period: int | None = None  # kernels per inferred iteration
+
+
+def warmup_count(durations: np.ndarray) -> int:
+    """How many steps at the start are warm-up: each, from the first on, longer than WARMUP_RATIO x the median step
+    (at most half of the steps; none with fewer than MIN_STEPS)."""
+    n = durations.size
+    if n < MIN_STEPS:
+        return 0
+    limit = WARMUP_RATIO * float(np.median(durations))
+    k = 0
+    while k < n // 2 and durations[k] > limit:
+        k += 1
+    return k
+
+
+def from_steps(steps: pd.DataFrame) -> Steady | None:
+    """The steady state of step ranges (start_ns, end_ns in start order): from the first step after the warm-up."""
+    if steps.empty:
+        return None
+    d = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
+    k = warmup_count(d)
+    return Steady(int(steps["start_ns"].iloc[k]), "steps", k, len(steps), float(np.median(d)),
+                  [int(x) for x in d[:k]])
+
+
+def period(ids: np.ndarray) -> int | None:
+    """The number of kernels in one iteration of the loop: the shortest shift under which the kernel names of the
+    sequence's second half repeat (at least MATCH of them); None where nothing repeats so."""
+    tail = ids[ids.size // 2:]
+    if tail.size < 2 * MIN_ITERATIONS:
+        return None
+    order = np.argsort(tail, kind="stable")
+    same = tail[order[1:]] == tail[order[:-1]]
+    gaps = (order[1:] - order[:-1])[same]  # index distance between a name's successive runs
+    if gaps.size == 0:
+        return None
+    values, counts = np.unique(gaps, return_counts=True)
+    # the commonest distances, and those of the names that occur least often (once an iteration: a model's repeated
+    # blocks make shorter distances commoner than the period itself)
+    names, per_name = np.unique(tail, return_counts=True)
+    rare = np.isin(tail[order[1:]][same], names[(per_name >= 2) & (per_name <= np.percentile(per_name, 10))])
+    rare_values, rare_counts = np.unique(gaps[rare], return_counts=True) if rare.any() else (values[:0], counts[:0])
+    shifts = sorted({int(v) for v in (*values[np.argsort(-counts, kind="stable")][:12],
+                                      *rare_values[np.argsort(-rare_counts, kind="stable")][:4])
+                     if v * MIN_ITERATIONS <= tail.size})
+    rates = {s: float(np.mean(tail[:-s] == tail[s:])) for s in shifts}
+    good = [s for s, r in rates.items() if r >= MATCH]
+    if not good:
+        return None
+    best = max(rates[s] for s in good)
+    return min(s for s in good if rates[s] >= best - 0.02)  # a multiple of the period repeats as well
+
+
+def from_kernels(starts: np.ndarray, ids: np.ndarray) -> Steady | None:
+    """The steady state of a kernel stream (starts and name ids in start order): where its names begin to repeat
+    with the loop's period, past the inferred iterations that are warm-up outliers by time."""
+    p = period(ids) if ids.size else None
+    if p is None:
+        return None
+    differs = ids[:-p] != ids[p:]
+    # from the end back, whole periods that repeat the next one; the first that does not ends the search
+    n_blocks = differs.size // p
+    blocks = differs[differs.size - n_blocks * p:].reshape(n_blocks, p).mean(axis=1)
+    bad = np.flatnonzero(blocks > 1 - MATCH)
+    first_block = int(bad[-1]) + 1 if bad.size else 0
+    first = differs.size - n_blocks * p + first_block * p
+    begins = starts[first::p]
+    if begins.size < MIN_ITERATIONS:
+        return None
+    d = np.diff(begins)
+    k = warmup_count(d)
+    return Steady(int(begins[k]), "kernel stream", k, int(d.size), float(np.median(d)), [int(x) for x in d[:k]], p)
+
+
+def choose(steps: pd.DataFrame, kernel_sequence, capture: tuple[int, int] | None) -> Steady | None:
+    """The steady state: from the steps where there are any (kernel_sequence is then not called), else from the
+    kernel stream (kernel_sequence() -> (starts, name ids)); None where it starts within MIN_SHARE of the capture's
+    start (capture: first to last GPU operation), or nothing repeats."""
+    if capture is None:
+        return None
+    found = from_steps(steps) if len(steps) else from_kernels(*kernel_sequence())
+    if found is None or found.start_ns - capture[0] < MIN_SHARE * (capture[1] - capture[0]) or \
+            found.start_ns >= capture[1]:
+        return None
+    return found

@@ -1,0 +1,118 @@
+"""The verdict is about the program's steady state (analysis/sections/steady.py): past the set-up and the warm-up
+steps, or, without step ranges, from where the kernel stream repeats; what came before is the `setup` section, and
+`--whole` keeps the old whole-capture window. Real traces only: H200 captures and public exports, some altered with
+sqlite3 for one case each."""
+import json
+import lzma
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.sections import steady
+from nsys_transfer.analysis.summary import Options, analyze
+
+DATA = Path(__file__).parent / "data" / "programs"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+def summary(path: Path, **kw) -> dict:
+    with Trace.open(path) as t:
+        return analyze(t, Options(**kw)).summary
+
+
+def unpacked(tmp_path: Path, name: str) -> Path:
+    out = tmp_path / f"{name}.sqlite"
+    out.write_bytes(lzma.decompress((DATA / f"{name}_nsys2024.sqlite.xz").read_bytes()))
+    return out
+
+
+def test_warmup_is_the_slow_steps_at_the_start():
+    assert steady.warmup_count(np.array([746, 12, 13, 12, 11, 12])) == 1
+    assert steady.warmup_count(np.array([50, 40, 12, 13, 12, 11, 12])) == 2
+    assert steady.warmup_count(np.array([12, 40, 12, 13])) == 0  # a slow step later is not warm-up
+    assert steady.warmup_count(np.array([90, 12])) == 0  # too few steps to tell
+    assert steady.warmup_count(np.array([90, 80, 12, 12, 12, 12])) == 2
+    assert steady.warmup_count(np.array([90, 90, 90, 12, 12, 12])) == 3  # at most half of them
+
+
+def test_the_kernel_stream_of_a_loop_without_ranges_repeats():
+    """image_loop has no NVTX: its 249 kernels an iteration (ResNet-50, cuDNN) repeat from the first batch on; the
+    first iteration is the warm-up outlier (cuDNN's algorithm search), the model load before it set-up."""
+    with Trace.open(DATA / "image_loop_nsys2024.sqlite.xz") as t:
+        starts, ids = t.device.kernel_sequence(steady.SEQUENCE_LIMIT)
+    found = steady.from_kernels(starts, ids)
+    assert found.period == 249 and found.source == "kernel stream" and found.warmup == 1
+    s = summary(DATA / "image_loop_nsys2024.sqlite.xz")
+    assert s["window"]["start_ns"] == found.start_ns == s["setup"]["end_ns"]
+    assert s["window"]["source"].startswith("steady state: the repeating kernel stream (249 kernels an iteration)")
+    assert s["setup"]["source"] == "kernel stream" and s["setup"]["warmup"]["kernels_per_iteration"] == 249
+
+
+def test_a_stream_that_does_not_repeat_has_no_steady_state():
+    rng = np.random.default_rng(0)
+    assert steady.period(rng.integers(0, 500, 4000)) is None
+    assert steady.from_kernels(np.arange(10), np.arange(10)) is None
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the public exports lie beside the checkout")
+def test_a_public_trace_without_ranges():
+    """CloverLeaf (no NVTX): 125 kernels an iteration; the steady state is GPU-bound as the whole capture was."""
+    s = summary(SHARED / "pipit_cloverleaf_cuda_v2024.5.1.sqlite")
+    assert "125 kernels an iteration" in s["window"]["source"]
+    assert s["diagnosis"][0]["rule"] == "gpu-bound"
+
+
+def test_the_setup_never_supplies_the_verdict_when_steps_exist():
+    """sleepy_weights: 1.4 s of its 1.8 s capture is set-up (model build, weights copied): over the whole capture the
+    set-up's CPU work comes first and the sleep is a fifth of the window; over the steady steps the sleep in
+    ensure_layer_weights is 92%, and the figures are the steady steps' own."""
+    whole = summary(DATA / "sleepy_weights_nsys2024.sqlite.xz", whole=True)
+    s = summary(DATA / "sleepy_weights_nsys2024.sqlite.xz")
+    assert whole["setup"] is None and s["setup"]["duration_ns"] > 0.7 * whole["window"]["duration_ns"]
+    top, top_whole = s["diagnosis"][0], whole["diagnosis"][0]
+    assert top["rule"] == "host-sleep" and top_whole["rule"] == "gpu-idle-cpu-bound"
+    sleep_whole = next(f for f in whole["diagnosis"] if f["rule"] == "host-sleep")
+    assert top["impact_fraction"] > 0.85 > 0.3 > sleep_whole["impact_fraction"]
+    assert s["steps"]["count"] == whole["steps"]["count"] - 1 == 7
+    assert s["gpu"]["busy_ns"] <= s["window"]["duration_ns"]
+
+
+def test_compile_ranges_are_never_steps(tmp_path):
+    """XLA's compile ranges (XlaCompileBackend:#module=jit_step_N#) and torch.compile's recur with a counter: they are
+    one-off work, not the loop's steps. The sleepy trace's step ranges renamed so."""
+    path = unpacked(tmp_path, "sleepy_weights")
+    con = sqlite3.connect(path)
+    con.execute("UPDATE NVTX_EVENTS SET text = 'XlaCompileBackend:#module=jit_step_' || rowid || '#' "
+                "WHERE text LIKE 'step %'")
+    con.commit()
+    con.close()
+    s = summary(path)
+    assert s["steps"]["count"] == 0 and s["steps"]["source"] == "none found"
+
+
+def test_no_precision_or_layout_advice_the_kernels_already_take():
+    """pinned_bf16's top kernels are cuDNN's bf16 NHWC convolutions: autocast and channels_last are taken; the TF32
+    stage's are NHWC but not 16-bit: autocast is still a lever, channels_last not."""
+    bf16 = next(f for f in summary(DATA / "pinned_bf16_nsys2024.sqlite.xz")["diagnosis"] if f["rule"] == "gpu-bound")
+    assert "autocast" not in bf16["suggestion"] and "channels_last" not in bf16["suggestion"]
+    assert "already run in reduced precision and NHWC" in bf16["suggestion"]
+    tf32 = next(f for f in summary(Path(__file__).parents[1] / "reports" / "data" / "h200" / "pinned-long.sqlite.xz")
+                ["diagnosis"] if f["rule"] == "gpu-bound")
+    assert "autocast" in tf32["suggestion"] and "channels_last" not in tf32["suggestion"]
+
+
+def test_whole_on_the_command_line(tmp_path):
+    trace = DATA / "lightning_predict_nsys2024.sqlite.xz"
+    r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--whole", "--json", str(tmp_path / "w.json"), "-q")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "w.json").read_text())
+    assert doc["setup"] is None and doc["steps"]["count"] == 10
+    r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--whole", "--steps", "1:")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--whole and --steps" in r.stderr
+    r = run_cli("-m", "nsys_transfer.analysis", str(trace))
+    assert r.returncode == 0 and "verdict (steady state): input-bound" in r.stdout
+    assert "Set-up before the steady state (left out of the verdict)" in r.stdout
