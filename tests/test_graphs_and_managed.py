@@ -9,16 +9,17 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.rules.integrity import assess
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import Options, analyze
 from conftest import run_cli
 from test_against_nsys_stats import _local_copy
 
 DATA = Path(__file__).parent / "data" / "programs"
 
 
-def _analyzed(path):
+def _analyzed(path, whole=True):
+    """The summary over the whole capture (the counts here are the tables' own), or over the steady state."""
     with Trace.open(path) as t:
-        return analyze(t).summary
+        return analyze(t, Options(whole=whole)).summary
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,9 @@ def test_graph_launches_traced_whole_are_gpu_work(runs, tmp_path):
     # the kernel count is the kernel table's; the graph rows are counted as graphs
     assert s["kernels"]["count"] == _raw(sqlite, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0]
     assert s["kernels"]["top"][0]["name"].startswith("CUDA graph")
+    # past the set-up (the model's initialisation and the graph's capture) the replays are all the GPU work
+    steady = _analyzed(DATA / "cuda_graph_infer_nsys2024.sqlite.xz", whole=False)
+    assert steady["setup"]["duration_ns"] > 0 and steady["kernels"]["graphs"]["share_of_kernel_time"] == 1.0
 
 
 def test_both_graph_trace_modes_tell_the_same_story(runs):
