@@ -146,15 +146,27 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @click.option("--cuda-graph-trace", type=click.Choice(["graph", "node"]), default=None,
               help="CUDA graphs as one row a launch (nsys's default) or as the kernels inside them")
 @click.option("--um-page-faults", is_flag=True, help="record the page faults behind managed-memory migrations")
-@click.option("--sample", default="none", show_default=True, type=click.Choice(["none", "cpu", "system-wide"]),
-              help="CPU sampling (nsys --sample)")
-@click.option("--cpuctxsw", default="none", show_default=True,
-              type=click.Choice(["none", "process-tree", "system-wide"]), help="context-switch trace (nsys --cpuctxsw)")
+@click.option("--sample", default="process-tree", show_default=True,
+              type=click.Choice(["process-tree", "cpu", "system-wide", "none"]),
+              help="CPU samples with backtraces (nsys --sample; cpu: nsys's older word for process-tree): what the "
+                   "host did while the GPU waited; none: no samples and, unless --cpuctxsw says otherwise, no "
+                   "context switches")
+@click.option("--cpuctxsw", default=None, type=click.Choice(["none", "process-tree", "system-wide"]),
+              help="context-switch trace (nsys --cpuctxsw)  [default: process-tree, none with --sample none]")
+@click.option("--python-backtrace", default="cuda", show_default=True, type=click.Choice(["cuda", "none"]),
+              help="the Python stack of each CUDA API call (nsys --python-backtrace), where this nsys has the "
+                   "option and --trace has cuda")
+@click.option("--python-sampling", is_flag=True,
+              help="sample the Python stacks too (nsys --python-sampling=true, where this nsys has it; nsys 2024.2's "
+                   "SQLite export keeps no frames of it)")
 @click.option("--force", is_flag=True)
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, cpuctxsw, force, strict, command):
-    """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt)."""
+def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, cpuctxsw, python_backtrace,
+        python_sampling, force, strict, command):
+    """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt). By default with CPU
+    samples and context switches of the process tree and the Python stack of each CUDA call (`--sample none
+    --python-backtrace none` for neither); the run record's "recorded" says what was asked of nsys."""
     n = _nsys()
     driver_check = _driver_check(n)
     _say_which_python(command)
@@ -163,15 +175,23 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
     base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
+    if cpuctxsw is None:
+        cpuctxsw = "none" if sample == "none" else "process-tree"
+    req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,
+                         env=environment_for_profile(), cuda_graph_trace=cuda_graph_trace,
+                         um_page_faults=um_page_faults,
+                         python_backtrace=None if python_backtrace == "none" else python_backtrace,
+                         python_sampling=python_sampling)
     try:
-        rec = profile(n, ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample,
-                                        ctxsw=cpuctxsw, env=environment_for_profile(),
-                                        cuda_graph_trace=cuda_graph_trace, um_page_faults=um_page_faults))
+        rec = profile(n, req)
     except ProfileError as e:
         fail(str(e), 1)
     rec["nsys"]["driver_check"] = driver_check
     rec["integrity"] = [_integrity(Path(rec["files"]["sqlite"]))]
     path = write_record(base, rec)
+    for why in rec["recorded"]["left_out"]:
+        if "no such option" in why:  # the nsys in use is older than the option; a trace without cuda is no news
+            click.echo(f"profile: left out {why}", err=True)
     click.echo(rec["files"]["sqlite"])
     _finish(rec, path, strict)
 

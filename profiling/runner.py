@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from nsys_transfer.nsys_core import nsys as nsys_tool
@@ -18,6 +19,7 @@ from nsys_transfer.nsys_core.nsys_messages import MessageSink
 from nsys_transfer.profiling.checks import diagnose_profile_failure
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
+CUDA_BACKTRACE = "all"  # nsys --cudabacktrace with Python backtraces: every CUDA API kind, at nsys's 80 us threshold
 
 
 class ProfileError(RuntimeError):
@@ -31,8 +33,12 @@ class ProfileRequest:
     out_base: Path                      # without extension
     trace: str = DEFAULT_TRACE
     capture_range: bool = True          # --capture-range=cudaProfilerApi
-    sample: bool | str = False          # CPU sampling (off keeps traces small); or nsys's word: cpu, system-wide
+    sample: bool | str = False          # CPU sampling (off keeps traces small); or nsys's word: process-tree (cpu),
+    #                                     system-wide, none
     ctxsw: bool | str = False           # context switches; or nsys's word: process-tree, system-wide
+    python_backtrace: str | None = None  # nsys --python-backtrace (e.g. cuda: the Python stack of each CUDA call),
+    #                                     passed only where this nsys knows the option and the trace has that API
+    python_sampling: bool = False       # nsys --python-sampling=true, where this nsys knows it
     env: dict | None = None
     cuda_graph_trace: str | None = None  # nsys --cuda-graph-trace: graph (nsys's default: one row a launch) or node
     um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
@@ -79,12 +85,62 @@ def _stream(proc, sink: list[str], echo, marks: dict | None = None, messages: Me
     sink.extend(line for line in text.splitlines() if line.strip())
 
 
-def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]:
-    """`nsys profile ...` up to (not including) the profiled command."""
+@lru_cache(maxsize=8)
+def _profile_help(path: str) -> str:
+    try:
+        proc = subprocess.run([path, "profile", "--help"], capture_output=True, text=True, errors="replace", timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout + proc.stderr
+
+
+def profile_options(nsys: Nsys) -> frozenset[str]:
+    """The long options `nsys profile --help` lists (e.g. "python-backtrace"), read once per nsys."""
+    return frozenset(re.findall(r"^\s*(?:-\w, )?--([a-z][a-z0-9-]*)", _profile_help(nsys.path), re.M))
+
+
+def recording(nsys: Nsys, req: ProfileRequest) -> dict:
+    """What the capture records beyond --trace, as nsys will be asked for it: the words passed, and for each option
+    asked for but left out, why (this nsys lacks it, or the trace lacks the API it hangs on)."""
     sample = req.sample if isinstance(req.sample, str) else ("cpu" if req.sample else "none")
     ctxsw = req.ctxsw if isinstance(req.ctxsw, str) else ("process-tree" if req.ctxsw else "none")
+    rec = {"trace": req.trace, "sample": sample, "cpuctxsw": ctxsw, "python_backtrace": None, "cudabacktrace": None,
+           "python_sampling": False, "left_out": []}
+    known = profile_options(nsys) if (req.python_backtrace or req.python_sampling) else frozenset()
+    traced = set(req.trace.split(","))
+    if req.python_backtrace and req.python_backtrace not in ("none", "false"):
+        missing = [api for api in req.python_backtrace.split(",") if api not in traced]
+        why = None
+        if "python-backtrace" not in known or "cudabacktrace" not in known:
+            why = f"nsys {nsys.version} has no such option"
+        elif missing:
+            why = f"--trace={req.trace} does not trace {','.join(missing)}"
+        elif sample == "none":
+            why = "needs CPU sampling (nsys takes the stack with the CUDA backtrace, and those only while sampling)"
+        if why:
+            rec["left_out"].append(f"--python-backtrace={req.python_backtrace}: {why}")
+        else:
+            # nsys 2024.2 takes a CUDA call's Python stack only with its native one (--cudabacktrace, calls of 80 us
+            # and longer by default: the syncs and blocking copies), and that only while it samples the CPU
+            rec["python_backtrace"] = req.python_backtrace
+            rec["cudabacktrace"] = CUDA_BACKTRACE
+    if req.python_sampling:
+        if "python-sampling" in known:
+            rec["python_sampling"] = True
+        else:
+            rec["left_out"].append(f"--python-sampling=true: nsys {nsys.version} has no such option")
+    return rec
+
+
+def nsys_profile_args(nsys: Nsys, req: ProfileRequest, output: str) -> list[str]:
+    """`nsys profile ...` up to (not including) the profiled command."""
+    rec = recording(nsys, req)
     args = [nsys.path, "profile", f"--trace={req.trace}", f"--output={output}", "--force-overwrite=true",
-            f"--sample={sample}", f"--cpuctxsw={ctxsw}"]
+            f"--sample={rec['sample']}", f"--cpuctxsw={rec['cpuctxsw']}"]
+    if rec["python_backtrace"]:
+        args += [f"--cudabacktrace={rec['cudabacktrace']}", f"--python-backtrace={rec['python_backtrace']}"]
+    if rec["python_sampling"]:
+        args.append("--python-sampling=true")
     if req.capture_range:
         args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     if req.cuda_graph_trace:
@@ -123,7 +179,7 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     t_end = time.time()
     profile_s = t_end - t0
     record = {"command": req.command, "nsys_command": args, "nsys": {"path": nsys.path, "version": nsys.version},
-              "exit_code": rc, "durations_s": {"profile": round(profile_s, 2)}}
+              "recorded": recording(nsys, req), "exit_code": rc, "durations_s": {"profile": round(profile_s, 2)}}
     if "import_started" in marks:
         record["durations_s"]["capture"] = round(marks["import_started"] - t0, 2)
         record["durations_s"]["import"] = round(t_end - marks["import_started"], 2)

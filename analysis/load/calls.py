@@ -12,7 +12,7 @@ import pandas as pd
 from nsys_transfer.analysis import cuda_api
 from nsys_transfer.analysis.load import runtime_calls, sql, validate
 from nsys_transfer.analysis.load.btree import Bits, In
-from nsys_transfer.analysis.load.frames import empty, outermost_calls, process_keys, timed
+from nsys_transfer.analysis.load.frames import empty, outermost_calls, pid_of, process_keys, timed
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -114,7 +114,9 @@ class CudaCalls:
         if not names:
             return empty(["global_tid", "name", "count", "total_ns"])
         ids = ",".join(str(int(i)) for i in names)
-        df = t.query((sql.API_BY_THREAD_DISTINCT if self.rows_repeat() else sql.API_BY_THREAD).format(ids=ids))
+        query = (sql.API_BY_THREAD_PER_CALL if self.has_twins() else
+                 sql.API_BY_THREAD_DISTINCT if self.rows_repeat() else sql.API_BY_THREAD)
+        df = t.query(query.format(ids=ids))
         df["name"] = df.pop("name_id").map(names)
         return df
 
@@ -132,12 +134,12 @@ class CudaCalls:
         names = list(self._name_ids(sql.LAUNCH_NAME_IDS, cuda_api.LAUNCH))
         if not names:
             return 0, 0
-        repeats = self.rows_repeat()
-        both = None if repeats else self.runtime_pass()
+        repeats, twins = self.rows_repeat(), self.has_twins()
+        both = None if repeats or twins else self.runtime_pass()
         if both is not None:
             mine = [both.launches[t] for t in tids if t in both.launches]
             return sum(n for n, _ in mine), sum(ns for _, ns in mine)
-        query = sql.LAUNCH_STATS_DISTINCT if repeats else sql.LAUNCH_STATS
+        query = sql.LAUNCH_STATS_PER_CALL if twins else sql.LAUNCH_STATS_DISTINCT if repeats else sql.LAUNCH_STATS
         row = self.trace.connection().execute(query.format(tids=",".join(map(str, tids)),
                                                            ids=",".join(str(int(i)) for i in names))).fetchone()
         return int(row[0] or 0), int(row[1] or 0)
@@ -146,6 +148,16 @@ class CudaCalls:
     def sync_calls(self) -> pd.DataFrame:
         """Calls that block the host until the GPU catches up: stream/device/event/context synchronize."""
         return self._syncs[0]
+
+    @cached_property
+    def _twins(self) -> bool:
+        t = self.trace
+        return t.has(RUNTIME) and "callchainId" in t.columns(RUNTIME) and t.one_row(sql.HAS_CALLCHAINS) is not None
+
+    def has_twins(self) -> bool:
+        """Whether the export holds CUDA backtraces (nsys --cudabacktrace), with which nsys 2024.2 records some calls
+        twice under one correlation id: counts are then made per call."""
+        return self._twins
 
     @cached_property
     def _syncs(self) -> tuple[pd.DataFrame, list[str]]:
@@ -164,6 +176,10 @@ class CudaCalls:
         df, said = validate.clean(rows, "CUDA synchronize calls", ("global_tid",))
         t.warnings += said
         df = timed(df)
+        if self.has_twins():  # one row per call: the outermost of a call and its backtrace twin
+            pid = pid_of(df["global_tid"].to_numpy(np.int64))
+            df = outermost_calls(df.assign(pid=pid), "start_ns", "end_ns").drop(columns="pid")
+            df = df.reset_index(drop=True)
         df["name"] = df.pop("name_id").map(names)
         return df, said
 

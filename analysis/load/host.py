@@ -12,7 +12,7 @@ from nsys_transfer.analysis.load.frames import empty, nesting, pid_of, shared_te
 TIMED = ["start_ns", "end_ns", "global_tid", "name"]
 
 
-SAMPLE_DEPTH = 24  # frames of a CPU sample read from its innermost: enough to reach the library that owns the work
+SAMPLE_DEPTH = 48  # frames of a CPU sample read from its innermost: enough to reach the library that owns the work
 
 
 class HostTables:

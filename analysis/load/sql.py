@@ -92,6 +92,16 @@ SELECT COUNT(*), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globa
 LAUNCH_STATS_DISTINCT = """
 SELECT COUNT(*), SUM("end" - start) FROM (SELECT DISTINCT start, "end", globalTid, correlationId, nameId
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IN ({tids}) AND nameId IN ({ids}) AND "end" >= start)"""
+# exports with CUDA backtraces (nsys --cudabacktrace) hold some calls twice under one correlation id (the call and
+# a twin carrying its callchainId): counted once per call, the outermost (longest) row's
+LAUNCH_STATS_PER_CALL = """
+SELECT COUNT(*), SUM(d) FROM (SELECT MAX("end" - start) AS d FROM CUPTI_ACTIVITY_KIND_RUNTIME
+WHERE globalTid IN ({tids}) AND nameId IN ({ids}) AND "end" >= start GROUP BY globalTid, correlationId)"""
+API_BY_THREAD_PER_CALL = """
+SELECT global_tid, name_id, COUNT(*) AS count, SUM(d) AS total_ns FROM (
+  SELECT globalTid AS global_tid, nameId AS name_id, MAX("end" - start) AS d FROM CUPTI_ACTIVITY_KIND_RUNTIME
+  WHERE nameId IN ({ids}) AND "end" >= start GROUP BY globalTid, correlationId) GROUP BY global_tid, name_id"""
+HAS_CALLCHAINS = "SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE callchainId IS NOT NULL LIMIT 1"
 LAUNCH_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Launch%'"
 NO_COPY_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%Launch%' OR value LIKE 'cuKernelGet%'"
 SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%'"

@@ -110,6 +110,9 @@ class GpuIdleCpuBound:
         s = sampled_owner(ctx, "cpu_samples")
         kind = next(iter(s["kinds"]))
         top = s["functions"][0]
+        # a PyTorch op's entry (torch.argmax) names the work better than the allocator or iterator inside it
+        top = next((f for f in s["functions"] if f["kind"] == kind and f["share"] >= 0.5 * top["share"] and
+                    (f["function"].startswith("torch.") or "at::native::" in f["function"])), top)
         ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
               f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread computed outside any NVTX range; "
               + samples_text(s) + after_sync_text(ctx))
@@ -119,7 +122,7 @@ class GpuIdleCpuBound:
                    "GPU work before it")
         elif kind in OUTPUT_WORK:
             fix = ctx.advice(fix, fix, fix="output")
-        return ctx.finding(self.id, ns, f"{kind}: {top['function']}", ev, serialised_fix(ctx, ns, fix))
+        return ctx.finding(self.id, ns, f"{kind}: {top['function']}", ev, serialised_fix(ctx, ns, fix, first=False))
 
     @staticmethod
     def _range_fix(ctx: Context, name: str) -> str:
@@ -161,20 +164,22 @@ def after_sync_text(ctx: Context) -> str:
             "this work: it serialises it, the work itself holds the GPU)")
 
 
-def serialised_fix(ctx: Context, ns: int, fix: str) -> str:
-    """The fix, where most of this CPU work follows a synchronising call, with the sync's part: it keeps the GPU's
-    queue empty while the host works (OpenACC: compute regions without async clauses)."""
+def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
+    """The fix, where most of this CPU work follows a synchronising call, with the sync's part (before the fix, or
+    after it where the samples named the work): it keeps the GPU's queue empty while the host works (OpenACC:
+    compute regions without async clauses)."""
     after = sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
     if after < 0.5 * ns:
         return fix
     if ctx.program.get("framework") == "openacc":
-        return ("the host works between compute regions right after each region's wait, so the GPU has nothing "
+        sync = ("the host works between compute regions right after each region's wait, so the GPU has nothing "
                 "queued: add async(n) clauses to the parallel/kernels regions and data updates, and one `!$acc wait` "
-                "(or #pragma acc wait) where the host needs the results, so the host's work overlaps the GPU's; "
-                + fix)
-    return ("the work follows a synchronising call, so the GPU has nothing queued while it runs: issue the next GPU "
-            "work before it (read results back with non_blocking=True and an event, sync once per step at most); "
-            + fix)
+                "(or #pragma acc wait) where the host needs the results, so the host's work overlaps the GPU's")
+    else:
+        sync = ("the work follows a synchronising call, so the GPU has nothing queued while it runs: issue the next "
+                "GPU work before it (read results back with non_blocking=True and an event, sync once per step at "
+                "most)")
+    return f"{sync}; {fix}" if first else f"{fix}; {sync}"
 
 
 class MemoryMappingInGaps:
@@ -340,7 +345,7 @@ class GpuBound:
         """The PyTorch levers the top kernels do not already use: no autocast advice where they compute in 16 bits
         or less, no channels_last where they are NHWC already."""
         low = any(r["precision"] in self.low_precision for r in top)
-        nhwc = any("nhwc" in f"{r['name']} {r.get('shown_name')}".lower() for r in top)
+        nhwc = any(x in f"{r['name']} {r.get('shown_name')}".lower() for r in top for x in ("nhwc", "channels_last"))
         levers = [] if low else ["bf16/fp16 autocast (torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls "
                                  "(torch.backends.cuda.matmul.allow_tf32)"]
         levers += [] if nhwc else ["channels_last for convolutions"]

@@ -17,6 +17,8 @@ import pandas as pd
 # owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames
 KINDS = (
     ("tokenizing", re.compile(r"tokenizers"), None),
+    ("compiling kernels", re.compile(r"libnvrtc|libnvJitLink|libnvptxcompiler|ptxas|libtriton|/triton/|"
+                                     r"libnvidia-ptxjitcompiler"), None),
     ("PyTorch CPU ops", re.compile(r"libtorch_cpu|libc10\.so|libgomp|libtorch\.so"), None),
     ("numpy", re.compile(r"_multiarray_umath|numpy|openblas|libblas|liblapack|libmkl"), None),
     ("image decoding", re.compile(r"jpeg|libpng|_imaging|/PIL/|cv2|libavcodec|libwebp|libtiff"), None),
@@ -25,7 +27,9 @@ KINDS = (
     ("the CUDA driver", re.compile(r"libcuda\.so|libcudart|libcupti"), None),
     ("Python code", re.compile(r"libpython|/python\d(\.\d+)?$|/python$"), None),
 )
-STRONG = {"tokenizing", "PyTorch CPU ops", "numpy", "image decoding", "pickling"}
+STRONG = {"tokenizing", "compiling kernels", "PyTorch CPU ops", "numpy", "image decoding", "pickling"}
+TORCH_OP = re.compile(r"at::native::|at::_ops::|THPVariable_")  # the frames that name a PyTorch op
+PYTHON_BINDING = re.compile(r"^(torch::autograd::)?THPVariable_")  # torch.argmax / Tensor.argmax's C entry
 PYTHON = "Python code"
 OTHER = "other native code"
 LABEL_CHARS = 90
@@ -38,9 +42,48 @@ def _kind_of(module: str, symbol: str) -> str | None:
     return None
 
 
+RUST_PART = re.compile(r"(\d+)")
+
+
+def rust_demangled(symbol: str) -> str:
+    """A Rust symbol nsys left mangled (v0 `_R...` or legacy `_ZN...E`) as its path of identifiers:
+    `_RNvCsfqybpY0L30a_18unicode_categories19table_binary_search` -> `unicode_categories::table_binary_search`."""
+    parts, i = [], 2
+    while i < len(symbol):
+        m = RUST_PART.match(symbol, i)
+        if not m:
+            i += 1
+            continue
+        n, start = int(m.group(1)), m.end()
+        if start < len(symbol) and symbol[start] == "_":  # v0: a separator before an identifier starting with a digit
+            start += 1
+        ident, after = symbol[start:start + n], symbol[start + n:start + n + 1]
+        # an identifier is followed by the next length, a tag (E, N, C, ...) or the end: not by more of a word
+        if n == 0 or len(ident) < n or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", ident) or \
+                (after and not (after.isdigit() or after.isupper())):
+            i = m.end()
+            continue
+        if not re.match(r"^h[0-9a-f]{16}$", ident):  # legacy mangling's hash
+            parts.append(ident)
+        i = start + n
+    return "::".join(parts[-3:]) if parts else symbol
+
+
 def short_symbol(symbol: str) -> str:
-    """A demangled symbol without its argument list, shortened: `at::native::(anon)::argmax_kernel_impl`."""
-    s = symbol.split("(", 1)[0] if not symbol.startswith("(") else symbol
+    """A demangled symbol without its template and argument lists, shortened:
+    `at::native::(anon)::argmax_kernel_impl`."""
+    s = symbol.replace("(anonymous namespace)", "(anon)")
+    if s.startswith(("_R", "_ZN")) and " " not in s:
+        s = rust_demangled(s)
+    out, depth = [], 0
+    for ch in s:  # drop <...>
+        depth += ch == "<"
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == ">" and depth > 0
+    s = "".join(out).replace("(anon)", "{anon}")
+    s = s.split("(", 1)[0] if not s.startswith("(") else s
+    s = (s.split()[-1] if s.split() else s).replace("{anon}", "(anon)")  # without a return type
     return s if len(s) <= LABEL_CHARS else s[:LABEL_CHARS - 3] + "..."
 
 
@@ -54,25 +97,31 @@ def owners(frames: pd.DataFrame) -> pd.DataFrame:
     kind_of = {(m, s): _kind_of(str(m), str(s)) for m, s in pairs.itertuples(index=False, name=None)}
     kind = np.array([kind_of[(m, s)] or "" for m, s in zip(frames["module"], frames["symbol"])], dtype=object)
     sample = frames["sample"].to_numpy()
+    symbols = frames["symbol"].to_numpy()
     starts = np.flatnonzero(np.r_[True, sample[1:] != sample[:-1]])  # frames are in (sample, depth) order
     ends = np.r_[starts[1:], sample.size]
     strong = np.isin(kind, list(STRONG))
     python = kind == PYTHON
     chosen = np.empty(starts.size, dtype=np.int64)
+    named = chosen.copy()  # the frame that names the work (the op's entry for PyTorch), within the owner's stack
     for i, (a, b) in enumerate(zip(starts, ends)):  # a few dozen frames a sample
         first_py = a + int(np.argmax(python[a:b])) if python[a:b].any() else b
         st = np.flatnonzero(strong[a:b])
         if st.size and a + st[0] < first_py:
             chosen[i] = a + st[0]
+            named[i] = chosen[i]
+            if kind[a + st[0]] == "PyTorch CPU ops":  # the op the program called names it better than its inner loop
+                ops = [j for j in range(a + st[0], first_py) if TORCH_OP.search(str(symbols[j]))]
+                named[i] = ops[-1] if ops else chosen[i]
         else:
-            named = np.flatnonzero(kind[a:first_py] != "")
-            chosen[i] = a + named[0] if named.size else (first_py if first_py < b else a)
+            known = np.flatnonzero(kind[a:first_py] != "")
+            chosen[i] = named[i] = a + known[0] if known.size else (first_py if first_py < b else a)
     k = kind[chosen]
     return pd.DataFrame({"time_ns": frames["time_ns"].to_numpy()[starts],
                          "global_tid": frames["global_tid"].to_numpy()[starts],
                          "kind": np.where(k == "", OTHER, k),
-                         "label": [short_symbol(str(x)) or "?" for x in frames["symbol"].to_numpy()[chosen]],
-                         "library": [os.path.basename(str(x)) for x in frames["module"].to_numpy()[chosen]]})
+                         "label": [PYTHON_BINDING.sub("torch.", short_symbol(str(x))) or "?" for x in symbols[named]],
+                         "library": [os.path.basename(str(x)) for x in frames["module"].to_numpy()[named]]})
 
 
 def summary(counts: pd.Series, top: int = 3) -> dict:

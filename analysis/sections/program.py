@@ -13,7 +13,8 @@ from nsys_transfer.nsys_core.contracts import WORKLOAD_RANGES
 
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")
-PYTORCH_KERNEL = re.compile(r"at::native|at_cuda_detail|vectorized_elementwise_kernel|unrolled_elementwise_kernel")
+PYTORCH_KERNEL = re.compile(r"at::native|at_cuda_detail|vectorized_elementwise_kernel|unrolled_elementwise_kernel|"
+                            r"multi_tensor_apply_kernel|^triton_(poi|per|red|tem)_")  # eager ops; Inductor's kernels
 DATALOADER_WORKER = "pt_data_worker"
 DATALOADER_PIN = "pt_data_pin"
 # NVHPC names the kernel of each OpenACC compute region <function>_<line>_gpu (and _gpu__red for its reduction)

@@ -1,0 +1,60 @@
+"""A segmentation job that takes its class masks on the CPU, written the way its users write it.
+
+torchvision's DeepLabV3-ResNet50 (random weights, 21 classes) on batches of random 512x512 images made on the GPU.
+Per batch, inside an NVTX range `batch N` (no finer ranges): the forward, the logits `.cpu()` (16 x 21 x 512 x 512
+fp32: 352 MB), then `logits.argmax(1)` on the CPU (a torch CPU op) and a small statistic of the mask (the share of
+pixels of each class, on a subsample). The GPU then waits for the CPU's argmax on the launching thread.
+
+usage:  python3 tests/programs/seg_cpu_argmax.py [--device cuda] [--batches 10] [--warmup 2] [--batch 16]
+        [--img 512] [--dtype fp32|fp16]
+"""
+import argparse
+import json
+import time
+
+import torch
+import torchvision
+
+
+def arguments():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2, help="batches before the clock starts")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--img", type=int, default=512)
+    p.add_argument("--classes", type=int, default=21)
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
+    return p.parse_args()
+
+
+def main():
+    args = arguments()
+    device = torch.device(args.device)
+    dtype = torch.float16 if args.dtype == "fp16" else torch.float32
+    torch.manual_seed(0)
+    model = torchvision.models.segmentation.deeplabv3_resnet50(weights=None, weights_backbone=None,
+                                                               num_classes=args.classes)
+    model = model.to(device, dtype).eval()
+    images = torch.randn(args.batch, 3, args.img, args.img, device=device, dtype=dtype)
+    shares = torch.zeros(args.classes, dtype=torch.float64)
+    with torch.inference_mode():
+        for i in range(args.batches):
+            if i == args.warmup:
+                t0 = time.perf_counter()
+            torch.cuda.nvtx.range_push(f"batch {i}")
+            logits = model(images)["out"]
+            logits = logits.cpu()
+            mask = logits.argmax(1)  # on the CPU
+            sub = mask[:, ::8, ::8].flatten()
+            shares += torch.bincount(sub, minlength=args.classes).double() / sub.numel()
+            torch.cuda.nvtx.range_pop()
+    seconds = time.perf_counter() - t0
+    measured = args.batches - args.warmup
+    print("RESULT " + json.dumps({"program": "seg_cpu_argmax", "dtype": args.dtype, "batches": measured,
+                                  "largest_class_share": float(shares.max() / args.batches),
+                                  "batches_per_s": measured / seconds}))
+
+
+if __name__ == "__main__":
+    main()
