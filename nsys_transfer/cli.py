@@ -194,6 +194,20 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
             click.echo(f"profile: left out {why}", err=True)
     click.echo(rec["files"]["sqlite"])
     _finish(rec, path, strict)
+    _program_status(rec)
+
+
+def _program_status(rec: dict) -> None:
+    """A program that failed fails the run too, with its own status, after one line that says so; the capture is
+    kept (its trace shows what ran before the failure)."""
+    rc = rec.get("program_exit_code")
+    if not rc:
+        return
+    status = rc if 0 < rc < 256 else 1
+    click.echo(f"profile: the program exited with status {rc} (its error is in the output above); the capture of what "
+               f"it did is kept in {rec['files']['sqlite']}, but it shows a failed run: fix the program, then trace "
+               "it again", err=True)
+    sys.exit(status)
 
 
 def _say_which_python(command) -> None:

@@ -203,3 +203,22 @@ def test_python_backtrace_only_where_nsys_has_it(nsys, tmp_path):
     legacy = ProfileRequest(["prog"], tmp_path / "y", sample=True, ctxsw=False)
     assert "--sample=cpu" in nsys_profile_args(nsys, legacy, "out") and "--cpuctxsw=none" in nsys_profile_args(
         nsys, legacy, "out")
+
+
+def test_a_failing_program_fails_the_run_and_keeps_its_capture(nsys, tmp_path):
+    """`run -- python nope.py` (no such file): Python's status 2 is the run's, after one line that says so, and the
+    capture is kept; a program exiting 3 gives 3."""
+    import sys
+    env = {**os.environ, "NSYS": nsys.path}
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "nope"), "--trace", "nvtx,osrt",
+                "--sample", "none", "--", sys.executable, str(tmp_path / "nope.py"), env=env, timeout=300)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    said = [line for line in r.stderr.splitlines() if "the program exited with status 2" in line]
+    assert len(said) == 1 and "Traceback" not in r.stderr.split(said[0])[1]
+    rec = json.loads((tmp_path / "nope.run.json").read_text())
+    assert rec["program_exit_code"] == 2 and os.path.exists(rec["files"]["sqlite"])
+    prog = tmp_path / "three.py"
+    prog.write_text("import sys\nsys.exit(3)\n")
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "three"), "--trace", "nvtx,osrt",
+                "--sample", "none", "--", sys.executable, str(prog), env=env, timeout=300)
+    assert r.returncode == 3 and "the program exited with status 3" in r.stderr, r.stderr[-2000:]
