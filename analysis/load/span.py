@@ -1,6 +1,8 @@
 """The capture's recorded span: its first and last event (GPU operation or NVTX range), in trace ns."""
 from __future__ import annotations
 
+import pandas as pd
+
 
 def capture_start(trace) -> int | None:
     """The capture's first recorded event (GPU operation or NVTX range), in trace ns; None without either."""
@@ -15,15 +17,23 @@ def capture_end(trace) -> int | None:
 
 
 def _recorded(trace) -> list:
-    """The trace's timed tables that hold rows: its kernels (and graph launches), copies, memsets, NVTX ranges."""
-    tables = (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets, trace.host.nvtx)
+    """The trace's timed tables that hold rows: its kernels (and graph launches), copies, memsets, NVTX ranges. The
+    kernels from their digest where it is read; else (the steady state's analysis reads only its own kernels) from
+    the kernel tables' first and last rows, not a second pass over them."""
+    kernels = trace.device.kernel_digest.ops if "kernel_digest" in vars(trace.device) else _kernel_ends(trace)
+    tables = (kernels, trace.device.memcpys, trace.device.memsets, trace.host.nvtx)
     return [df for df in tables if len(df)]
 
 
-def gpu_span_estimate(trace) -> tuple[int, int] | None:
-    """About the first to the last GPU operation, from the first and last rows of the kernel and graph tables and the
-    copies (nsys writes GPU rows in start order): cheap on any capture, for judging the set-up's share before the
-    kernels are read; None without GPU rows."""
+def _kernel_ends(trace) -> pd.DataFrame:
+    spans = _row_ends(trace)
+    return pd.DataFrame({"start_ns": [min(s for s, _ in spans)] if spans else [],
+                         "end_ns": [max(e for _, e in spans)] if spans else []}, dtype="int64")
+
+
+def _row_ends(trace) -> list[tuple[int, int]]:
+    """(first row's start, the last rows' latest end) of the kernel and graph tables (nsys writes them in start
+    order)."""
     spans = []
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
         if trace.has(table):
@@ -31,6 +41,14 @@ def gpu_span_estimate(trace) -> tuple[int, int] | None:
             last = trace.one_row(f'SELECT MAX("end") FROM (SELECT "end" FROM {table} ORDER BY rowid DESC LIMIT 4096)')
             if first and first[0] is not None and last and last[0] is not None:
                 spans.append((int(first[0]), int(last[0])))
+    return spans
+
+
+def gpu_span_estimate(trace) -> tuple[int, int] | None:
+    """About the first to the last GPU operation, from the first and last rows of the kernel and graph tables and the
+    copies (nsys writes GPU rows in start order): cheap on any capture, for judging the set-up's share before the
+    kernels are read; None without GPU rows."""
+    spans = _row_ends(trace)
     copies = trace.device.memcpys
     if len(copies):
         spans.append((int(copies["start_ns"].min()), int(copies["end_ns"].max())))
