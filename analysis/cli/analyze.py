@@ -154,7 +154,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
         plots = _plots()
-        plot_dir.mkdir(parents=True, exist_ok=True)
+        outputs.make_folder(plot_dir, "--plots")
         stem = trace.name.split(".")[0]
         plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
         plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
@@ -196,7 +196,7 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
             parts = ex.map(part_of_path, [(p, lb, opts) for p, lb in zip(paths, labels)], progress or (lambda m: None))
         r = merge_parts(parts, opts, progress)
         if plot_dir:
-            plot_dir.mkdir(parents=True, exist_ok=True)
+            outputs.make_folder(plot_dir, "--plots")
             plots = _plots()
             plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
             plots.plot_rank_heatmap(r, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
