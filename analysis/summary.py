@@ -13,7 +13,7 @@ from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import cpu, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
 from nsys_transfer.analysis.sections import kernels as kernel_section
 from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.span import capture_start, gpu_span_estimate
+from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
 from nsys_transfer.analysis.rules import integrity as integrity_rules
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
@@ -244,10 +244,11 @@ def _window_part(trace: Trace, window, opts: Options, first_event: int | None, f
                  "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
     lo, hi = window
     asked = opts.window_asked
+    origin_ns, origin_name = (0, SESSION_START) if trace.session_start_utc_ns is not None else (first_event, FIRST_EVENT)
     return {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
             "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
             setup.window_source(found) if found else "first to last GPU operation or step range",
-            "capture_start_ns": first_event}
+            "capture_start_ns": first_event, "origin_ns": origin_ns, "origin": origin_name}
 
 
 def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:

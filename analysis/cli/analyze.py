@@ -48,7 +48,8 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--step-regex", default=None, help="NVTX ranges that are steps (default: detected, e.g. 'Batch 7', 'step 12')")
 @click.option("--window", "window", default=None,
               help="analyse only START:END: trace ns, or times from the capture's start with a unit (1200ms:4500ms, "
-                   "1.2s:); either end may be left open")
+                   "1.2s:): the session start the export records, as nsys's timeline shows it (the header says "
+                   "which origin); either end may be left open")
 @click.option("--steps", "steps", default=None,
               help="analyse only these steps: FIRST:END, 0-based, END left out (3: skips the first three)")
 @click.option("--whole", is_flag=True, help="the verdict over the whole capture, set-up and warm-up included "
@@ -139,7 +140,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
         opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
-        options.check_window_has_activity(t, opts.window)
+        window.check_has_activity(t, opts.window, opts.window_asked)
     if t.path.stat().st_size >= LARGE_TRACE_BYTES:
         return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
     a = analyze(t, opts, progress)

@@ -115,12 +115,13 @@ def _first_clause(text: str, most: int = 220) -> str:
 
 
 def _window_lines(w: dict) -> list[str]:
-    """The window's length and source, in trace ns and in ms from the capture's start."""
+    """The window's length and source, in trace ns and in ms from the capture's start (the origin `--window 1.5s:`
+    counts from: the session start, or the first recorded event where the export records none)."""
     if "duration_ns" not in w:
         return []
-    first = w.get("capture_start_ns")
-    rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the capture's "
-           "start" if first is not None else "")
+    first = w.get("origin_ns", w.get("capture_start_ns"))
+    rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the "
+           f"{w.get('origin') or 'capture start'}" if first is not None else "")
     return [f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})"]
 
 
