@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from nsys_transfer.analysis.rules.integrity import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.schema import own_findings
 from nsys_transfer.analysis.verify import finding_name
 
@@ -47,6 +48,9 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if integ.get("verdict") == "lossy":
         L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
                  "count only what was recorded.")
+    elif integ.get("verdict") == "doubtful":
+        L.append(f"!! POSSIBLY INCOMPLETE TRACE: {integ.get('evidence', 'nsys questions the capture')} The figures "
+                 "below count only what nsys recorded.")
     L += _window_lines(s["window"])
     if s.get("setup"):
         L += _setup_section_lines(s["setup"])
@@ -102,7 +106,9 @@ def verdict_line(findings: list[dict], source: str = "") -> str:
         return f"{head}: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
     f = costed[0]
     if f["rule"] == "incomplete-trace":
-        return "verdict: the trace is incomplete: re-capture before trusting any figure (see incomplete-trace)"
+        what = ("nsys says the trace may be incomplete" if f["evidence"].startswith(DOUBTFUL_PREFIX)
+                else "the trace is incomplete")
+        return f"verdict: {what}: re-capture before trusting any figure (see incomplete-trace)"
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
     return (f"{head}: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
             f"{_first_clause(f['suggestion'])}")

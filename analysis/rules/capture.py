@@ -8,16 +8,24 @@ from nsys_transfer.analysis.rules.base import Finding, Context, ms
 
 
 class IncompleteTrace:
-    """The capture lost a large part of its CUDA events: every other figure is then wrong, so this comes first."""
+    """The capture lost a large part of its CUDA events, or nsys itself says it may have (verdict doubtful): every
+    other figure is then in question, so this comes first."""
     id = "incomplete-trace"
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
         integ = ctx.summary["trace"].get("integrity") or {}
-        if integ.get("verdict") != "lossy":
+        if integ.get("verdict") not in ("lossy", "doubtful"):
             return []
-        if (integ.get("figures") or {}).get("cut"):
+        if integ["verdict"] == "doubtful":
+            fix = ("do not trust the figures of this trace as whole: capture it again so that nsys records every "
+                   "process to its end (let each traced process exit normally inside the capture, not by a kill or "
+                   "os._exit; bound the capture with torch.cuda.profiler.start()/stop() and --capture-range="
+                   "cudaProfilerApi rather than --duration), with an Nsight Systems that traces this driver "
+                   "(`python -m nsys_transfer.profiling where`); `analyze-trace --check` then says whether nsys "
+                   "still doubts it")
+        elif (integ.get("figures") or {}).get("cut"):
             fix = ("do not trust the figures near the edges: analyse the whole capture this slice was cut from, or "
                    "pass a --window (or --steps) well inside this one")
         else:
