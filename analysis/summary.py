@@ -10,7 +10,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import PIPELINE_DRAIN
 
 from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.sections import cpu, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
+from nsys_transfer.analysis.sections import cpu, cpu_only, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
 from nsys_transfer.analysis.sections import kernels as kernel_section
 from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
@@ -288,6 +288,7 @@ def _trace_section(trace: Trace, digest: KernelDigest, memcpys, nvtx, copies, gp
     a machine without a GPU) what its OS calls took instead."""
     info = _trace_info(trace, digest.count, memcpys, nvtx)
     info["os_runtime"] = _os_runtime(trace, opts.top) if gpu_section is None else None
+    info["cpu_only"] = cpu_only.part(trace) if gpu_section is None else None
     info["link"] = host_link(trace.device.gpus, copies, opts.link_gbps)
     info["program"] = program.describe(trace.host.threads, nvtx, digest.names(), opts.run_record)
     return info

@@ -157,7 +157,7 @@ def _gpu_lines(g: dict | None, t: dict) -> list[str]:
         return [f"GPU busy {_pct(g['utilization'])}, compute (kernels) {_pct(g['compute_utilization'])}"
                 + ("".join(f"; device {d['device']}: {_pct(d['utilization'])} / {_pct(d['compute_utilization'])}"
                            for d in g["devices"]) if len(g["devices"]) > 1 else "")]
-    L = ["no GPU activity in this trace (NVTX / OS runtime only)"]
+    L = [t["cpu_only"]["line"] if t.get("cpu_only") else "no GPU activity in this trace (NVTX / OS runtime only)"]
     if t.get("os_runtime"):
         L.append("OS runtime calls (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                         for r in t["os_runtime"][:6]))

@@ -86,6 +86,15 @@ class NvtxMissing:
         """This rule's findings for the analysis; empty when it does not fire."""
         if ctx.summary["nvtx"]["count"]:
             return []
+        cpu_only = ctx.summary["trace"].get("cpu_only")
+        if cpu_only:  # no GPU work: no idle GPU time to explain, and a Python program is marked from Python
+            how = ("with NVTX ranges from Python (pip install nvtx; `with nvtx.annotate(\"step\"):` around each "
+                   "step, or torch.cuda.nvtx.range, which needs no GPU either)" if cpu_only["python"] or
+                   ctx.program.get("framework") == "pytorch" else
+                   "with NVTX ranges (nvtxRangePushA/nvtxRangePop)")
+            return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so the program's time "
+                                "cannot be split into its steps and phases", f"mark each step and its phases {how} "
+                                "and trace with --trace=nvtx,osrt (add cuda where a GPU is used)", severity="info")]
         return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so idle GPU time cannot be tied "
                             "to the program's phases", ctx.advice(
                                 "wrap each step and its phases in NVTX ranges (torch.cuda.nvtx.range(...) or "
