@@ -107,7 +107,7 @@ def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
             raise TraceError(f"--steps {spec.text}: the trace has {n} steps (0 to {n - 1})")
         return int(chosen["start_ns"].min()), int(chosen["end_ns"].max())
     first, last = span.capture_start(trace), span.capture_end(trace)
-    if first is None:
+    if first is None or last is None:
         raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
     origin_ns, _ = span.origin(trace)
     base = (origin_ns or 0) if spec.relative else 0
@@ -124,8 +124,8 @@ def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
 def where_it_runs(trace, lo: int, hi: int, spec: Spec | None, what: str = "its GPU operations and NVTX ranges") -> str:
     """"<what> run from A to B ms from the session start (--window Ams:Bms covers them)": the trace's own span, in
     the form the user gave (times from the origin with a unit, or trace ns), and a window of this trace to try."""
-    if spec is not None and spec.relative:
-        origin_ns, origin_name = span.origin(trace)
+    origin_ns, origin_name = span.origin(trace)
+    if spec is not None and spec.relative and origin_ns is not None:
         a, b = (lo - origin_ns) / 1e6, (hi - origin_ns) / 1e6
         return (f"{what} run from {a:,.1f} to {b:,.1f} ms from the {origin_name} (--window "
                 f"{math.floor(a)}ms:{math.ceil(b)}ms covers them)")
