@@ -37,16 +37,20 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# the development install is path-based (a .pth naming the checkout), not setuptools' import hook: mypy, pyright and
+# editors then resolve nsys_transfer from any folder (a user's own project too), and a new module needs no reinstall
+EDITABLE := --config-settings editable_mode=compat
+
 $(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e . $(EDITABLE)
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' $(EDITABLE)
 	@touch $@ $(VENV)/.base
 
 $(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[workloads,dev]'
+	$(BIN)/python -m pip install -q -e '.[workloads,dev]' $(EDITABLE)
 	@touch $@ $(VENV)/.base $(VENV)/.dev
 
 install: $(VENV)/.base

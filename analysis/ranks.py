@@ -21,6 +21,7 @@ from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import cpu, gpu
 from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.load.device import KERNEL_TABLE
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.schema import json_rows, several_traces
@@ -146,23 +147,40 @@ def output_drain(nvtx: pd.DataFrame, ops: gpu.GpuOps, outputs_done_ns: int) -> t
     return max(0, last - outputs_done_ns), "last GPU operation"
 
 
-def _device_rows(label: str, kernels: KernelDigest, memcpys, memsets, nvtx, gpu_names: dict, opts: RankOptions):
-    """Per GPU of one trace: its row, its busy time per bin of its window (bin_busy); and the trace's window."""
+def _device_rows(label: str, kernels: KernelDigest, memcpys, memsets, nvtx, gpu_names: dict, opts: RankOptions,
+                 kernels_recorded: bool = True):
+    """Per GPU of one trace: its row, its busy time per bin of its window (bin_busy); and the trace's window.
+    kernels_recorded: whether the export has a kernel table (without one, compute is unknown, not 0)."""
     ops = gpu.gpu_ops(kernels.ops, memcpys, memsets)
     trace_window = gpu.analysis_window(ops)
     if trace_window is None:
         return [], [], None
-    owner = dict(kernels.driving_process().itertuples(index=False, name=None))
+    owner = _owners(kernels, memcpys, memsets)
     nvtx_pid = pid_of(nvtx["global_tid"].to_numpy()) if len(nvtx) else np.zeros(0, np.int64)
     rows, busy = [], []
     for dev in ops.devices():
         pid = owner.get(dev)
         mine = nvtx[nvtx_pid == pid] if pid is not None else nvtx.iloc[0:0]
         row, passed = _device_row(label, dev, pid, mine, ops.on_device(dev), memcpys, trace_window, gpu_names, opts)
+        if not kernels_recorded:
+            row["compute_utilization"] = None
         rows.append(row)
         window = (row["window_start_ns"], row["window_start_ns"] + row["window_ns"])
         busy.append(bin_busy(passed.busy, window, opts.bin_ns).assign(gpu=row["gpu"]))
     return rows, busy, trace_window
+
+
+def _owners(kernels: KernelDigest, memcpys: pd.DataFrame, memsets: pd.DataFrame) -> dict[int, int]:
+    """device -> the process driving it: the one that launched most kernel time on it, or, on a GPU without kernels
+    (an export without a kernel table), the one whose copies and memsets took most time on it."""
+    owner = {int(d): int(p) for d, p in kernels.driving_process().itertuples(index=False, name=None)}
+    ops = pd.concat([df[["device", "pid"]].assign(ns=(df["end_ns"] - df["start_ns"]).to_numpy())
+                     for df in (memcpys, memsets) if len(df)]) if len(memcpys) or len(memsets) else None
+    if ops is not None:
+        by = ops.groupby(["device", "pid"], as_index=False)["ns"].sum().sort_values("ns", ascending=False)
+        for d, p in by.drop_duplicates("device")[["device", "pid"]].itertuples(index=False, name=None):
+            owner.setdefault(int(d), int(p))
+    return owner
 
 
 def _device_row(label: str, dev: int, pid, mine: pd.DataFrame, dev_ops: gpu.GpuOps, memcpys: pd.DataFrame,
@@ -254,7 +272,8 @@ def trace_part(t, label: str, opts: RankOptions) -> TracePart:
     """One open Trace's share of the multi-GPU analysis: everything analyze_ranks reads of it."""
     kernels, memcpys, memsets, nvtx = t.device.kernel_digest, t.device.memcpys, t.device.memsets, t.host.nvtx
     names = dict(zip(t.device.gpus["device"], t.device.gpus["name"])) if len(t.device.gpus) else {}
-    rows, busy, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts)
+    rows, busy, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts,
+                                      t.has(KERNEL_TABLE) or bool(len(t.device.graph_runs)))
     dtoh = [] if window is None else [(dev, cp.big_copies(d, "DtoH"))
                                       for dev, d in memcpys[memcpys["copy_kind"] == "DtoH"].groupby("device")]
     busy = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=BUSY_COLUMNS)

@@ -10,10 +10,10 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import PIPELINE_DRAIN
 
 from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.sections import cpu, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
+from nsys_transfer.analysis.sections import cpu, cpu_only, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
 from nsys_transfer.analysis.sections import kernels as kernel_section
 from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.span import capture_start, gpu_span_estimate
+from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
 from nsys_transfer.analysis.rules import integrity as integrity_rules
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
@@ -244,10 +244,11 @@ def _window_part(trace: Trace, window, opts: Options, first_event: int | None, f
                  "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
     lo, hi = window
     asked = opts.window_asked
+    origin_ns, origin_name = (0, SESSION_START) if trace.session_start_utc_ns is not None else (first_event, FIRST_EVENT)
     return {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
             "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
             setup.window_source(found) if found else "first to last GPU operation or step range",
-            "capture_start_ns": first_event}
+            "capture_start_ns": first_event, "origin_ns": origin_ns, "origin": origin_name}
 
 
 def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
@@ -287,6 +288,7 @@ def _trace_section(trace: Trace, digest: KernelDigest, memcpys, nvtx, copies, gp
     a machine without a GPU) what its OS calls took instead."""
     info = _trace_info(trace, digest.count, memcpys, nvtx)
     info["os_runtime"] = _os_runtime(trace, opts.top) if gpu_section is None else None
+    info["cpu_only"] = cpu_only.part(trace) if gpu_section is None else None
     info["link"] = host_link(trace.device.gpus, copies, opts.link_gbps)
     info["program"] = program.describe(trace.host.threads, nvtx, digest.names(), opts.run_record)
     return info

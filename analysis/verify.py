@@ -47,8 +47,10 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     for side in (before, after):
         integ = side.summary["trace"].get("integrity") or {}
         if integ.get("verdict") not in (None, "complete"):
-            raise NotComparable(f"{side.path}: the capture lost CUDA events ({integ.get('verdict')}, "
-                                f"analyze-trace --check says why): capture it again before comparing")
+            what = ("nsys questions the capture's completeness" if integ.get("verdict") == "doubtful"
+                    else "the capture lost CUDA events")
+            raise NotComparable(f"{side.path}: {what} ({integ.get('verdict')}, analyze-trace --check says why): "
+                                "capture it again before comparing")
     gb, ga = _gpus(before.summary), _gpus(after.summary)
     if len(gb) != len(ga) or sorted(gb) != sorted(ga):
         raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "

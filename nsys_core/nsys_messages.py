@@ -30,6 +30,38 @@ PATTERNS = [
     ("warning", re.compile(r"is not supported by this build of Nsight Systems|"
                            r"Not all (?:CUDA|NVTX|OS runtime) events might have been collected", re.I)),
 ]
+# nsys's words that question whether the capture holds every event, by kind, seen in real exports' DIAGNOSTIC_EVENT
+# (2024+) and console output: "CUDA profiling might have not been started correctly" (a process whose CUDA tracing
+# never started: a PyTorch program on a machine without a GPU, a helper that loads CUDA's libraries, or a program
+# whose CUDA work went unrecorded), "Not all CUDA events might have been collected" (a process nsys could not flush
+# at its end: killed, os._exit, still running when the capture stopped), events or buffers lost or dropped. The
+# analysis reconciles each with the rows (analysis/sections/capture_activity.py doubts), `--check` the run record's.
+DOUBTS = [
+    ("not-started", re.compile(r"\b(CUDA) profiling might have not been started correctly", re.I)),
+    ("not-all", re.compile(r"\bNot all (.+?) events might have been collected", re.I)),
+    ("lost", re.compile(r"\b(?:dropped|lost)\b.*\b(events?|buffers?|records?)\b|"
+                        r"\b(events?|buffers?|records?)\b.*\b(?:dropped|lost|discarded|overflow(?:ed)?)\b", re.I)),
+]
+# the events the analysis reads: a doubt about others (OpenGL, Vulkan, ...) questions nothing it shows
+READ_EVENTS = ("CUDA", "NVTX", "OS runtime libraries")
+
+
+def doubt(text: str) -> tuple[str, str] | None:
+    """(kind, events) when nsys's message questions whether the capture holds every event the analysis reads:
+    kind 'not-started', 'not-all' or 'lost'; events 'CUDA', 'NVTX', 'OS runtime libraries' ('events' when it does
+    not say which). None for any other message, and for events the analysis does not read."""
+    for kind, pattern in DOUBTS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        events = next((g for g in m.groups() if g), "events")
+        if kind == "lost":
+            return kind, "events"
+        named = next((e for e in READ_EVENTS if events.lower() == e.lower()), None)
+        return (kind, named) if named else None
+    return None
+
+
 # nsys's progress and bookkeeping lines: never messages
 PROGRESS = re.compile(r"^\s*(?:\[\d+/\d+\]|Generating '|Generated:|Collecting data|Processing events|"
                       r"Capture range (?:started|ended)|/.*\.(?:nsys-rep|sqlite|qdstrm)\s*$)")

@@ -57,13 +57,16 @@ def throughput(df, path):
 def utilization(df, path):
     """GPU busy (kernels and copies) and compute (kernels only) per stage."""
     d = df[df["gpu_utilization"].notna()]
+    # a trace without a kernel table has no compute figure (None): no bar, "n/a" where it would stand
+    compute = pd.to_numeric(d["compute_utilization"], errors="coerce")
     fig, ax = plt.subplots(figsize=(9, 3.8))
     x = np.arange(len(d))
     ax.bar(x - 0.2, 100 * d["gpu_utilization"], 0.4, label="GPU busy (kernels + copies)", color="#9DB6D8")
-    ax.bar(x + 0.2, 100 * d["compute_utilization"], 0.4, label="compute (kernels only)", color=COLORS["kernel"])
-    for i, (a, b) in enumerate(zip(d["gpu_utilization"], d["compute_utilization"])):
+    ax.bar(x + 0.2, 100 * compute.fillna(0), 0.4, label="compute (kernels only)", color=COLORS["kernel"])
+    for i, (a, b) in enumerate(zip(d["gpu_utilization"], compute)):
         ax.text(i - 0.2, 100 * a, f"{100 * a:.0f}", ha="center", va="bottom", fontsize=7)
-        ax.text(i + 0.2, 100 * b, f"{100 * b:.0f}", ha="center", va="bottom", fontsize=7)
+        ax.text(i + 0.2, 0 if pd.isna(b) else 100 * b, "n/a" if pd.isna(b) else f"{100 * b:.0f}", ha="center",
+                va="bottom", fontsize=7)
     ax.set_xticks(x)
     ax.set_xticklabels(d["stage"], rotation=20, ha="right", fontsize=9)
     ax.set_ylabel("% of the capture window")

@@ -49,6 +49,9 @@ def _cannot_give(s: dict) -> list[str]:
     if integ.get("verdict") == "lossy":
         out.append(f"the capture lost CUDA events ({integ.get('lost_fraction') or 0:.0%}): its GPU figures count only "
                    "what was recorded")
+    if integ.get("verdict") == "doubtful":
+        out.append("nsys questions the capture's completeness (analyze-trace --check says what it said): its figures "
+                   "count only what nsys recorded")
     return out
 
 

@@ -40,6 +40,8 @@ class Case:
     figures: Callable | None = None  # (summary JSON, reference summary) -> asserts, for cases whose trace is analysed
     read_only: bool = False  # run without the power to write into read-only folders (root has it)
     needs_nsys: bool = False
+    result: str = "summary.json"  # the JSON the run writes into its folder, read for the figures
+    shows: Callable | None = None  # (stdout) -> asserts on the text the user reads
 
 
 # --- fixtures: the pristine export, altered copies, a trace left mid-write -----------------------------------------
@@ -74,6 +76,22 @@ def altered(*statements: str, extra: tuple[str, ...] = ()):
         con.commit()
         con.close()
         return analyse(trace, work, *[x.format(work=work) for x in extra]), [trace]
+    return make
+
+
+def kernel_less(*args: str):
+    """The export with its kernel table dropped ({kl}: under runs/kl/, as a run folder holds it) beside the untouched
+    one ({trace}), with these arguments ({work} is the case's folder)."""
+    def make(work: Path, pristine: Path):
+        trace = _copy(pristine, work)
+        kl = work / "runs" / "kl" / "kl.sqlite"
+        kl.parent.mkdir(parents=True)
+        shutil.copyfile(pristine, kl)
+        con = sqlite3.connect(kl)
+        con.execute(f"DROP TABLE {K}")
+        con.commit()
+        con.close()
+        return [a.format(trace=trace, work=work, kl=kl) for a in args], [trace, kl]
     return make
 
 
@@ -227,6 +245,30 @@ def no_compute_stream_none(s, ref):
     assert all("None" not in f["evidence"] for f in s["diagnosis"])
 
 
+def kernel_less_row(rows, ref):
+    """compare-traces' row of the kernel-less trace: compute unknown and said so, its busy time still measured."""
+    (row,) = rows
+    assert row["compute_utilization"] is None and row["gpu_utilization"] > 0
+    assert any("no kernel table" in c for c in row["cannot_give"])
+
+
+def kernel_less_gpu(s, ref):
+    """Two traces, one kernel-less: each GPU named with the process that drove it (the copies' where no kernels
+    say), the kernel-less one's compute unknown (null), not 0."""
+    kl, full = sorted(s["ranks"]["gpus"], key=lambda g: g["trace"])
+    assert kl["compute_utilization"] is None and full["compute_utilization"] > 0
+    assert isinstance(kl["pid"], int) and kl["pid"] == full["pid"]  # the same capture twice: the same process
+    assert kl["steps"] == full["steps"] == 3
+    assert not any("nan" in f for f in s["ranks"]["figures"])
+
+
+def every_pid_a_number(text):
+    """Each GPU's line names its process by number (not `pid None`, nor `pid 2233.0`), and no share is `nan%`."""
+    pids = re.findall(r"\(pid ([^,)]*)[,)]", text)
+    assert len(pids) == 2 and all(p.isdigit() for p in pids), pids
+    assert "nan" not in text
+
+
 def committed_names(s, ref):
     names = {r["name"] for r in s["nvtx"]["ranges"]}
     assert "process output" in names and "process output1" not in names
@@ -292,6 +334,11 @@ CASES = [
     Case("top-negative", option("--top", "-1"), 2, "at least 1"),
     Case("top-not-a-number", option("--top", "x"), 2, "not a valid integer"),
     Case("pipeline-depth-negative", option("--pipeline-depth", "-1"), 2, "at least 1"),
+    # a trace without a kernel table among others, and in a run folder
+    Case("compare-kernel-less-folder", kernel_less("-m", "nsys_transfer.reports", "{work}/runs", "--out", "{work}/rep"),
+         0, "no kernel table", kernel_less_row, result="rep/results.json"),
+    Case("two-traces-one-kernel-less", kernel_less(*analyse("{kl}", "{work}", "{trace}")), 0, "no kernel table",
+         kernel_less_gpu, shows=every_pid_a_number),
     Case("compare-link-gbps-zero", pristine_with("-m", "nsys_transfer.reports", "{trace}", "--out", "{work}/rep", "--link-gbps", "0"),
          2, "more than 0"),
     # outputs that cannot be written: one line before any work, nothing left behind
@@ -312,6 +359,16 @@ CASES = [
          "cannot write into", read_only=True),
     Case("compare-out-under-a-file", lambda w, p: (["-m", "nsys_transfer.reports", str(_copy(p, w)), "--out", f"{a_file(w)}/rep"],
                                                    [w / "trace.sqlite", w / "a-file"]), 2, "is a file"),
+    # places the OS refuses whatever the permission bits say (root may "access" /proc): refused before the analysis,
+    # naming the output, not the trace
+    Case("json-into-proc", option("--json", "/proc/nsys-transfer.json"), 2, "--json /proc/nsys-transfer.json: cannot write into /proc"),
+    Case("plots-into-proc", option("--plots", "/proc/nsys-transfer"), 2, "--plots /proc/nsys-transfer: cannot write into /proc"),
+    Case("verify-json-into-proc", pristine_with("-m", "nsys_transfer", "verify", "{trace}", "{trace}", "--json", "/proc/v.json"), 2,
+         "--json /proc/v.json: cannot write into /proc"),
+    Case("verify-plots-into-proc", pristine_with("-m", "nsys_transfer", "verify", "{trace}", "{trace}", "--plots", "/proc/v"), 2,
+         "--plots /proc/v: cannot write into /proc"),
+    Case("compare-out-into-proc", pristine_with("-m", "nsys_transfer.reports", "{trace}", "--out", "/proc/rep"), 2,
+         "--out /proc/rep: cannot write into /proc"),
     Case("compare-probe-random-bytes", random_file("probe.json", "-m", "nsys_transfer.reports", "{trace}", "--probe", "{file}",
                                                    "--out", "{work}/rep"), 2, "not valid JSON"),
     Case("compare-failing-trace", random_file("bad.sqlite", "-m", "nsys_transfer.reports", "{file}", "--out", "{work}/rep/deep"), 2,
@@ -395,10 +452,13 @@ def test_bad_input(case: Case, pristine, analyzed, tmp_path, request):
         created = sorted(set(work.rglob("*")) - set(listing))
         assert not created, f"a failed run left {created} behind"
         return
-    s = json.loads((work / "summary.json").read_text())
+    s = json.loads((work / case.result).read_text())
     assert not bad_numbers(s), bad_numbers(s)[:5]
-    assert s["warnings"] and all(w in lines[0] for w in s["warnings"])
+    if case.result == "summary.json":
+        assert s["warnings"] and all(w in lines[0] for w in s["warnings"])
     case.figures(s, analyzed["naive-input"].summary)
+    if case.shows:
+        case.shows(r.stdout)
 
 
 def test_real_exports_have_nothing_to_drop(analyzed, public_traces):

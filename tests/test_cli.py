@@ -1,10 +1,11 @@
 """analyze-trace end to end: output, JSON schema, CSV, plots, and one clear line for every kind of bad input."""
 import json
 import os
+import re
 import sqlite3
 
 from nsys_transfer.analysis import Trace
-from conftest import run_cli, sha256
+from conftest import ROOT, run_cli, sha256
 
 
 def test_summary_json_csv_plots(h200, tmp_path):
@@ -132,7 +133,7 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
         runs[name] = json.loads(out.read_text())
     w = runs["steps"]["window"]
     assert w["source"] == "user: --steps 1:" and runs["steps"]["steps"]["count"] == 11
-    first = w["capture_start_ns"]
+    first = w["origin_ns"]
     ms = f"{(w['start_ns'] - first) / 1e6}ms:{(w['end_ns'] - first) / 1e6}ms"
     for name, args in (("ms", ["--window", ms]), ("ns", ["--window", f"{w['start_ns']}:{w['end_ns']}"])):
         out = tmp_path / f"{name}.json"
@@ -140,7 +141,7 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
         assert r.returncode == 0, r.stderr
         runs[name] = json.loads(out.read_text())
         assert abs(runs[name]["window"]["start_ns"] - w["start_ns"]) <= 1000, name  # ms printed to the microsecond
-        assert runs[name]["steps"]["count"] == 11 and "ms from the capture's start" in r.stdout
+        assert runs[name]["steps"]["count"] == 11 and "ms from the session start" in r.stdout
     assert "warmup-in-capture" not in {f["rule"] for f in runs["steps"]["diagnosis"]}
     # the kernels, copies and ranges counted are the window's, not the whole capture's
     with Trace.open(h200["pinned-long"]) as t:
@@ -149,3 +150,41 @@ def test_window_in_ms_and_steps_agree_with_the_ns_form(h200, tmp_path):
         assert runs["steps"]["kernels"]["count"] == inside(k) < len(k)
         assert runs["steps"]["trace"]["counts"]["memcpys"] == inside(m) < len(m)
         assert runs["steps"]["nvtx"]["count"] == inside(t.host.nvtx) < len(t.host.nvtx)
+
+
+def test_window_times_count_from_the_session_start(tmp_path):
+    """hf_generate's export records its session start (trace time 0, as nsys's timeline shows it); its first GPU
+    operation came 14.3 s later. `--window 15s:` is 15 s into the session, the header says which origin, and a
+    window outside the activity is refused with a window of this trace to try."""
+    trace = ROOT / "tests" / "data" / "programs" / "hf_generate_nsys2024.sqlite.xz"
+    out = tmp_path / "w.json"
+    r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--window", "15s:16s", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    w = json.loads(out.read_text())["window"]
+    assert (w["start_ns"], w["end_ns"]) == (15_000_000_000, 16_000_000_000)
+    assert w["origin_ns"] == 0 and w["origin"] == "session start"
+    assert w["capture_start_ns"] == 14_306_342_690  # the first GPU operation, as before
+    assert "= 15,000.0 to 16,000.0 ms from the session start" in r.stdout
+    for asked, said in (("1s:2s", "no GPU activity inside it"), ("25s:", "starts after this trace's last"),
+                        (":1s", "ends before this trace's first")):
+        r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--window", asked, "-q")
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"--window {asked}: {said}" in lines[0] and "ms from the session start" in lines[0], lines[0]
+        suggested = re.search(r"\(--window (\S+) covers them\)", lines[0]).group(1)
+        r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--window", suggested, "--json", str(out), "-q")
+        assert r.returncode == 0, (suggested, r.stderr)  # the window the error suggests is this trace's
+        assert json.loads(out.read_text())["kernels"]["count"] > 9000
+
+
+def test_window_times_without_a_recorded_session_start_count_from_the_first_event(public_traces, tmp_path):
+    """nsys 2020.3 recorded no session start: times count from the first GPU operation or NVTX range, and the header
+    says so."""
+    trace = next(p for p in public_traces if p.name.startswith("nvtxex_cudf"))
+    out = tmp_path / "w.json"
+    r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--window", "1s:", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    w = json.loads(out.read_text())["window"]
+    assert w["origin"] == "first GPU operation or NVTX range" and w["origin_ns"] == w["capture_start_ns"] > 0
+    assert w["start_ns"] == w["origin_ns"] + 1_000_000_000
+    assert "ms from the first GPU operation or NVTX range" in r.stdout

@@ -301,3 +301,114 @@ def test_check_says_which_process_nsys_found_no_cuda_in():
     assert said and "[about process 1375, which runs no GPU work; the GPU work is process 1325's]" in said[0]
     r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
     assert r.returncode == 0 and "which runs no GPU work" in r.stdout and "=> trusted" in r.stdout
+
+
+# --- nsys's own doubts (DIAGNOSTIC_EVENT, the run record) -------------------------------------------------------
+
+GRAPH_INFER = ROOT / "tests" / "data" / "programs" / "cuda_graph_infer_nsys2024.sqlite.xz"  # complete, no capture range
+NOT_ALL_CUDA = "Not all CUDA events might have been collected."
+NOT_STARTED = "CUDA profiling might have not been started correctly."
+
+
+def _nsys_says(path, text, pid, times=1):
+    """Add nsys's message about process `pid` to the export's DIAGNOSTIC_EVENT, `times` times, as nsys writes it
+    (a host timestamp, source Analysis, severity Warning, the process's own serialized globalPid)."""
+    con = sqlite3.connect(path)
+    try:
+        gpid = con.execute("SELECT globalPid FROM DIAGNOSTIC_EVENT WHERE (globalPid >> 24) & 16777215 = ? LIMIT 1",
+                           (pid,)).fetchone()[0]
+        last = con.execute("SELECT max(timestamp) FROM DIAGNOSTIC_EVENT").fetchone()[0]
+        con.executemany("INSERT INTO DIAGNOSTIC_EVENT (timestamp, timestampType, source, severity, text, globalPid) "
+                        "VALUES (?, 2, 3, 2, ?, ?)", [(last + 1000 + i, text, gpid) for i in range(times)])
+        con.commit()
+    finally:
+        con.close()
+
+
+def _summary(path):
+    from nsys_transfer.analysis.summary import analyze
+    with Trace.open(path) as t:
+        return analyze(t).summary
+
+
+def test_nsys_doubting_its_cuda_events_is_not_complete(tmp_path):
+    """A complete capture, every check passing, where nsys said "Not all CUDA events might have been collected" of the
+    process that holds the GPU work: --check says DOUBTFUL and not trusted; the summary's verdict is doubtful, its
+    first finding and its header quote nsys."""
+    path = _local_copy(GRAPH_INFER, tmp_path)
+    assert _assess(path, pairs=True)["verdict"] == "complete"  # the premise: as captured, nothing to doubt
+    _nsys_says(path, NOT_ALL_CUDA, 702)
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "DOUBTFUL" in r.stdout and "COMPLETE" not in r.stdout and "=> NOT to be trusted" in r.stdout
+    assert f'"{NOT_ALL_CUDA[:-1]}" of process 702, which holds 297 GPU operations' in r.stdout
+    s = _summary(path)
+    integ = s["trace"]["integrity"]
+    assert integ["verdict"] == "doubtful" and NOT_ALL_CUDA[:-1] in integ["evidence"]
+    (d,) = integ["figures"]["diagnostics"]["doubts"]
+    assert (d["kind"], d["events"], d["pid"], d["explained"]) == ("not-all", "CUDA", 702, None)
+    first = s["diagnosis"][0]
+    assert first["rule"] == "incomplete-trace" and first["severity"] == "high" and NOT_ALL_CUDA[:-1] in first["evidence"]
+    from nsys_transfer.analysis.render.text import text_report
+    head = text_report(s).splitlines()
+    assert head[1].startswith("!! POSSIBLY INCOMPLETE TRACE") and NOT_ALL_CUDA[:-1] in head[1]
+    assert head[2].startswith("verdict: nsys says the trace may be incomplete")
+
+
+def test_cuda_profiling_not_started_with_two_api_calls_is_not_complete(tmp_path):
+    """As on a public PyTorch export (nsys 2025.3): nsys said 27 times that CUDA profiling might not have started and
+    that not all CUDA events were collected, and the export holds 2 CUDA API calls and no GPU work. Made from a real
+    capture with its GPU rows and all but 2 API calls removed; no check has anything to cross-check, so the verdict
+    rests on what nsys said."""
+    path = _local_copy(GRAPH_INFER, tmp_path)
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+                  "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+        _delete(path, f"DELETE FROM {table}")
+    # the first two calls it made (cuModuleGetLoadingMode, cudaStreamIsCapturing): neither puts work on the GPU
+    assert _delete(path, "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid NOT IN (SELECT rowid FROM "
+                         "CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start LIMIT 2)") > 1000
+    _delete(path, "DELETE FROM DIAGNOSTIC_EVENT WHERE text LIKE 'Number of CUDA events collected%'")
+    _nsys_says(path, NOT_STARTED, 702, times=27)
+    _nsys_says(path, NOT_ALL_CUDA, 702)
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
+    assert r.returncode == 1 and "DOUBTFUL" in r.stdout and "=> NOT to be trusted" in r.stdout, r.stdout
+    assert f'"{NOT_STARTED[:-1]}" of process 702, 27 times, which holds 2 CUDA API calls and no GPU work' in r.stdout
+    s = _summary(path)
+    assert s["gpu"] is None and s["trace"]["integrity"]["verdict"] == "doubtful"
+    assert s["diagnosis"][0]["rule"] == "incomplete-trace" and NOT_STARTED[:-1] in s["diagnosis"][0]["evidence"]
+
+
+def test_nsys_doubts_the_rows_or_its_log_explain_keep_the_capture_complete(public_traces):
+    """Real exports where nsys said such things and nothing is missing: nsightful and zx3xyy began their capture with
+    cudaProfilerStart (nsys then says "Not all ... events" of every process when the range ends), and zx3xyy's
+    "CUDA profiling might have not been started correctly" is about a compile worker that made no CUDA call beside
+    the main process's GPU work."""
+    for prefix in ("nsightful", "zx3xyy"):
+        path = next(p for p in public_traces if p.name.startswith(prefix))
+        a = _assess(path, pairs=True)
+        doubts = a["figures"]["diagnostics"]["doubts"]
+        assert a["verdict"] == "complete" and doubts and all(d["explained"] for d in doubts), (prefix, doubts)
+        assert any(d["said"] == NOT_ALL_CUDA and "cudaProfilerStart" in d["explained"] for d in doubts)
+        r = run_cli("-m", "nsys_transfer.analysis", "--check", str(path))
+        assert r.returncode == 0 and "=> trusted" in r.stdout and "explained: the program's cudaProfilerStart" in r.stdout
+    worker = next(d for d in doubts if d["kind"] == "not-started")
+    assert worker["pid"] == 2460791 and worker["cuda_calls"] == 0 and "process 2460631's" in worker["explained"]
+
+
+def test_check_record_with_nsys_doubts_is_not_trusted(tmp_path):
+    """The run record beside a complete export kept nsys's console line "Not all CUDA events might have been
+    collected": --check does not call it complete. Beside a range capture whose export explains the same words, it
+    stays trusted."""
+    shutil.copyfile(GRAPH_INFER, tmp_path / "infer.sqlite.xz")
+    rec = json.loads((ROOT / "tests" / "data" / "programs" / "cuda_graph_infer_nsys2024.run.json").read_text())
+    rec["nsys_messages"] = [{"stage": "capture", "kind": "warning", "text": NOT_ALL_CUDA}]
+    (tmp_path / "infer.run.json").write_text(json.dumps(rec))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(tmp_path / "infer.sqlite.xz"))
+    assert r.returncode == 1 and "DOUBTFUL" in r.stdout and "COMPLETE" not in r.stdout, r.stdout
+    assert "its output in the run record said" in r.stdout and "=> NOT to be trusted" in r.stdout
+    ranged = tmp_path / "ranged"
+    ranged.mkdir()
+    shutil.copyfile(ROOT / "tests" / "data" / "programs" / "pinned_bf16_nsys2024.sqlite.xz", ranged / "bf16.sqlite.xz")
+    (ranged / "bf16.run.json").write_text(json.dumps(rec))
+    r = run_cli("-m", "nsys_transfer.analysis", "--check", str(ranged / "bf16.sqlite.xz"))
+    assert r.returncode == 0 and "COMPLETE" in r.stdout and "=> trusted" in r.stdout, r.stdout

@@ -4,6 +4,7 @@ module of it, once. Console scripts and `python -m nsys_transfer...` work from a
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,3 +73,53 @@ def test_pip_install_into_a_fresh_venv(tmp_path, h200, compiler):
     for module in ("nsys_transfer", "nsys_transfer.analysis", "nsys_transfer.reports", "nsys_transfer.profiling",
                    "nsys_transfer.workloads", "nsys_transfer.analysis.cli.scrub"):
         assert "Usage" in run(python, "-m", module, "--help")
+
+
+def _makefile_editable_mode() -> list[str]:
+    """The options the Makefile's install rules give `pip install -e` (EDITABLE)."""
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if line.startswith("EDITABLE :="):
+            return line.split(":=", 1)[1].split()
+    raise AssertionError("the Makefile names no EDITABLE mode for its install rules")
+
+
+def test_development_install_is_seen_from_any_folder(tmp_path):
+    """`pip install -e` as the Makefile runs it, into a fresh venv: from a folder outside the checkout, mypy resolves
+    every first-party import of nsys_transfer (setuptools' default editable install is an import hook, which mypy
+    cannot follow: "Can't find package 'nsys_transfer'"), `python -m nsys_transfer.analysis` runs, and a module added
+    to a layer's folder after the install is importable at once; the layers stay links to the top-level folders."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".nsys", ".carry", "out", "runs", "build", "*.egg-info", "__pycache__", "tests", "docs",
+        "*.so", ".mypy_cache", ".pytest_cache", ".ruff_cache"))
+    assert all((src / "nsys_transfer" / layer).is_symlink() for layer in LAYERS)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "dependencies.pth").write_text(f"{_dependencies_of_this_environment(tmp_path / 'deps')}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "MYPYPATH")}
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--no-index", "-e", str(src), *_makefile_editable_mode()],
+                       capture_output=True, text=True, env={**env, "CC": "/bin/false"}, cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def run(*cmd, ok=(0,)):
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=600)
+        assert r.returncode in ok, f"{cmd}: {r.stdout[-3000:]}{r.stderr[-3000:]}"
+        return r.stdout + r.stderr
+
+    # mypy exits 1 on the type errors it finds (third-party stubs, not house rules), 2 when it cannot run at all
+    said = run(python, "-m", "mypy", "--python-executable", python, "-p", "nsys_transfer", "--no-error-summary",
+               "--cache-dir", tmp_path / "mypy-cache", ok=(0, 1))
+    assert "Can't find package" not in said and "'nsys_transfer' cannot be type checked" not in said, said[-2000:]
+    unresolved = [x for x in said.splitlines() if re.search(r'(module named|Module) "nsys_transfer[."]', x)]
+    assert not unresolved, unresolved[:5]
+    assert str(src / "nsys_transfer") in said or not said.strip()  # it read the checkout's files
+    assert "Usage" in run(python, "-m", "nsys_transfer.analysis", "--help")
+    (src / "analysis" / "added_later.py").write_text("WHERE = __file__\n")
+    where = run(python, "-c", "import nsys_transfer.analysis.added_later as m; print(m.WHERE)")
+    assert where.strip() == str(src / "nsys_transfer" / "analysis" / "added_later.py"), where

@@ -142,3 +142,37 @@ def test_make_trace_is_the_whole_path_for_your_own_program(nsys, tmp_path):
     assert "nvtx installed" in r.stderr and ".venv/bin/python" in r.stderr
     assert (tmp_path / "runs" / "nvtx_steps" / "nvtx_steps.sqlite").exists()
     assert "steps: 2 matching" in r.stdout and "OS runtime calls (total):" in r.stdout and "clock_nanosleep" in r.stdout
+
+
+@pytest.mark.parametrize("trace_what", ["nvtx,osrt", "cuda,nvtx,osrt"])
+def test_cpu_only_pytorch_capture_says_what_it_can_show(nsys, tmp_path, trace_what):
+    """A PyTorch loop run on the CPU, recorded here by real nsys (with CUDA traced and without): the report's first
+    line says that no GPU was used, so no transfer can be measured, and which Python ran it on which device; no CUDA C
+    advice (nvtxRangePushA) and no idle-GPU wording for a program that never used one. Traced with CUDA on a machine
+    without a GPU, nsys says "CUDA profiling might have not been started correctly": the trace explains it."""
+    pytest.importorskip("torch")
+    from nsys_transfer.profiling.checks import has_gpu
+    program = ROOT / "tests" / "programs" / "cpu_infer.py"
+    out = tmp_path / "cpu"
+    import subprocess
+    r = subprocess.run([nsys.path, "profile", f"--trace={trace_what}", "--export=sqlite", "-o", str(out),
+                        sys.executable, str(program), "5"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done 5 steps on cpu" in r.stdout, (r.stdout + r.stderr)[-3000:]
+    summary = tmp_path / "s.json"
+    r = run_cli("-m", "nsys_transfer.analysis", str(out.with_suffix(".sqlite")), "--json", str(summary))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(summary.read_text())
+    c = s["trace"]["cpu_only"]
+    assert s["gpu"] is None and c["python"] and c["program"] == f"{sys.executable} {program} 5"
+    assert c["gpu"] == ("unused" if has_gpu() else "none")
+    line = r.stdout.splitlines()[1]
+    assert line == c["line"] and line.startswith("CPU-only capture: no GPU was used (")
+    assert "so no transfer can be measured" in line and f"`{sys.executable} {program} 5` on the CPU" in line
+    assert "nvtxRangePushA" not in r.stdout and "idle GPU time" not in r.stdout
+    nvtx = next(f for f in s["diagnosis"] if f["rule"] == "nvtx-missing")
+    assert "nvtx.annotate" in nvtx["suggestion"]
+    integ = s["trace"]["integrity"]
+    assert integ["verdict"] == "complete", integ["evidence"]
+    if "cuda" in trace_what and not has_gpu():
+        (d,) = [d for d in integ["figures"]["diagnostics"]["doubts"] if d["kind"] == "not-started"]
+        assert d["explained"].startswith("the machine lists no GPU")

@@ -48,7 +48,8 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--step-regex", default=None, help="NVTX ranges that are steps (default: detected, e.g. 'Batch 7', 'step 12')")
 @click.option("--window", "window", default=None,
               help="analyse only START:END: trace ns, or times from the capture's start with a unit (1200ms:4500ms, "
-                   "1.2s:); either end may be left open")
+                   "1.2s:): the session start the export records, as nsys's timeline shows it (the header says "
+                   "which origin); either end may be left open")
 @click.option("--steps", "steps", default=None,
               help="analyse only these steps: FIRST:END, 0-based, END left out (3: skips the first three)")
 @click.option("--whole", is_flag=True, help="the verdict over the whole capture, set-up and warm-up included "
@@ -139,7 +140,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
         opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
-        options.check_window_has_activity(t, opts.window)
+        window.check_has_activity(t, opts.window, opts.window_asked)
     if t.path.stat().st_size >= LARGE_TRACE_BYTES:
         return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
     a = analyze(t, opts, progress)
@@ -154,7 +155,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
         plots = _plots()
-        plot_dir.mkdir(parents=True, exist_ok=True)
+        outputs.make_folder(plot_dir, "--plots")
         stem = trace.name.split(".")[0]
         plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
         plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
@@ -196,7 +197,7 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, lin
             parts = ex.map(part_of_path, [(p, lb, opts) for p, lb in zip(paths, labels)], progress or (lambda m: None))
         r = merge_parts(parts, opts, progress)
         if plot_dir:
-            plot_dir.mkdir(parents=True, exist_ok=True)
+            outputs.make_folder(plot_dir, "--plots")
             plots = _plots()
             plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
             plots.plot_rank_heatmap(r, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")

@@ -12,7 +12,6 @@ import click
 
 from nsys_transfer.analysis import parallel
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.load.ops_store import SpilledOps
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 
@@ -81,19 +80,6 @@ RULES = {
     "top": (1, True, "rows in each top-N list"),
     "pipeline_depth": (1, True, "output buffers in the pipeline, for the short-capture rule"),
 }
-
-
-def check_window_has_activity(trace, win: tuple[int, int]) -> None:
-    """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is."""
-    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets) if len(df)]
-    if any(df.overlaps(*win) if isinstance(df, SpilledOps) else
-           bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
-        return
-    if not frames:
-        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
-    lo, hi = min(int(df["start_ns"].min()) for df in frames), max(int(df["end_ns"].max()) for df in frames)
-    raise TraceError(f"--window {win[0]}:{win[1]}: no GPU activity inside it; this trace's GPU activity runs from "
-                     f"{lo} to {hi} ns")
 
 
 def executor_options(command):

@@ -76,7 +76,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
             raise TraceError("--window and --steps both name the span: give one")
         win = window.parse_window(window_text) or window.parse_steps(steps_text)
         if plot_dir:
-            plot_dir.mkdir(parents=True, exist_ok=True)
+            outputs.make_folder(plot_dir, "--plots")
         sides = [load(p, step_regex, win, label, plot_dir) for p, label in ((before, "before"), (after, "after"))]
         result = verify(*sides, fail_if_slower=fail_if_slower, fail_on_new=fail_on_new)
     except NotComparable as e:
@@ -87,7 +87,10 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         _fail(str(e))
     doc = result.document
     if json_path:
-        outputs.write_json(json_path, doc)
+        try:
+            outputs.write_json(json_path, doc)
+        except TraceError as e:
+            _fail(str(e))
     if plot_dir:
         _plots().plot_breakdown([s.summary for s in sides], ["before", "after"], plot_dir / "verify_breakdown.png",
                              title="where the GPU's time went")

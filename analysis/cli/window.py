@@ -1,7 +1,8 @@
 """`--window` and `--steps`: the span a user asks for, as a user says it, turned into trace ns.
 
     --window 8771928647:13472651983   trace ns (whole numbers: what the JSON's `window` holds)
-    --window 1200ms:4500ms            from the capture's start (its first recorded event); units ns, us, ms, s
+    --window 1200ms:4500ms            from the capture's start: the session start the export records (trace time 0),
+                                      else its first GPU operation or NVTX range (span.origin); units ns, us, ms, s
     --window 1.2s:                    an open end: to the end of the capture (or from its start, `:4.5s`)
     --steps 3:                        from the 4th step on (Python's slice of the steps: 0-based, end excluded)
     --steps 2:5                       steps 2, 3 and 4
@@ -19,7 +20,8 @@ import pandas as pd
 from nsys_transfer.analysis.sections.cpu import detect_step_regex
 from nsys_transfer.analysis.sections.program import matching
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.load.span import capture_end, capture_start
+from nsys_transfer.analysis.load import span
+from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.cli.options import MAX_NS
 
 UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -104,19 +106,41 @@ def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
         if chosen.empty:
             raise TraceError(f"--steps {spec.text}: the trace has {n} steps (0 to {n - 1})")
         return int(chosen["start_ns"].min()), int(chosen["end_ns"].max())
-    first, last = capture_start(trace), capture_end(trace)
-    if first is None:
+    first, last = span.capture_start(trace), span.capture_end(trace)
+    if first is None or last is None:
         raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
-    base = first if spec.relative else 0
+    origin_ns, _ = span.origin(trace)
+    base = (origin_ns or 0) if spec.relative else 0
     lo = base + int(spec.start) if spec.start is not None else first
     hi = base + int(spec.end) if spec.end is not None else last
     if hi <= lo:
-        raise TraceError(f"{spec.flag} {spec.text}: ends before it starts in this trace (it runs "
-                         f"{(last - first) / 1e6:,.1f} ms from {first} ns)")
+        said = ("starts after this trace's last GPU operation or NVTX range" if spec.start is not None and lo >= last
+                else "ends before this trace's first GPU operation or NVTX range" if spec.end is not None and hi <= first
+                else "ends before it starts in this trace")
+        raise TraceError(f"{spec.flag} {spec.text}: {said}; " + where_it_runs(trace, first, last, spec))
     return lo, hi
 
 
-def describe(lo: int, hi: int, first: int | None) -> str:
-    """The window in absolute ns and in ms from the capture's start."""
-    rel = f" = {(lo - first) / 1e6:,.1f} to {(hi - first) / 1e6:,.1f} ms from the capture's start" if first is not None else ""
-    return f"{lo}:{hi} ns{rel}"
+def where_it_runs(trace, lo: int, hi: int, spec: Spec | None, what: str = "its GPU operations and NVTX ranges") -> str:
+    """"<what> run from A to B ms from the session start (--window Ams:Bms covers them)": the trace's own span, in
+    the form the user gave (times from the origin with a unit, or trace ns), and a window of this trace to try."""
+    origin_ns, origin_name = span.origin(trace)
+    if spec is not None and spec.relative and origin_ns is not None:
+        a, b = (lo - origin_ns) / 1e6, (hi - origin_ns) / 1e6
+        return (f"{what} run from {a:,.1f} to {b:,.1f} ms from the {origin_name} (--window "
+                f"{math.floor(a)}ms:{math.ceil(b)}ms covers them)")
+    return f"{what} run from {lo} to {hi} ns (--window {lo}:{hi} covers them)"
+
+
+def check_has_activity(trace, win: tuple[int, int], spec: Spec | None = None) -> None:
+    """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is
+    (in the user's own terms: spec, the window as asked)."""
+    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets) if len(df)]
+    if any(df.overlaps(*win) if isinstance(df, SpilledOps) else
+           bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
+        return
+    if not frames:
+        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
+    lo, hi = min(int(df["start_ns"].min()) for df in frames), max(int(df["end_ns"].max()) for df in frames)
+    asked = f"{spec.flag} {spec.text}" if spec is not None else f"--window {win[0]}:{win[1]}"
+    raise TraceError(f"{asked}: no GPU activity inside it; " + where_it_runs(trace, lo, hi, spec, "this trace's GPU operations"))

@@ -1,7 +1,21 @@
-"""The capture's recorded span: its first and last event (GPU operation or NVTX range), in trace ns."""
+"""The capture's recorded span: its first and last event (GPU operation or NVTX range), in trace ns; and the origin
+that times "from the capture's start" (`--window 1.5s:`, the header's ms) count from."""
 from __future__ import annotations
 
 import pandas as pd
+
+SESSION_START = "session start"
+FIRST_EVENT = "first GPU operation or NVTX range"
+
+
+def origin(trace) -> tuple[int | None, str]:
+    """(trace ns, name) of the capture's start: the session start where the export records one
+    (TARGET_INFO_SESSION_START_TIME: the UTC instant of trace time 0, from which nsys counts every timestamp; the
+    set-up before the first GPU operation, 1.4 s and more, then counts), else its first GPU operation or NVTX range
+    (capture_start: exports of nsys 2020, which record no session start); None without either."""
+    if trace.session_start_utc_ns is not None:
+        return 0, SESSION_START
+    return capture_start(trace), FIRST_EVENT
 
 
 def capture_start(trace) -> int | None:

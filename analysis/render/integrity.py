@@ -3,7 +3,16 @@ from __future__ import annotations
 
 from nsys_transfer.nsys_core import nsys_messages
 
+from nsys_transfer.analysis.rules.integrity import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.sections.capture_activity import TIMELINE_BINS
+
+
+def record_doubts(messages: list[dict], export_doubts: list[dict]) -> list[dict]:
+    """The run record's nsys messages that question completeness (nsys_messages.doubt) and that the export's own
+    diagnostics do not explain (the same doubt, of the same events, explained there: a capture range's end, say)."""
+    explained = {(x["kind"], x["events"]) for x in export_doubts if x["explained"]}
+    return [m for m in messages if nsys_messages.doubt(str(m["text"])) not in explained | {None}]
+
 
 def record_messages(record: dict) -> list[dict]:
     """nsys's messages in a run record; records written before it kept them: parsed from its last lines."""
@@ -23,11 +32,23 @@ def _spark(values: list[float]) -> str:
 
 def check_report(result: dict, path: str, record_path=None, record: dict | None = None) -> tuple[str, bool]:
     """The text `analyze-trace --check` prints for one trace, and whether the trace is to be trusted: not when the
-    figures say events were lost, nor when the run record beside it holds nsys errors (warnings are shown only)."""
+    figures say events were lost, nor when nsys itself questions the capture's completeness (in the export, or in
+    its output the run record beside it keeps) and nothing explains it, nor when the run record holds nsys errors
+    (other warnings are shown only)."""
     f = result["figures"]
-    L = [f"{path}: {result['verdict'].upper()}"
-         + (f", lost fraction {result['lost_fraction']:.1%}" if result["lost_fraction"] is not None else "")]
-    L.append(f"  {result['evidence']}")
+    d = f["diagnostics"]
+    messages = record_messages(record) if record is not None else []
+    doubted = record_doubts(messages, d.get("doubts", []))
+    verdict, evidence = result["verdict"], result["evidence"]
+    if verdict == "complete" and doubted:  # the export's rows pass, but nsys's console output questions them
+        verdict = "doubtful"
+        evidence = (f"{DOUBTFUL_PREFIX}: its output in the run record said "
+                    + "; ".join(f'"{m["text"]}"' for m in doubted[:4])
+                    + "; the rows pass every check here, but events nsys never recorded leave no mark in them.")
+    measured = " measured by the checks" if verdict == "doubtful" else ""
+    L = [f"{path}: {verdict.upper()}"
+         + (f", lost fraction {result['lost_fraction']:.1%}{measured}" if result["lost_fraction"] is not None else "")]
+    L.append(f"  {evidence}")
     c = f["capture"]
     driver = f"on a CUDA {c['driver_cuda']} driver" if c["driver_cuda"] else "driver not recorded"
     newest = f", traces CUDA {c['nsys_newest_cuda']}" if c["nsys_newest_cuda"] else ""
@@ -60,15 +81,18 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
         L.append(f"    {tl['activity']:<7} |{_spark(cpu)}| peak {max(cpu):,.0f}/s, "
                  f"{tl['cpu_events']:,} in all; after the last GPU operation: {tl['cpu_events_after']:,} "
                  f"({tl['cpu_share_after']:.1%})")
-    d = f["diagnostics"]
     if d["cuda_events_collected"] is not None:
         L.append(f"  nsys counted {d['cuda_events_collected']:,} CUDA events; "
                  f"the export holds {d['cuda_rows_exported']:,}")
     for m in d["messages"][:8]:
         L.append(f"  nsys (in the export): {m}")
-    trusted = result["verdict"] == "complete"
+    for x in d.get("doubts", [])[:12]:
+        whom = f" of process {x['pid']}" if x["pid"] is not None else ""
+        times = f", {x['times']} times" if x["times"] > 1 else ""
+        L.append(f"  nsys doubts{whom}{times}: \"{x['said']}\" => "
+                 + (f"explained: {x['explained']}" if x["explained"] else "NOT explained by the rows or nsys's log"))
+    trusted = verdict == "complete"
     if record is not None:
-        messages = record_messages(record)
         L.append(f"  run record {record_path}: " + (f"{len(messages)} nsys message(s)" if messages
                                                      else "no nsys warnings or errors"))
         for m in messages[:20]:

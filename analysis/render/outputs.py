@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from nsys_transfer.analysis.errors import TraceError
@@ -30,6 +31,32 @@ def check_destination(path: Path | None, flag: str, folder: bool, inputs=()) -> 
     if not os.access(home, os.W_OK | os.X_OK):
         raise TraceError(f"{flag} {path}: cannot write into {home} (permission denied or read-only); "
                          "choose a place you can write")
+    _try_writing(path, home, flag, folder)
+
+
+def _try_writing(path: Path, home: Path, flag: str, folder: bool) -> None:
+    """Create (and remove) a file where the output goes: os.access answers yes for root on /proc and /sys, on a
+    read-only mount and on a full disk, where the write at the end of the analysis then fails. An existing output
+    file is opened for appending (which changes nothing in it)."""
+    try:
+        if not folder and path.is_file():
+            with open(path, "ab"):
+                pass
+            return
+        fd, probe = tempfile.mkstemp(dir=home, prefix=".nsys-transfer-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise TraceError(f"{flag} {path}: cannot write into {home if not path.is_file() else path} "
+                         f"({e.strerror or e}); choose a place you can write") from None
+
+
+def make_folder(path: Path, flag: str) -> None:
+    """Create an output folder (and its parents); a TraceError naming flag when it cannot."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceError(f"{flag} {path}: cannot create it ({e.strerror or e}); choose a place you can write") from None
 
 
 def _existing_ancestor(path: Path) -> Path:

@@ -190,11 +190,12 @@ def plot_ranks(ranks, path, title: str = ""):
     many = len(d) > SUMMARISE_OVER
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
     x = np.arange(len(d))
-    a1.bar(x - 0.2, 100 * d["compute_utilization"], 0.4, color=COLORS["kernel"], label="kernels, % of steps")
+    compute = pd.to_numeric(d["compute_utilization"], errors="coerce")  # NaN: a trace without a kernel table
+    a1.bar(x - 0.2, 100 * compute.fillna(0), 0.4, color=COLORS["kernel"], label="kernels, % of steps")
     a1.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=COLORS["DtoH"], label="DtoH copies, % of steps")
-    for i, r in enumerate([] if many else d.itertuples()):
-        a1.text(i - 0.2, 100 * r.compute_utilization, f"{100 * r.compute_utilization:.0f}", ha="center", va="bottom",
-                fontsize=7)
+    for i, (r, c) in enumerate([] if many else zip(d.itertuples(), compute)):
+        a1.text(i - 0.2, 0 if pd.isna(c) else 100 * c, "n/a" if pd.isna(c) else f"{100 * c:.0f}", ha="center",
+                va="bottom", fontsize=7)
         if r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps:
             a1.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
     step = max(1, -(-len(d) // 16)) if many else 1

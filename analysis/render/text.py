@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from nsys_transfer.analysis.rules.integrity import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.schema import own_findings
 from nsys_transfer.analysis.verify import finding_name
 
@@ -47,6 +48,9 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if integ.get("verdict") == "lossy":
         L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
                  "count only what was recorded.")
+    elif integ.get("verdict") == "doubtful":
+        L.append(f"!! POSSIBLY INCOMPLETE TRACE: {integ.get('evidence', 'nsys questions the capture')} The figures "
+                 "below count only what nsys recorded.")
     L += _window_lines(s["window"])
     if s.get("setup"):
         L += _setup_section_lines(s["setup"])
@@ -102,7 +106,9 @@ def verdict_line(findings: list[dict], source: str = "") -> str:
         return f"{head}: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
     f = costed[0]
     if f["rule"] == "incomplete-trace":
-        return "verdict: the trace is incomplete: re-capture before trusting any figure (see incomplete-trace)"
+        what = ("nsys says the trace may be incomplete" if f["evidence"].startswith(DOUBTFUL_PREFIX)
+                else "the trace is incomplete")
+        return f"verdict: {what}: re-capture before trusting any figure (see incomplete-trace)"
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
     return (f"{head}: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
             f"{_first_clause(f['suggestion'])}")
@@ -115,12 +121,13 @@ def _first_clause(text: str, most: int = 220) -> str:
 
 
 def _window_lines(w: dict) -> list[str]:
-    """The window's length and source, in trace ns and in ms from the capture's start."""
+    """The window's length and source, in trace ns and in ms from the capture's start (the origin `--window 1.5s:`
+    counts from: the session start, or the first recorded event where the export records none)."""
     if "duration_ns" not in w:
         return []
-    first = w.get("capture_start_ns")
-    rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the capture's "
-           "start" if first is not None else "")
+    first = w.get("origin_ns", w.get("capture_start_ns"))
+    rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the "
+           f"{w.get('origin') or 'capture start'}" if first is not None else "")
     return [f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})"]
 
 
@@ -150,7 +157,7 @@ def _gpu_lines(g: dict | None, t: dict) -> list[str]:
         return [f"GPU busy {_pct(g['utilization'])}, compute (kernels) {_pct(g['compute_utilization'])}"
                 + ("".join(f"; device {d['device']}: {_pct(d['utilization'])} / {_pct(d['compute_utilization'])}"
                            for d in g["devices"]) if len(g["devices"]) > 1 else "")]
-    L = ["no GPU activity in this trace (NVTX / OS runtime only)"]
+    L = [t["cpu_only"]["line"] if t.get("cpu_only") else "no GPU activity in this trace (NVTX / OS runtime only)"]
     if t.get("os_runtime"):
         L.append("OS runtime calls (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                         for r in t["os_runtime"][:6]))

@@ -8,16 +8,24 @@ from nsys_transfer.analysis.rules.base import Finding, Context, ms
 
 
 class IncompleteTrace:
-    """The capture lost a large part of its CUDA events: every other figure is then wrong, so this comes first."""
+    """The capture lost a large part of its CUDA events, or nsys itself says it may have (verdict doubtful): every
+    other figure is then in question, so this comes first."""
     id = "incomplete-trace"
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
         integ = ctx.summary["trace"].get("integrity") or {}
-        if integ.get("verdict") != "lossy":
+        if integ.get("verdict") not in ("lossy", "doubtful"):
             return []
-        if (integ.get("figures") or {}).get("cut"):
+        if integ["verdict"] == "doubtful":
+            fix = ("do not trust the figures of this trace as whole: capture it again so that nsys records every "
+                   "process to its end (let each traced process exit normally inside the capture, not by a kill or "
+                   "os._exit; bound the capture with torch.cuda.profiler.start()/stop() and --capture-range="
+                   "cudaProfilerApi rather than --duration), with an Nsight Systems that traces this driver "
+                   "(`python -m nsys_transfer.profiling where`); `analyze-trace --check` then says whether nsys "
+                   "still doubts it")
+        elif (integ.get("figures") or {}).get("cut"):
             fix = ("do not trust the figures near the edges: analyse the whole capture this slice was cut from, or "
                    "pass a --window (or --steps) well inside this one")
         else:
@@ -78,6 +86,15 @@ class NvtxMissing:
         """This rule's findings for the analysis; empty when it does not fire."""
         if ctx.summary["nvtx"]["count"]:
             return []
+        cpu_only = ctx.summary["trace"].get("cpu_only")
+        if cpu_only:  # no GPU work: no idle GPU time to explain, and a Python program is marked from Python
+            how = ("with NVTX ranges from Python (pip install nvtx; `with nvtx.annotate(\"step\"):` around each "
+                   "step, or torch.cuda.nvtx.range, which needs no GPU either)" if cpu_only["python"] or
+                   ctx.program.get("framework") == "pytorch" else
+                   "with NVTX ranges (nvtxRangePushA/nvtxRangePop)")
+            return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so the program's time "
+                                "cannot be split into its steps and phases", f"mark each step and its phases {how} "
+                                "and trace with --trace=nvtx,osrt (add cuda where a GPU is used)", severity="info")]
         return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so idle GPU time cannot be tied "
                             "to the program's phases", ctx.advice(
                                 "wrap each step and its phases in NVTX ranges (torch.cuda.nvtx.range(...) or "

@@ -1,6 +1,9 @@
 """The integrity verdict: is the trace complete or did the capture lose events? Each check is a rule over the figures
 (sections/integrity.py): the share of the expected operations it finds lost, and above its threshold the sentence
-that says so. The verdict is "lossy" when any check fires; its lost fraction is the largest share measured."""
+that says so. The verdict is "lossy" when any check fires; its lost fraction is the largest share measured. Where no
+check fires but nsys itself questions completeness (its DIAGNOSTIC_EVENT messages: "Not all CUDA events might have
+been collected", "CUDA profiling might have not been started correctly") and nothing explains it, it is "doubtful":
+the checks cannot see events nsys never recorded."""
 from __future__ import annotations
 
 from nsys_transfer.analysis.load.trace import Trace
@@ -27,6 +30,7 @@ MIN_GPU_OPS = 100
 IMPORT_LOSS_LOSSY = 0.05
 
 Reason = tuple[float, str]  # (share lost, the sentence that says so)
+DOUBTFUL_PREFIX = "nsys questions this capture's completeness"  # how a doubtful verdict's evidence begins
 
 
 class IntegrityCheck:
@@ -111,7 +115,7 @@ CHECKS: tuple[IntegrityCheck, ...] = (CallsWithoutGpuWork(), GpuWorkWithoutCalls
 
 
 def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, counts: dict | None = None) -> dict:
-    """{verdict: complete | lossy, lost_fraction, evidence (one sentence), figures} of the trace.
+    """{verdict: complete | lossy | doubtful, lost_fraction, evidence (one sentence), figures} of the trace.
 
     pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
     `analyze-trace --check` does). side, counts: integrity.gpu_side(trace) and integrity.call_counts(trace), when the
@@ -129,21 +133,58 @@ def verdict(f: Figures) -> dict:
         reasons += said
     fig = f.fig
     lost = round(max(fractions), 4) if fractions else None
+    doubts = unexplained(fig)
     if reasons:
         reasons.sort(key=lambda r: -r[0])
         lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
         cut = _cut_at(fig["edges"])
         fig["cut"] = bool(cut)
-        return {"verdict": "lossy", "lost_fraction": lost, "evidence": _lossy_evidence(fig, reasons, cut),
-                "figures": fig}
+        return {"verdict": "lossy", "lost_fraction": lost, "figures": fig,
+                "evidence": _lossy_evidence(fig, reasons, cut)[:-1] + (f"; {nsys_said(doubts, fig)}." if doubts else ".")}
+    fig["cut"] = False
+    if doubts:
+        return {"verdict": "doubtful", "lost_fraction": lost, "evidence": _doubtful_evidence(f, doubts), "figures": fig}
     if not (f.expected_api or f.expected_gpu):
         evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
     else:
         evidence = (f"Every check passed: {fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies lack "
                     "their API call or GPU row, and GPU operations go on as long as the program's own activity"
                     + _capture_note(fig) + ".")
-    fig["cut"] = False
     return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
+
+
+def unexplained(fig: dict) -> list[dict]:
+    """nsys's doubts about the capture (its DIAGNOSTIC_EVENT messages that question completeness) that neither the
+    rows nor its own log explain (sections/capture_activity.doubts)."""
+    return [d for d in fig["diagnostics"].get("doubts", []) if not d["explained"]]
+
+
+def nsys_said(doubts: list[dict], fig: dict, lead: str = "nsys itself said") -> str:
+    """'nsys itself said "..." of process 123, 27 times, which holds 2 CUDA API calls and no GPU work; ...'."""
+    ops = {tl["pid"]: tl["gpu_ops"] for tl in fig["timeline"]}
+    said = []
+    for d in doubts[:4]:
+        whom = f" of process {d['pid']}" if d["pid"] is not None else ""
+        times = f", {d['times']} times" if d["times"] > 1 else ""
+        held = ""
+        if d["pid"] is not None and d["events"] == "CUDA":
+            n = ops.get(d["pid"], 0)
+            held = (f", which holds {n:,} GPU operations" if n else
+                    f", which holds {d['cuda_calls']:,} CUDA API calls and no GPU work" if d.get("cuda_calls") else
+                    ", which holds no CUDA rows")
+        said.append(f'"{d["said"].rstrip(".")}"{whom}{times}{held}')
+    more = f" and {len(doubts) - 4} more" if len(doubts) > 4 else ""
+    return f"{lead} " + "; ".join(said) + more
+
+
+def _doubtful_evidence(f: Figures, doubts: list[dict]) -> str:
+    """The sentence of a doubtful verdict: what nsys said, and what the rows can and cannot tell."""
+    fig = f.fig
+    checked = (f"the rows pass every check here ({fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies "
+               "lack their API call or GPU row), but events nsys never recorded leave no mark in them"
+               if f.expected_api or f.expected_gpu else
+               "the trace holds no kernel launches or copies to cross-check")
+    return f"{DOUBTFUL_PREFIX}: {nsys_said(doubts, fig, 'it said')}; {checked}{_capture_note(fig)}."
 
 
 def _lossy_evidence(fig: dict, reasons: list[tuple[float, str]], cut: str | None) -> str:

@@ -31,6 +31,11 @@ from nsys_transfer.analysis.rules.base import Finding, make_finding, severity_of
 from nsys_transfer.analysis.sections.sharing import slowest_kind
 
 
+
+def _share(x) -> str:
+    """A GPU's kernel share in words: unknown (NaN, None) for a trace without a kernel table, never "nan%"."""
+    return "an unknown share (no kernel table)" if x is None or x != x else f"{x:.0%}"
+
 class GpuCompute:
     """Every GPU runs kernels at least `busy` of its window (and no rank's outputs pile up): the GPUs themselves limit
     throughput. With several hosts: every host is compute-bound; one host whose GPUs wait is judged by the other
@@ -88,7 +93,7 @@ class HostCpu:
                                                   "on the GPU before the copy shrinks what the workers serialise)")]
         if ctx.gpus_busy or ctx.contended:
             return []
-        verdict = (f"{ctx.idlest_named} runs kernels {ctx.idlest['compute_utilization']:.0%} of the time"
+        verdict = (f"{ctx.idlest_named} runs kernels {_share(ctx.idlest['compute_utilization'])} of the time"
                    f"{ctx.waiting_in()}, while the {cpu['cpus']} CPUs the ranks share were {cpu['busy']:.0%} busy: the "
                    "host's cores saturate")
         return [ctx.finding(self.id, verdict, "give the job more cores, or less CPU work per output (argmax or bf16 on "
@@ -125,7 +130,7 @@ class RankPipeline:
             return []
         idle = ctx.idlest
         pageable = idle.get("dtoh_pinned_share") is not None and idle["dtoh_pinned_share"] < self.pinned_share
-        verdict = (f"{ctx.idlest_named} runs kernels {idle['compute_utilization']:.0%} of the time{ctx.waiting_in()}, "
+        verdict = (f"{ctx.idlest_named} runs kernels {_share(idle['compute_utilization'])} of the time{ctx.waiting_in()}, "
                    "while nothing shared is slowed: the limit is inside each rank's pipeline"
                    + ("; its outputs land in pageable memory" if pageable else ""))
         return [ctx.finding(self.id, verdict, "pin the output buffers in place (stage pinned)" if pageable else
@@ -299,7 +304,8 @@ class RankContext:
     def figures(self) -> list[str]:
         """The figures every verdict rests on, one sentence each; the backlog and the CPU load only for GPUs that share
         the host at the same time."""
-        out = [", ".join(f"{r.gpu}: kernels {r.compute_utilization:.0%} of its steps" for r in self.devices.itertuples()),
+        out = [", ".join(f"{r.gpu}: kernels {_share(r.compute_utilization)} of its steps"
+                         for r in self.devices.itertuples()),
                f"host-side DtoH{self.on_host}{f' (the worst of {self.hosts} hosts):' if self.hosts > 1 else ''} peak "
                f"{self.host['peak_gbps']:.1f} GB/s, mean {self.host['mean_gbps']:.1f} GB/s; shared "
                f"capacity {self.host['capacity_gbps']:.1f} GB/s ({self.host['capacity_source']})"]
