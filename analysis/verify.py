@@ -18,6 +18,9 @@ LIMITS = {"gpu-bound"}
 BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps"}  # without steps, the two GPU windows compare only when the kernels' counts agree this well
 
 
+GENERIC_KERNELS = {"Kernel", "Kernel2", "kernel", "Kernel3"}
+
+
 class NotComparable(ValueError):
     """The two traces cannot be compared; the message says why and what to do."""
 
@@ -55,6 +58,10 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     if len(gb) != len(ga) or sorted(gb) != sorted(ga):
         raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
                             "compare captures from the same machine")
+    if not before.summary.get("gpu") and not after.summary.get("gpu"):
+        raise NotComparable("neither trace ran GPU work (CPU-only captures): verify compares the GPU side of a "
+                            "program before and after a fix; capture both on the GPU machine")
+    _same_program(before, after)
     sb, sa = before.summary["steps"], after.summary["steps"]
     if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
         raise NotComparable(f"different steps: {sb['regex']!r} before, {sa['regex']!r} after; pass --step-regex "
@@ -66,6 +73,24 @@ def check_comparable(before: Side, after: Side) -> list[str]:
         warnings.append(f"{sb['count']} steps before, {sa['count']} after: per-step figures are compared, totals "
                         "are not")
     return warnings
+
+
+def _names(s: dict) -> tuple[set[str], set[str]]:
+    """The top kernels' names and the NVTX range names of a summary (the program's own marks)."""
+    # a library's generic short names (cuBLAS's and CUTLASS's `Kernel`, `Kernel2`) say nothing of the program
+    kernels = {str(k["name"]) for k in (s.get("kernels") or {}).get("top") or []} - GENERIC_KERNELS
+    ranges = {str(r["name"]) for r in (s.get("nvtx") or {}).get("ranges") or []}
+    return kernels, ranges
+
+
+def _same_program(before: Side, after: Side) -> None:
+    """NotComparable when the two share no top kernel and no NVTX range name: two different programs (a fix keeps
+    most of a program's kernels, even in another precision its elementwise and copy kernels, or its ranges)."""
+    kb, rb = _names(before.summary)
+    ka, ra = _names(after.summary)
+    if (kb and ka and not kb & ka) and not (rb & ra):
+        raise NotComparable(f"different programs: no kernel among the top {len(kb)} before and {len(ka)} after, and "
+                            "no NVTX range, is in both; verify compares one program before and after a fix")
 
 
 def throughput(before: Side, after: Side) -> dict:
@@ -82,10 +107,13 @@ def throughput(before: Side, after: Side) -> dict:
     if kb and ka and db and da and abs(kb - ka) <= WORK_TOLERANCE * max(kb, ka):
         return {"before": 1e9 / db, "after": 1e9 / da, "unit": "1/s",
                 "source": f"the GPU windows ({db / 1e9:.2f} s and {da / 1e9:.2f} s for {kb:,} and {ka:,} kernels: "
-                          "the same work; no steps in the traces)"}
+                          "the same work; " + ("steps in only one trace)" if before.summary["steps"].get("count") or
+                                               after.summary["steps"].get("count") else "no steps in the traces)")}
+    steps = ("steps in only one trace" if before.summary["steps"].get("count") or after.summary["steps"].get("count")
+             else "no steps in the traces (mark each step with an NVTX range 'step N')")
     return {"before": None, "after": None, "unit": None,
-            "source": "unknown: no steps in the traces (mark each step with an NVTX range 'step N'), no workload "
-                      "records, and the GPU work differs"}
+            "source": f"unknown: {steps}, no workload records, and the two GPU windows ran different work ({kb:,} and "
+                      f"{ka:,} kernels)"}
 
 
 def _ms(ns) -> float | None:
@@ -125,7 +153,21 @@ def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
     for r in rows:
         b, a = r["before"], r["after"]
         r["change"] = (a / b - 1) if isinstance(b, (int, float)) and isinstance(a, (int, float)) and b else None
+    _explain_busy(rows)
     return rows
+
+
+def _explain_busy(rows: list[dict]) -> None:
+    """GPU busy counts copies as busy: where it falls while the copies' time falls more and the compute share does
+    not, the figure moved the "wrong" way for a good reason; a note says so."""
+    by = {r["key"]: r for r in rows}
+    busy, compute = by["gpu_busy"], by["gpu_compute"]
+    copies_before = (by["dtoh_ms"]["before"] or 0) + (by["htod_ms"]["before"] or 0)
+    copies_after = (by["dtoh_ms"]["after"] or 0) + (by["htod_ms"]["after"] or 0)
+    if busy["change"] is not None and busy["change"] < 0 and copies_after < 0.5 * copies_before and \
+            (compute["change"] or 0) >= 0:
+        busy["note"] = (f"busy counts copies: their time fell from {copies_before:,.0f} to {copies_after:,.0f} ms, "
+                        f"while the kernels' share went from {compute['before']:.0f}% to {compute['after']:.0f}%")
 
 
 def _cost(s: dict, f: dict) -> float:
@@ -144,7 +186,7 @@ def findings(before: Side, after: Side) -> list[dict]:
         if key[0] in LIMITS:
             status = "limit reached" if fa else "limit left"
         elif fb is None:
-            status = "new"
+            status = "unchanged" if _was_there(before.summary, fa) else "new"
         elif fa is None:
             status = "resolved"
         else:
@@ -155,6 +197,14 @@ def findings(before: Side, after: Side) -> list[dict]:
                      "before_ns": cb, "after_ns": ca, "before_severity": fb and fb["severity"],
                      "after_severity": fa and fa["severity"], "suggestion": (fa or fb)["suggestion"]})
     return rows
+
+
+def _was_there(before: dict, f: dict) -> bool:
+    """Whether the before side already had what a finding of the after side is about, below its noise floor or in
+    figures: a pageable copy direction whose copies were already pageable is not new."""
+    if f["rule"] == "pageable-memcpy" and f["subject"] in ("DtoH", "HtoD"):
+        return main_kind(before["memcpy"][f["subject"].lower()]) == "Pageable"
+    return False
 
 
 def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, dict | None]]:

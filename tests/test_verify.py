@@ -60,6 +60,12 @@ def test_a_program_fixed_with_the_library(tmp_path):
     # 2.42x: the fixed side's window runs to the end of the pipeline's drain (its last outputs), not its last GPU work
     assert doc["verdict"]["change"] > 1.3 and "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
     assert "the same work; no steps in the traces" in doc["metrics"][0]["source"]
+    # busy falls from 35% to 14% because the 2.6 s of pageable copies it counted are gone: the figure says so
+    busy = next(m for m in doc["metrics"] if m["key"] == "gpu_busy")
+    assert busy["change"] < 0 and "busy counts copies" in busy["note"]
+    # the fixed side's pageable HtoD (model.to) was pageable before too, below the noise there: not new
+    htod = next(f for f in doc["findings"] if (f["rule"], f["subject"]) == ("pageable-memcpy", "HtoD"))
+    assert htod["status"] == "unchanged"
     for png in ("verify_breakdown", "seg_logits_nsys2024_timeline", "seg_logits_fixed_nsys2024_timeline"):
         assert (tmp_path / "plots" / f"{png}.png").stat().st_size > 10_000, png
 
@@ -73,7 +79,7 @@ def test_a_run_folder_names_its_trace(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("1.65x faster"), r.stderr
 
 
-@pytest.mark.parametrize("case", ["lossy", "gpus", "missing", "empty-folder"])
+@pytest.mark.parametrize("case", ["lossy", "gpus", "missing", "empty-folder", "programs"])
 def test_what_cannot_be_compared_is_one_line_and_exit_2(case, tmp_path):
     pairs = {
         "lossy": (PROGRAMS / "torchvision_loader_nsys2023.sqlite.xz", PROGRAMS / "torchvision_loader_nsys2024.sqlite.xz",
@@ -81,6 +87,8 @@ def test_what_cannot_be_compared_is_one_line_and_exit_2(case, tmp_path):
         "gpus": (H200 / "pinned.sqlite.xz", ROOT / "reports" / "data" / "h200x2" / "pinned-cpu8-x2gpu.sqlite.xz",
                  "different GPUs: NVIDIA H200 before, NVIDIA H200, NVIDIA H200 after"),
         "missing": (tmp_path / "nope.sqlite", H200 / "pinned.sqlite.xz", "nope.sqlite"),
+        "programs": (PROGRAMS / "torchvision_loader_nsys2024.sqlite.xz", PROGRAMS / "cupy_numpy_post_nsys2024.sqlite.xz",
+                     "different programs: no kernel among the top"),
         "empty-folder": (tmp_path, H200 / "pinned.sqlite.xz", "a folder without a trace"),
     }
     before, after, said = pairs[case]

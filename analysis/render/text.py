@@ -347,6 +347,8 @@ def verify_report(doc: dict) -> str:
         unit = f" ({m['unit']})" if m["unit"] and m["unit"] != "%" else ""
         lines.append(f"{(m['label'] + unit)[:28]:<28} {_verify_cell(m['before'], m['unit']):>14} {_verify_cell(m['after'], m['unit']):>14} "
                      f"{change:>9}")
+        if m.get("note"):
+            lines.append(f"  ({m['note']})")
     lines.append(f"  throughput from {doc['metrics'][0]['source']}")
     lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
     for f in doc["findings"]:

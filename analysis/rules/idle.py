@@ -109,7 +109,7 @@ class GpuIdleCpuBound:
         """The finding for CPU work outside any range that the CPU samples name: its owner is the subject."""
         s = sampled_owner(ctx, "cpu_samples")
         kind = next(iter(s["kinds"]))
-        top = s["functions"][0]
+        top = next((f for f in s["functions"] if f["kind"] == kind), s["functions"][0])
         # a PyTorch op's entry (torch.argmax) names the work better than the allocator or iterator inside it
         top = next((f for f in s["functions"] if f["kind"] == kind and f["share"] >= 0.5 * top["share"] and
                     (f["function"].startswith("torch.") or "at::native::" in f["function"])), top)
