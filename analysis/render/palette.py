@@ -21,6 +21,7 @@ DIRECTIONS = ("DtoH", "HtoD", "DtoD", "unified")
 DIRECTION_COLORS = {"DtoH": "#C44E52", "HtoD": "#55A868", "DtoD": "#8172B2", "unified": "#E377C2"}
 MEMORY_KINDS = ("Pinned", "Pageable", "Device", "Managed")
 MEMORY_SHADE = {"Pinned": 0.0, "Device": 0.0, "Pageable": 0.5, "Managed": -0.35}  # > 0 toward white, < 0 toward black
+SHADED = ("DtoH", "HtoD", "DtoD")  # the directions whose host memory kind shades them (a migration is managed memory)
 NVTX_COLOR, NVTX_OUTER = "#D5D5D5", "#ECECEC"  # the CPU's ranges: neutral, hatched, named by their text
 MAX_LEGEND = 10  # entries; the parts beyond it are drawn and named as 'other'
 
@@ -44,7 +45,7 @@ def copy_key(copy_kind: str, memory: str | None = None) -> str:
     """The palette key of a copy: 'DtoH/Pinned', 'HtoD/Pageable', 'unified', 'copy' ...; a memory kind the palette
     has no shade for (Unknown, Array) takes the direction's full colour."""
     d = direction_of(copy_kind)
-    return f"{d}/{memory}" if d in DIRECTION_COLORS and memory in MEMORY_SHADE and MEMORY_SHADE[memory] else d
+    return f"{d}/{memory}" if d in SHADED and MEMORY_SHADE.get(memory or "") else d
 
 
 def host_memory(copy_kind: str, src_kind: str, dst_kind: str) -> str:
@@ -64,10 +65,14 @@ def color(key: str) -> str:
     raise KeyError(f"no colour for {key!r}")
 
 
+def rgb_of(hex_color: str) -> tuple[int, int, int]:
+    """#RRGGBB as 8-bit (red, green, blue)."""
+    return int(hex_color[1:3], 16), int(hex_color[3:5], 16), int(hex_color[5:7], 16)
+
+
 def rgb(key: str) -> tuple[int, int, int]:
     """The colour of a key as 8-bit (red, green, blue)."""
-    h = color(key)
-    return int(h[1:3], 16), int(h[3:5], 16), int(h[5:7], 16)
+    return rgb_of(color(key))
 
 
 _LABEL_CAUSE = {label: cause for cause, label in CAUSE_LABELS.items()}
@@ -102,6 +107,12 @@ def key_label(key: str) -> str:
         return f"{direction} copy, {memory.lower()} memory" if memory else f"{direction} copy"
     return {"compute": "kernels", "busy": "GPU busy (kernels + copies)", "memset": "memset", "copy": "other copy",
             "other": "other"}[key]
+
+
+def keys() -> list[str]:
+    """Every key the palette gives a colour of its own, each once."""
+    return [*CAUSES, *KIND_COLORS, *DIRECTIONS,
+            *(f"{d}/{m}" for d in SHADED for m in MEMORY_KINDS if MEMORY_SHADE[m])]
 
 
 def legend_keys(weights: dict[str, float], max_entries: int = MAX_LEGEND) -> tuple[list[str], set[str]]:
