@@ -301,3 +301,13 @@ def test_the_html_report_renders_in_a_browser(rendered, tmp_path):
         seen = json.loads(m.group(1).replace("&quot;", '"'))
         assert seen["images"] >= 4 and seen["drawn"] == seen["images"] and not seen["errors"], (page, seen)
         assert ":CONSOLE" not in r.stderr, r.stderr
+
+
+def test_the_readmes_charts_are_there_and_small():
+    """The README shows a breakdown and a timeline next to the command that made them (docs/img, a few hundred KB)."""
+    readme = (ROOT / "README.md").read_text()
+    shown = re.findall(r"!\[[^\]]*\]\((docs/img/[^)]+\.png)\)", readme)
+    assert {Path(s).name for s in shown} == {"baseline_breakdown.png", "baseline_timeline.png"}
+    assert "analyze-trace reports/data/h200/baseline.sqlite.xz --plots" in readme
+    for s in shown:
+        assert (ROOT / s).stat().st_size < 300_000 and _not_blank(ROOT / s), s
