@@ -313,10 +313,13 @@ def plot_ranks(ranks, path, title: str = ""):
         t0 = host["bin_start_ns"].min()
         piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
         ms = (piv.index.to_numpy() - t0) / 1e6
-        a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
+        bands = a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
                      labels=[f"{len(piv.columns)} GPUs, one band each"] + [None] * (len(piv.columns) - 1) if many
                      else list(piv.columns),
-                     colors=gpu_shades("DtoH" if sum(pinned) * 2 >= len(pinned) else "DtoH/Pageable", len(piv.columns)))
+                     colors=[palette.color("DtoH" if sum(pinned) * 2 >= len(pinned) else "DtoH/Pageable")]
+                     * len(piv.columns), edgecolor="white", lw=0.3)
+        for i, band in enumerate(bands):  # the copies' one colour; each GPU's band told by its hatch
+            band.set_hatch(GPU_HATCHES[i % len(GPU_HATCHES)])
         # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
         shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
         # not a rate: shaded behind the GB/s, named in the legend
@@ -431,8 +434,4 @@ def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
 DARK = {"compute", "comm-wait", "mapping", "cpu-range", "DtoH", "DtoD"}  # keys whose bars take white text
 
 
-def gpu_shades(key: str, n: int) -> list[str]:
-    """The GPUs' bands of the stacked DtoH chart: the copies' colour first, then darker and lighter shades of it."""
-    base = palette.color(key)
-    shades = [base] + [palette.shade(base, a) for a in (-0.35, 0.35, -0.6, 0.6)]
-    return [shades[i % len(shades)] for i in range(n)]
+GPU_HATCHES = ["", "////", "....", "\\\\\\\\", "xxxx", "++++", "oo", "----"]  # the GPUs' bands of the stacked DtoH chart
