@@ -311,3 +311,22 @@ def test_the_readmes_charts_are_there_and_small():
     assert "analyze-trace reports/data/h200/baseline.sqlite.xz --plots" in readme
     for s in shown:
         assert (ROOT / s).stat().st_size < 300_000 and _not_blank(ROOT / s), s
+
+
+def test_a_legend_beyond_ten_parts_names_the_largest_and_folds_the_rest_into_other(rendered, tmp_path, monkeypatch):
+    """One breakdown of every trace rendered above (the H200 stages, seg_logits_fixed, the public exports): more
+    than ten kinds of part, so the legend names the nine largest and 'other', and every bar is one of its colours."""
+    from nsys_transfer.analysis.render import palette, plots
+    from nsys_transfer.analysis.sections.breakdown import time_breakdown
+    summaries = {k: a.summary for k, a in rendered["analyses"].items()}
+    keys = {palette.part_key(label) for s in summaries.values() for label, _ in time_breakdown(s)}
+    assert len(keys) > palette.MAX_LEGEND  # the case at hand, from these traces
+    kept = []
+    real_save = plots.save
+    monkeypatch.setattr(plots, "save", lambda fig, path, dpi=110: (real_save(fig, path, dpi), kept.append(fig))[0])
+    path = plots.plot_breakdown(list(summaries.values()), list(summaries), tmp_path / "all.png")
+    ax = _axes_record(kept[0].axes[0])
+    names = [label for label, _ in ax["legend"]]
+    assert len(names) == palette.MAX_LEGEND and names[-1] == "other" and len(set(names)) == len(names)
+    assert ax["drawn"] == {rgb for _, rgb in ax["legend"]}
+    assert "kernels" in names and _not_blank(path)

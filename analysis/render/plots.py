@@ -278,67 +278,85 @@ def plot_dtoh(analysis, path, link_gbps: float | None = DEFAULT_LINK_GBPS, name:
 
 def plot_ranks(ranks, path, title: str = ""):
     """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
-    time, stacked per GPU, against the shared capacity (right). With many GPUs (more than SUMMARISE_OVER) the bars
-    carry no figures, every k-th GPU is named and the GPUs' bands have no legend (plot_rank_heatmap tells them apart).
-    GPUs on several hosts: the right panel is the worst host's GPUs against its capacity."""
+    time, stacked per GPU, against the shared capacity (right; left out, and said in the title, when no GPU copied to
+    the host). With many GPUs (more than SUMMARISE_OVER) the bars carry no figures, every k-th GPU is named and the
+    GPUs' bands have no legend (plot_rank_heatmap tells them apart). GPUs on several hosts: the right panel is the
+    worst host's GPUs against its capacity."""
     d, host, hs = ranks.devices, ranks.host, ranks.summary["host_dtoh"]
     hosts = len(ranks.summary.get("hosts") or [])
-    on_top = d["host"].map(lambda h: h == hs["host"]) if hosts else pd.Series(True, index=d.index)
     if hosts:
         host = host[host["host"].map(lambda h: h == hs["host"])]
     many = len(d) > SUMMARISE_OVER
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
+    if len(host):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
+    else:
+        fig, a1 = plt.subplots(figsize=(7, 4.9 if many else 4.3))
+    key = _per_gpu(a1, d, many)
+    if len(host):
+        _host_dtoh(a2, ranks, host, hosts, key, many)
+    head = (title + ": " if title else "") + ranks.summary["limit"]["rule"]
+    fig.suptitle(head if len(host) else head + "\nno DtoH copy into host memory: no host-side panel", fontsize=11)
+    return save(fig, path)
+
+
+def _per_gpu(ax, d: pd.DataFrame, many: bool) -> str:
+    """The per-GPU bars of plot_ranks: kernels and DtoH share of each GPU's steps, the DtoH bar in its copies' host
+    memory kind (most of their bytes pinned: the pinned colour); returns the key most GPUs' copies have."""
     x = np.arange(len(d))
-    a1.bar(x - 0.2, 100 * d["compute_utilization"], 0.4, color=palette.color("compute"), label="kernels, % of steps")
-    # each GPU's DtoH bar in its copies' memory kind (most of their bytes pinned: the pinned colour)
-    pinned = [s is not None and s == s and s >= 0.5 for s in d.get("dtoh_pinned_share", pd.Series([1.0] * len(d)))]
-    a1.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=[palette.color("DtoH" if p else "DtoH/Pageable")
-                                                               for p in pinned])
-    a1.legend([_box("compute"), *(_box(k) for k in dict.fromkeys("DtoH" if p else "DtoH/Pageable" for p in pinned))],
-              ["kernels, % of steps", *(f"{palette.key_label(k)}, % of steps" for k in
-                                        dict.fromkeys("DtoH" if p else "DtoH/Pageable" for p in pinned))],
-              fontsize=7, loc="upper right")
+    ax.bar(x - 0.2, 100 * d["compute_utilization"], 0.4, color=palette.color("compute"))
+    shares = d["dtoh_pinned_share"] if "dtoh_pinned_share" in d else pd.Series([1.0] * len(d))
+    keys = ["DtoH" if s is None or s != s or s >= 0.5 else "DtoH/Pageable" for s in shares]
+    ax.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=[palette.color(k) for k in keys])
+    used = [k for k, b in zip(keys, d["dtoh_busy_share"]) if b and b == b]  # the GPUs that copied
+    copied = list(dict.fromkeys(used))
+    ax.legend([_box("compute"), *map(_box, copied)],
+              ["kernels, % of steps", *(f"{palette.key_label(k)}, % of steps" for k in copied)], fontsize=7,
+              loc="upper right")
     for i, r in enumerate([] if many else d.itertuples()):
-        a1.text(i - 0.2, 100 * r.compute_utilization, f"{100 * r.compute_utilization:.0f}", ha="center", va="bottom",
+        ax.text(i - 0.2, 100 * r.compute_utilization, f"{100 * r.compute_utilization:.0f}", ha="center", va="bottom",
                 fontsize=7)
         if r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps:
-            a1.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
+            ax.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
     step = max(1, -(-len(d) // 16)) if many else 1
-    a1.set_xticks(x[::step])
-    a1.set_xticklabels(d["gpu"][::step], fontsize=6 if many else 8, rotation=90 if many else 0)
-    a1.set_ylim(0, 118)
-    a1.set_ylabel("% of the GPU's steps")
-    a1.set_title("Per GPU", fontsize=10)
-    if len(host):
-        t0 = host["bin_start_ns"].min()
-        piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
-        ms = (piv.index.to_numpy() - t0) / 1e6
-        bands = a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
-                     labels=[f"{len(piv.columns)} GPUs, one band each"] + [None] * (len(piv.columns) - 1) if many
-                     else list(piv.columns),
-                     colors=[palette.color("DtoH" if sum(pinned) * 2 >= len(pinned) else "DtoH/Pageable")]
-                     * len(piv.columns), edgecolor="white", lw=0.3)
-        for i, band in enumerate(bands):  # the copies' one colour; each GPU's band told by its hatch
-            band.set_hatch(GPU_HATCHES[i % len(GPU_HATCHES)])
-        # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
-        shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
-        # not a rate: shaded behind the GB/s, named in the legend
-        for i, r in enumerate(d[on_top].itertuples()):
-            if r.drain_ns and r.drain_ns > 0:
-                end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
-                a2.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
-                           label="a GPU's outputs still draining (time only)" if i == 0 else None)
-        a2.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
-        a2.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
-                f"({hs['capacity_source']})", fontsize=7, va="bottom")
-        a2.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
-        a2.legend(fontsize=7, loc="center right")
-    a2.set_xlabel("ms")
-    a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
-    a2.set_title(f"DtoH into host memory on {hs['host'] or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
+    ax.set_xticks(x[::step])
+    ax.set_xticklabels(d["gpu"][::step], fontsize=6 if many else 8, rotation=90 if many else 0)
+    ax.set_ylim(0, 118)
+    ax.set_ylabel("% of the GPU's steps")
+    ax.set_title("Per GPU", fontsize=10)
+    return max(copied, key=used.count) if copied else "DtoH"
+
+
+def _host_dtoh(ax, ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) -> None:
+    """plot_ranks' right panel: DtoH into host memory over time, a band per GPU in the copies' colour (told apart by
+    hatches), each rank's drain shaded, against the shared capacity."""
+    d, hs = ranks.devices, ranks.summary["host_dtoh"]
+    on_top = d["host"].map(lambda h: h == hs["host"]) if hosts else pd.Series(True, index=d.index)
+    t0 = host["bin_start_ns"].min()
+    piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
+    ms = (piv.index.to_numpy() - t0) / 1e6
+    bands = ax.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
+                         labels=[f"{len(piv.columns)} GPUs, one band each"] + [None] * (len(piv.columns) - 1) if many
+                         else list(piv.columns), colors=[palette.color(key)] * len(piv.columns), edgecolor="white",
+                         lw=0.3)
+    for i, band in enumerate(bands):  # the copies' one colour; each GPU's band told by its hatch
+        band.set_hatch(GPU_HATCHES[i % len(GPU_HATCHES)])
+    # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
+    shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
+    # not a rate: shaded behind the GB/s, named in the legend
+    for i, r in enumerate(d[on_top].itertuples()):
+        if r.drain_ns and r.drain_ns > 0:
+            end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
+            ax.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
+                       label="a GPU's outputs still draining (time only)" if i == 0 else None)
+    ax.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
+    ax.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
+            f"({hs['capacity_source']})", fontsize=7, va="bottom")
+    ax.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
+    ax.legend(fontsize=7, loc="center right")
+    ax.set_xlabel("ms")
+    ax.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
+    ax.set_title(f"DtoH into host memory on {hs['host'] or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
                  if hosts else "DtoH into host memory, all GPUs (stacked)", fontsize=10)
-    fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["rule"], fontsize=11)
-    return save(fig, path)
 
 
 def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
