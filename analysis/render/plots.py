@@ -416,7 +416,7 @@ def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
     coloured by the palette (an NVTX range's idle time is cpu-range's colour, its name on the bar); the legend names
     at most palette.MAX_LEGEND colours, the smallest parts beyond them drawn as 'other'. None (nothing written) when
     no trace has GPU time to share out."""
-    rows = [time_breakdown(s) for s in summaries]
+    rows = [time_breakdown(s) if s.get("gpu") else [] for s in summaries]  # no GPU activity: no time to share out
     if not any(rows):
         return None
     weights: dict[str, float] = {}
