@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.render import outputs
@@ -24,8 +26,15 @@ from nsys_transfer.reports.collect import (ReportInputError, bundled_multi_gpu, 
 from nsys_transfer.reports.compare import before_after, gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
-          ("GPU idle time per step", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),
+          ("GPU idle time per step, by cause", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),
           ("Copy-compute overlap", "overlap.png"), ("One step per stage", "timelines.png")]
+NOT_DRAWN = {"throughput.png": "no trace gives steps/s", "utilization.png": "no trace has GPU activity",
+             "gaps.png": "no trace has both steps and GPU activity", "dtoh.png": "no trace has DtoH copies",
+             "overlap.png": "no trace has DtoH copies and kernels", "timelines.png": "no trace has steps"}
+BUNDLED_DIR = "bundled"  # --bundled: the bundled H200 report's own folder inside --out
+# what a report writes into --out, and so what the next report removes first (nothing else there is touched)
+REPORT_FILES = ("report.md", "report.html", "results.json", "gpus.json", "before_after.png", "gpus_*.png",
+                *(name for _, name in CHARTS))
 
 
 @click.command(cls=OneLineCommand, name="compare-traces", context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,8 +46,11 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
               help="host link speed in GB/s (default: each trace's own, from its GPU and fastest copy)")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
               help="link-probe JSON (python -m nsys_transfer.workloads.linkprobe); default: probe.json in the given folders")
+@click.option("--bundled", is_flag=True,
+              help="with PATHS: also the report of the H200 traces bundled with the toolkit, in OUT/bundled/, "
+                   "its results table in this report (`make report` does, unless BUNDLED=0)")
 @executor_options
-def main(paths, out_dir, bench_path, link_gbps, probe_path, jobs, dask):
+def main(paths, out_dir, bench_path, link_gbps, probe_path, bundled, jobs, dask):
     """Compare stages: one trace per stage from run folders (runs/<stage>/<stage>.sqlite), files, or, with no
     argument, the H200 traces bundled with the toolkit. Multi-GPU runs (`make profile GPUS=N`: <stage>-x<N>gpu)
     get their own section: every GPU side by side and the shared resource that limits them."""
@@ -46,21 +58,23 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path, jobs, dask):
     try:
         check_numbers(link_gbps=link_gbps)
         outputs.check_destination(out_dir, "--out", folder=True)
-        traces, multi = find_runs(paths)
-        if not paths:
-            multi = bundled_multi_gpu()
-        bench = find_bench(paths, bench_path)
-        probe, probe_file = find_probe(paths, probe_path)
-        scaling = scaling_summary(find_scaling(paths)[0])
-        where = chosen_executor(jobs, dask, sum(len(p) for p in multi.values()))
+        mine = _inputs(paths, bench_path, probe_path, jobs, dask)
+        theirs = _inputs([], None, None, jobs, dask) if bundled and paths else None
     except (ReportInputError, TraceError) as e:
         _fail(str(e))
-    if not traces and not multi:
+    if not mine.traces and not mine.multi:
         _fail("no traces to compare")
+    click.echo(f"compare-traces: reporting {_listed(mine)} into {out_dir}"
+               + (f"; and the bundled H200 traces into {out_dir / BUNDLED_DIR}" if theirs else ""), err=True)
     created = outputs.first_missing(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir, link_gbps, where)
+        clear_report(out_dir)
+        also = None
+        if theirs:
+            df = _report(theirs, out_dir / BUNDLED_DIR, link_gbps, echo=False)
+            also = (BUNDLED_DIR, render.results_markdown(df) if len(df) else "")
+        _report(mine, out_dir, link_gbps, also=also)
     except OSError as e:
         outputs.remove_created(created)
         _fail(f"{e.filename or out_dir}: {e.strerror or e}; no report written")
@@ -69,20 +83,70 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path, jobs, dask):
         raise
 
 
-def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Path, link_gbps: float, where) -> None:
-    """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir."""
+@dataclass
+class Inputs:
+    """What one report reads: its traces by stage, its multi-GPU runs, and the records beside them."""
+    paths: list
+    traces: dict
+    multi: dict
+    bench: dict
+    probe: dict | None
+    probe_file: Path | None
+    scaling: list
+    where: object
+
+
+def _inputs(paths: list[Path], bench_path, probe_path, jobs, dask) -> Inputs:
+    """The inputs of a report of `paths` (none: the bundled H200 traces); ReportInputError, TraceError if bad."""
+    traces, multi = find_runs(paths)
+    if not paths:
+        multi = bundled_multi_gpu()
+    probe, probe_file = find_probe(paths, probe_path)
+    return Inputs(paths, traces, multi, find_bench(paths, bench_path), probe, probe_file,
+                  scaling_summary(find_scaling(paths)[0]), chosen_executor(jobs, dask, sum(map(len, multi.values()))))
+
+
+def _listed(i: Inputs) -> str:
+    """The traces a report reads, in words: where from and which."""
+    src = ", ".join(map(_shown, i.paths)) if i.paths else "the bundled H200 traces (reports/data/h200, h200x2)"
+    names = list(i.traces) + [f"{run} ({len(p)} trace{'s' if len(p) > 1 else ''}, several GPUs)"
+                              for run, p in i.multi.items()]
+    return f"{len(i.traces) + sum(map(len, i.multi.values()))} traces from {src}: {', '.join(names)}"
+
+
+def clear_report(out_dir: Path) -> None:
+    """Remove what an earlier report wrote into out_dir (REPORT_FILES, and its bundled/ report), so the folder
+    holds only this run's files; any other file there stays."""
+    for folder in (out_dir, out_dir / BUNDLED_DIR):
+        for pattern in REPORT_FILES:
+            for f in folder.glob(pattern):
+                if f.is_file():
+                    f.unlink()
+    if (out_dir / BUNDLED_DIR).is_dir() and not any((out_dir / BUNDLED_DIR).iterdir()):
+        (out_dir / BUNDLED_DIR).rmdir()
+
+
+def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, str] | None = None,
+            echo: bool = True) -> pd.DataFrame:
+    """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir; `also`:
+    (folder, results table) of the bundled report beside it. Returns the results table."""
+    paths, traces, multi, bench = i.paths, i.traces, i.multi, i.bench
     rows, timeline_items, opened, summaries = [], [], [], []
     gpus_md, gpu_charts = "", {}
+    link = None
+    out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, probe, probe_file, scaling,
-                                                 link_gbps or DEFAULT_LINK_GBPS, where)
-        for i, (stage, path) in enumerate(traces.items(), 1):
-            click.echo(f"compare-traces: [{i}/{len(traces)}] analysing {stage} ({path.name})", err=True)
+        gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, i.probe, i.probe_file, i.scaling,
+                                                 link_gbps or DEFAULT_LINK_GBPS, i.where)
+        for n, (stage, path) in enumerate(traces.items(), 1):
+            click.echo(f"compare-traces: [{n}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
             opened.append(t)
             # the whole capture: the report compares the traces' throughput over the same work (verify does too)
             a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path)), whole=True))
-            link_gbps = link_gbps or a.summary["trace"]["link"]["gbps"]  # the chart's line: the traces' own link
+            if link is None and (link_gbps or a.summary["trace"]["link"]["gbps"]):  # the chart's line: the traces' own
+                link = a.summary["trace"]["link"]
+                link_gbps = link_gbps or link["gbps"]
             if a.summary.get("warnings"):
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
@@ -91,14 +155,8 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
                 timeline_items.append((stage, a, t))
         df = results_table(rows)
         pair = before_after(list(traces), list(traces.values()), summaries, out_dir) if not multi else None
-        if len(df):
-            click.echo("compare-traces: drawing charts", err=True)
-            charts.throughput(df, out_dir / "throughput.png")
-            charts.utilization(df, out_dir / "utilization.png")
-            charts.gaps(df, out_dir / "gaps.png")
-            charts.dtoh(df, out_dir / "dtoh.png", link_gbps or DEFAULT_LINK_GBPS)
-            charts.overlap(df, out_dir / "overlap.png")
-            charts.timelines(timeline_items, out_dir / "timelines.png")
+        chart_map, missing = _draw(df, list(traces), summaries, timeline_items, out_dir, link_gbps, link) \
+            if len(df) else ({}, [])
     except TraceError as e:
         _fail(str(e))
     finally:
@@ -108,22 +166,56 @@ def _report(paths, traces, multi, bench, probe, probe_file, scaling, out_dir: Pa
     env = next((b.get("environment") for b in bench.values() if b.get("environment")), None)
     note = (f"Traces: {src}." + (f" Throughput: unprofiled bench on {env.get('gpu')} (torch {env.get('torch')}, "
                                  f"{env.get('cpus')} CPUs)." if env else ""))
-    chart_map = dict(CHARTS) if len(df) else {}
+    if missing:
+        note += " Not drawn: " + "; ".join(missing) + "."
+    captions = {"dtoh.png": dtoh_caption(df, link_gbps or DEFAULT_LINK_GBPS, link)} if "dtoh.png" in \
+        chart_map.values() else {}
     sources = {**{s: str(p) for s, p in traces.items()}, **{s: ", ".join(map(str, ps)) for s, ps in multi.items()}}
-    md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts, pair)
+    md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts, pair, captions, also)
     (out_dir / "report.md").write_text(md)
-    (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df), df, chart_map, note, gpus_md,
-                                                          gpu_charts, pair))
+    (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df) if len(df) else "", df,
+                                                          chart_map, note, gpus_md, gpu_charts, pair, captions, also))
     records = df.drop(columns=["diagnosis"], errors="ignore").astype(object).where(df.notna().drop(
         columns=["diagnosis"], errors="ignore"), None).to_dict("records")  # a figure nothing gives: null, never NaN
     (out_dir / "results.json").write_text(json.dumps(records, indent=2, default=float) + "\n")
-    if len(df):
+    if echo and len(df):
         click.echo(render.results_markdown(df))
         click.echo(render.results_note(df))
-    if gpus_md:
+    if echo and gpus_md:
         click.echo(gpus_md)
-    click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {len(chart_map) + len(gpu_charts)} "
-               f"PNGs in {out_dir}")
+    pngs = len(chart_map) + len(gpu_charts) + (1 if pair and pair[1] else 0)
+    click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {pngs} PNGs in {out_dir}")
+    return df
+
+
+def _draw(df, stages, summaries, timeline_items, out_dir: Path, link_gbps, link) -> tuple[dict[str, str], list[str]]:
+    """The stage charts into out_dir: ({title: file} of those drawn, what was not drawn and why, in words)."""
+    click.echo("compare-traces: drawing charts", err=True)
+    drawn = {"throughput.png": charts.throughput(df, out_dir / "throughput.png"),
+             "utilization.png": charts.utilization(df, out_dir / "utilization.png"),
+             "gaps.png": charts.gaps(stages, summaries, out_dir / "gaps.png"),
+             "dtoh.png": charts.dtoh(df, out_dir / "dtoh.png", link_gbps or DEFAULT_LINK_GBPS, link),
+             "overlap.png": charts.overlap(df, out_dir / "overlap.png")}
+    drawn["timelines.png"], no_steps = charts.timelines(timeline_items, out_dir / "timelines.png")
+    missing = [f"{name} ({NOT_DRAWN[name]})" for _, name in CHARTS if not drawn[name]]
+    if drawn["timelines.png"] and no_steps:
+        missing.append(f"{', '.join(no_steps)} in timelines.png (no steps found in "
+                       f"{'its' if len(no_steps) == 1 else 'their'} trace)")
+    return {title: name for title, name in CHARTS if drawn[name]}, missing
+
+
+def dtoh_caption(df: pd.DataFrame, link_gbps: float, link: dict | None) -> str:
+    """What the DtoH chart's link line is, and why a copy can stand above it."""
+    source = (link or {}).get("source") or "the default link speed"
+    out = f"The dashed line is the host link, {link_gbps:g} GB/s: {source}."
+    d = df[df["dtoh_gbps"].notna()]
+    over = [f"{s} ({v:.1f} GB/s)" for s, v in zip(d["stage"], d["dtoh_gbps"]) if v > link_gbps]
+    if over:
+        out += (" " + ", ".join(over) + " run above it: " + (
+            "the nominal is 85% of the PCIe raw rate, what pinned copies typically reach, and a good link does "
+            "better (each trace's own link figure is raised to its fastest pinned copy: trace.link in the JSON)."
+            if source.startswith("PCIe") else "the line is one trace's figure, and another trace's copies ran faster."))
+    return out
 
 
 def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps, where) -> tuple[str, dict]:

@@ -95,9 +95,10 @@ def scaling_summary(record: dict | None) -> list[dict]:
     return [r for r in rows if r]
 
 
-def before_after(names: list[str], paths: list, summaries: list[dict], out_dir) -> tuple[str, str] | None:
+def before_after(names: list[str], paths: list, summaries: list[dict], out_dir) -> tuple[str, str | None] | None:
     """For exactly two traces of a user's program: `nsys-transfer verify`'s comparison as text, and the breakdown
-    chart of both; None when they are the toolkit's stages or cannot be compared (the reason is in the text)."""
+    chart of both (None, and said in the text, when neither trace has GPU time to share out); None when they are
+    the toolkit's stages or cannot be compared (the reason is in the text)."""
     if len(summaries) != 2 or any(n.split("-long")[0] in STAGES for n in names):
         return None
     sides = [Side(str(p), s, None, n) for n, p, s in zip(names, paths, summaries)]
@@ -105,5 +106,6 @@ def before_after(names: list[str], paths: list, summaries: list[dict], out_dir) 
         text = render_verify(verify(*sides).document)
     except NotComparable as e:
         text = f"not comparable: {e}"
-    plot_breakdown(summaries, names, out_dir / "before_after.png", title="where the GPU's time went")
+    if plot_breakdown(summaries, names, out_dir / "before_after.png", title="where the GPU's time went") is None:
+        return text + "\n(no breakdown chart: neither trace has GPU activity)", None
     return text, "before_after.png"

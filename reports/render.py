@@ -5,7 +5,12 @@ import html
 
 import pandas as pd
 
+from nsys_transfer.analysis.render import palette
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
+
+# the palette's keys the charts draw, named once in the HTML report's colour key
+KEY_SHOWN = ("compute", "busy", "DtoH", "DtoH/Pageable", "HtoD", "HtoD/Pageable", "DtoD", "unified", *palette.CAUSES,
+             "other")
 
 
 def _f(v, fmt):
@@ -47,15 +52,46 @@ def shown(findings: list[dict]) -> list[dict]:
     return [d for d in findings if d["severity"] != "low"]
 
 
+def _same(d: dict) -> tuple:
+    return d["rule"], d["evidence"], d["suggestion"]
+
+
+def shared_findings(df: pd.DataFrame) -> list[tuple[dict, list[str]]]:
+    """The shown findings that two stages or more have word for word (a short capture's '3 steps captured'): each
+    with its stages, said once instead of under every stage."""
+    seen: dict[tuple, tuple[dict, list[str]]] = {}
+    for r in df.to_dict("records"):
+        for d in shown(r["diagnosis"]):
+            seen.setdefault(_same(d), (d, []))[1].append(r["stage"])
+    return [(d, stages) for d, stages in seen.values() if len(stages) > 1]
+
+
+def _stages_of(stages: list[str], df: pd.DataFrame) -> str:
+    return "every stage" if len(stages) == len(df) else f"{len(stages)} of {len(df)}: {', '.join(stages)}"
+
+
 def diagnosis_markdown(df: pd.DataFrame) -> str:
-    """Each stage's shown findings in Markdown, with their cost and fix."""
+    """Each stage's shown findings in Markdown, with their cost and fix; a finding several stages share word for
+    word said once, first, with the stages it is in."""
     out = []
+    shared = shared_findings(df)
+    if shared:
+        out.append("### In several stages")
+        for d, stages in shared:
+            out.append(f"- **{d['rule']}** ({_stages_of(stages, df)}; {_cost(d)}): {d['evidence']}.  \n"
+                       f"  *Fix:* {d['suggestion']}")
+        out.append("")
+    common = {_same(d) for d, _ in shared}
     for r in df.to_dict("records"):
         out.append(f"### {r['stage']}")
-        if not shown(r["diagnosis"]):
+        mine = [d for d in shown(r["diagnosis"]) if _same(d) not in common]
+        also = [d["rule"] for d in shown(r["diagnosis"]) if _same(d) in common]
+        if not mine and not also:
             out.append("No finding of note: nothing in this trace costs 2% of the window or more.")
-        for d in shown(r["diagnosis"]):
+        for d in mine:
             out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n  *Fix:* {d['suggestion']}")
+        if also:
+            out.append(f"- also {', '.join(also)} (above, in several stages)")
         low = len(r["diagnosis"]) - len(shown(r["diagnosis"]))
         if low:
             out.append(f"- ({low} low-impact finding{'s' if low > 1 else ''} not listed: analyze-trace --all shows them)")
@@ -76,49 +112,88 @@ def results_note(df: pd.DataFrame) -> str:
 
 
 def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], note: str, gpus_md: str = "",
-             gpu_charts: dict[str, str] | None = None, before_after: tuple[str, str] | None = None) -> str:
+             gpu_charts: dict[str, str] | None = None, before_after: tuple[str, str | None] | None = None,
+             captions: dict[str, str] | None = None, also: tuple[str, str] | None = None) -> str:
     """report.md: the note, the results table, the before/after comparison of two traces of one program, the
-    charts, each stage's diagnosis and the GPUs section."""
-    parts = ["# Transfer bottlenecks by stage", "", note, "", "## Results", "", results_markdown(df), "",
-             results_note(df), ""]
+    charts (with their captions), each stage's diagnosis, the GPUs section and, with `also` (folder, its results
+    table), the bundled report beside this one."""
+    parts = ["# Transfer bottlenecks by stage", "", note, ""]
+    if len(df):
+        parts += ["## Results", "", results_markdown(df), "", results_note(df), ""]
     if before_after:
         text, chart = before_after
-        parts += ["## Before and after", "", "```", text, "```", "", f"![where the GPU's time went]({chart})", ""]
+        parts += ["## Before and after", "", "```", text, "```", ""] + \
+            ([f"![where the GPU's time went]({chart})", ""] if chart else [])
     for title, name in charts.items():
         parts += [f"## {title}", "", f"![{title}]({name})", ""]
-    parts += ["## Diagnosis", "", diagnosis_markdown(df)]
+        if (captions or {}).get(name):
+            parts += [captions[name], ""]
+    if len(df):
+        parts += ["## Diagnosis", "", diagnosis_markdown(df)]
     if gpus_md:
         parts += ["## Several GPUs", "", gpus_md]
         for title, name in (gpu_charts or {}).items():
             parts += [f"![{title}]({name})", ""]
+    if also:
+        parts += ["## The bundled H200 stages", "", f"The toolkit's own stages on an H200, for comparison: the whole "
+                  f"report in [{also[0]}/report.md]({also[0]}/report.md) ([HTML]({also[0]}/report.html)).", "",
+                  also[1], ""]
     parts += ["## Traces", ""]
     parts += [f"- {s}: `{p}`" for s, p in sources.items()]
     return "\n".join(parts) + "\n"
 
 
+def _finding_html(d: dict, where: str = "") -> str:
+    return (f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(where + _cost(d))}): {html.escape(d['evidence'])}."
+            f"<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>")
+
+
+def _table_html(md_table: str) -> str:
+    """A Markdown table as an HTML table."""
+    lines = md_table.splitlines()
+    if not lines:
+        return ""
+    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]  # noqa: E731
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in cells(lines[0]))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells(line)) + "</tr>" for line in lines[2:])
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
 def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str, gpus_md: str = "",
-              gpu_charts: dict[str, str] | None = None, before_after: tuple[str, str] | None = None) -> str:
-    """report.html: the same report as one self-contained HTML page."""
-    rows = []
-    header = md_table.splitlines()[0].strip("|").split("|")
-    for line in md_table.splitlines()[2:]:
-        rows.append("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in line.strip("|").split("|")) + "</tr>")
+              gpu_charts: dict[str, str] | None = None, before_after: tuple[str, str | None] | None = None,
+              captions: dict[str, str] | None = None, also: tuple[str, str] | None = None) -> str:
+    """report.html: the same report as one HTML page beside its PNGs, with the palette's colour key."""
     diag = []
+    shared = shared_findings(df) if len(df) else []
+    if shared:
+        diag.append("<h3>In several stages</h3><ul>" + "".join(
+            _finding_html(d, _stages_of(stages, df) + "; ") for d, stages in shared) + "</ul>")
+    common = {_same(d) for d, _ in shared}
     for r in df.to_dict("records"):
-        items = "".join(f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(_cost(d))}): {html.escape(d['evidence'])}."
-                        f"<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>" for d in shown(r["diagnosis"])) or \
-            "<li>No finding of note.</li>"
-        diag.append(f"<h3>{html.escape(r['stage'])}</h3><ul>{items}</ul>")
-    imgs = "".join(f"<h2>{html.escape(t)}</h2><img src='{n}' style='max-width:100%'>" for t, n in charts.items())
+        items = "".join(_finding_html(d) for d in shown(r["diagnosis"]) if _same(d) not in common)
+        also_rules = [d["rule"] for d in shown(r["diagnosis"]) if _same(d) in common]
+        if also_rules:
+            items += f"<li>also {html.escape(', '.join(also_rules))} (above, in several stages)</li>"
+        diag.append(f"<h3>{html.escape(r['stage'])}</h3><ul>{items or '<li>No finding of note.</li>'}</ul>")
+    imgs = "".join(f"<h2>{html.escape(t)}</h2><img src='{n}' alt='{html.escape(t)}' style='max-width:100%'>"
+                   + (f"<p>{html.escape(captions[n])}</p>" if (captions or {}).get(n) else "")
+                   for t, n in charts.items())
+    if charts:
+        imgs = f"<p style='font-size:13px'>Colours, the same in every chart: {palette.html_key(list(KEY_SHOWN))}</p>" + imgs
     if before_after:
         imgs = (f"<h2>Before and after</h2><pre>{html.escape(before_after[0])}</pre>"
-                f"<img src='{before_after[1]}' style='max-width:100%'>") + imgs
+                + (f"<img src='{before_after[1]}' alt='where the GPU&#39;s time went' style='max-width:100%'>"
+                   if before_after[1] else "")) + imgs
+    bundled = ""
+    if also:
+        bundled = (f"<h2>The bundled H200 stages</h2><p>The toolkit's own stages on an H200, for comparison: the whole "
+                   f"report in <a href='{also[0]}/report.html'>{also[0]}/report.html</a>.</p>" + _table_html(also[1]))
     return ("<!doctype html><html><head><meta charset='utf-8'><title>Transfer bottlenecks by stage</title>"
             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
-            f"<h1>Transfer bottlenecks by stage</h1><p>{html.escape(note)}</p><table><tr>"
-            + "".join(f"<th>{html.escape(h.strip())}</th>" for h in header) + "</tr>" + "".join(rows) + "</table>"
-            + imgs + "<h2>Diagnosis</h2>" + "".join(diag) + _gpus_html(gpus_md, gpu_charts or {}) + "</body></html>")
+            f"<h1>Transfer bottlenecks by stage</h1><p>{html.escape(note)}</p>" + _table_html(md_table)
+            + imgs + ("<h2>Diagnosis</h2>" + "".join(diag) if diag else "") + _gpus_html(gpus_md, gpu_charts or {})
+            + bundled + "</body></html>")
 
 
 def _plain(text: str) -> str:

@@ -28,7 +28,7 @@ from conftest import ROOT, sha256
 K, M, S, R = (f"CUPTI_ACTIVITY_KIND_{t}" for t in ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME"))
 N, O = "NVTX_EVENTS", "OSRT_API"  # noqa: E741
 ACTIVITY = (K, M, S, R, N, O)
-PROGRESS = re.compile(r"^compare-traces: (\[\d+/\d+\] analysing |drawing charts)")  # its normal progress, not errors
+PROGRESS = re.compile(r"^compare-traces: (\[\d+/\d+\] analysing |drawing charts|reporting \d+ traces? )")  # its normal progress, not errors
 
 
 @dataclass

@@ -129,14 +129,15 @@ def options_for(trace: Path, step_regex: str | None, win: window.Spec | None, mi
                    run_record=toolkit_record(str(trace)), window_asked=win, **kw)
 
 
-def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=None, plot_dir: Path | None = None):
+def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=None, plot_dir: Path | None = None,
+                 tool: str = "analyze-trace"):
     """One trace file's analysis, as analyze-trace makes it, and its charts when plot_dir is given (TraceError,
-    OSError on bad input)."""
+    OSError on bad input); `tool` names the command in what it says about the charts."""
     with Trace.open(trace) as t:
-        return _analyze_one(t, trace, opts, min_gap_ms, None, None, plot_dir, progress)
+        return _analyze_one(t, trace, opts, min_gap_ms, None, None, plot_dir, progress, tool)
 
 
-def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress):
+def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress, tool: str = "analyze-trace"):
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
         opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
@@ -154,17 +155,34 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         a.summary = schema.one_trace(a.summary, ranks.summary)
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
-        plots = _plots()
         outputs.make_folder(plot_dir, "--plots")
-        stem = trace.name.split(".")[0]
-        plots.plot_timeline(a, t, plot_dir / f"{stem}_timeline.png", title=f"{stem}: last steps")
-        plots.plot_gaps(a, plot_dir / f"{stem}_gaps.png", title=f"{stem}: GPU idle gaps >= {min_gap_ms:g} ms")
-        plots.plot_dtoh(a, plot_dir / f"{stem}_dtoh.png", link_gbps or 0.0, title=stem)
-        plots.plot_breakdown([a.summary], [stem], plot_dir / f"{stem}_breakdown.png",
-                             title=f"{stem}: where the GPU's time went")
-        if ranks is not None:
-            plots.plot_ranks(ranks, plot_dir / f"{stem}_gpus.png", title=stem)
+        _plot_one(a, t, ranks, plot_dir, trace.name.split(".")[0], min_gap_ms, tool)
     return a
+
+
+PLOT_KINDS = ("timeline", "gaps", "dtoh", "breakdown", "gpus")  # <stem>_<kind>.png, what --plots writes of a trace
+
+
+def _plot_one(a, t, ranks, plot_dir: Path, stem: str, min_gap_ms: float, tool: str) -> None:
+    """A trace's charts into plot_dir as <stem>_<kind>.png; a chart that would show nothing (no DtoH copy, no idle
+    gap) is not drawn, said once on stderr, and its file from an earlier run removed: the folder holds this run's."""
+    plots = _plots()
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    path = {k: plot_dir / f"{stem}_{k}.png" for k in PLOT_KINDS}
+    drawn = {"timeline": plots.plot_timeline(a, t, path["timeline"], name=stem),
+             "gaps": plots.plot_gaps(a, path["gaps"], name=stem),
+             "dtoh": plots.plot_dtoh(a, path["dtoh"], a.summary["trace"]["link"]["gbps"], name=stem),
+             "breakdown": plots.plot_breakdown([a.summary], [stem], path["breakdown"],
+                                               title=f"{stem}: where the GPU's time went"),
+             "gpus": plots.plot_ranks(ranks, path["gpus"], title=stem) if ranks is not None else None}
+    why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {min_gap_ms:g} ms",
+           "dtoh": "no DtoH copies", "breakdown": "no GPU time to share out"}
+    left = [f"{path[k].name} ({why[k]})" for k in PLOT_KINDS if drawn[k] is None and k in why]
+    for k in PLOT_KINDS:
+        if drawn[k] is None and path[k].exists():
+            path[k].unlink()
+    if left:
+        click.echo(f"{tool}: --plots: not drawn: {'; '.join(left)}", err=True)
 
 
 def _plots():

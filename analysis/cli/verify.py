@@ -43,7 +43,8 @@ def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None) 
         click.echo(f"verify: analysing {label}: {trace}", err=True)
     # the whole capture on both sides: the same work before and after, whatever each side's set-up (the steady
     # state's speed-up, which needs the work the fix moved counted, is verify's next step: issue 37)
-    summary = analyze_path(trace, options_for(trace, step_regex, win, whole=win is None), plot_dir=plot_dir).summary
+    summary = analyze_path(trace, options_for(trace, step_regex, win, whole=win is None), plot_dir=plot_dir,
+                           tool="verify").summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
     return Side(str(trace), summary, workload, label)
@@ -92,8 +93,10 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         except TraceError as e:
             _fail(str(e))
     if plot_dir:
-        _plots().plot_breakdown([s.summary for s in sides], ["before", "after"], plot_dir / "verify_breakdown.png",
-                             title="where the GPU's time went")
+        if _plots().plot_breakdown([s.summary for s in sides], ["before", "after"], plot_dir / "verify_breakdown.png",
+                                   title="where the GPU's time went") is None:
+            (plot_dir / "verify_breakdown.png").unlink(missing_ok=True)  # an earlier run's: not this one's
+            click.echo("verify: --plots: not drawn: verify_breakdown.png (no GPU activity in either trace)", err=True)
     if quiet:
         click.echo("\n".join([doc["verdict"]["line"], *(f"GATE FAILED: {r}" for r in doc["gates"]["failed"])]))
     else:

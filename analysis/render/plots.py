@@ -1,6 +1,8 @@
 """Charts of one analysis (matplotlib, Agg). Plotting only: every number comes from the computed tables."""
 from __future__ import annotations
 
+import warnings
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -8,76 +10,109 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import (COMPUTE, COPY_TO_CPU, DEFAULT_LINK_GBPS, GET_BATCH,
-                                               PROCESS_OUTPUT, QUEUE_OUTPUT)
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
+from nsys_transfer.analysis.render import palette
 from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
 
-COLORS = {"kernel": "#4C72B0", "HtoD": "#55A868", "DtoH": "#C44E52", "DtoD": "#8172B2", "memset": "#937860",
-          "idle": "#DDDDDD"}
-# NVTX ranges are the CPU's phases: colours of their own, never a GPU kind's (a green 'get batch' read as HtoD)
-NVTX_COLORS = {GET_BATCH: "#E9C46A", COMPUTE: "#B8A9D9", COPY_TO_CPU: "#F4A7B9", PROCESS_OUTPUT: "#CFC6A8",
-               QUEUE_OUTPUT: "#F6BD8E"}
-NVTX_DEFAULT = "#C9C9C9"
-NVTX_OUTER = "#E3E3E3"  # depth 0: the step itself
+LINK_COLOR = "#333333"
+
+
+def _box(key: str, **kw):
+    """A legend's swatch of a palette key."""
+    return plt.Rectangle((0, 0), 1, 1, facecolor=palette.color(key), lw=0, **kw)
+
+
+def _copy_keys(copies: pd.DataFrame) -> pd.Series:
+    """Each copy's palette key: its direction and its host memory kind."""
+    if copies.empty:
+        return pd.Series([], dtype=object, index=copies.index)
+    return pd.Series([palette.copy_key(k, palette.host_memory(k, s, d)) for k, s, d in
+                      zip(copies["copy_kind"], copies["src_kind"], copies["dst_kind"])], index=copies.index, dtype=object)
 
 
 def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame, t0: int, t1: int,
              launch_tid: int | None = None, title: str = "", idle: list | None = None):
     """A row per stream (kernels and copies), a row of the GPU's idle gaps coloured by their cause (idle: (start,
-    end, label) each), and rows for the launching thread's NVTX ranges, like nsys' view."""
-    labels = []
+    end, label) each; an NVTX range's name written on its wide gaps), and rows for the launching thread's NVTX
+    ranges, like nsys' view. Colours: the palette's; the legend names what is drawn (at most palette.MAX_LEGEND)."""
     ms = lambda ns: (np.asarray(ns) - t0) / 1e6  # noqa: E731
-    causes = list(dict.fromkeys(label for _, _, label in idle or []))
-    if idle:
-        for i, label in enumerate(causes):
-            part = [(ms(a), (b - a) / 1e6) for a, b, lab in idle if lab == label]
-            ax.broken_barh(part, (0, 0.8), color=_part_color(label, i), lw=0)
-        labels.append("GPU idle: cause")
     k = kernels[(kernels["end_ns"] > t0) & (kernels["start_ns"] < t1)]
     c = copies[(copies["end_ns"] > t0) & (copies["start_ns"] < t1)]
+    ckeys = _copy_keys(c)
+    n = nvtx[(nvtx["global_tid"] == launch_tid) & (nvtx["end_ns"] > t0) & (nvtx["start_ns"] < t1)] \
+        if launch_tid is not None and len(nvtx) else nvtx.iloc[0:0]
+    weights: dict[str, float] = {}
+    if len(k):
+        weights["compute"] = float(k["duration_ns"].sum())
+    for key, part in c.groupby(ckeys.to_numpy()) if len(c) else ():
+        weights[key] = float(part["duration_ns"].sum())
+    for a, b, label in idle or []:
+        key = palette.part_key(label)
+        weights[key] = weights.get(key, 0.0) + (b - a)
+    named, folded = palette.legend_keys(weights, palette.MAX_LEGEND - (1 if len(n) else 0))
+    shown = lambda key: "other" if key in folded else key  # noqa: E731
+    labels = []
+    if idle:
+        by_key: dict[str, list] = {}
+        for a, b, label in idle:
+            by_key.setdefault(shown(palette.part_key(label)), []).append((ms(a), (b - a) / 1e6))
+            if palette.part_key(label) == "cpu-range" and (b - a) / (t1 - t0) > 0.06 and label.startswith("idle: in "):
+                ax.text(ms((a + b) / 2), 0.4, label[len("idle: in "):][:20], ha="center", va="center", fontsize=7,
+                        color="white")
+        for key, part in by_key.items():
+            ax.broken_barh(part, (0, 0.8), color=palette.color(key), lw=0)
+        labels.append("GPU idle: cause")
     streams = sorted(set(k["stream"].tolist()) | set(c["stream"].tolist()))
     y = len(labels)
     for s in streams:
         ks = k[k["stream"] == s]
-        ax.broken_barh(list(zip(ms(ks["start_ns"]), ks["duration_ns"] / 1e6)), (y, 0.8), color=COLORS["kernel"], lw=0)
-        cs = c[c["stream"] == s]
-        for kind, part in cs.groupby("copy_kind"):
+        ax.broken_barh(list(zip(ms(ks["start_ns"]), ks["duration_ns"] / 1e6)), (y, 0.8),
+                       color=palette.color(shown("compute")), lw=0)
+        on = (c["stream"] == s).to_numpy()
+        for key, part in c[on].groupby(ckeys[on].to_numpy()):
             ax.broken_barh(list(zip(ms(part["start_ns"]), part["duration_ns"] / 1e6)), (y, 0.8),
-                           color=COLORS.get(kind, "#333333"), lw=0)
+                           color=palette.color(shown(key)), lw=0)
         labels.append(f"stream {s}")
         y += 1
-    if launch_tid is not None and len(nvtx):
-        n = nvtx[(nvtx["global_tid"] == launch_tid) & (nvtx["end_ns"] > t0) & (nvtx["start_ns"] < t1)]
-        for depth in sorted(n["depth"].unique())[:3]:
-            nd = n[n["depth"] == depth]
-            for r in nd.itertuples():
-                col = NVTX_COLORS.get(r.name, NVTX_DEFAULT if depth else NVTX_OUTER)
-                ax.broken_barh([(ms(max(r.start_ns, t0)), (min(r.end_ns, t1) - max(r.start_ns, t0)) / 1e6)],
-                               (y, 0.8), facecolor=col, lw=0.5, edgecolor="#777777", hatch="///" if depth else None)
-                width = (min(r.end_ns, t1) - max(r.start_ns, t0)) / (t1 - t0)
-                if width > 0.06:
-                    ax.text(ms((max(r.start_ns, t0) + min(r.end_ns, t1)) / 2), y + 0.4, r.name[:18], ha="center",
-                            va="center", fontsize=7)
-            labels.append(f"NVTX depth {depth}")
-            y += 1
+    for depth in sorted(n["depth"].unique())[:3] if len(n) else []:
+        for r in n[n["depth"] == depth].itertuples():
+            a, b = max(r.start_ns, t0), min(r.end_ns, t1)
+            ax.broken_barh([(ms(a), (b - a) / 1e6)], (y, 0.8), facecolor=palette.NVTX_COLOR if depth else
+                           palette.NVTX_OUTER, lw=0.5, edgecolor="#777777", hatch="///" if depth else None)
+            if (b - a) / (t1 - t0) > 0.06:  # the name, as much of it as the bar holds (~6 px a letter at 7 pt)
+                ax.text(ms((a + b) / 2), y + 0.4, r.name[:int(170 * (b - a) / (t1 - t0))], ha="center", va="center", fontsize=7,
+                        bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
+        labels.append(f"NVTX depth {depth}")
+        y += 1
     ax.set_yticks(np.arange(len(labels)) + 0.4)
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlim(0, (t1 - t0) / 1e6)
+    ax.set_ylim(-0.1, max(len(labels), 1) - 0.1)
     ax.set_xlabel("time (ms)")
     ax.set_title(title, fontsize=10, loc="left")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[x]) for x in ("kernel", "HtoD", "DtoH")]
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=NVTX_DEFAULT, edgecolor="#777777", hatch="///"))
-    handles += [plt.Rectangle((0, 0), 1, 1, color=_part_color(label, i)) for i, label in enumerate(causes)]
-    ax.legend(handles, ["kernel", "HtoD", "DtoH", "NVTX range (CPU)", *causes], loc="lower right",
-              bbox_to_anchor=(1.0, 1.0), fontsize=7, ncol=4 + min(len(causes), 3), frameon=False, borderaxespad=0.1)
+    handles = [_box(key) for key in named]
+    names = [palette.key_label(key) for key in named]
+    if len(n):
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=palette.NVTX_COLOR, edgecolor="#777777", hatch="///"))
+        names.append("NVTX range (CPU)")
+    ax.legend(handles, names, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False)
 
 
 def save(fig, path, dpi: int = 110):
-    """Lay out, write and close a figure; returns the path."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    """Lay out, write and close a figure; returns the path. A figure tight_layout cannot lay out (matplotlib's
+    "Tight layout not applied": a legend wider than the figure) is cropped to what it draws instead, silently."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.tight_layout()
+    tight = True
+    for w in caught:
+        if "layout not applied" in str(w.message):
+            tight = False
+        else:  # not ours to hide
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    fig.savefig(path, dpi=dpi, bbox_inches=None if tight else "tight")
     plt.close(fig)
     return path
 
@@ -91,18 +126,35 @@ def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
     return int(s["start_ns"].iloc[first]), int(s["end_ns"].iloc[-1])
 
 
-def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
-    """Plot the timeline of the last n_steps steps (else the window) to path; None without a window."""
-    tables, summ = analysis.tables, analysis.summary
-    span = step_span(tables.get("steps"), n_steps)
-    w = summ["window"]
+def timeline_span(analysis, n_steps: int = 3) -> tuple[tuple[int, int], str] | None:
+    """(span, what it is in words) of the timeline: the last n_steps steps and as long again after them, within the
+    window (an asynchronous step's GPU work runs on past its range), else the window; None without a window."""
+    steps, w = analysis.tables.get("steps"), analysis.summary["window"]
+    span = step_span(steps, n_steps)
     if span is None:
         if "duration_ns" not in w:
             return None
-        span = (w["start_ns"], w["end_ns"])
+        return (w["start_ns"], w["end_ns"]), f"the analysed window, {w['duration_ns'] / 1e6:,.0f} ms (no steps found)"
+    s = steps.sort_values("start_ns")
+    k = min(n_steps, len(s))
+    names = f"'{s['name'].iloc[-k]}' ... '{s['name'].iloc[-1]}'" if k > 1 else f"'{s['name'].iloc[-1]}'"
+    what = (f"all {k} steps" if k == len(s) else f"the last {k} of {len(s)} steps") + f" ({names})"
+    end = span[1]
     if "duration_ns" in w:
-        span = (span[0], max(span[1], min(w["end_ns"], span[1] + (span[1] - span[0]))))
-    tops = summ["gaps"]["top"]
+        end = max(span[1], min(w["end_ns"], span[1] + (span[1] - span[0])))
+    if end > span[1]:
+        what += f" and the {(end - span[1]) / 1e6:,.0f} ms after them"
+    return (span[0], end), what
+
+
+def plot_timeline(analysis, trace, path, n_steps: int = 3, name: str = ""):
+    """Plot the timeline of the last n_steps steps (else the window) to path, titled by what it draws ('name: the
+    last 3 of 12 steps (...)'); None without a window."""
+    got = timeline_span(analysis, n_steps)
+    if got is None:
+        return None
+    span, what = got
+    tops = analysis.summary["gaps"]["top"]
     launch = None
     if len(trace.host.nvtx):
         if tops and tops[0].get("launch_tid") is not None:
@@ -111,128 +163,201 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, title: str = ""):
         if launch is None:
             launch = int(trace.host.nvtx["global_tid"].value_counts().idxmax())
     fig, ax = plt.subplots(figsize=(12, 3.9))
-    timeline(ax, trace.device.kernels_touching(*span), tables["memcpy"], trace.host.nvtx, span[0], span[1], launch,
-             title or f"timeline: last {n_steps} steps", idle_by_cause(analysis, span))
+    timeline(ax, trace.device.kernels_touching(*span), analysis.tables["memcpy"], trace.host.nvtx, span[0], span[1],
+             launch, f"{name}: {what}" if name else what, idle_by_cause(analysis, span))
     return save(fig, path)
 
 
 MAX_DRAWN_GAPS = 400  # the longest gaps of the span get a cause; the others are too thin to see
+MAX_GAPS_BY_CAUSE = 5000  # the gaps chart: the longest gaps of each GPU whose cause is looked up
 
 
-def idle_by_cause(analysis, span) -> list[tuple[int, int, str]]:
-    """(start, end, label) of the first GPU's idle gaps in the span, each labelled by the cause holding most of it."""
+def idle_by_cause(analysis, span, device: int | None = None, limit: int = MAX_DRAWN_GAPS) -> list[tuple[int, int, str]]:
+    """(start, end, label) of a GPU's idle gaps in the span (the first GPU's unless device is given), each labelled
+    by the cause holding most of it; the `limit` longest."""
     g = analysis.tables.get("gaps")
     if analysis.gap_causes is None or g is None or g.empty:
         return []
-    dev = int(g["device"].iloc[0])
+    dev = int(g["device"].iloc[0]) if device is None else device
     g = g[(g["device"] == dev) & (g["end_ns"] > span[0]) & (g["start_ns"] < span[1])]
-    g = g.nlargest(MAX_DRAWN_GAPS, "duration_ns")
+    g = g.nlargest(limit, "duration_ns")
     spans = [(max(int(a), span[0]), min(int(b), span[1])) for a, b in zip(g["start_ns"], g["end_ns"])]
     causes = analysis.gap_causes(dev, spans)
     return [(a, b, cause_label(c, subject)) for (a, b), (c, subject) in zip(spans, causes)]
 
 
-def plot_gaps(analysis, path, title: str = ""):
-    """Plot the GPU idle gaps over the window to path."""
+def plot_gaps(analysis, path, name: str = ""):
+    """Plot the GPU idle gaps over the window to path, each drawn to scale: from its start to its end (width) and
+    as tall as it is long, coloured by its cause; None (nothing written) without gaps above the threshold."""
     g = analysis.tables["gaps"]
+    if g is None or g.empty:
+        return None
+    w = analysis.summary["window"]
+    t0 = w["start_ns"]
+    drawn = [x for dev in sorted(g["device"].unique())
+             for x in idle_by_cause(analysis, (t0, w["end_ns"]), int(dev), MAX_GAPS_BY_CAUSE)]
+    if len(drawn) < len(g):  # beyond the longest (or no idle attribution): drawn, their cause not looked up
+        known = {(a, b) for a, b, _ in drawn}
+        drawn += [(int(a), int(b), "idle: other") for a, b in zip(g["start_ns"], g["end_ns"]) if (a, b) not in known]
+    weights: dict[str, float] = {}
+    for a, b, label in drawn:
+        weights[palette.part_key(label)] = weights.get(palette.part_key(label), 0.0) + (b - a)
+    named, folded = palette.legend_keys(weights)
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    if len(g):
-        t0 = analysis.summary["window"]["start_ns"]
-        ax.bar((g["start_ns"] - t0) / 1e6, g["duration_ns"] / 1e6, width=max(g["duration_ns"].max() / 1e6, 1) * 0.4,
-               color=COLORS["idle"], edgecolor="#777777", align="edge")
-        ax.set_xlabel("gap start (ms into the window)")
-    else:
-        ax.text(0.5, 0.5, "no idle gaps above the threshold", ha="center", va="center", transform=ax.transAxes)
+    for a, b, label in drawn:
+        key = palette.part_key(label)
+        ax.bar((a - t0) / 1e6, (b - a) / 1e6, width=(b - a) / 1e6, align="edge", lw=0,
+               color=palette.color("other" if key in folded else key))
+    ax.set_xlim(0, w["duration_ns"] / 1e6 if w.get("duration_ns") else None)
+    ax.set_xlabel("ms into the window (each gap drawn from its start to its end)")
     ax.set_ylabel("gap length (ms)")
-    ax.set_title(title or f"GPU idle gaps >= {analysis.summary['gaps']['threshold_ns'] / 1e6:g} ms", fontsize=10)
+    s = analysis.summary["gaps"]
+    what = (f"GPU idle gaps >= {s['threshold_ns'] / 1e6:g} ms: {s['count']:,}, {s['total_ns'] / 1e6:,.1f} ms in all "
+            f"({len(drawn):,} drawn, by cause)")
+    ax.set_title(f"{name}: {what}" if name else what, fontsize=10)
+    ax.legend([_box(k) for k in named], [palette.key_label(k) for k in named], fontsize=7, loc="center left",
+              bbox_to_anchor=(1.005, 0.5), frameon=False)
     return save(fig, path)
 
 
-def plot_dtoh(analysis, path, link_gbps: float = DEFAULT_LINK_GBPS, title: str = ""):
-    """Plot each DtoH copy's duration and bandwidth (against the link speed) to path."""
+def link_words(link: dict | None) -> str:
+    """What the link line stands for, from the analysis's trace.link: the PCIe nominal (85% of the raw rate, what
+    pinned copies typically reach, so a fast one runs above it) or the trace's own fastest pinned copy, on two lines."""
+    source = (link or {}).get("source") or ""
+    if source.startswith("PCIe"):
+        return source + ":\n85% of the raw rate, what pinned copies typically reach; a good link runs faster"
+    return source.replace(" (", "\n(", 1)
+
+
+def draw_link(ax, gbps: float, words: str, title: str) -> None:
+    """The host link's dashed line on a GB/s axis, named beside it, and what the figure is (words) in small type
+    under the axes' title."""
+    ax.axhline(gbps, ls="--", color=LINK_COLOR, lw=1)
+    ax.text(0.01, gbps * 1.01, f"link {gbps:g} GB/s", va="bottom", ha="left", fontsize=7,
+            transform=ax.get_yaxis_transform())
+    ax.set_title(title, fontsize=10, pad=6 + 9 * (words.count("\n") + 1) if words else 6)
+    if words:
+        ax.text(0.5, 1.01, words, transform=ax.transAxes, ha="center", va="bottom", fontsize=6.5, color="#444444")
+
+
+def plot_dtoh(analysis, path, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = ""):
+    """Plot each DtoH copy's duration and bandwidth (against the link speed, with what that figure is) to path,
+    coloured by host memory kind; None (nothing written) without DtoH copies."""
     c = analysis.tables["memcpy"]
     d = c[c["copy_kind"] == "DtoH"].reset_index(drop=True)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.4))
-    if len(d):
-        colors = [COLORS["DtoH"] if k == "Pinned" else "#E8A0A0" for k in d["dst_kind"]]
-        a1.bar(d.index, d["duration_ns"] / 1e6, color=colors)
-        timed = d["gbps"].notna().to_numpy()  # a zero-length copy (a damaged export) has no bandwidth to draw
-        a2.bar(d.index[timed], d["gbps"][timed], color=[c for c, ok in zip(colors, timed) if ok])
-        a2.set_xlim(-0.6, len(d) - 0.4)
-        a2.axhline(link_gbps, ls="--", color="#333333", lw=1)
-        a2.text(-0.4, link_gbps * 1.02, f"link {link_gbps:g} GB/s", va="bottom", ha="left", fontsize=7)
-        kinds = ", ".join(f"{k}: {v}" for k, v in d["dst_kind"].value_counts().items())
-        a1.set_title(f"DtoH duration per copy ({kinds})", fontsize=10)
+    if d.empty:
+        return None
+    keys = _copy_keys(d)
+    colors = [palette.color(k) for k in keys]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    a1.bar(d.index, d["duration_ns"] / 1e6, color=colors, lw=0)
+    a1.set_ylim(0, float(d["duration_ns"].max()) / 1e6 * 1.25 or 1)  # room for the legend
+    timed = d["gbps"].notna().to_numpy()  # a zero-length copy (a damaged export) has no bandwidth to draw
+    a2.bar(d.index[timed], d["gbps"][timed], color=[c for c, ok in zip(colors, timed) if ok], lw=0)
+    a2.set_xlim(-0.6, len(d) - 0.4)
+    peak = d["gbps"].max()  # NaN when no copy has a duration (a damaged export): the link line sets the scale
+    top = float(peak) * 1.1 if peak == peak else 0.0
+    if link_gbps:
+        draw_link(a2, link_gbps, link_words(analysis.summary["trace"].get("link")), "DtoH bandwidth per copy")
+        top = max(top, link_gbps * 1.2)
+    a2.set_ylim(0, top or 1)
+    kinds = ", ".join(f"{k}: {v}" for k, v in d["dst_kind"].value_counts().items())
+    a1.set_title(f"DtoH duration per copy ({kinds})", fontsize=10)
+    if not link_gbps:
         a2.set_title("DtoH bandwidth per copy", fontsize=10)
-        peak = d["gbps"].max()  # NaN when no copy has a duration (a damaged export): the link line sets the scale
-        a2.set_ylim(0, max(link_gbps * 1.15, float(peak) * 1.1 if peak == peak else 0.0))
-    else:
-        a1.text(0.5, 0.5, "no DtoH copies", ha="center", va="center", transform=a1.transAxes)
-    a1.set_xlabel("copy #")
-    a1.set_ylabel("ms")
-    a2.set_xlabel("copy #")
-    a2.set_ylabel("GB/s")
-    if title:
-        fig.suptitle(title, fontsize=10)
+    for ax, unit in ((a1, "ms"), (a2, "GB/s")):
+        ax.set_xlabel("copy # (in time order)")
+        ax.set_ylabel(unit)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    used = list(dict.fromkeys(keys))
+    a1.legend([_box(k) for k in used], [palette.key_label(k) for k in used], fontsize=7, loc="upper right", ncol=2)
+    if name:
+        fig.suptitle(name, fontsize=10)
     return save(fig, path)
 
 
 def plot_ranks(ranks, path, title: str = ""):
     """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
-    time, stacked per GPU, against the shared capacity (right). With many GPUs (more than SUMMARISE_OVER) the bars
-    carry no figures, every k-th GPU is named and the GPUs' bands have no legend (plot_rank_heatmap tells them apart).
-    GPUs on several hosts: the right panel is the worst host's GPUs against its capacity."""
+    time, stacked per GPU, against the shared capacity (right; left out, and said in the title, when no GPU copied to
+    the host). With many GPUs (more than SUMMARISE_OVER) the bars carry no figures, every k-th GPU is named and the
+    GPUs' bands have no legend (plot_rank_heatmap tells them apart). GPUs on several hosts: the right panel is the
+    worst host's GPUs against its capacity."""
     d, host, hs = ranks.devices, ranks.host, ranks.summary["host_dtoh"]
     hosts = len(ranks.summary.get("hosts") or [])
-    on_top = d["host"].map(lambda h: h == hs["host"]) if hosts else pd.Series(True, index=d.index)
     if hosts:
         host = host[host["host"].map(lambda h: h == hs["host"])]
     many = len(d) > SUMMARISE_OVER
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
+    if len(host):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
+    else:
+        fig, a1 = plt.subplots(figsize=(7, 4.9 if many else 4.3))
+    key = _per_gpu(a1, d, many)
+    if len(host):
+        _host_dtoh(a2, ranks, host, hosts, key, many)
+    head = (title + ": " if title else "") + ranks.summary["limit"]["rule"]
+    fig.suptitle(head if len(host) else head + "\nno DtoH copy into host memory: no host-side panel", fontsize=11)
+    return save(fig, path)
+
+
+def _per_gpu(ax, d: pd.DataFrame, many: bool) -> str:
+    """The per-GPU bars of plot_ranks: kernels and DtoH share of each GPU's steps, the DtoH bar in its copies' host
+    memory kind (most of their bytes pinned: the pinned colour); returns the key most GPUs' copies have."""
     x = np.arange(len(d))
     compute = pd.to_numeric(d["compute_utilization"], errors="coerce")  # NaN: a trace without a kernel table
-    a1.bar(x - 0.2, 100 * compute.fillna(0), 0.4, color=COLORS["kernel"], label="kernels, % of steps")
-    a1.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=COLORS["DtoH"], label="DtoH copies, % of steps")
+    ax.bar(x - 0.2, 100 * compute.fillna(0), 0.4, color=palette.color("compute"))
+    shares = d["dtoh_pinned_share"] if "dtoh_pinned_share" in d else pd.Series([1.0] * len(d))
+    keys = ["DtoH" if s is None or s != s or s >= 0.5 else "DtoH/Pageable" for s in shares]
+    ax.bar(x + 0.2, 100 * d["dtoh_busy_share"], 0.4, color=[palette.color(k) for k in keys])
+    used = [k for k, b in zip(keys, d["dtoh_busy_share"]) if b and b == b]  # the GPUs that copied
+    copied = list(dict.fromkeys(used))
+    ax.legend([_box("compute"), *map(_box, copied)],
+              ["kernels, % of steps", *(f"{palette.key_label(k)}, % of steps" for k in copied)], fontsize=7,
+              loc="upper right")
     for i, (r, c) in enumerate([] if many else zip(d.itertuples(), compute)):
-        a1.text(i - 0.2, 0 if pd.isna(c) else 100 * c, "n/a" if pd.isna(c) else f"{100 * c:.0f}", ha="center",
+        ax.text(i - 0.2, 0 if pd.isna(c) else 100 * c, "n/a" if pd.isna(c) else f"{100 * c:.0f}", ha="center",
                 va="bottom", fontsize=7)
         if r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps:
-            a1.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
+            ax.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
     step = max(1, -(-len(d) // 16)) if many else 1
-    a1.set_xticks(x[::step])
-    a1.set_xticklabels(d["gpu"][::step], fontsize=6 if many else 8, rotation=90 if many else 0)
-    a1.set_ylim(0, 118)
-    a1.set_ylabel("% of the GPU's steps")
-    a1.legend(fontsize=7, loc="upper right")
-    a1.set_title("Per GPU", fontsize=10)
-    if len(host):
-        t0 = host["bin_start_ns"].min()
-        piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
-        ms = (piv.index.to_numpy() - t0) / 1e6
-        a2.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
-                     labels=[f"{len(piv.columns)} GPUs, one band each"] + [None] * (len(piv.columns) - 1) if many
-                     else list(piv.columns),
-                     colors=["#C44E52", "#DD8452", "#CCB974", "#8172B2", "#64B5CD", "#55A868", "#937860", "#4C72B0"][
-                         :len(piv.columns)], alpha=0.85)
-        # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
-        shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
-        # not a rate: shaded behind the GB/s, named in the legend
-        for i, r in enumerate(d[on_top].itertuples()):
-            if r.drain_ns and r.drain_ns > 0:
-                end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
-                a2.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
-                           label="a GPU's outputs still draining (time only)" if i == 0 else None)
-        a2.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
-        a2.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
-                f"({hs['capacity_source']})", fontsize=7, va="bottom")
-        a2.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
-        a2.legend(fontsize=7, loc="center right")
-    a2.set_xlabel("ms")
-    a2.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
-    a2.set_title(f"DtoH into host memory on {hs['host'] or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
+    ax.set_xticks(x[::step])
+    ax.set_xticklabels(d["gpu"][::step], fontsize=6 if many else 8, rotation=90 if many else 0)
+    ax.set_ylim(0, 118)
+    ax.set_ylabel("% of the GPU's steps")
+    ax.set_title("Per GPU", fontsize=10)
+    return max(copied, key=used.count) if copied else "DtoH"
+
+
+def _host_dtoh(ax, ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) -> None:
+    """plot_ranks' right panel: DtoH into host memory over time, a band per GPU in the copies' colour (told apart by
+    hatches), each rank's drain shaded, against the shared capacity."""
+    d, hs = ranks.devices, ranks.summary["host_dtoh"]
+    on_top = d["host"].map(lambda h: h == hs["host"]) if hosts else pd.Series(True, index=d.index)
+    t0 = host["bin_start_ns"].min()
+    piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
+    ms = (piv.index.to_numpy() - t0) / 1e6
+    bands = ax.stackplot(ms, *[piv[c].to_numpy() for c in piv.columns], step="post",
+                         labels=[f"{len(piv.columns)} GPUs, one band each"] + [None] * (len(piv.columns) - 1) if many
+                         else list(piv.columns), colors=[palette.color(key)] * len(piv.columns), edgecolor="white",
+                         lw=0.3)
+    for i, band in enumerate(bands):  # the copies' one colour; each GPU's band told by its hatch
+        band.set_hatch(GPU_HATCHES[i % len(GPU_HATCHES)])
+    # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
+    shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
+    # not a rate: shaded behind the GB/s, named in the legend
+    for i, r in enumerate(d[on_top].itertuples()):
+        if r.drain_ns and r.drain_ns > 0:
+            end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
+            ax.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
+                       label="a GPU's outputs still draining (time only)" if i == 0 else None)
+    ax.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
+    ax.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
+            f"({hs['capacity_source']})", fontsize=7, va="bottom")
+    ax.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
+    ax.legend(fontsize=7, loc="center right")
+    ax.set_xlabel("ms")
+    ax.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
+    ax.set_title(f"DtoH into host memory on {hs['host'] or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
                  if hosts else "DtoH into host memory, all GPUs (stacked)", fontsize=10)
-    fig.suptitle((title + ": " if title else "") + ranks.summary["limit"]["rule"], fontsize=11)
-    return save(fig, path)
 
 
 def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
@@ -287,38 +412,45 @@ def _mark_hosts(fig, axes, hosts: list, fontsize: int):
                             fontsize=fontsize + 1, fontweight="bold", color="#333333")
 
 
-BREAKDOWN_COLORS = {"kernels": COLORS["kernel"], "idle: input-bound": "#2EC4B6", "idle: host-sync": "#E76F51",
-                    "idle: launches": "#F4A261", "idle: memory mapping": "#8D99AE", "idle: communication": "#264653",
-                    "idle: sleeping": "#BDB2FF", "idle: CPU work, no range": "#A8A8A8", "idle: other": COLORS["idle"]}
-
-
-def _part_color(label: str, i: int) -> str:
-    if label in BREAKDOWN_COLORS:
-        return BREAKDOWN_COLORS[label]
-    for kind in ("HtoD", "DtoH", "DtoD"):
-        if label.startswith(kind):
-            return COLORS[kind] if "Pageable" not in label else {"HtoD": "#9FD3A9", "DtoH": "#E8A0A2"}.get(kind, "#BBB")
-    return plt.cm.tab20(i % 20)  # an NVTX range the idle time sat in
-
-
 def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
-    """One stacked bar per trace: the share of the GPUs' time in each part of analysis.breakdown.time_breakdown."""
-    rows = [time_breakdown(s) for s in summaries]
-    names = list(dict.fromkeys(label for r in rows for label, _ in r))
-    fig, ax = plt.subplots(figsize=(11, 1.4 + 0.6 * max(len(rows), len(names) / 4)))
+    """One stacked bar per trace: the share of the GPUs' time in each part of analysis.breakdown.time_breakdown,
+    coloured by the palette (an NVTX range's idle time is cpu-range's colour, its name on the bar); the legend names
+    at most palette.MAX_LEGEND colours, the smallest parts beyond them drawn as 'other'. None (nothing written) when
+    no trace has GPU time to share out."""
+    rows = [time_breakdown(s) if s.get("gpu") else [] for s in summaries]  # no GPU activity: no time to share out
+    if not any(rows):
+        return None
+    weights: dict[str, float] = {}
+    for r in rows:
+        total = sum(ns for _, ns in r) or 1
+        for label, ns in r:
+            weights[palette.part_key(label)] = weights.get(palette.part_key(label), 0.0) + ns / total
+    named, folded = palette.legend_keys(weights)
+    fig, ax = plt.subplots(figsize=(11, 1.5 + 0.6 * max(len(rows), len(named) / 4)))
     for y, r in enumerate(rows):
         total, left = sum(ns for _, ns in r) or 1, 0.0
         for label, ns in r:
-            share = 100 * ns / total
-            ax.barh(y, share, left=left, color=_part_color(label, names.index(label)), edgecolor="white")
+            share, key = 100 * ns / total, palette.part_key(label)
+            ax.barh(y, share, left=left, color=palette.color("other" if key in folded else key), edgecolor="white")
             if share >= 6:
-                ax.text(left + share / 2, y, f"{share:.0f}%", ha="center", va="center", fontsize=7)
+                text = f"{share:.0f}%" if key != "cpu-range" or not label.startswith("idle: in ") else \
+                    f"{label[len('idle: in '):][:24]} {share:.0f}%"
+                ax.text(left + share / 2, y, text, ha="center", va="center", fontsize=7,
+                        color="white" if key in DARK else "black")
             left += share
+        if not r:
+            ax.text(1, y, "no GPU time in this trace", va="center", fontsize=8)
     ax.set_yticks(range(len(rows)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of the GPUs' time in the window (%)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=_part_color(n, i)) for i, n in enumerate(names)]
-    ax.legend(handles, names, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
+    ax.legend([_box(k) for k in named], [palette.key_label(k) for k in named], loc="center left",
+              bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
     ax.set_title(title or "where the GPU's time went", fontsize=10)
     return save(fig, path)
+
+
+DARK = {"compute", "comm-wait", "mapping", "cpu-range", "DtoH", "DtoD"}  # keys whose bars take white text
+
+
+GPU_HATCHES = ["", "////", "....", "\\\\\\\\", "xxxx", "++++", "oo", "----"]  # the GPUs' bands of the stacked DtoH chart
