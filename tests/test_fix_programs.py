@@ -2,6 +2,7 @@
 fixed with nsys_transfer.fixes in at most 10 changed lines (NAME_fixed.py). On the CPU, the fixed program's outputs
 are the same bytes as the original's, and its pipeline says every batch arrived intact. The GPU before/after figures
 are benchmarks/fixes.py's (docs/benchmarks.md)."""
+import re
 import ast
 import difflib
 import json
@@ -135,7 +136,7 @@ def test_the_output_fixes_take_the_cpu_work_off_the_launching_thread(captured):
         assert cpu["impact_fraction"] > 0.4 and cpu is costed_first(captured[name]), name
         assert before.get("host-sync", {"impact_fraction": 0})["impact_fraction"] < 0.02, name
         assert after.get(("gpu-idle-cpu-bound", None), {"impact_fraction": 0})["impact_fraction"] < 0.05, name
-    assert costed_first(captured["seg_logits_fixed"])["subject"] == "output pipeline: drain"
+    assert costed_first(captured["seg_logits_fixed"])["rule"] == "output-bound"
 
 
 def costed_first(summary) -> dict:
@@ -145,6 +146,12 @@ def costed_first(summary) -> dict:
 def test_a_pipeline_behind_its_gpu_is_named_with_its_cure(captured):
     """seg_logits's post-processing (numpy argmax of 16 x 21 x 512 x 512 logits) needs more CPU per batch than the
     GPU's forward: after the fix the main thread waits in the pipeline's drain, and the finding says why."""
-    drained = [f for f in captured["seg_logits_fixed"]["diagnosis"] if "output pipeline: drain" in f["evidence"]]
-    assert drained and "post-processing, not the GPU, sets the pace" in drained[0]["suggestion"]
-    assert "see stage" not in drained[0]["suggestion"]  # a user's program, not this toolkit's stage
+    f = costed_first(captured["seg_logits_fixed"])
+    assert f["rule"] == "output-bound" and f["subject"] == "OutputPipeline workers" and f["severity"] == "high"
+    assert "for the workers to drain" in f["evidence"] and "batches/s of GPU time" in f["evidence"]
+    gpu, out = (float(x) for x in re.findall(r"([\d.]+) batches/s", f["evidence"]))
+    assert gpu > 2 * out  # the GPU could go more than twice as fast as the outputs went
+    assert "the output side sets the pace" in f["suggestion"] and "workers=N" in f["suggestion"]
+    assert "see stage" not in f["suggestion"] and "DataLoader" not in f["suggestion"]  # not input, not the stage
+    assert not [g for g in captured["seg_logits_fixed"]["diagnosis"] if g["rule"] == "input-bound"
+                and g["subject"] == "output pipeline: drain"]

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from nsys_transfer.analysis.rules.capture import IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
 from nsys_transfer.analysis.rules.idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
+from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
 from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context
 
 
-RULES = [IncompleteTrace(), InputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
+RULES = [IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
          UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(), WarmupInCapture(),
          ShortCapture(), NvtxMissing()]
 

@@ -9,6 +9,7 @@ from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
 from nsys_transfer.analysis.rules.base import Finding, Context, ms, us, calls_text, idle_of, devices, calls_of
+from nsys_transfer.analysis.rules.output import pipeline_waits
 
 
 class InputBound:
@@ -19,6 +20,7 @@ class InputBound:
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
         rows = idle_of(ctx, "input")
+        rows = rows[~rows.index.isin(pipeline_waits(ctx).index)]  # the output side's waits are output-bound's
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
