@@ -5,6 +5,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from typing import Callable
 
 import torch
@@ -16,6 +17,7 @@ from nsys_transfer.fixes.delivery import Delivery
 from nsys_transfer.fixes.errors import LayoutError, TerminatedBySignal
 from nsys_transfer.fixes.integrity import IntegrityReport, MASK64, compare
 from nsys_transfer.fixes.lifetime import StopSignals
+from nsys_transfer.fixes.pace import Pace
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.fixes.slots import HostSlots, Layout
 from nsys_transfer.fixes.tree import flatten
@@ -58,6 +60,7 @@ class OutputPipeline:
         self.tensors, self.verify, self.like, self.timeout_s, self.name = tensors, verify, like, timeout_s, name
         self.device = torch.device(device) if device is not None else None
         self.submitted = 0
+        self.pace = Pace()  # which side set the pace (fixes/pace.py): the loop's waits on the workers
         self.expected: dict[int, int] = {}
         self._slots = self._pool = self._copier = self._monitor = None
         self._pending: queue.Queue = queue.Queue()
@@ -83,13 +86,16 @@ class OutputPipeline:
         self._slots.layout.check(leaves)
         leaves = [t if t.is_contiguous() else t.contiguous() for t in leaves]
         with nvtx_range(COPY_TO_CPU):
+            since = self.pace.started()
             slot = self._pool.get_free(check=self._raise_failure)
+            self.pace.waited(since)
             shapes = tuple(tuple(t.shape) for t in leaves)
             bounds = self._bounds(leaves)
             self._copier.copy(slot, leaves, self._slots.views(slot, shapes), bounds, self.verify)
         with nvtx_range(QUEUE_OUTPUT):
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
         self.submitted += 1
+        self.pace.batches = self.submitted
 
     def _bounds(self, leaves) -> list[tuple[int, int]]:
         rows = {t.shape[0] if t.dim() else None for t in leaves}
@@ -140,7 +146,9 @@ class OutputPipeline:
         """Wait until every batch submitted so far was processed (the pipeline stays open)."""
         if self._pool is not None:
             with nvtx_range(PIPELINE_DRAIN):
+                since = time.monotonic()
                 self._pool.wait(self.submitted, self.timeout_s, check=self._raise_failure)
+                self.pace.drained(since)
 
     def close(self) -> None:
         """Wait until every submitted batch was processed, then stop the workers and free the buffers."""
@@ -153,7 +161,7 @@ class OutputPipeline:
             raise
         self._shutdown(graceful=True)
         if self.announce:
-            print(f"{self.name.replace('-', ' ')}s: {self.report().verdict()}", file=sys.stderr)
+            print(f"{self.name.replace('-', ' ')}s: {self.report().verdict()}; {self.pace.line()}", file=sys.stderr)
 
     def abort(self) -> None:
         """Stop now: workers stopped, buffers freed, pending batches dropped."""

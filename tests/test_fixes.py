@@ -115,6 +115,27 @@ def test_back_pressure_keeps_at_most_the_buffers_in_flight():
     assert max(in_flight) <= 2 and in_flight[-1] >= 1, in_flight
 
 
+def test_the_pace_names_the_side_that_sets_it(capfd, monkeypatch):
+    """process() of 50 ms a batch on one worker behind a loop that submits at once: the loop waits for buffers and
+    the drain, the outputs set the pace (at most 20 batches/s, the worker polls between batches, against a loop faster than that), and the line that
+    NSYS_TRANSFER_VERIFY=1 prints says so; a process() that keeps up leaves the pace to the loop."""
+    monkeypatch.setenv("NSYS_TRANSFER_VERIFY", "1")
+    with OutputPipeline(lambda i, a: time.sleep(0.05), workers=1, buffers=2, threads=True) as pipe:
+        for i in range(8):
+            pipe.submit(i, torch.full((16,), float(i)))
+    pace = pipe.pace.as_dict()
+    assert pace["paced_by"] == "outputs" and pace["batches"] == 8
+    assert 4 < pace["outputs_per_s"] < 22 and pace["loop_per_s"] > 1.5 * pace["outputs_per_s"], pace
+    assert pace["buffer_wait_s"] > 0.2 and pace["drain_s"] > 0.05, pace
+    err = capfd.readouterr().err
+    assert "all 8 batches arrived exactly once, intact" in err and "pace: set by the outputs" in err
+    with OutputPipeline(lambda i, a: None, workers=2, buffers=4, threads=True) as fast:
+        for i in range(8):
+            fast.submit(i, torch.full((16,), float(i)))
+            time.sleep(0.02)  # the loop's own work per batch
+    assert fast.pace.as_dict()["paced_by"] == "loop", fast.pace.as_dict()
+
+
 class Corrupting(OutputPipeline):
     """A buffer overwritten between the copy and the worker (what a copy that has not landed looks like)."""
 

@@ -1,0 +1,62 @@
+"""Which side of an OutputPipeline sets its pace, from the loop's own clock: the time submit() waited for a free
+buffer (back-pressure: the workers' process() is behind) and the drain at the end, against the whole span from the
+first submit() to the last output. The loop's rate without those waits is what the GPU side could do; the rate
+with them is what the outputs did."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+OUTPUT_SIDE = 0.15  # submit()'s waits for a free buffer above this share of the span: the outputs set the pace
+
+
+@dataclass
+class Pace:
+    """Seconds the loop waited for free buffers and for the drain, over the span from the first submit to close."""
+    batches: int = 0
+    wait_s: float = 0.0
+    drain_s: float = 0.0
+    first: float | None = None
+    last: float | None = None
+    _clock: object = field(default=time.monotonic, repr=False)
+
+    def started(self) -> float:
+        """Now, on the pace's clock; the first call starts the span."""
+        now = self._clock()
+        if self.first is None:
+            self.first = now
+        return now
+
+    def waited(self, since: float) -> None:
+        """submit() waited for a free buffer since `since`."""
+        self.wait_s += self._clock() - since
+
+    def drained(self, since: float) -> None:
+        """The drain ran since `since`; the span ends now."""
+        self.last = self._clock()
+        self.drain_s += self.last - since
+
+    def as_dict(self) -> dict:
+        """batches, span_s, waits, the two rates (batches/s) and which side set the pace."""
+        span = (self.last - self.first) if self.first is not None and self.last is not None else 0.0
+        waits = self.wait_s + self.drain_s
+        loop = self.batches / (span - waits) if self.batches and span > waits else None
+        out = self.batches / span if self.batches and span > 0 else None
+        # back-pressure is the output side setting the pace; the drain alone is the last outputs' tail
+        side = None if not span else "outputs" if self.wait_s > OUTPUT_SIDE * span else "loop"
+        return {"batches": self.batches, "span_s": round(span, 4), "buffer_wait_s": round(self.wait_s, 4),
+                "drain_s": round(self.drain_s, 4), "loop_per_s": loop and round(loop, 3),
+                "outputs_per_s": out and round(out, 3), "paced_by": side}
+
+    def line(self) -> str:
+        """One line: both rates and which side set the pace, with the knob where it is the outputs."""
+        d = self.as_dict()
+        if not d["paced_by"] or d["outputs_per_s"] is None:
+            return "pace: too few batches to tell"
+        loop = f"{d['loop_per_s']:.2f}" if d["loop_per_s"] else "-"
+        if d["paced_by"] == "outputs":
+            return (f"pace: set by the outputs: the loop alone went at {loop} batches/s, the outputs at "
+                    f"{d['outputs_per_s']:.2f}/s (it waited {d['buffer_wait_s'] + d['drain_s']:.2f} s of "
+                    f"{d['span_s']:.2f} s for process()): more workers, split=, or less CPU work per output")
+        return (f"pace: set by the loop ({d['outputs_per_s']:.2f} batches/s; the outputs kept up, waits "
+                f"{d['buffer_wait_s'] + d['drain_s']:.2f} s of {d['span_s']:.2f} s)")
