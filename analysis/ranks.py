@@ -10,6 +10,7 @@ and its ranges explain its idle gaps.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +24,7 @@ from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.load.device import KERNEL_TABLE
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.schema import json_rows, several_traces
 from nsys_transfer.analysis.sections.hosts import HostLoad, host_loads
@@ -174,13 +176,24 @@ def _owners(kernels: KernelDigest, memcpys: pd.DataFrame, memsets: pd.DataFrame)
     """device -> the process driving it: the one that launched most kernel time on it, or, on a GPU without kernels
     (an export without a kernel table), the one whose copies and memsets took most time on it."""
     owner = {int(d): int(p) for d, p in kernels.driving_process().itertuples(index=False, name=None)}
-    ops = pd.concat([df[["device", "pid"]].assign(ns=(df["end_ns"] - df["start_ns"]).to_numpy())
-                     for df in (memcpys, memsets) if len(df)]) if len(memcpys) or len(memsets) else None
+    ops = pd.concat([part for df in (memcpys, memsets) if len(df) for part in _op_time(df)]) \
+        if len(memcpys) or len(memsets) else None
     if ops is not None:
         by = ops.groupby(["device", "pid"], as_index=False)["ns"].sum().sort_values("ns", ascending=False)
         for d, p in by.drop_duplicates("device")[["device", "pid"]].itertuples(index=False, name=None):
             owner.setdefault(int(d), int(p))
     return owner
+
+
+def _op_time(ops) -> Iterator[pd.DataFrame]:
+    """device, pid and ns (duration) of each operation of a table: a frame, or SpilledOps (a long capture's memsets in
+    temporary files) summed per device and process a chunk at a time, which the caller's sum then adds up."""
+    if not isinstance(ops, SpilledOps):
+        yield ops[["device", "pid"]].assign(ns=(ops["end_ns"] - ops["start_ns"]).to_numpy())
+        return
+    for c in ops.chunks(("device", "pid", "start_ns", "end_ns")):
+        part = pd.DataFrame({"device": c["device"], "pid": c["pid"], "ns": c["end_ns"] - c["start_ns"]}, copy=False)
+        yield part.groupby(["device", "pid"], as_index=False)["ns"].sum()
 
 
 def _device_row(label: str, dev: int, pid, mine: pd.DataFrame, dev_ops: gpu.GpuOps, memcpys: pd.DataFrame,

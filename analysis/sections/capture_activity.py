@@ -2,7 +2,9 @@
 calls), holes in its CUDA correlation ids, nsys's own diagnostics, and the nsys that exported against the driver."""
 from __future__ import annotations
 
+import itertools
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,7 +13,7 @@ from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
 from nsys_transfer.analysis import intervals
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.load import sql
+from nsys_transfer.analysis.load import btree, sql
 from nsys_transfer.analysis.load.btree import Bits, In
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.kernel_digest import fits
@@ -80,13 +82,6 @@ def timeline(trace: Trace, gpu: dict, osrt_starts: OsrtStarts) -> list[dict]:
                     "gpu_end_ns": gpu_end, "cpu_events_after": after,
                     "cpu_share_after": round(after / cpu.size, 4) if cpu.size else 0.0})
     return out
-
-
-def _process_activity(trace: Trace, pid: int, osrt_starts: OsrtStarts) -> np.ndarray:
-    """Sorted start times of a process's NVTX ranges and OS runtime calls."""
-    nvtx = trace.host.nvtx
-    mine = nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]
-    return np.sort(np.concatenate((mine, osrt_starts[int(pid)])))
 
 
 def _pids_in_order(gpu: dict) -> list[int]:
@@ -166,35 +161,174 @@ def id_gaps(trace: Trace, gpu: dict, osrt_starts: OsrtStarts) -> dict:
     if not suspects or not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
         return out
     out["checked"] = True
-    rt = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"tid": "globalTid", "corr": "correlationId",
-                                                           "start_ns": "start"})
-    rt_pid = pid_of(rt["tid"].to_numpy())
     for p in suspects:
-        mine = rt_pid == p
-        order = np.argsort(rt["corr"].to_numpy()[mine], kind="stable")
-        ids = rt["corr"].to_numpy()[mine][order]
-        starts = rt["start_ns"].to_numpy()[mine][order]
-        keep = ids > 0
-        ids, starts = ids[keep], starts[keep]
-        if ids.size < 2:
+        h = _api_holes(trace, p)
+        if h is None:
             continue
-        holes = np.diff(ids) - 1
-        big = np.flatnonzero(holes >= API_ID_GAP_LOST)
-        activity = _process_activity(trace, p, osrt_starts)
-        lo, hi = np.minimum(starts[big], starts[big + 1]), np.maximum(starts[big], starts[big + 1])
-        inside = np.searchsorted(activity, hi) - np.searchsorted(activity, lo, side="right")
-        running = big[inside > 0]
-        span = int(ids[-1] - ids[0] + 1)
-        lost_ids = int(holes[running].sum())
-        share = lost_ids / span  # the share of the process's calls that fell into the holes
+        inside = _activity_inside(trace, p, osrt_starts, h.lo, h.hi)
+        running = inside > 0
+        lost_ids = int(h.big[running].sum())
+        share = lost_ids / h.span  # the share of the process's calls that fell into the holes
         # recorded calls per id elsewhere, applied to the holes (on the real captures within 25% of the count a
         # newer nsys recorded for the same program)
-        missing = int(round(ids.size * share / (1 - share))) if share < 1 else None
+        missing = int(round(h.rows * share / (1 - share))) if share < 1 else None
         out["processes"].append({
-            "pid": int(p), "api_rows": int(ids.size), "id_span": span, "largest_gap": int(holes.max()),
-            "gaps": int(big.size), "gaps_while_running": int(running.size), "ids_lost": lost_ids,
+            "pid": int(p), "api_rows": h.rows, "id_span": h.span, "largest_gap": h.largest,
+            "gaps": int(h.big.size), "gaps_while_running": int(running.sum()), "ids_lost": lost_ids,
             "est_missing_calls": missing, "missing_share": round(share, 4)})
     return out
+
+
+@dataclass
+class ApiHoles:
+    """A process's positive API correlation ids in sorted order: how many (rows), their span and largest hole
+    (difference less one), and each hole of at least API_ID_GAP_LOST ids (big) with the earlier (lo) and later (hi)
+    of the start times of the calls on either side of it."""
+    rows: int
+    span: int
+    largest: int
+    big: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+API_ID_COLUMNS = {"corr": "correlationId", "start_ns": "start"}
+
+
+def _api_holes(trace: Trace, p: int) -> ApiHoles | None:
+    """ApiHoles of process p's CUDA API calls (None with fewer than two positive ids), read a chunk at a time: the
+    runtime table holds tens of millions of rows in a long capture. Its ids come in rowid order already sorted in
+    every capture we have seen (the stable sort then changes nothing), so the holes are found as the chunks come;
+    where they do not, _unsorted_api_holes() reads them again."""
+    mine = (In(Bits("globalTid"), (int(p),)),)
+    rows, first, last, last_start, largest = 0, None, None, None, None
+    big: list[np.ndarray] = []
+    lo: list[np.ndarray] = []
+    hi: list[np.ndarray] = []
+    for chunk in trace.reader.int_column_chunks("CUPTI_ACTIVITY_KIND_RUNTIME", API_ID_COLUMNS, mine):
+        ids, starts = chunk["corr"].to_numpy(), chunk["start_ns"].to_numpy()
+        keep = ids > 0
+        ids, starts = ids[keep], starts[keep]
+        if not ids.size:
+            continue
+        if last is not None:
+            ids, starts = np.concatenate(([last], ids)), np.concatenate(([last_start], starts))
+        holes = np.diff(ids) - 1
+        if (holes < -1).any():
+            return _unsorted_api_holes(trace, mine)
+        if holes.size:
+            largest = int(holes.max()) if largest is None else max(largest, int(holes.max()))
+            at = np.flatnonzero(holes >= API_ID_GAP_LOST)
+            big.append(holes[at])
+            lo.append(np.minimum(starts[at], starts[at + 1]))
+            hi.append(np.maximum(starts[at], starts[at + 1]))
+        rows += int(keep.sum())
+        first = int(ids[0]) if first is None else first
+        last, last_start = int(ids[-1]), int(starts[-1])
+    if rows < 2:
+        return None
+    joined = [np.concatenate(x) if x else np.zeros(0, np.int64) for x in (big, lo, hi)]
+    return ApiHoles(rows, last - first + 1, int(largest), *joined)
+
+
+def _unsorted_api_holes(trace: Trace, mine: tuple) -> ApiHoles | None:
+    """_api_holes() of ids not in rowid order, without a sorted copy of them: the holes from a bitmap of the ids'
+    range (ID_WINDOW ids at a time, as _largest_id_gap), then the start of the last call (in rowid order: the stable
+    sort's) with the id before each big hole and of the first with the id after it, the table read again a chunk at
+    a time for each; where the ids are sparse, from one sorted copy (_sorted_api_holes)."""
+    def chunks(columns=("corr",)):
+        for chunk in trace.reader.int_column_chunks("CUPTI_ACTIVITY_KIND_RUNTIME",
+                                                    {c: API_ID_COLUMNS[c] for c in columns}, mine):
+            ids = chunk["corr"].to_numpy()
+            keep = ids > 0
+            yield ids[keep], chunk["start_ns"].to_numpy()[keep] if "start_ns" in chunk else None
+    rows, lo, hi = 0, None, None
+    for ids, _ in chunks():
+        if ids.size:
+            rows += int(ids.size)
+            lo = int(ids.min()) if lo is None else min(lo, int(ids.min()))
+            hi = int(ids.max()) if hi is None else max(hi, int(ids.max()))
+    if rows < 2 or lo is None or hi is None:
+        return None
+    if hi - lo + 1 > SPARSE_IDS * rows:
+        return _sorted_api_holes(trace, mine)
+    largest, last = -1, None  # -1: one id repeated alone, as the sorted form's difference of 0 gives
+    before: list[np.ndarray] = []
+    after: list[np.ndarray] = []
+    for w in range(lo, hi + 1, ID_WINDOW):
+        seen = np.zeros(min(ID_WINDOW, hi + 1 - w), dtype=bool)
+        for ids, _ in chunks():
+            seen[ids[(ids >= w) & (ids < w + seen.size)] - w] = True
+        for k in range(0, seen.size, intervals.CHUNK):  # the ids present, CHUNK flags at a time
+            at = np.flatnonzero(seen[k:k + intervals.CHUNK]) + (w + k)
+            if not at.size:
+                continue
+            at = at if last is None else np.concatenate(([last], at))
+            holes = np.diff(at) - 1
+            if holes.size:
+                largest = max(largest, int(holes.max()))
+                big = np.flatnonzero(holes >= API_ID_GAP_LOST)
+                before.append(at[big])
+                after.append(at[big + 1])
+            last = int(at[-1])
+    a, b = (np.concatenate(x) if x else np.zeros(0, np.int64) for x in (before, after))
+    a_start, b_start = np.zeros(a.size, np.int64), np.zeros(b.size, np.int64)
+    b_found = np.zeros(b.size, bool)
+    for ids, starts in (chunks(("corr", "start_ns")) if a.size else ()):
+        i = np.searchsorted(a, ids)
+        hit = (i < a.size) & (a[np.minimum(i, a.size - 1)] == ids)
+        if hit.any():  # the last call with each id before a hole: later chunks overwrite
+            pos, at_start = i[hit][::-1], starts[hit][::-1]
+            u, last_of = np.unique(pos, return_index=True)
+            a_start[u] = at_start[last_of]
+        j = np.searchsorted(b, ids)
+        hit = (j < b.size) & (b[np.minimum(j, b.size - 1)] == ids)
+        if hit.any():  # the first call with each id after a hole: the first chunk holding it
+            u, first_of = np.unique(j[hit], return_index=True)
+            new = ~b_found[u]
+            b_start[u[new]] = starts[hit][first_of[new]]
+            b_found[u[new]] = True
+    return ApiHoles(rows, hi - lo + 1, largest, b - a - 1, np.minimum(a_start, b_start),
+                    np.maximum(a_start, b_start))
+
+
+def _sorted_api_holes(trace: Trace, mine: tuple) -> ApiHoles | None:
+    """_api_holes() from the process's ids and starts read whole and sorted by id (stable: rowid order among equal
+    ids)."""
+    rt = trace.reader.table_columns("CUPTI_ACTIVITY_KIND_RUNTIME", API_ID_COLUMNS, mine)
+    ids = rt["corr"].to_numpy()
+    keep = ids > 0
+    order = np.argsort(ids[keep], kind="stable")
+    ids, starts = ids[keep][order], rt["start_ns"].to_numpy()[keep][order]
+    del rt
+    if ids.size < 2:
+        return None
+    holes = np.diff(ids) - 1
+    at = np.flatnonzero(holes >= API_ID_GAP_LOST)
+    return ApiHoles(int(ids.size), int(ids[-1] - ids[0] + 1), int(holes.max()), holes[at],
+                    np.minimum(starts[at], starts[at + 1]), np.maximum(starts[at], starts[at + 1]))
+
+
+def _activity_inside(trace: Trace, pid: int, osrt_starts: OsrtStarts, lo: np.ndarray, hi: np.ndarray
+                     ) -> np.ndarray:
+    """How many of a process's NVTX ranges and OS runtime calls start strictly inside each (lo, hi): its OS calls'
+    starts as the timeline read them (osrt_starts) where it did, else a chunk at a time (tens of millions in a long
+    capture), none read where there is no interval to look in."""
+    if not lo.size:
+        return np.zeros(0, np.int64)
+    nvtx = trace.host.nvtx
+    mine = nvtx["start_ns"].to_numpy(np.int64)[pid_of(nvtx["global_tid"].to_numpy(np.int64)) == pid]
+    if int(pid) in osrt_starts:
+        parts = iter([osrt_starts[int(pid)]])
+    else:
+        parts = (c["start_ns"].to_numpy() for c in trace.reader.int_column_chunks(
+            "OSRT_API", {"start_ns": "start"}, (In(Bits("globalTid"), (int(pid),)), btree.USABLE))
+            ) if trace.has("OSRT_API") else iter(())
+    inside = np.zeros(lo.size, np.int64)
+    for x in itertools.chain([mine], parts):
+        x = np.sort(x)
+        inside += np.searchsorted(x, hi) - np.searchsorted(x, lo, side="right")
+    return inside
 
 
 def diagnostics(trace: Trace, exported: int, gpu_pids: set[int]) -> dict:

@@ -120,7 +120,7 @@ class GpuSide(NamedTuple):
     (the times are let go after it: a long capture's kernel times are hundreds of MiB)."""
     ids: dict[str, tuple[np.ndarray, np.ndarray]]
     timeline: list[dict]
-    osrt_starts: activity.OsrtStarts  # a process's OS call times, read once for the timeline and the id gaps
+    osrt_starts: activity.OsrtStarts  # a process's OS call times, read once by the timeline (the id gaps reuse them)
     in_order: dict[str, bool]  # kind -> whether its rows are in start order (their positions then stand for times)
 
 
