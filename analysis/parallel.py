@@ -19,6 +19,7 @@ guard, `if __name__ == "__main__":`: the workers start by importing it (the cons
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import multiprocessing
 import os
@@ -351,12 +352,21 @@ def local_workers(address: str) -> int:
     return int(n)
 
 
+def _has_distributed() -> bool:
+    try:
+        return importlib.util.find_spec("distributed") is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules (blocked): not installed for us
+        return False
+
+
 def executor(jobs: int | None = None, dask: str | None = None, items: int | None = None):
     """The executor for `items` pieces of work: Dask when an address is given, else `jobs` worker processes (default:
     the cores; never more than the items), else (one job or one item) this process."""
     if dask:
         if dask.split(":")[0] == LOCAL:
             local_workers(dask)  # its mistakes before any work
+        if not _has_distributed():  # the missing extra too, before any work is announced
+            raise TraceError(DASK_EXTRA)
         return Dask(dask)
     if jobs is not None and jobs < 1:
         raise TraceError(f"--jobs {jobs}: give at least 1 (1: one trace after the other in this process)")
