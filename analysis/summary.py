@@ -58,8 +58,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     trace.background.wait("host.nvtx")
     nvtx = trace.host.nvtx
     step_regex, step_source = _step_regex(nvtx, opts)
+    step_rows = _step_rows(nvtx, step_regex)
     # the verdict is about the steady state: past the set-up and warm-up, unless the user asked for a window
-    found = None if opts.window is not None or opts.whole else _steady(trace, nvtx, step_regex)
+    found = None if opts.window is not None or opts.whole else _steady(trace, step_rows)
     say("loading GPU activity")
     # a window the user gave is the window: the kernels, copies and ranges counted are the ones inside it
     digest, memcpys = _gpu_rows(trace, opts.window or ((found.start_ns, OPEN_END) if found else None))
@@ -67,7 +68,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     # a scan on the core the device pass leaves free: the runtime calls per kind
     call_counts = trace.background.submit(integrity.call_counts, trace)
     ops = gpu.gpu_ops(kernels, memcpys, trace.device.memsets)
-    window = _window(ops, nvtx, step_regex, opts.window, found.start_ns if found else None)
+    window = _window(ops, nvtx, step_rows, opts.window, found.start_ns if found else None)
     # the whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)
     first_event = capture_start(trace)
     setup_part = setup.part(trace, found, first_event, nvtx, step_regex) if found and window else None
@@ -209,14 +210,18 @@ def _step_regex(nvtx: pd.DataFrame, opts: Options) -> tuple[str | None, str]:
     return (found, "detected") if found else (None, "none found")
 
 
-def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user, steady_start: int | None = None
+def _step_rows(nvtx: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
+    """The step ranges (every column of nvtx) matched by step_regex; none without one."""
+    return nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
+
+
+def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, st: pd.DataFrame, user, steady_start: int | None = None
             ) -> tuple[int, int] | None:
     """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs;
     from the steady state's start where it has one."""
     window = gpu.analysis_window(ops, user)
     if window is None or user:
         return window
-    st = nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
     lo, hi = window if st.empty else (min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max())))
     # the output pipeline's last drain: its workers' post-processing of the last outputs, after the GPU's last work
     drain = nvtx[(nvtx["name"] == PIPELINE_DRAIN).to_numpy() & (nvtx["start_ns"].to_numpy() < hi)] if len(nvtx) else nvtx
@@ -224,9 +229,8 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, step_regex: str | None, user, s
     return (steady_start, hi) if steady_start is not None and steady_start < hi else (lo, hi)
 
 
-def _steady(trace: Trace, nvtx: pd.DataFrame, step_regex: str | None) -> steady.Steady | None:
+def _steady(trace: Trace, st: pd.DataFrame) -> steady.Steady | None:
     """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream."""
-    st = nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
     st = st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
     trace.background.wait("device.memcpys")  # their span is part of the capture's
     return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace))

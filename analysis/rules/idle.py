@@ -157,9 +157,14 @@ def samples_text(s: dict) -> str:
     return f"CPU samples of the launching thread in those gaps ({s['samples']:,}): {kinds}; functions: {fns}"
 
 
+def cpu_after_sync_ns(ctx: Context) -> int:
+    """The CPU-work idle time that came right after a sync returned, over the devices (sections/idle.py)."""
+    return sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
+
+
 def after_sync_text(ctx: Context) -> str:
     """How much of the CPU work came right after a synchronising call returned (the sync serialises it)."""
-    ns = sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
+    ns = cpu_after_sync_ns(ctx)
     if ns < 0.5 * ctx.summary["gaps"]["threshold_ns"]:
         return ""
     return (f"; {ms(ns)} of it right after a synchronising call returned (the sync emptied the GPU's queue before "
@@ -170,7 +175,7 @@ def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
     """The fix, where most of this CPU work follows a synchronising call, with the sync's part (before the fix, or
     after it where the samples named the work): it keeps the GPU's queue empty while the host works (OpenACC:
     compute regions without async clauses)."""
-    after = sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
+    after = cpu_after_sync_ns(ctx)
     if after < 0.5 * ns:
         return fix
     if ctx.program.get("framework") == "openacc":
