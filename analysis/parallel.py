@@ -103,7 +103,14 @@ class Processes:
 
     def map(self, fn: Callable, items: Sequence[tuple], say: Callable[[str], None] = _quiet) -> list:
         """fn(*args) for each item in the worker processes; the results in the items' order."""
-        futures = [self._pool.submit(fn, *args) for args in items]
+        # the workers fork at the first submit, with the stops blocked: one that comes meanwhile waits for
+        # _worker_setup (which drops a Ctrl-C) instead of raising in a half-started worker
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if _can_hold() else None
+        try:
+            futures = [self._pool.submit(fn, *args) for args in items]
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             for i, _ in enumerate(as_completed(futures), 1):
                 say(f"[{i}/{len(items)}] done")
@@ -119,12 +126,18 @@ class Processes:
 # them. The workers ignore Ctrl-C (a signal to the group reaches them too) and keep SIGTERM's default (_worker_setup).
 
 
+def _can_hold() -> bool:
+    return hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+
+
 def _worker_setup() -> None:
     """Each worker process's initializer: Ctrl-C is left to the main process, which ends the workers; SIGTERM ends
     the worker at once (forked, it would have inherited the main process's handler, and SystemExit in an item is only
     sent back as its result)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # forked with both blocked (Processes.map): a Ctrl-C that came is dropped
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
 
 
 def _end_workers(pool: ProcessPoolExecutor) -> None:
