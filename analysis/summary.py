@@ -233,7 +233,10 @@ def _steady(trace: Trace, st: pd.DataFrame) -> steady.Steady | None:
     """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream."""
     st = st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
     trace.background.wait("device.memcpys")  # their span is part of the capture's
-    return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace))
+    nvtx = trace.host.nvtx
+    drains = nvtx.loc[(nvtx["name"] == PIPELINE_DRAIN).to_numpy(), "end_ns"].to_numpy() if len(nvtx) else None
+    return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace),
+                         drains)
 
 
 def _window_part(trace: Trace, window, opts: Options, first_event: int | None, found) -> dict:

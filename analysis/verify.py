@@ -94,26 +94,50 @@ def _same_program(before: Side, after: Side) -> None:
 
 
 def throughput(before: Side, after: Side) -> dict:
-    """Steps/s from the steps of each trace, else from the workload records, else the GPU windows' inverse when the
-    two did the same GPU work; with where it came from."""
+    """Steps/s over each trace's steady steps (to the end of their last output: the pipeline's drain counts), else
+    from the workload records, else iterations/s of the repeating kernel stream, else the GPU windows' inverse when
+    the two did the same GPU work; with where it came from."""
     sb, sa = before.summary["steps"].get("per_second"), after.summary["steps"].get("per_second")
     if sb and sa:
-        return {"before": sb, "after": sa, "unit": "steps/s", "source": "the steps in each trace"}
+        return {"before": sb, "after": sa, "unit": "steps/s", "source": _steps_source(before, after)}
     wb, wa = (s.workload and s.workload.get("throughput", {}).get("steps_per_s") for s in (before, after))
     if wb and wa:
         return {"before": wb, "after": wa, "unit": "steps/s", "source": "the workload records"}
+    ib, ia = _iterations(before.summary), _iterations(after.summary)
+    if ib and ia:
+        return {"before": ib[0], "after": ia[0], "unit": "iterations/s",
+                "source": f"the repeating kernel stream: {ib[1]} and {ia[1]}" + _no_steps(before, after)}
     kb, ka = (s.summary["kernels"].get("count") or 0 for s in (before, after))
     db, da = (s.summary["window"].get("duration_ns") or 0 for s in (before, after))
     if kb and ka and db and da and abs(kb - ka) <= WORK_TOLERANCE * max(kb, ka):
         return {"before": 1e9 / db, "after": 1e9 / da, "unit": "1/s",
                 "source": f"the GPU windows ({db / 1e9:.2f} s and {da / 1e9:.2f} s for {kb:,} and {ka:,} kernels: "
-                          "the same work; " + ("steps in only one trace)" if before.summary["steps"].get("count") or
-                                               after.summary["steps"].get("count") else "no steps in the traces)")}
-    steps = ("steps in only one trace" if before.summary["steps"].get("count") or after.summary["steps"].get("count")
-             else "no steps in the traces (mark each step with an NVTX range 'step N')")
+                          "the same work" + _no_steps(before, after) + ")"}
     return {"before": None, "after": None, "unit": None,
-            "source": f"unknown: {steps}, no workload records, and the two GPU windows ran different work ({kb:,} and "
-                      f"{ka:,} kernels)"}
+            "source": f"unknown: {_no_steps(before, after)[2:]}, no workload records, no repeating kernel stream in "
+                      f"both, and the two GPU windows ran different work ({kb:,} and {ka:,} kernels)"}
+
+
+def _steps_source(before: Side, after: Side) -> str:
+    steady = all(s.summary["window"].get("source", "").startswith("steady state") for s in (before, after))
+    span = "from the first steady step" if steady else "from the first step"
+    return f"the steps in each trace, {span} to the end of the last one's work (GPU work and output drain included)"
+
+
+def _iterations(s: dict) -> tuple[float, str] | None:
+    """Iterations/s of a steady state found from the repeating kernel stream, and how it was counted."""
+    period = ((s.get("setup") or {}).get("warmup") or {}).get("kernels_per_iteration")
+    kernels, ns = s["kernels"].get("count") or 0, s["window"].get("duration_ns") or 0
+    if not period or not kernels or not ns or not s["window"].get("source", "").startswith("steady state"):
+        return None
+    n = kernels / period
+    return n / (ns / 1e9), f"{n:.1f} iterations of {period:,} kernels in {ns / 1e9:.2f} s"
+
+
+def _no_steps(before: Side, after: Side) -> str:
+    counts = [bool(s.summary["steps"].get("count")) for s in (before, after)]
+    return ("; steps in only one trace" if any(counts) else
+            "; no steps in the traces (mark each step with an NVTX range 'step N')")
 
 
 def _ms(ns) -> float | None:

@@ -49,6 +49,7 @@ class IntegrityReport:
     duplicated: list = field(default_factory=list)
     mismatched: list = field(default_factory=list)
     checked: bool = True
+    pace: dict | None = None  # OutputPipeline.report(): its pace (fixes/pace.py), the rates of both sides
 
     @property
     def ok(self) -> bool:
@@ -69,7 +70,7 @@ class IntegrityReport:
         return {"checked": self.checked, "ok": self.ok, "expected_batches": self.expected_batches,
                 "processed": self.processed, "missing": self.missing[:50], "duplicated": self.duplicated[:50],
                 "mismatched": self.mismatched[:50], "n_missing": len(self.missing),
-                "n_duplicated": len(self.duplicated), "n_mismatched": len(self.mismatched)}
+                "n_duplicated": len(self.duplicated), "n_mismatched": len(self.mismatched), "pace": self.pace}
 
 
 def compare(expected: dict[int, int], received: list[tuple[int, int]]) -> IntegrityReport:

@@ -1,23 +1,32 @@
-"""Which side of an OutputPipeline sets its pace, from the loop's own clock: the time submit() waited for a free
-buffer (back-pressure: the workers' process() is behind) and the drain at the end, against the whole span from the
-first submit() to the last output. The loop's rate without those waits is what the GPU side could do; the rate
-with them is what the outputs did."""
+"""Which side of an OutputPipeline sets its pace, from the loop's own clock and the workers' busy time.
+
+The loop side: the time submit() waited for a free buffer (back-pressure: the workers' process() is behind) and the
+drain at the end, against the whole span from the first submit() to the last output. The loop's rate without those
+waits is what the GPU side could do; the rate with them is what the outputs did. The workers' side: the seconds one
+batch keeps a worker busy (process() and the checksum), so `workers` of them can take workers / that many batches a
+second. The outputs set the pace where the workers can take fewer batches a second than the loop hands them, or the
+loop waited long for free buffers."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+BACKLOG_DRAIN = 2.0  # a drain this many times one batch's work: a backlog, the outputs behind
 OUTPUT_SIDE = 0.15  # submit()'s waits for a free buffer above this share of the span: the outputs set the pace
 
 
 @dataclass
 class Pace:
-    """Seconds the loop waited for free buffers and for the drain, over the span from the first submit to close."""
+    """Seconds the loop waited for free buffers and for the drain, over the span from the first submit to close; and
+    the workers' busy seconds over the batches they finished."""
     batches: int = 0
     wait_s: float = 0.0
     drain_s: float = 0.0
     first: float | None = None
     last: float | None = None
+    workers: int = 0
+    processed: int = 0     # batches the workers finished
+    busy_s: float = 0.0    # the seconds the workers spent on them
     _clock: object = field(default=time.monotonic, repr=False)
 
     def started(self) -> float:
@@ -36,27 +45,47 @@ class Pace:
         self.last = self._clock()
         self.drain_s += self.last - since
 
+    def worked(self, processed: int, busy_s: float) -> None:
+        """The workers have finished `processed` batches, in busy_s seconds of work all told."""
+        self.processed, self.busy_s = processed, busy_s
+
+    @property
+    def work_s_per_batch(self) -> float | None:
+        """The seconds one batch keeps a worker busy; None before one is done."""
+        return self.busy_s / self.processed if self.processed and self.busy_s > 0 else None
+
     def as_dict(self) -> dict:
-        """batches, span_s, waits, the two rates (batches/s) and which side set the pace."""
+        """batches, span_s, waits, the three rates (batches/s: the loop's, the outputs', what the workers can take)
+        and which side set the pace."""
         span = (self.last - self.first) if self.first is not None and self.last is not None else 0.0
         waits = self.wait_s + self.drain_s
         loop = self.batches / (span - waits) if self.batches and span > waits else None
         out = self.batches / span if self.batches and span > 0 else None
-        # back-pressure is the output side setting the pace; the drain alone is the last outputs' tail
-        side = None if not span else "outputs" if self.wait_s > OUTPUT_SIDE * span else "loop"
+        per = self.work_s_per_batch
+        can = self.workers / per if per and self.workers else None
+        # back-pressure is the output side setting the pace, and so are workers that cannot take the loop's rate;
+        # the drain alone is the last outputs' tail
+        # (a drain of more than two batches' work is a backlog: the workers were more than busy at the end)
+        behind = self.wait_s > OUTPUT_SIDE * span or (can is not None and loop is not None and can < loop) or \
+            bool(per and self.drain_s > BACKLOG_DRAIN * per)
+        side = None if not span else "outputs" if behind else "loop"
         return {"batches": self.batches, "span_s": round(span, 4), "buffer_wait_s": round(self.wait_s, 4),
                 "drain_s": round(self.drain_s, 4), "loop_per_s": loop and round(loop, 3),
-                "outputs_per_s": out and round(out, 3), "paced_by": side}
+                "outputs_per_s": out and round(out, 3), "workers": self.workers,
+                "work_ms_per_batch": per and round(1000 * per, 2), "workers_per_s": can and round(can, 3),
+                "paced_by": side}
 
     def line(self) -> str:
-        """One line: both rates and which side set the pace, with the knob where it is the outputs."""
+        """One line: the rates and which side set the pace, with the knob where it is the outputs."""
         d = self.as_dict()
         if not d["paced_by"] or d["outputs_per_s"] is None:
             return "pace: too few batches to tell"
         loop = f"{d['loop_per_s']:.2f}" if d["loop_per_s"] else "-"
+        can = (f"; {d['workers']} workers at {d['work_ms_per_batch']:.0f} ms of work a batch can take "
+               f"{d['workers_per_s']:.2f}/s" if d["workers_per_s"] else "")
         if d["paced_by"] == "outputs":
             return (f"pace: set by the outputs: the loop alone went at {loop} batches/s, the outputs at "
-                    f"{d['outputs_per_s']:.2f}/s (it waited {d['buffer_wait_s'] + d['drain_s']:.2f} s of "
+                    f"{d['outputs_per_s']:.2f}/s{can} (it waited {d['buffer_wait_s'] + d['drain_s']:.2f} s of "
                     f"{d['span_s']:.2f} s for process()): more workers, split=, or less CPU work per output")
-        return (f"pace: set by the loop ({d['outputs_per_s']:.2f} batches/s; the outputs kept up, waits "
-                f"{d['buffer_wait_s'] + d['drain_s']:.2f} s of {d['span_s']:.2f} s)")
+        return (f"pace: set by the loop ({d['outputs_per_s']:.2f} batches/s, the loop alone {loop}/s{can}; the "
+                f"outputs kept up, waits {d['buffer_wait_s'] + d['drain_s']:.2f} s of {d['span_s']:.2f} s)")

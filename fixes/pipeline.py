@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, QUEUE_OUTPUT
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, PIPELINE_PACE, QUEUE_OUTPUT
 
 from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
@@ -22,6 +22,14 @@ from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.fixes.slots import HostSlots, Layout
 from nsys_transfer.fixes.tree import flatten
 from nsys_transfer.fixes.workers import WorkerPool
+
+
+AUTO_FIRST = 2  # workers="auto": the workers forked with the buffers; the backlog adds the rest
+
+
+def spare_cores() -> int:
+    """The cores this process may use, less two: the launching thread's and the copies' monitor's."""
+    return max(1, len(os.sched_getaffinity(0)) - 2)
 
 
 VERIFY_ENV = "NSYS_TRANSFER_VERIFY"  # =1: every pipeline verifies and says at its end whether all arrived intact
@@ -44,17 +52,25 @@ class OutputPipeline:
     once, called as process(batch_id, outputs, rows) (a batch whose tensors differ in dimension 0 goes whole). threads=True: workers are threads of this process (light
     post-processing, nothing shared). verify=True: every batch's bytes are checksummed on the device and again in
     the worker; report() says whether each batch arrived exactly once, intact (NSYS_TRANSFER_VERIFY=1 turns it on
-    for every pipeline without a code change, and each then prints its verdict when it closes).
+    for every pipeline without a code change, and each then prints its verdict when it closes), and its `pace`: the
+    loop's rate, the outputs' and what the workers can take. workers="auto": two workers first, then one more
+    whenever batches wait for a worker, up to the cores this process may use less two (buffers: that many + 2,
+    of which only those in use are ever touched).
     Worker processes are forked when the buffers are made (first submit, or __enter__ with like=): process needs no
     pickling, and must not use CUDA. like= takes tensors on the outputs' device or meta tensors with device=."""
 
-    def __init__(self, process: Callable, workers: int = 8, *, buffers: int | None = None, split: int = 1,
+    def __init__(self, process: Callable, workers: int | str = 8, *, buffers: int | None = None, split: int = 1,
                  threads: bool = False, tensors: bool = False, verify: bool = False, like=None, device=None,
                  timeout_s: float = 600.0, name: str = "output-worker"):
-        if workers < 1 or split < 1 or (buffers is not None and buffers < 1):
+        self.auto = workers == "auto"
+        if not self.auto and not isinstance(workers, int):
+            raise ValueError(f"workers must be a number or 'auto', not {workers!r}")
+        most = spare_cores() if self.auto else int(workers)
+        if most < 1 or split < 1 or (buffers is not None and buffers < 1):
             raise ValueError("workers, split and buffers must be at least 1")
-        self.process, self.n_workers, self.split, self.threads = process, workers, split, threads
-        self.n_buffers = buffers or workers + 2
+        # auto: a few workers first, one more whenever batches wait for one, up to the spare cores
+        self.process, self.n_workers, self.split, self.threads = process, most, split, threads
+        self.n_buffers = buffers or most + 2
         self.announce = os.environ.get(VERIFY_ENV) == "1"
         verify = verify or self.announce
         self.tensors, self.verify, self.like, self.timeout_s, self.name = tensors, verify, like, timeout_s, name
@@ -91,9 +107,12 @@ class OutputPipeline:
             self.pace.waited(since)
             shapes = tuple(tuple(t.shape) for t in leaves)
             bounds = self._bounds(leaves)
+            self._slots.ready(slot)
             self._copier.copy(slot, leaves, self._slots.views(slot, shapes), bounds, self.verify)
         with nvtx_range(QUEUE_OUTPUT):
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
+        if self.auto:
+            self._pool.grow()  # here, on the loop's thread (WorkerPool.grow says why)
         self.submitted += 1
         self.pace.batches = self.submitted
 
@@ -116,7 +135,9 @@ class OutputPipeline:
         self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None)
         self._copier = CudaCopier(cuda, self.n_buffers, self.split) if cuda else CpuCopier(self.n_buffers)
         delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
-        self._pool = WorkerPool(delivery, self.n_workers, self.n_buffers, self.threads, self.name)
+        first = min(AUTO_FIRST, self.n_workers) if self.auto else self.n_workers
+        self._pool = WorkerPool(delivery, first, self.n_buffers, self.threads, self.name, grow=self.n_workers)
+        self.pace.workers = first
         self._monitor = threading.Thread(target=self._watch, name=f"{self.name}-monitor", daemon=True)
         self._monitor.start()
 
@@ -149,6 +170,16 @@ class OutputPipeline:
                 since = time.monotonic()
                 self._pool.wait(self.submitted, self.timeout_s, check=self._raise_failure)
                 self.pace.drained(since)
+                self.pace.workers = len(self._pool.workers)
+                self.pace.worked(len(self._pool.completed), self._pool.busy_s)
+                self._mark_pace()
+
+    def _mark_pace(self) -> None:
+        """The workers' pace in the trace (an empty NVTX range inside the drain): the analysis reads it."""
+        per = self.pace.work_s_per_batch
+        if per is not None:
+            with nvtx_range(PIPELINE_PACE.format(workers=self.pace.workers, ms_per_batch=1000 * per)):
+                pass
 
     def close(self) -> None:
         """Wait until every submitted batch was processed, then stop the workers and free the buffers."""
@@ -206,8 +237,12 @@ class OutputPipeline:
         return [(b, None if None in parts else sum(parts) & MASK64) for b, parts in done]
 
     def report(self) -> IntegrityReport:
-        """Which batches reached process() exactly once and intact (checked=False without verify)."""
+        """Which batches reached process() exactly once and intact (checked=False without verify), and the pace:
+        the loop's rate, the outputs', what the workers can take and which side set it (fixes/pace.py)."""
         if not self.verify:
-            return IntegrityReport(expected_batches=self.submitted, processed=self.processed, checked=False)
-        return compare(dict(self.expected), [(b, c) for b, c in self.received()])
+            out = IntegrityReport(expected_batches=self.submitted, processed=self.processed, checked=False)
+        else:
+            out = compare(dict(self.expected), [(b, c) for b, c in self.received()])
+        out.pace = self.pace.as_dict()
+        return out
 

@@ -7,6 +7,7 @@ it, instead of hanging it or finishing short-handed. Process workers die with th
 """
 from __future__ import annotations
 
+import heapq
 import os
 import queue
 import signal
@@ -52,13 +53,15 @@ def _worker_loop(index: int, name: str, parent_pid: int | None, handle: Callable
     try:
         while (item := in_q.get()) is not None:
             batch_id, payload, part, parts, extra = item
-            result_q.put((batch_id, part, handle(batch_id, payload, part, parts, extra)))
+            started = time.perf_counter()
+            result = handle(batch_id, payload, part, parts, extra)
+            result_q.put((batch_id, part, result, time.perf_counter() - started))
             if isinstance(payload, int) and counters.done_one(payload):
                 free_q.put(payload)  # the slot's last slice is done: it can be filled again
     except BaseException as e:  # told to the caller in one line (a traceback here would interleave with its output)
         where = f" on batch {batch_id}" if batch_id is not None else ""
         label = name.replace("-", " ")
-        result_q.put((None, index, f"{label} {index} (pid {os.getpid()}) failed{where}: {describe(e)}"))
+        result_q.put((None, index, f"{label} {index} (pid {os.getpid()}) failed{where}: {describe(e)}", 0.0))
         if parent_pid is not None:
             result_q.close()
             result_q.join_thread()
@@ -68,30 +71,43 @@ def _worker_loop(index: int, name: str, parent_pid: int | None, handle: Callable
 class WorkerPool:
     """n workers running handle(batch_id, payload, part, parts, extra) -> result.
 
-    payload is a slot index (an int: the slot comes back on get_free() once all `parts` slices of it are done) or
-    any object to hand over (pickled for processes). `completed` lists (batch id, [result of each part]) of every
-    batch whose parts are all done. Processes are forked: handle needs no pickling, and must not use CUDA."""
+    payload is a slot index (an int: the slot comes back on get_free() once all `parts` slices of it are done; the
+    lowest free one first, so that a pool with slots to spare keeps touching the same few) or any object to hand
+    over (pickled for processes). `completed` lists (batch id, [result of each part]) of every batch whose parts are
+    all done; `busy_s` the seconds the workers spent in handle for them. Processes are forked: handle needs no
+    pickling, and must not use CUDA. grow=m: start with n workers; grow() adds one, up to m, while more slices wait
+    than there are workers (the backlog sizes the pool). Call grow() from the thread that made the pool: a worker
+    forked from another thread is tied to that thread's life (Linux's parent-death signal follows the thread), and
+    on the H200 such workers held every close for its 5 s grace."""
 
     def __init__(self, handle: Callable, n: int, slots: int = 0, threads: bool = False, name: str = "output-worker",
-                 in_maxsize: int = 0):
-        ctx = None if threads else mp.get_context("fork")
-        make = queue.Queue if threads else ctx.Queue
+                 in_maxsize: int = 0, grow: int | None = None):
+        self._ctx = None if threads else mp.get_context("fork")
+        make = queue.Queue if threads else self._ctx.Queue
         self.in_q, self.free_q, self.result_q = make(maxsize=in_maxsize), make(), make()
-        self.counters, self.name, self.threads = _Counters(slots, ctx), name, threads
+        self.counters, self.name, self.threads = _Counters(slots, self._ctx), name, threads
         self.label = name.replace("-", " ")  # in messages: "output worker 3 (pid N) was killed by SIGKILL"
         self.completed: list[tuple[int, list]] = []
+        self.busy_s = 0.0
+        self.most = max(n, grow or n)
         self._parts: dict[int, dict[int, object]] = {}
         self._expect_parts: dict[int, int] = {}
-        for i in range(slots):
-            self.free_q.put(i)
-        parent = None if threads else os.getpid()
-        args = lambda i: (i, name, parent, handle, self.in_q, self.free_q, self.result_q, self.counters)  # noqa: E731
-        self.workers = [threading.Thread(target=_worker_loop, args=args(i), name=f"{name}-{i}", daemon=True) if threads
-                        else ctx.Process(target=_worker_loop, args=args(i), name=f"{name}-{i}", daemon=True)
-                        for i in range(n)]
-        for w in self.workers:
-            w.start()
+        self._free: list[int] = list(range(slots))  # a heap
+        self._handed = self._done = 0  # slices handed to the workers, and finished
+        self._handle = handle
+        self.workers: list = []
+        for _ in range(n):
+            self._add_worker()
         self.closed = False
+
+    def _add_worker(self) -> None:
+        i, name = len(self.workers), self.name
+        args = (i, name, None if self.threads else os.getpid(), self._handle, self.in_q, self.free_q, self.result_q,
+                self.counters)
+        w = (threading.Thread(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True) if self.threads
+             else self._ctx.Process(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True))
+        w.start()
+        self.workers.append(w)
 
     def check_alive(self) -> None:
         """WorkerDied or ProcessFailed naming the first worker that is gone (a waitpid per worker, no blocking)."""
@@ -112,10 +128,24 @@ class WorkerPool:
         self._expect_parts[batch_id] = parts
         for k in range(parts):
             self._wait(lambda: self.in_q.put((batch_id, payload, k, parts, extra), timeout=POLL_S), queue.Full)  # noqa: B023
+        self._handed += parts
+
+    def grow(self) -> None:
+        """One more worker, up to `most`, when more slices wait than there are workers."""
+        self.collect()
+        if len(self.workers) < self.most and self._handed - self._done > len(self.workers):
+            self._add_worker()
 
     def get_free(self, check: Callable = lambda: None) -> int:
-        """A free slot's index, waiting for one; `check` runs every poll (the caller's own failures)."""
-        return self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, check)
+        """The lowest free slot's index, waiting for one; `check` runs every poll (the caller's own failures)."""
+        while True:
+            try:
+                heapq.heappush(self._free, self.free_q.get_nowait())
+            except queue.Empty:
+                break
+        if not self._free:
+            heapq.heappush(self._free, self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, check))
+        return heapq.heappop(self._free)
 
     def _wait(self, attempt: Callable, retry_on, check: Callable = lambda: None):
         while True:
@@ -130,14 +160,16 @@ class WorkerPool:
         """Take every result the workers have posted, without waiting; ProcessFailed when one reported a failure."""
         while True:
             try:
-                batch_id, part, result = self.result_q.get_nowait()
+                posted = self.result_q.get_nowait()
             except queue.Empty:
                 return
-            self._add(batch_id, part, result)
+            self._add(*posted)
 
-    def _add(self, batch_id, part, result) -> None:
+    def _add(self, batch_id, part, result, seconds: float) -> None:
         if batch_id is None:  # a worker's last words (see _worker_loop)
             raise ProcessFailed(str(result))
+        self.busy_s += seconds
+        self._done += 1
         got = self._parts.setdefault(batch_id, {})
         got[part] = result
         if len(got) == self._expect_parts.get(batch_id, 1):
@@ -150,7 +182,9 @@ class WorkerPool:
         deadline = time.monotonic() + timeout_s
         while len(self.completed) < n_batches:
             self.check_alive()
-            check()
+            check()  # it may collect the last results: then waiting on the queue would only add a poll
+            if len(self.completed) >= n_batches:
+                break
             try:
                 self._add(*self.result_q.get(timeout=POLL_S))
             except queue.Empty:

@@ -2,6 +2,8 @@
 emit and the analysis recognises, and the defaults both sides assume."""
 from __future__ import annotations
 
+import re
+
 # The workload stages, in the order the article (and every report table) walks them.
 STAGES = ("naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling")
 # The order `bench` runs them: the ceiling first (it is the yardstick), then the article's order.
@@ -15,6 +17,9 @@ PROCESS_OUTPUT = "process output"
 QUEUE_OUTPUT = "queue output"
 DRAIN_OUTPUTS = "drain outputs"  # the output workers' backlog after the last step's GPU work
 PIPELINE_DRAIN = "output pipeline: drain"  # fixes.OutputPipeline waiting for its workers (flush, close)
+# fixes.OutputPipeline's pace, a zero-length range inside its drain: how many workers, and the seconds one batch
+# kept a worker busy (its process() and checksum); the analysis reads the workers' rate from it (pipeline_pace)
+PIPELINE_PACE = "output pipeline: {workers} workers, {ms_per_batch:.1f} ms of work a batch"
 # emitted only by the workloads' own loop: two of them make a trace this toolkit's stage (the fixes library's ranges
 # appear in any program that uses it)
 WORKLOAD_RANGES = frozenset({GET_BATCH, COMPUTE, DRAIN_OUTPUTS})
@@ -29,6 +34,15 @@ DEFAULT_LINK_GBPS = 55.0
 def step_range(i: int) -> str:
     """The NVTX name of step i."""
     return STEP_RANGE.format(i)
+
+
+def pipeline_pace(name: str) -> tuple[int, float] | None:
+    """(workers, ms of work a batch) of a PIPELINE_PACE range's name; None for any other name."""
+    m = _PACE.match(name)
+    return (int(m["workers"]), float(m["ms"])) if m else None
+
+
+_PACE = re.compile(r"^output pipeline: (?P<workers>\d+) workers, (?P<ms>[0-9.]+) ms of work a batch$")
 
 
 def gbps(nbytes, duration_ns):

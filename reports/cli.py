@@ -23,7 +23,7 @@ from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 from nsys_transfer.reports import charts, render
 from nsys_transfer.reports.collect import (ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs,
                                            find_scaling)
-from nsys_transfer.reports.compare import before_after, gpu_rows, results_table, scaling_summary, stage_row
+from nsys_transfer.reports.compare import before_after, gpu_rows, is_pair, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
           ("GPU idle time per step, by cause", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),
@@ -131,7 +131,7 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir; `also`:
     (folder, results table) of the bundled report beside it. Returns the results table."""
     paths, traces, multi, bench = i.paths, i.traces, i.multi, i.bench
-    rows, timeline_items, opened, summaries = [], [], [], []
+    rows, timeline_items, opened, summaries, steady = [], [], [], [], []
     gpus_md, gpu_charts = "", {}
     link = None
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -151,10 +151,12 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
             summaries.append(a.summary)
+            if is_pair(list(traces)):  # verify's figures: the steady state of each (no figure may contradict it)
+                steady.append(analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path)))).summary)
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
         df = results_table(rows)
-        pair = before_after(list(traces), list(traces.values()), summaries, out_dir) if not multi else None
+        pair = before_after(list(traces), list(traces.values()), summaries, steady, out_dir) if not multi else None
         chart_map, missing = _draw(df, list(traces), summaries, timeline_items, out_dir, link_gbps, link) \
             if len(df) else ({}, [])
     except TraceError as e:

@@ -95,13 +95,20 @@ def scaling_summary(record: dict | None) -> list[dict]:
     return [r for r in rows if r]
 
 
-def before_after(names: list[str], paths: list, summaries: list[dict], out_dir) -> tuple[str, str | None] | None:
-    """For exactly two traces of a user's program: `nsys-transfer verify`'s comparison as text, and the breakdown
-    chart of both (None, and said in the text, when neither trace has GPU time to share out); None when they are
-    the toolkit's stages or cannot be compared (the reason is in the text)."""
-    if len(summaries) != 2 or any(n.split("-long")[0] in STAGES for n in names):
+def is_pair(names: list[str]) -> bool:
+    """Two traces of a user's program (not the toolkit's stages): the report compares them as verify does."""
+    return len(names) == 2 and not any(n.split("-long")[0] in STAGES for n in names)
+
+
+def before_after(names: list[str], paths: list, summaries: list[dict], steady: list[dict], out_dir
+                 ) -> tuple[str, str | None] | None:
+    """For exactly two traces of a user's program: `nsys-transfer verify`'s comparison of their steady states
+    (`steady`: each one's analysis, as verify makes it) as text, and the breakdown chart of both whole captures (None,
+    and said in the text, when neither trace has GPU time to share out); None when they are the toolkit's stages or
+    cannot be compared (the reason is in the text)."""
+    if not is_pair(names):
         return None
-    sides = [Side(str(p), s, None, n) for n, p, s in zip(names, paths, summaries)]
+    sides = [Side(str(p), s, None, n) for n, p, s in zip(names, paths, steady)]
     try:
         text = render_verify(verify(*sides).document)
     except NotComparable as e:

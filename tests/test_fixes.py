@@ -2,6 +2,7 @@
 reaches process() exactly once with its bytes intact, back-pressure holds, and each fault ends the block within a
 second or two with one error naming what failed, leaving no process and no shared memory behind."""
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -134,6 +135,51 @@ def test_the_pace_names_the_side_that_sets_it(capfd, monkeypatch):
             fast.submit(i, torch.full((16,), float(i)))
             time.sleep(0.02)  # the loop's own work per batch
     assert fast.pace.as_dict()["paced_by"] == "loop", fast.pace.as_dict()
+
+
+def test_the_pace_says_what_the_workers_can_take_and_the_trace_gets_it(monkeypatch):
+    """Two workers of 50 ms a batch can take about 40 batches/s: report() and the pace say so, and the drain leaves
+    the same figures in an NVTX range whose name the analysis reads back (contracts.pipeline_pace)."""
+    from nsys_transfer.fixes import pipeline as pipeline_module
+    from nsys_transfer.nsys_core.contracts import PIPELINE_PACE, pipeline_pace
+    names = []
+    monkeypatch.setattr(pipeline_module, "nvtx_range", lambda name: names.append(name) or contextlib.nullcontext())
+    with OutputPipeline(lambda i, a: time.sleep(0.05), workers=2, threads=True) as pipe:
+        for i in range(6):
+            pipe.submit(i, torch.zeros(8))
+    pace = pipe.report().pace
+    assert pace["workers"] == 2 and 50 <= pace["work_ms_per_batch"] < 80 and 25 < pace["workers_per_s"] <= 40, pace
+    marks = [pipeline_pace(n) for n in names if pipeline_pace(n)]
+    assert len(marks) == 1 and marks[0][0] == 2 and marks[0][1] == pytest.approx(pace["work_ms_per_batch"], abs=0.1)
+    assert pipeline_pace("output pipeline: drain") is None and pipeline_pace(PIPELINE_PACE.format(
+        workers=3, ms_per_batch=1.25)) == (3, 1.2)
+
+
+def test_auto_workers_grow_with_the_backlog_and_touch_few_buffers(monkeypatch):
+    """workers="auto": two workers first; a process() slower than the loop adds workers, up to the spare cores (6
+    here, whatever this machine has); a process() that keeps up stays at two; only the lowest free buffers are
+    handed out."""
+    from nsys_transfer.fixes import pipeline as pipeline_module
+    monkeypatch.setattr(pipeline_module, "spare_cores", lambda: 6)
+    spare_cores = pipeline_module.spare_cores
+    with OutputPipeline(lambda i, a: time.sleep(0.2), workers="auto", threads=True) as slow:
+        for i in range(12):
+            slow.submit(i, torch.zeros(8))
+    assert len(slow._pool.workers) == min(spare_cores(), 12) and slow.n_buffers == spare_cores() + 2
+    used = []
+
+    def recording(pool):
+        real = pool.get_free
+        pool.get_free = lambda **kw: used.append(real(**kw)) or used[-1]
+    with OutputPipeline(lambda i, a: None, workers="auto", threads=True) as fast:
+        for i in range(12):
+            fast.submit(i, torch.zeros(8))
+            if i == 0:
+                recording(fast._pool)
+            time.sleep(0.02)
+    assert len(fast._pool.workers) == min(2, spare_cores()) and max(used) <= 2, used
+    with pytest.raises(ValueError, match="a number or 'auto'"):
+        OutputPipeline(lambda i, a: None, workers="many")
 
 
 class Corrupting(OutputPipeline):

@@ -28,7 +28,7 @@ def test_the_fix_is_faster_and_its_finding_resolved(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["schema"] == "nsys-transfer.verify/1" and doc["exit_code"] == 0 and doc["gates"]["failed"] == []
     speed = doc["metrics"][0]
-    assert speed["key"] == "throughput" and speed["source"] == "the steps in each trace"
+    assert speed["key"] == "throughput" and speed["source"].startswith("the steps in each trace, from the first step to the end of the last one")
     assert speed["before"] == pytest.approx(3.99, abs=0.01) and speed["after"] == pytest.approx(6.58, abs=0.01)
     by = {m["key"]: m for m in doc["metrics"]}
     assert by["dtoh_memory"]["before"] == "Pageable" and by["dtoh_memory"]["after"] == "Pinned"
@@ -50,21 +50,33 @@ def test_the_regression_fails_the_gates():
 
 
 def test_a_program_fixed_with_the_library(tmp_path):
-    """seg_logits.py before and after OutputPipeline, captured whole on the H200 (no steps: the two GPU windows are
-    compared, the kernels being the same 4,622): the pageable DtoH copies are gone, and the new waits say where the
-    time went now (the post-processing's drain, the buffers' one-time allocation)."""
+    """seg_logits.py before and after OutputPipeline, captured whole on the H200 (no steps: each side's steady state
+    is found in its repeating kernel stream, 462 kernels an iteration): the pageable DtoH copies are gone, and the
+    output side now sets the pace."""
     r = verify(PROGRAMS / "seg_logits_nsys2024.sqlite.xz", PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz",
                "--json", tmp_path / "v.json", "--plots", tmp_path / "plots")
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "v.json").read_text())
-    # 2.42x: the fixed side's window runs to the end of the pipeline's drain (its last outputs), not its last GPU work
-    assert doc["verdict"]["change"] > 1.3 and "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
-    assert "the same work; no steps in the traces" in doc["metrics"][0]["source"]
-    # busy falls from 35% to 14% because the 2.6 s of pageable copies it counted are gone: the figure says so
+    # the speed-up the user's clock gives: 7.24x unprofiled on the H200 (docs/benchmarks.md, issue 23), over each
+    # side's steady state to the end of the pipeline's drain (its last outputs), not to its last GPU work; the whole
+    # captures (set-up included) said 2.42x
+    assert 1 + doc["verdict"]["change"] == pytest.approx(7.24, rel=0.15)
+    assert "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
+    assert doc["metrics"][0]["source"].startswith("the repeating kernel stream: 10.0 iterations of 462 kernels")
     busy = next(m for m in doc["metrics"] if m["key"] == "gpu_busy")
+    assert busy["change"] > 0 and "note" not in busy
+    # the whole captures: the set-up dilutes the speed-up, and busy falls from 35% to 14% because the 2.6 s of
+    # pageable copies it counted are gone: the figure says so
+    r = verify(PROGRAMS / "seg_logits_nsys2024.sqlite.xz", PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz", "--whole",
+               "--json", tmp_path / "w.json")
+    whole = json.loads((tmp_path / "w.json").read_text())
+    assert r.returncode == 0 and 1 + whole["verdict"]["change"] < 3, r.stderr
+    busy = next(m for m in whole["metrics"] if m["key"] == "gpu_busy")
     assert busy["change"] < 0 and "busy counts copies" in busy["note"]
-    # the fixed side's pageable HtoD (model.to) was pageable before too, below the noise there: not new
-    htod = next(f for f in doc["findings"] if (f["rule"], f["subject"]) == ("pageable-memcpy", "HtoD"))
+    # the fixed side's pageable HtoD (model.to, set-up: outside the steady state) was pageable before too, below the
+    # noise there: not new
+    assert not any(f["rule"] == "pageable-memcpy" and f["subject"] == "HtoD" for f in doc["findings"])
+    htod = next(f for f in whole["findings"] if (f["rule"], f["subject"]) == ("pageable-memcpy", "HtoD"))
     assert htod["status"] == "unchanged"
     for png in ("verify_breakdown", "seg_logits_nsys2024_timeline", "seg_logits_fixed_nsys2024_timeline"):
         assert (tmp_path / "plots" / f"{png}.png").stat().st_size > 10_000, png
@@ -105,7 +117,7 @@ def test_the_report_of_two_user_traces_keeps_their_order_and_compares_them(tmp_p
     table = md.split("## Results")[1].split("\n\n")[1].splitlines()
     assert table[0].startswith("| trace | steps/s | GPU busy") and "vs baseline" not in table[0]
     assert [x.split("|")[1].strip() for x in table[2:]] == ["seg_logits_nsys2024", "seg_logits_fixed_nsys2024"]
-    assert "## Before and after" in md and "VERDICT: 2.42x faster; resolved: pageable-memcpy (DtoH)" in md
+    assert "## Before and after" in md and "VERDICT: 7.33x faster; resolved: gpu-idle-cpu-bound, pageable-memcpy (DtoH)" in md
     assert (tmp_path / "r" / "before_after.png").stat().st_size > 10_000
     r = run_cli("-m", "nsys_transfer.reports", str(after), str(before), "--out", str(tmp_path / "r2"))  # the order given is kept
     md = (tmp_path / "r2" / "report.md").read_text()

@@ -35,15 +35,15 @@ def trace_in(path: Path) -> Path:
     return path
 
 
-def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None) -> Side:
+def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, whole: bool = False) -> Side:
     """One side: its trace analysed (and charted into plot_dir: its timeline with the idle gaps coloured by cause,
     its gaps, copies and breakdown), and the workload record beside it when there is one."""
     trace = trace_in(path)
     if sys.stderr.isatty() or (trace.is_file() and trace.stat().st_size > 64 << 20):  # long work shows progress
         click.echo(f"verify: analysing {label}: {trace}", err=True)
-    # the whole capture on both sides: the same work before and after, whatever each side's set-up (the steady
-    # state's speed-up, which needs the work the fix moved counted, is verify's next step: issue 37)
-    summary = analyze_path(trace, options_for(trace, step_regex, win, whole=win is None), plot_dir=plot_dir,
+    # the steady state on both sides, as the user's own clock after a warm-up: each side's set-up (a fix's buffers
+    # and workers) is its own, and the window runs to the end of the last output, wherever the fix moved that work
+    summary = analyze_path(trace, options_for(trace, step_regex, win, whole=whole), plot_dir=plot_dir,
                            tool="verify").summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
@@ -65,8 +65,11 @@ def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None) 
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
               help="draw both traces' GPU time side by side (verify_breakdown.png) and each trace's charts (timeline "
                    "with idle gaps coloured by cause, gaps, DtoH, breakdown) into this folder")
+@click.option("--whole", is_flag=True, help="compare the whole captures, set-up and warm-up included (default: each "
+              "one's steady state)")
 @click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
-def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fail_on_new, json_path, plot_dir, quiet):
+def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fail_on_new, json_path, plot_dir, whole,
+         quiet):
     """Compare two traces of the same program, before and after a change: throughput, the GPU's and the copies'
     figures, and every finding (resolved, reduced, unchanged, worse, new). Exit 0 ok, 1 a gate failed, 2 bad
     input or not comparable."""
@@ -78,7 +81,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         win = window.parse_window(window_text) or window.parse_steps(steps_text)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
-        sides = [load(p, step_regex, win, label, plot_dir) for p, label in ((before, "before"), (after, "after"))]
+        sides = [load(p, step_regex, win, label, plot_dir, whole) for p, label in ((before, "before"), (after, "after"))]
         result = verify(*sides, fail_if_slower=fail_if_slower, fail_on_new=fail_on_new)
     except NotComparable as e:
         _fail(f"not comparable: {e}")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, QUEUE_OUTPUT
+from nsys_transfer.nsys_core.contracts import pipeline_pace as contract_pace
 
-from nsys_transfer.analysis.rules.base import Context, Finding, idle_of, ms
+from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, idle_of, ms
 
 PIPELINE_RANGES = (COPY_TO_CPU, QUEUE_OUTPUT, PIPELINE_DRAIN)  # fixes.OutputPipeline's own ranges
 
@@ -27,9 +28,21 @@ def pipeline_waits(ctx: Context) -> pd.DataFrame:
     return rows[rows["subject"].isin(PIPELINE_RANGES)]
 
 
+TAIL_BATCHES = 3  # without the pipeline's pace in the trace: a drain longer than this many batches of GPU time is a
+# backlog (the outputs fell behind), a shorter one the last batch's own post-processing
+
+
+def pipeline_pace(ctx: Context) -> tuple[int, float] | None:
+    """(workers, ms of work a batch) the pipeline left in the trace at its drain (fixes.OutputPipeline); None in a
+    trace without it (an older library)."""
+    names = ctx.tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"]
+    return next((p for p in map(contract_pace, names.astype(str)) if p), None)
+
+
 class OutputBound:
     """The GPU idles while the loop waits for the OutputPipeline's workers: free buffers (back-pressure in submit())
-    or the drain; named with the GPU's pace against the outputs' and the knobs that move the latter."""
+    or the drain; named with the GPU's pace against what the workers can take, and the knobs that move the latter.
+    Workers that keep up leave only the last outputs' tail at the end: a low finding, not the pace."""
     id = "output-bound"
 
     def check(self, ctx: Context) -> list[Finding]:
@@ -41,19 +54,50 @@ class OutputBound:
         by = rows.groupby("subject")["idle_ns"].sum()
         submits = next((r["count"] for r in ctx.summary["nvtx"]["ranges"] if r["name"] == COPY_TO_CPU), 0)
         busy_ns = (ctx.summary.get("gpu") or {}).get("busy_ns") or 0
-        pace = ""
-        if submits and busy_ns and ctx.window_ns():
-            gpu_rate, out_rate = submits / (busy_ns / 1e9), submits / (ctx.window_ns() / 1e9)
-            pace = (f"; the GPU's work for the {submits} batches submitted here took {ms(busy_ns)} ({gpu_rate:.1f} "
-                    f"batches/s of GPU time), while they went out at {out_rate:.1f} batches/s over the window")
+        gpu_rate = submits / (busy_ns / 1e9) if submits and busy_ns else None
+        pace, can = self._rates(ctx, submits, busy_ns, gpu_rate)
+        behind = self._behind(ctx, by, can, gpu_rate, busy_ns / submits if submits else None)
         waits = ", ".join(f"{ms(by[k])} {what}" for k, what in ((COPY_TO_CPU, "for a free output buffer in submit()"),
                                                                 (QUEUE_OUTPUT, "handing a batch over"),
                                                                 (PIPELINE_DRAIN, "for the workers to drain"))
                           if k in by)
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) while the loop waited on its "
               f"OutputPipeline: {waits}{pace}")
+        if not behind:
+            return [ctx.finding(self.id, impact, "OutputPipeline drain",
+                                ev + ": the workers keep up, and this is the last outputs' post-processing after "
+                                "the GPU's last batch, paid once a run",
+                                "nothing to move in the steady state: a longer run spreads the tail; a shorter one "
+                                "hides it only with less CPU work per output", severity="low")]
         return [ctx.finding(self.id, impact, "OutputPipeline workers", ev,
                             "the output side sets the pace: process() in the workers is slower than the GPU: give the "
-                            "pipeline more workers (workers=N, up to the idle cores), split= to share each batch "
-                            "across them, or less CPU work per output (the argmax or reduction on the GPU before "
-                            "submit(), a smaller dtype)")]
+                            "pipeline more workers (workers=N or workers=\"auto\", up to the idle cores), split= to "
+                            "share each batch across them, or less CPU work per output (the argmax or reduction on "
+                            "the GPU before submit(), a smaller dtype)")]
+
+    @staticmethod
+    def _rates(ctx: Context, submits: int, busy_ns: int, gpu_rate: float | None) -> tuple[str, float | None]:
+        """The evidence's rates (the GPU's, the outputs', what the workers can take) and the last, where known."""
+        if not gpu_rate or not ctx.window_ns():
+            return "", None
+        out_rate = submits / (ctx.window_ns() / 1e9)
+        text = (f"; the GPU's work for the {submits} batches submitted here took {ms(busy_ns)} ({gpu_rate:.1f} "
+                f"batches/s of GPU time), while they went out at {out_rate:.1f} batches/s over the window")
+        mark = pipeline_pace(ctx)
+        if mark is None:
+            return text, None
+        workers, per_ms = mark
+        can = workers / (per_ms / 1e3) if per_ms > 0 else None
+        return (text + f"; {workers} workers at {per_ms:,.0f} ms of work a batch can take {can:.1f} batches/s"
+                if can else text), can
+
+    @staticmethod
+    def _behind(ctx: Context, by: pd.Series, can: float | None, gpu_rate: float | None, gpu_ns_per_batch) -> bool:
+        """Whether the outputs set the pace: the workers cannot take the GPU's rate (where the trace says what they
+        can take), else a back-pressure of note or a drain of several batches' GPU time (a backlog)."""
+        if can is not None and gpu_rate:
+            return can < gpu_rate
+        back = by.get(COPY_TO_CPU, 0) + by.get(QUEUE_OUTPUT, 0)
+        drain = by.get(PIPELINE_DRAIN, 0)
+        return back >= MEDIUM_SHARE * ctx.window_ns() or bool(gpu_ns_per_batch and
+                                                               drain > TAIL_BATCHES * gpu_ns_per_batch)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import WORKLOAD_RANGES
+from nsys_transfer.nsys_core.contracts import WORKLOAD_RANGES, pipeline_pace
 
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")
@@ -58,7 +58,7 @@ NOT_A_STEP = re.compile(r", (op_id|seq) = \d+|^\w+Backward\d*$|compil|autotun|tr
 def is_step_candidate(name: str) -> bool:
     """Whether a range can mark a loop's steps: not a PyTorch op's range (aten::mm, `detach_, op_id = 3`, a
     profiler record with its counter, AddmmBackward0)."""
-    return not (is_operator_range(name) or NOT_A_STEP.search(name))
+    return not (is_operator_range(name) or NOT_A_STEP.search(name) or pipeline_pace(name))  # the pipeline's own figures
 
 
 def is_operator_range(name: str) -> bool:

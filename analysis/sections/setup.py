@@ -41,7 +41,8 @@ def window_source(found) -> str:
     """The window's `source` where the steady state narrowed it."""
     what = (f"step {found.warmup} on" if found.source == "steps" else
             f"the repeating kernel stream ({found.period:,} kernels an iteration), iteration {found.warmup} on")
-    return f"steady state: {what}, after the set-up and warm-up (--whole for the whole capture)"
+    flush = ", past the program's own flush of its output pipeline" if getattr(found, "flushed", False) else ""
+    return f"steady state: {what}, after the set-up and warm-up{flush} (--whole for the whole capture)"
 
 
 def part(trace, found, first_event: int | None, nvtx: pd.DataFrame, step_regex: str | None) -> dict | None:

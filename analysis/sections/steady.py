@@ -12,7 +12,7 @@ iterations that are warm-up outliers by time.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,7 @@ class Steady:
     median_ns: float
     warmup_ns: list[int]
     period: int | None = None  # kernels per inferred iteration
+    flushed: bool = False      # moved past the program's one early wait for its output pipeline (past_flush)
 
 
 def warmup_count(durations: np.ndarray) -> int:
@@ -110,13 +111,36 @@ def from_kernels(starts: np.ndarray, ids: np.ndarray) -> Steady | None:
     return Steady(int(begins[k]), "kernel stream", k, int(d.size), float(np.median(d)), [int(x) for x in d[:k]], p)
 
 
-def choose(steps: pd.DataFrame, kernel_sequence, capture: tuple[int, int] | None) -> Steady | None:
+def past_flush(found: Steady, begins: np.ndarray, drain_ends: np.ndarray) -> Steady:
+    """A program that waits for its output pipeline once before its last step (a flush at the end of its warm-up, as
+    benchmarks do before they start the clock) draws the warm-up's end itself: the steady state then starts at the
+    first step (or iteration) after that drain. Several such waits are the program's own rhythm, and stay in."""
+    inside = drain_ends[(drain_ends > found.start_ns) & (drain_ends < begins[-1])] if begins.size else drain_ends[:0]
+    if inside.size != 1:
+        return found
+    k = int(np.searchsorted(begins, inside[0]))
+    if begins.size - k < MIN_STEPS:
+        return found
+    base = int(np.searchsorted(begins, found.start_ns))  # where the steady state started among the begins
+    return replace(found, start_ns=int(begins[k]), warmup=found.warmup + k - base, flushed=True)
+
+
+def choose(steps: pd.DataFrame, kernel_sequence, capture: tuple[int, int] | None,
+           drain_ends: np.ndarray | None = None) -> Steady | None:
     """The steady state: from the steps where there are any (kernel_sequence is then not called), else from the
-    kernel stream (kernel_sequence() -> (starts, name ids)); None where it starts within MIN_SHARE of the capture's
-    start (capture: first to last GPU operation), or nothing repeats."""
+    kernel stream (kernel_sequence() -> (starts, name ids)), past an early flush of the output pipeline (drain_ends:
+    where its drains ended); None where it starts within MIN_SHARE of the capture's start (capture: first to last
+    GPU operation), or nothing repeats."""
     if capture is None:
         return None
-    found = from_steps(steps) if len(steps) else from_kernels(*kernel_sequence())
+    if len(steps):
+        found, begins = from_steps(steps), steps["start_ns"].to_numpy(np.int64)
+    else:
+        starts, ids = kernel_sequence()
+        found = from_kernels(starts, ids)
+        begins = starts[found.start_ns <= starts][::found.period] if found else None
+    if found is not None and drain_ends is not None and len(drain_ends):
+        found = past_flush(found, begins, np.sort(np.asarray(drain_ends, np.int64)))
     if found is None or found.start_ns - capture[0] < MIN_SHARE * (capture[1] - capture[0]) or \
             found.start_ns >= capture[1]:
         return None

@@ -5,8 +5,11 @@ Per batch, inside an NVTX range `batch N` (no finer ranges): the forward, the lo
 fp32: 352 MB), then `logits.argmax(1)` on the CPU (a torch CPU op) and a small statistic of the mask (the share of
 pixels of each class, on a subsample). The GPU then waits for the CPU's argmax on the launching thread.
 
+The fixed program is seg_cpu_argmax_fixed.py (the argmax in OutputPipeline's workers); --ceiling runs the model
+alone (no copy, no argmax).
+
 usage:  python3 tests/programs/seg_cpu_argmax.py [--device cuda] [--batches 10] [--warmup 2] [--batch 16]
-        [--img 512] [--dtype fp32|fp16]
+        [--img 512] [--dtype fp32|fp16] [--ceiling]
 """
 import argparse
 import json
@@ -25,7 +28,24 @@ def arguments():
     p.add_argument("--img", type=int, default=512)
     p.add_argument("--classes", type=int, default=21)
     p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
+    p.add_argument("--workers", type=lambda x: x if x == "auto" else int(x), default=8,
+                   help="output workers of the fixed program (a number, or auto: sized from the backlog)")
+    p.add_argument("--ceiling", action="store_true", help="the model alone: no copy, no argmax")
     return p.parse_args()
+
+
+def ceiling(args, model, images):
+    """The forward alone, timed as the loop: what the GPU allows."""
+    with torch.inference_mode():
+        for i in range(args.batches):
+            if i == args.warmup:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            model(images)["out"]
+    torch.cuda.synchronize()
+    measured = args.batches - args.warmup
+    print("RESULT " + json.dumps({"program": "seg_cpu_argmax", "ceiling": True, "batches": measured,
+                                  "batches_per_s": measured / (time.perf_counter() - t0)}))
 
 
 def main():
@@ -37,6 +57,8 @@ def main():
                                                                num_classes=args.classes)
     model = model.to(device, dtype).eval()
     images = torch.randn(args.batch, 3, args.img, args.img, device=device, dtype=dtype)
+    if args.ceiling:
+        return ceiling(args, model, images)
     shares = torch.zeros(args.classes, dtype=torch.float64)
     with torch.inference_mode():
         for i in range(args.batches):

@@ -1,0 +1,59 @@
+"""tokenize_embed.py with its tokenizing in DataLoader workers and the ids prefetched to the GPU.
+
+A BERT WordPiece tokenizer built locally with the `tokenizers` package (a synthetic 30,522-entry vocabulary,
+BertNormalizer, BertPreTokenizer, [CLS]/[SEP], truncation and padding: no downloads), long synthetic documents
+(~1,500 words, accents and punctuation included), and BERT-base from `transformers.BertConfig()` with random
+weights on the GPU. Per batch, on the main thread: tokenize the batch, move the ids to the GPU, the forward, mean
+pooling over the attention mask, L2 normalisation, the embeddings `.cpu()`. No NVTX ranges. Run with
+TOKENIZERS_PARALLELISM=false (benchmarks/gpu.sh sets it) the tokenizer works on the launching thread alone.
+
+Fixed with torch's DataLoader (--workers processes tokenize the batches ahead) and nsys_transfer.fixes.prefetch (the
+ids pinned and copied on a side stream): the launching thread only launches (docs/fixes.md).
+
+usage:  python3 tests/programs/tokenize_embed_fixed.py [--device cuda] [--batches 10] [--warmup 2] [--batch 64]
+        [--words 1500] [--max-length 256] [--ceiling]
+"""
+import json
+import time
+
+import numpy as np
+import torch
+from tokenize_embed import arguments, build_tokenizer, ceiling, documents  # the same program's parts
+from transformers import BertConfig, BertModel
+
+from nsys_transfer.fixes import prefetch
+
+
+def main():
+    args = arguments()
+    device = torch.device(args.device)
+    tokenizer = build_tokenizer(max_length=args.max_length)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(num_hidden_layers=args.layers), add_pooling_layer=False).to(device).eval()
+    docs = documents(args.batch * args.batches, args.words, seed=1)
+    if args.ceiling:
+        return ceiling(args, device, tokenizer, model, docs)
+    embeddings = []
+    def tokenize(batch):
+        enc = tokenizer.encode_batch(batch)
+        return torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc])
+    loader = torch.utils.data.DataLoader(docs, batch_size=args.batch, collate_fn=tokenize, num_workers=args.workers)
+    with torch.inference_mode():
+        for i, (ids, mask) in enumerate(prefetch(loader, device)):
+            if i == args.warmup:
+                t0 = time.perf_counter()
+            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            embeddings.append(pooled.cpu().numpy())
+    seconds = time.perf_counter() - t0
+    measured = args.batches - args.warmup
+    emb = np.concatenate(embeddings)
+    print("RESULT " + json.dumps({"program": "tokenize_embed_fixed", "batches": measured, "documents": len(emb),
+                                  "dim": int(emb.shape[1]), "batches_per_s": measured / seconds,
+                                  "docs_per_s": measured * args.batch / seconds}))
+
+
+if __name__ == "__main__":
+    main()
