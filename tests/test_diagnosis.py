@@ -1,5 +1,6 @@
 """The findings contract and the rules, on real traces: the H200 stages (their story: each stage's top finding names
 the fix the next stage applies) and public exports of programs nobody here wrote."""
+import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
@@ -188,3 +189,26 @@ def test_every_trace_ends_in_a_verdict(analyzed, publics):
         assert lines[-1].startswith("verdict (steady state): " if steady else "verdict: "), name
         assert lines[-1] in lines[1:3], name  # read first and last
         assert "diagnosis (by what each costs):\n  (" not in text, name  # no empty section header
+
+
+@pytest.mark.parametrize("workers_ms, severity, subject", [((8, 1000.0), "high", "OutputPipeline workers"),
+                                                           ((8, 150.0), "low", "OutputPipeline drain")])
+def test_output_bound_weighs_what_the_workers_can_take(workers_ms, severity, subject):
+    """seg_logits_fixed on the H200 (8 batches in its steady window, 20.1 batches/s of GPU time, a 519 ms drain).
+    The capture predates the pipeline's pace range, so the row the library now writes at its drain is added to its
+    NVTX summary: 8 workers that can take 8 batches/s are the pace (output-bound, both rates named); 8 that can take
+    53/s keep up, and the drain is the last outputs' tail, a low finding."""
+    from nsys_transfer.analysis.rules.base import Context
+    from nsys_transfer.analysis.rules.output import OutputBound
+    from nsys_transfer.nsys_core.contracts import PIPELINE_PACE
+    from conftest import ROOT
+    with Trace.open(str(ROOT / "tests/data/programs/seg_logits_fixed_nsys2024.sqlite.xz")) as t:
+        a = analyze(t, Options())
+    ns = a.tables["nvtx_summary"]
+    row = ns.iloc[:1].assign(name=PIPELINE_PACE.format(workers=workers_ms[0], ms_per_batch=workers_ms[1]),
+                             count=1, total_ns=0)
+    tables = {**a.tables, "nvtx_summary": pd.concat([ns, row], ignore_index=True)}
+    (f,) = OutputBound().check(Context(a.summary, tables))
+    assert (f.severity, f.subject) == (severity, subject), f
+    assert "20.1 batches/s of GPU time" in f.evidence
+    assert f"{workers_ms[0]} workers at {workers_ms[1]:,.0f} ms of work a batch can take" in f.evidence

@@ -349,3 +349,34 @@ def test_a_ctrl_c_lost_in_a_destructor_is_raised_again():
         restored = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, outer)
     assert restored is signal.default_int_handler
+
+
+PACED_PROGRAM = """
+import time, torch
+from nsys_transfer.fixes import OutputPipeline
+with OutputPipeline(lambda i, a: time.sleep(0.05), workers=2) as outputs:
+    for i in range(8):
+        outputs.submit(i, torch.zeros(64))
+"""
+
+
+def test_the_pipeline_leaves_its_pace_in_a_real_trace(nsys, tmp_path):
+    """Recorded by real nsys (NVTX and OS runtime, no GPU): the drain leaves the workers' figures in an NVTX range
+    that the analysis reads back through the one contract (nsys_core.contracts.pipeline_pace), and never takes for
+    a step; 2 workers at 50 ms a batch."""
+    import json
+    from conftest import run_cli
+    from nsys_transfer.nsys_core.contracts import pipeline_pace
+    prog = tmp_path / "paced.py"
+    prog.write_text(PACED_PROGRAM)
+    env = {**os.environ, "NSYS": nsys.path, "PYTHONPATH": str(ROOT)}
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "paced"), "--trace", "nvtx,osrt",
+                "--sample", "none", "--", sys.executable, str(prog), env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = run_cli("-m", "nsys_transfer.analysis", str(tmp_path / "paced.sqlite"), "--json", str(tmp_path / "a.json"),
+                "-q", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "a.json").read_text())
+    marks = [pipeline_pace(x["name"]) for x in doc["nvtx"]["ranges"] if pipeline_pace(x["name"])]
+    assert len(marks) == 1 and marks[0][0] == 2 and 50 <= marks[0][1] < 120, doc["nvtx"]["ranges"]
+    assert not doc["steps"]["count"], doc["steps"]

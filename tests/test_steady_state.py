@@ -116,3 +116,17 @@ def test_whole_on_the_command_line(tmp_path):
     r = run_cli("-m", "nsys_transfer.analysis", str(trace))
     assert r.returncode == 0 and "verdict (steady state): input-bound" in r.stdout
     assert "Set-up before the steady state (left out of the verdict)" in r.stdout
+
+
+def test_one_early_flush_of_the_pipeline_ends_the_warmup():
+    """The step starts of seg_cpu_argmax_fixed as captured on the H200 (issue 37: 14 batches, a flush of its
+    OutputPipeline after batch 1, the clock's start, as benchmarks do): the steady state starts at the first step
+    after that drain, not at step 1 with the 1 s drain of the warm-up's outputs inside; a pipeline drained every few
+    steps keeps its rhythm; too few steps after the flush leave it in."""
+    ms = 1_000_000
+    begins = np.array([0, 760, 930, 2040, 2170, 2300, 2430, 2560, 2690, 2820, 2950, 3080, 3210, 3340]) * ms
+    found = steady.Steady(int(begins[1]), "steps", 1, len(begins), 130.0 * ms, [760 * ms])
+    moved = steady.past_flush(found, begins, np.array([2030 * ms, 5400 * ms]))  # the warm-up's flush, the close's
+    assert (moved.start_ns, moved.warmup, moved.flushed) == (2040 * ms, 3, True)
+    assert steady.past_flush(found, begins, np.array([1500, 2500, 3000, 5400]) * ms) == found
+    assert steady.past_flush(found, begins, np.array([3200 * ms, 5400 * ms])) == found
