@@ -62,6 +62,9 @@ WORK_FIXES = {
                   "GPU runs this one (the Rust tokenizers release the GIL: tokenizer(batch) / encode_batch)",
     "image decoding": "the launching thread decodes images while the GPU waits: decode in DataLoader worker processes "
                       "(num_workers > 0), or on the GPU (torchvision.io.decode_jpeg(..., device='cuda'), DALI)",
+    "the profiler (Nsight Systems)": "the samples are in nsys's own hooks (libToolsInjection): the capture's cost, "
+                                     "not the program's work; compare with a capture without CPU sampling "
+                                     "(nsys-transfer run --sample none --python-backtrace none) before changing code",
     "Python code": "the launching thread runs Python code while the GPU waits (the samples are in the interpreter): "
                    "queue the next step's GPU work before it, or move it to a worker thread or process; "
                    "nsys --python-sampling=true names the Python functions",

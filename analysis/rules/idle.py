@@ -2,12 +2,15 @@
 verdict when little idle time is left."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from nsys_transfer.analysis import cuda_api
 from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
+from nsys_transfer.analysis.sections.cpu_work import PROFILER
 from nsys_transfer.analysis.rules.base import Finding, Context, ms, us, calls_text, idle_of, devices, calls_of
 from nsys_transfer.analysis.rules.output import pipeline_waits
 
@@ -120,11 +123,13 @@ class GpuIdleCpuBound:
               + samples_text(s) + after_sync_text(ctx))
         fix = WORK_FIXES.get(kind)
         if fix is None:
-            fix = (f"move the work in {top['function']} ({top['library']}) off the launching thread or queue the next "
+            fix = (f"move the work in {_function(top)} ({top['library']}) off the launching thread or queue the next "
                    "GPU work before it")
         elif kind in OUTPUT_WORK:
             fix = ctx.advice(fix, fix, fix="output")
-        return ctx.finding(self.id, ns, f"{kind}: {top['function']}", ev, serialised_fix(ctx, ns, fix, first=False))
+        # the profiler's own cost is no finding to act on: low, whatever its share
+        return ctx.finding(self.id, ns, f"{kind}: {_function(top)}", ev, serialised_fix(ctx, ns, fix, first=False),
+                           severity="low" if kind == PROFILER else None)
 
     @staticmethod
     def _range_fix(ctx: Context, name: str) -> str:
@@ -376,3 +381,13 @@ class GpuBound:
             ("the top kernel computes in FP64: where the algorithm allows, FP32/TF32 or lower precision on the tensor "
              "cores is several times faster; " if fp64 else "") + "less GPU work per result is the lever now: lower "
             "precision, tensor-core kernels (cuBLAS/cuDNN math modes), fused kernels, fewer FLOPs"))]
+
+
+UNNAMED = re.compile(r"^0x[0-9a-f]+$")  # a frame nsys could not symbolise: its address moves from run to run
+
+
+def _function(f: dict) -> str:
+    """A sampled function's name for a subject: an unsymbolised frame by its library (a subject must name the same
+    work in two captures of one program, which an address under ASLR does not)."""
+    return f"unnamed code in {f['library']}" if UNNAMED.match(f["function"]) and f.get("library") else \
+        "unnamed code" if UNNAMED.match(f["function"]) else f["function"]

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
+PROFILER = "the profiler (Nsight Systems)"
 # owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames
 KINDS = (
     ("tokenizing", re.compile(r"tokenizers"), None),
@@ -24,6 +25,8 @@ KINDS = (
     ("image decoding", re.compile(r"jpeg|libpng|_imaging|/PIL/|cv2|libavcodec|libwebp|libtiff"), None),
     ("pickling", re.compile(r"_pickle"), None),
     ("copying memory", re.compile(r"libc\.so"), re.compile(r"mem(move|cpy|set)|memcpy")),
+    # nsys's own injection (its CUDA and OS-runtime hooks, its sampling): the capture's cost, not the program's work
+    (PROFILER, re.compile(r"libToolsInjection"), None),
     ("the CUDA driver", re.compile(r"libcuda\.so|libcudart|libcupti"), None),
     ("Python code", re.compile(r"libpython|/python\d(\.\d+)?$|/python$"), None),
 )
