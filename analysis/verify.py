@@ -244,7 +244,10 @@ def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, di
             b.remove(fb)
             a.remove(fa)
     for fb in list(b):
-        fa = next((f for f in a if f["rule"] == fb["rule"] and f["rule"] not in BY_SUBJECT), None)
+        # a subject-bound rule still pairs where one side could not name its subject (a capture without CPU samples
+        # says gpu-idle-cpu-bound with none): 'resolved: X' beside 'new: X' would contradict itself
+        fa = next((f for f in a if f["rule"] == fb["rule"] and (f["rule"] not in BY_SUBJECT or
+                                                                None in (f["subject"], fb["subject"]))), None)
         pairs.append((fb, fa))
         if fa is not None:
             a.remove(fa)

@@ -138,3 +138,17 @@ def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
     longest = max(drawn, key=lambda x: x[1] - x[0])
     assert longest[2] == "idle: input-bound" and longest[1] - longest[0] > 20e6
     assert {label for _, _, label in drawn} <= {label for label, _ in time_breakdown(a.summary)}
+
+
+def test_the_same_program_with_and_without_cpu_samples_is_one_finding(tmp_path):
+    """seg_cpu_argmax.py captured twice on the H200, without CPU samples and with them: its CPU argmax is one
+    gpu-idle-cpu-bound finding on both sides (unnamed, then named 'PyTorch CPU ops: torch.argmax'), unchanged, never
+    'resolved' beside 'new'; the two runs are about as fast (within the 3% of 'about as fast' or a few % more)."""
+    r = verify(PROGRAMS / "seg_cpu_argmax_nosample_nsys2024.sqlite.xz", PROGRAMS / "seg_cpu_argmax_nsys2024.sqlite.xz",
+               "--json", tmp_path / "v.json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "v.json").read_text())
+    cpu = [f for f in doc["findings"] if f["rule"] == "gpu-idle-cpu-bound"]
+    assert len(cpu) == 1 and cpu[0]["status"] == "unchanged", cpu
+    assert "gpu-idle-cpu-bound" not in " ".join(doc["verdict"]["resolved"] + doc["verdict"]["new"])
+    assert abs(doc["verdict"]["change"]) < 0.06
