@@ -23,6 +23,7 @@ from nsys_transfer.analysis.schema import SCHEMA, Part, json_rows
 from nsys_transfer.analysis.load.device import KERNEL_TABLE, digest_of
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.window_spec import Spec
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Options:
     link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
     run_record: dict | None = None      # this toolkit's run record beside the trace, if any
     whole: bool = False                 # the whole capture, set-up and warm-up included (default: the steady state)
-    window_asked: object | None = None  # cli.window.Spec: how the user gave `window` (--window or --steps)
+    window_asked: Spec | None = None    # how the user gave `window` (--window or --steps), for its `source`
 
 
 @dataclass

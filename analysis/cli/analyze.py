@@ -27,6 +27,7 @@ from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, merge_parts
 from nsys_transfer.analysis.render.text import ranks_report, text_report
 from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.window_spec import Spec
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -80,6 +81,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         click.echo(btree.not_built_notice(), err=True)
     win = _checked_options(window, steps, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
+    min_gap_ns = int(min_gap_ms * 1e6)  # the one conversion: every analysis below takes ns
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m nsys_transfer.workloads.linkprobe --json FILE` on the GPU machine")
     run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
@@ -91,7 +93,7 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
             where = options.chosen_executor(jobs, dask, len(traces))
         except TraceError as e:
             _fail(str(e))
-        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet,
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet,
                            where)
     trace = traces[0]
     try:
@@ -103,11 +105,11 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
     if whole and win:
         _fail(f"--whole and {win.flag} both name the span: give one")
-    opts = options_for(trace, step_regex, win, min_gap_ms, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps,
+    opts = options_for(trace, step_regex, win, min_gap_ns, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps,
                        whole=whole)
     try:
         with Trace.open(trace) as t:
-            a = _analyze_one(t, trace, opts, min_gap_ms, probe, run, plot_dir, progress)
+            a = _analyze_one(t, trace, opts, probe, run, plot_dir, progress)
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:
@@ -122,22 +124,22 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         progress("done")
 
 
-def options_for(trace: Path, step_regex: str | None, win: window.Spec | None, min_gap_ms: float = 1.0,
+def options_for(trace: Path, step_regex: str | None, win: Spec | None, min_gap_ns: int = 1_000_000,
                 **kw) -> Options:
     """The analysis options analyze-trace uses for one trace (verify uses the same for both of its traces)."""
-    return Options(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex, window=None,
+    return Options(min_gap_ns=min_gap_ns, step_regex=step_regex, window=None,
                    run_record=toolkit_record(str(trace)), window_asked=win, **kw)
 
 
-def analyze_path(trace: Path, opts: Options, min_gap_ms: float = 1.0, progress=None, plot_dir: Path | None = None,
+def analyze_path(trace: Path, opts: Options, progress=None, plot_dir: Path | None = None,
                  tool: str = "analyze-trace"):
     """One trace file's analysis, as analyze-trace makes it, and its charts when plot_dir is given (TraceError,
     OSError on bad input); `tool` names the command in what it says about the charts."""
     with Trace.open(trace) as t:
-        return _analyze_one(t, trace, opts, min_gap_ms, None, None, plot_dir, progress, tool)
+        return _analyze_one(t, trace, opts, None, None, plot_dir, progress, tool)
 
 
-def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progress, tool: str = "analyze-trace"):
+def _analyze_one(t, trace: Path, opts: Options, probe, run, plot_dir, progress, tool: str = "analyze-trace"):
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
         opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
@@ -148,7 +150,7 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
     link_gbps = a.summary["trace"]["link"]["gbps"]
     ranks = None
     if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
-        ranks = analyze_ranks([t], RankOptions(min_gap_ns=int(min_gap_ms * 1e6),
+        ranks = analyze_ranks([t], RankOptions(min_gap_ns=opts.min_gap_ns,
                                                step_regex=a.summary["steps"]["regex"] or DEFAULT_STEP_REGEX,
                                                link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run),
                               progress=progress)
@@ -156,14 +158,14 @@ def _analyze_one(t, trace: Path, opts, min_gap_ms, probe, run, plot_dir, progres
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
         outputs.make_folder(plot_dir, "--plots")
-        _plot_one(a, t, ranks, plot_dir, trace.name.split(".")[0], min_gap_ms, tool)
+        _plot_one(a, t, ranks, plot_dir, trace.name.split(".")[0], opts.min_gap_ns, tool)
     return a
 
 
 PLOT_KINDS = ("timeline", "gaps", "dtoh", "breakdown", "gpus")  # <stem>_<kind>.png, what --plots writes of a trace
 
 
-def _plot_one(a, t, ranks, plot_dir: Path, stem: str, min_gap_ms: float, tool: str) -> None:
+def _plot_one(a, t, ranks, plot_dir: Path, stem: str, min_gap_ns: int, tool: str) -> None:
     """A trace's charts into plot_dir as <stem>_<kind>.png; a chart that would show nothing (no DtoH copy, no idle
     gap) is not drawn, said once on stderr, and its file from an earlier run removed: the folder holds this run's."""
     plots = _plots()
@@ -175,7 +177,7 @@ def _plot_one(a, t, ranks, plot_dir: Path, stem: str, min_gap_ms: float, tool: s
              "breakdown": plots.plot_breakdown([a.summary], [stem], path["breakdown"],
                                                title=f"{stem}: where the GPU's time went"),
              "gpus": plots.plot_ranks(ranks, path["gpus"], title=stem) if ranks is not None else None}
-    why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {min_gap_ms:g} ms",
+    why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {min_gap_ns / 1e6:g} ms",
            "dtoh": "no DtoH copies", "breakdown": "no GPU time to share out"}
     left = [f"{path[k].name} ({why[k]})" for k in PLOT_KINDS if drawn[k] is None and k in why]
     for k in PLOT_KINDS:
@@ -196,14 +198,14 @@ def _rank_tables(ranks) -> dict:
             "dtoh_contention": ranks.tables["contention"]}
 
 
-def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, link_gbps, probe, run, quiet, where):
+def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet, where):
     """Several traces (one per rank, say): every GPU side by side on one clock, each trace analysed where `where`
     (an analysis.parallel executor) runs it."""
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None
     labels = trace_labels([p.name for p in paths])
-    opts = RankOptions(min_gap_ns=int(min_gap_ms * 1e6), step_regex=step_regex or DEFAULT_STEP_REGEX,
+    opts = RankOptions(min_gap_ns=min_gap_ns, step_regex=step_regex or DEFAULT_STEP_REGEX,
                        link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run)
     try:
         with where as ex:
@@ -253,7 +255,7 @@ def _check(traces) -> None:
     sys.exit(0 if trusted else 1)
 
 
-def _checked_options(window_text, steps_text, traces, json_path, csv_dir, plot_dir, **numbers) -> window.Spec | None:
+def _checked_options(window_text, steps_text, traces, json_path, csv_dir, plot_dir, **numbers) -> Spec | None:
     """Every option value and output place, before any work: one line and exit 2 for the first that is wrong."""
     try:
         options.check_numbers(**numbers)

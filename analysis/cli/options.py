@@ -38,27 +38,6 @@ class OneLineCommand(click.Command):
         return rc
 
 
-def window(text: str | None) -> tuple[int, int] | None:
-    """`START_NS:END_NS` in trace ns (floats like 1.5e9 allowed) -> (start, end); TraceError when it is not one."""
-    if not text:
-        return None
-    parts = text.split(":")
-    try:
-        a, b = (float(x) for x in parts) if len(parts) == 2 else (None, None)
-    except ValueError:
-        a = b = None
-    if a is None or b is None:
-        raise TraceError(f"--window {text}: use START_NS:END_NS, two numbers of trace ns (e.g. 1.2e9:3.5e9)")
-    if not (math.isfinite(a) and math.isfinite(b)):
-        raise TraceError(f"--window {text}: START_NS and END_NS must be finite numbers of ns")
-    if a < 0 or b > MAX_NS:
-        raise TraceError(f"--window {text}: trace timestamps run from 0 to at most {MAX_NS:.2e} ns; give a span inside "
-                         "that (the summary's `window` shows the trace's own)")
-    if b <= a:
-        raise TraceError(f"--window {text}: END_NS must be after START_NS")
-    return int(a), int(b)
-
-
 def check_numbers(**values) -> None:
     """Each option value against its rule (RULES): a finite number in range; TraceError naming the first that is not."""
     for name, value in values.items():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 import pandas as pd
 
@@ -23,21 +22,11 @@ from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.load import span
 from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.cli.options import MAX_NS
+from nsys_transfer.analysis.window_spec import Spec
 
 UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
 STEP = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What the user asked for: trace ns (relative False), ns from the capture start (relative True), or steps."""
-    text: str
-    flag: str
-    start: float | None
-    end: float | None
-    relative: bool = False
-    steps: bool = False
 
 
 def parse_window(text: str | None) -> Spec | None:

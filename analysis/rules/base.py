@@ -1,8 +1,9 @@
-"""The findings' shared parts: the Finding record and its severity, the Context every rule reads (the computed
-summary and tables), and the formatting of times and sizes in evidence."""
+"""The findings' shared parts: the Finding record and its severity, the Rule every rule class is, the Context every
+diagnosis rule reads (the computed summary and tables), and the formatting of times and sizes in evidence."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Generic, TypeVar
 
 import pandas as pd
 
@@ -125,6 +126,23 @@ class Context:
         """' (N% of the X GB/s link)' for gbps; empty when the link speed is unknown."""
         link = self.link_gbps
         return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
+
+
+CtxT = TypeVar("CtxT")  # what a family's rules read: Context (diagnosis), RankContext, ScalingContext (rules/ranks.py)
+
+
+class Rule(Generic[CtxT]):
+    """One rule, a class per rule: `id` the stable `rule` of its findings (docs/json-schema.md lists every id, and
+    tests/test_rule_registry.py holds the two to each other); `first` whether its findings are notes on whether the
+    capture can be trusted at all, which diagnosis.diagnose lists first and never drops as noise; check(ctx) its
+    findings, empty when it does not fire. A family's registry (diagnosis.RULES, ranks.RANK_RULES, SCALING_RULES)
+    lists one instance of each."""
+    id: str
+    first: bool = False
+
+    def check(self, ctx: CtxT) -> list[Finding]:
+        """This rule's findings; empty when it does not fire."""
+        raise NotImplementedError
 
 
 def ms(ns) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.analysis.rules.base import Finding, Context, ms
+from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms
 
 
-class IncompleteTrace:
+class IncompleteTrace(Rule[Context]):
     """The capture lost a large part of its CUDA events, or nsys itself says it may have (verdict doubtful): every
     other figure is then in question, so this comes first."""
     id = "incomplete-trace"
@@ -36,7 +36,7 @@ class IncompleteTrace:
                             severity="high")]
 
 
-class WarmupInCapture:
+class WarmupInCapture(Rule[Context]):
     """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
     allocator growth) is inside the capture and inflates every finding above."""
     id = "warmup-in-capture"
@@ -60,7 +60,7 @@ class WarmupInCapture:
                             "the second step on: --steps 1:", severity="info")]
 
 
-class ShortCapture:
+class ShortCapture(Rule[Context]):
     """Fewer captured steps than the pipeline depth: every buffer starts free, so back-pressure cannot show."""
     id = "short-capture"
 
@@ -78,7 +78,7 @@ class ShortCapture:
                             severity="info")]
 
 
-class NvtxMissing:
+class NvtxMissing(Rule[Context]):
     """No NVTX ranges: idle time cannot be tied to the program's phases."""
     id = "nvtx-missing"
 

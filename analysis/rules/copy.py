@@ -8,10 +8,10 @@ from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis.sections.copies import big_copies
 from nsys_transfer.analysis.sections.machine import MIN_PROBE_BYTES
-from nsys_transfer.analysis.rules.base import Finding, Context, ms, gb, size, left_out
+from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, gb, size, left_out
 
 
-class UnifiedMemory:
+class UnifiedMemory(Rule[Context]):
     """Managed memory moved on demand: every page fault stalls a kernel (or the host thread) while the driver moves
     the page. Impact: the GPU time the on-demand migrations span; prefetched migrations cost nothing here."""
     id = "unified-memory"
@@ -41,7 +41,7 @@ class UnifiedMemory:
             "buffers"))]
 
 
-class PageableMemcpy:
+class PageableMemcpy(Rule[Context]):
     """Large copies to or from pageable host memory: staged through a driver buffer, slower, never truly async."""
     id = "pageable-memcpy"
     fresh_gbps = 4.0        # below this a DtoH copy into pageable memory is paying page faults on fresh pages
@@ -99,7 +99,7 @@ class PageableMemcpy:
         return ctx.finding(self.id, saving, kind, ev, fix)
 
 
-class SyncMemcpy:
+class SyncMemcpy(Rule[Context]):
     """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
     pageable-memcpy's)."""
     id = "sync-memcpy"
@@ -120,7 +120,7 @@ class SyncMemcpy:
             fix="output"))]
 
 
-class NoCopyComputeOverlap:
+class NoCopyComputeOverlap(Rule[Context]):
     """Asynchronously issued DtoH copies that never run while kernels do, because they share the compute stream."""
     id = "no-copy-compute-overlap"
     min_overlap = 0.10

@@ -17,19 +17,22 @@ from nsys_transfer.analysis.rules.capture import IncompleteTrace, NvtxMissing, S
 from nsys_transfer.analysis.rules.idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
-from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context
+from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule
 
 
-RULES = [IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(), HostSync(), LaunchBound(),
-         UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(), WarmupInCapture(),
-         ShortCapture(), NvtxMissing()]
+# every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here (and in the docs'
+# table, docs/json-schema.md, which tests/test_rule_registry.py holds to this list)
+RULES: list[Rule[Context]] = [
+    IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
+    HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
+    WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
 def diagnose(ctx: Context) -> list[dict]:
     """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
     NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
     floor = NOISE_SHARE * ctx.gpu_time_ns()
-    found = [(getattr(rule, "first", False), f) for rule in RULES for f in rule.check(ctx)
-             if f.severity == "info" or getattr(rule, "first", False) or f.impact_ns >= floor]
+    found = [(rule.first, f) for rule in RULES for f in rule.check(ctx)
+             if f.severity == "info" or rule.first or f.impact_ns >= floor]
     found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))
     return [f.as_dict() for _, f in found]

@@ -11,11 +11,11 @@ from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
 from nsys_transfer.analysis.sections.cpu_work import PROFILER
-from nsys_transfer.analysis.rules.base import Finding, Context, ms, us, calls_text, idle_of, devices, calls_of
+from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, us, calls_text, idle_of, devices, calls_of
 from nsys_transfer.analysis.rules.output import pipeline_waits
 
 
-class InputBound:
+class InputBound(Rule[Context]):
     """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
     while the DataLoader's pin-memory thread waits for batches its workers are still making."""
     id = "input-bound"
@@ -66,7 +66,7 @@ class InputBound:
                           "cudaMemcpyAsync on a second stream)")
 
 
-class GpuIdleCpuBound:
+class GpuIdleCpuBound(Rule[Context]):
     """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
     finding per range), or outside any range."""
     id = "gpu-idle-cpu-bound"
@@ -194,7 +194,7 @@ def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
     return f"{sync}; {fix}" if first else f"{fix}; {sync}"
 
 
-class MemoryMappingInGaps:
+class MemoryMappingInGaps(Rule[Context]):
     """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
     id = "memory-mapping-in-gaps"
 
@@ -215,7 +215,7 @@ class MemoryMappingInGaps:
             "bufpool"))]
 
 
-class HostSync:
+class HostSync(Rule[Context]):
     """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
     issued the next work."""
     id = "host-sync"
@@ -253,7 +253,7 @@ class HostSync:
             "the results, e.g. once per time step")]
 
 
-class LaunchBound:
+class LaunchBound(Rule[Context]):
     """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
     id = "launch-bound"
     # a launch costs the host 5-50 us (PyTorch eager: its op dispatch too): a median kernel longer than this keeps
@@ -297,7 +297,7 @@ class LaunchBound:
             "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
 
 
-class HostSleep:
+class HostSleep(Rule[Context]):
     """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
     computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
     id = "host-sleep"
@@ -321,7 +321,7 @@ class HostSleep:
             "sleep-polling with an event or condition variable, and queue the next GPU work before any wait"))]
 
 
-class CommWait:
+class CommWait(Rule[Context]):
     """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
     collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
     id = "comm-wait"
@@ -346,7 +346,7 @@ class CommWait:
             "staging them through host copies"))]
 
 
-class GpuBound:
+class GpuBound(Rule[Context]):
     """The kernels fill the GPU: what limits the program is its GPU work itself, named by its top kernels (their
     precision and library where the names say them), whatever transfer findings stand beside it."""
     id = "gpu-bound"

@@ -8,7 +8,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, QUEUE_OUTPUT
 from nsys_transfer.nsys_core.contracts import pipeline_pace as contract_pace
 
-from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, idle_of, ms
+from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
 
 PIPELINE_RANGES = (COPY_TO_CPU, QUEUE_OUTPUT, PIPELINE_DRAIN)  # fixes.OutputPipeline's own ranges
 
@@ -39,7 +39,7 @@ def pipeline_pace(ctx: Context) -> tuple[int, float] | None:
     return next((p for p in map(contract_pace, names.astype(str)) if p), None)
 
 
-class OutputBound:
+class OutputBound(Rule[Context]):
     """The GPU idles while the loop waits for the OutputPipeline's workers: free buffers (back-pressure in submit())
     or the drain; named with the GPU's pace against what the workers can take, and the knobs that move the latter.
     Workers that keep up leave only the last outputs' tail at the end: a low finding, not the pace."""

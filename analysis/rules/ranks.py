@@ -27,7 +27,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from nsys_transfer.analysis.rules.base import Finding, make_finding, severity_of
+from nsys_transfer.analysis.rules.base import Finding, Rule, make_finding, severity_of
 from nsys_transfer.analysis.sections.sharing import slowest_kind
 
 
@@ -36,7 +36,7 @@ def _share(x) -> str:
     """A GPU's kernel share in words: unknown (NaN, None) for a trace without a kernel table, never "nan%"."""
     return "an unknown share (no kernel table)" if x is None or x != x else f"{x:.0%}"
 
-class GpuCompute:
+class GpuCompute(Rule["RankContext"]):
     """Every GPU runs kernels at least `busy` of its window (and no rank's outputs pile up): the GPUs themselves limit
     throughput. With several hosts: every host is compute-bound; one host whose GPUs wait is judged by the other
     rules, as the limiting host, however busy the others are."""
@@ -55,7 +55,7 @@ class GpuCompute:
                                               "kernels) or add GPUs")]
 
 
-class HostDtohBandwidth:
+class HostDtohBandwidth(Rule["RankContext"]):
     """The GPUs wait while their DtoH copies run below `slowdown` of their solo rate whenever another GPU copies: the
     host's DtoH bandwidth, which they share, saturates."""
     id = "host-dtoh-bandwidth"
@@ -74,7 +74,7 @@ class HostDtohBandwidth:
                             ctx.on_limiting_host)]
 
 
-class HostCpu:
+class HostCpu(Rule["RankContext"]):
     """The run record's CPUs, which the ranks share, are at least `busy` busy: while every rank's outputs are backlogged
     behind busy GPUs, or while the GPUs wait and no shared copy is slowed."""
     id = "host-cpu"
@@ -101,7 +101,7 @@ class HostCpu:
                                               "names what is left")]
 
 
-class OutputBacklog:
+class OutputBacklog(Rule["RankContext"]):
     """The GPUs are busy but every rank still drains its outputs at least `backlog_steps` step periods after its last
     step, and the CPUs are not known to be saturated: the output side is slower than the GPUs."""
     id = "output-backlog"
@@ -118,7 +118,7 @@ class OutputBacklog:
                                               "pool to see the steady state")]
 
 
-class RankPipeline:
+class RankPipeline(Rule["RankContext"]):
     """The GPUs wait, nothing shared is slowed and the CPUs are not known to be saturated: the limit is inside each
     rank's own pipeline."""
     id = "rank-pipeline"
@@ -137,7 +137,7 @@ class RankPipeline:
                             "fix the rank's own pipeline: analyze-trace's diagnosis names the step")]
 
 
-class SingleGpu:
+class SingleGpu(Rule["RankContext"]):
     """One GPU in the trace(s): nothing is shared (info)."""
     id = "single-gpu"
 
@@ -149,7 +149,7 @@ class SingleGpu:
                          "analyze-trace's diagnosis covers a single GPU")]
 
 
-class NotConcurrent:
+class NotConcurrent(Rule["RankContext"]):
     """Separate traces whose captures do not overlap in time: what the GPUs share cannot be seen (info)."""
     id = "not-concurrent"
 
@@ -163,8 +163,8 @@ class NotConcurrent:
 
 
 # in the order the verdict used to be decided; the rules exclude one another, so the order only reads well
-RANK_RULES = [SingleGpu(), NotConcurrent(), HostCpu(), OutputBacklog(), GpuCompute(), HostDtohBandwidth(),
-              RankPipeline()]
+RANK_RULES: list[Rule[RankContext]] = [SingleGpu(), NotConcurrent(), HostCpu(), OutputBacklog(), GpuCompute(),
+                                       HostDtohBandwidth(), RankPipeline()]
 
 
 @dataclass
@@ -346,7 +346,7 @@ class ScalingContext:
         return Finding(rule, severity or severity_of(short), 0, short, None, evidence, suggestion)
 
 
-class Scales:
+class Scales(Rule[ScalingContext]):
     """N GPUs give at least `efficiency` x N x one GPU's throughput (or the single run measured nothing) (info)."""
     id = "scales"
     efficiency = 0.9
@@ -359,7 +359,7 @@ class Scales:
                             "nothing shared limits N GPUs at this size", severity="info")]
 
 
-class ScalingHostCpu:
+class ScalingHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency while the N-GPU run's CPUs are at least HostCpu.busy busy: the host's cores."""
     id = "host-cpu"
     busy = HostCpu.busy
@@ -375,7 +375,7 @@ class ScalingHostCpu:
                             "copy)")]
 
 
-class NotHostCpu:
+class NotHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency with CPUs to spare (or unmeasured): the cause is in the ranks, which the traces show."""
     id = "not-host-cpu"
 
@@ -388,7 +388,7 @@ class NotHostCpu:
 
 
 # the first that fires names the verdict
-SCALING_RULES = [Scales(), ScalingHostCpu(), NotHostCpu()]
+SCALING_RULES: list[Rule[ScalingContext]] = [Scales(), ScalingHostCpu(), NotHostCpu()]
 
 
 def scaling_verdict(ctx: ScalingContext) -> Finding:
