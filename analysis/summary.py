@@ -318,7 +318,7 @@ def _trace_info(trace: Trace, n_kernels: int, memcpys, nvtx) -> dict:
 
 
 def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, call_counts: Future) -> dict:
-    """integrity_rules.assess() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
+    """integrity_rules.verdict() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
     list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
     is made (timeline_made is set then, or on an error)."""
     try:
@@ -326,4 +326,4 @@ def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, c
         side = integrity.gpu_side(trace, rows.pop())
     finally:
         timeline_made.set()
-    return integrity_rules.assess(trace, side=side, counts=call_counts.result())
+    return integrity_rules.verdict(integrity.figures(trace, side=side, counts=call_counts.result()))

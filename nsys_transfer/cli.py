@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis import Trace, TraceError
-from nsys_transfer.analysis.rules.integrity import assess
+from nsys_transfer.analysis.rules.integrity import verdict
+from nsys_transfer.analysis.sections.integrity import figures
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
@@ -231,7 +232,7 @@ def _integrity(sqlite: Path) -> dict:
     """The trace's own consistency verdict (analysis/sections/integrity.py), without the figures, for the run record."""
     try:
         with Trace.open(sqlite) as t:
-            a = assess(t)
+            a = verdict(figures(t))
     except TraceError as e:
         return {"sqlite": str(sqlite), "verdict": None, "lost_fraction": None, "evidence": str(e)}
     return {"sqlite": str(sqlite), "verdict": a["verdict"], "lost_fraction": a["lost_fraction"],

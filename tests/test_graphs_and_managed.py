@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.rules.integrity import assess
+from nsys_transfer.analysis.rules.integrity import verdict
+from nsys_transfer.analysis.sections.integrity import figures
 from nsys_transfer.analysis.summary import Options, analyze
 from conftest import run_cli
 from test_against_nsys_stats import _local_copy
@@ -80,7 +81,7 @@ def test_public_reduce_overhead_program_is_gpu_bound(public_traces):
 def test_graph_launches_pair_with_their_rows_in_check(tmp_path):
     path = DATA / "cuda_graph_infer_nsys2024.sqlite.xz"
     with Trace.open(path) as t:
-        a = assess(t, pairs=True)
+        a = verdict(figures(t, pairs=True))
     assert a["figures"]["api"]["graph"] == {"calls": 20, "without_gpu": 0} and a["figures"]["graph_runs"] == 20
     d = a["figures"]["diagnostics"]
     assert d["cuda_events_collected"] == d["cuda_rows_exported"]  # nsys counts no graph-trace row
@@ -91,7 +92,7 @@ def test_graph_launches_pair_with_their_rows_in_check(tmp_path):
 def test_migrations_are_not_lost_events(runs):
     for name in ("managed_memory", "managed_prefetch"):
         with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
-            a = assess(t, pairs=True)
+            a = verdict(figures(t, pairs=True))
         assert a["verdict"] == "complete" and a["figures"]["migrations"] > 4000, name
         d = a["figures"]["diagnostics"]
         assert d["cuda_events_collected"] == d["cuda_rows_exported"], name  # nsys's count holds the migrations

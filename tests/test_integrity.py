@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.rules.integrity import LOST_FRACTION_LOSSY, assess
+from nsys_transfer.analysis.rules.integrity import LOST_FRACTION_LOSSY, verdict
+from nsys_transfer.analysis.sections.integrity import figures
 from conftest import ROOT, run_cli
 from test_against_nsys_stats import _local_copy
 from test_shared_correlation import add_nested_api_rows
@@ -21,7 +22,7 @@ CUDA_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUP
 
 def _assess(path, pairs=False):
     with Trace.open(path) as t:
-        return assess(t, pairs=pairs)
+        return verdict(figures(t, pairs=pairs))
 
 
 def _complete(a):
@@ -30,6 +31,16 @@ def _complete(a):
     assert a["lost_fraction"] is None or a["lost_fraction"] <= LOST_FRACTION_LOSSY / 10
     assert f["missing_ops"] == 0 and f["shared_correlation_ids"]["count"] == 0
     assert set(a) >= {"verdict", "lost_fraction", "evidence", "figures"} and a["evidence"].endswith(".")
+
+
+def test_the_verdict_reads_the_typed_figures_not_the_trace():
+    """figures() reads the export; the verdict on them needs no trace (closed here) and leaves them as they were."""
+    with Trace.open(H200X2 / "pinned-x2.sqlite.xz") as t:
+        f = figures(t, pairs=True)
+    assert len(f.tails) == 2 and f.api["kernel"].calls > 0 and f.capture.driver_cuda == "13.0"
+    a = verdict(f)
+    _complete(a)
+    assert a["figures"] == {**f.reported, "cut": False} and "cut" not in f.reported and verdict(f) == a
 
 
 @pytest.mark.parametrize("pairs", [False, True])

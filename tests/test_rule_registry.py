@@ -1,24 +1,29 @@
 """The rule registries against the docs: every rule id the code produces is in docs/json-schema.md's table of its
 family, and every id there is a rule class's; a new rule is one class on rules.base.Rule, listed in its registry,
-and shows in the diagnosis of a real trace (and in the docs check, until its row is written)."""
+and shows in the diagnosis of a real trace (and in the docs check, until its row is written). Each family declares
+whether its rules are exclusive (one verdict: the first that fires) or not (every finding), and base.fired applies it."""
 import re
 from pathlib import Path
 
 import pytest
 
 from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.cli.analyze import _analyze_one
 from nsys_transfer.analysis.rules import diagnosis, integrity, ranks
-from nsys_transfer.analysis.rules.base import Context, Finding, Rule
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.rules.base import Context, Finding, Rule, fired
+from nsys_transfer.analysis.summary import Options, analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "json-schema.md"
 TRACE = ROOT / "tests" / "data" / "programs" / "seg_logits_fixed_nsys2024.sqlite.xz"
+X2 = ROOT / "reports" / "data" / "h200x2" / "pinned-x2.sqlite.xz"  # one nsys capture of two ranks on 2 x H200
 
 # family -> (the heading of its section in docs/json-schema.md, the registry's module and name)
 FAMILIES = {"diagnosis": ("## Diagnosis: the findings contract", diagnosis, "RULES"),
             "ranks": ("### Multi-GPU rules", ranks, "RANK_RULES"),
             "scaling": ("### Scaling rules", ranks, "SCALING_RULES")}
+# family -> whether its rules are exclusive: diagnosis gives every finding, the others one verdict each
+EXCLUSIVE = {"diagnosis": False, "ranks": True, "scaling": True}
 
 
 def documented(heading: str, text: str | None = None) -> list[str]:
@@ -55,7 +60,7 @@ def test_every_rule_declares_the_rule_interface(family):
     assert rules and all(isinstance(rule, Rule) for rule in rules)
     for rule in rules:
         assert isinstance(rule.id, str) and rule.id, type(rule).__name__
-        assert isinstance(rule.first, bool), type(rule).__name__
+        assert isinstance(rule.first, bool) and isinstance(rule.exclusive, bool), type(rule).__name__
         assert type(rule).check is not Rule.check, f"{type(rule).__name__} does not define check()"
     ids = [rule.id for rule in rules]
     assert len(ids) == len(set(ids)), f"{family}: an id given twice: {ids}"
@@ -64,6 +69,59 @@ def test_every_rule_declares_the_rule_interface(family):
 def test_only_the_capture_notes_come_first():
     assert [rule.id for rule in diagnosis.RULES if rule.first] == ["incomplete-trace"]
     assert not any(rule.first for rule in ranks.RANK_RULES + ranks.SCALING_RULES)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_declares_its_exclusivity(family):
+    assert {rule.exclusive for rule in registry(family)} == {EXCLUSIVE[family]}, family
+
+
+class Says(Rule[int]):
+    """A toy rule over an int context: fires (one finding naming itself) when the context is at least `at`."""
+
+    def __init__(self, id: str, at: int = 0, exclusive: bool = False):
+        self.id, self.at, self.exclusive = id, at, exclusive
+
+    def check(self, ctx: int) -> list[Finding]:
+        """One finding when ctx reaches `at`."""
+        return [Finding(self.id, "info", 0, 0.0, None, "", "")] if ctx >= self.at else []
+
+
+def test_fired_stops_after_the_first_exclusive_rule_that_fires():
+    rules = [Says("a"), Says("b", at=5, exclusive=True), Says("c", exclusive=True), Says("d")]
+    assert [f.rule for _, f in fired(rules, 0)] == ["a", "c"]  # b does not fire: c, the next exclusive one, ends it
+    assert [f.rule for _, f in fired(rules, 5)] == ["a", "b"]
+    assert [f.rule for _, f in fired([Says("a"), Says("b"), Says("c", at=9)], 0)] == ["a", "b"]  # none exclusive: all
+    assert [r.id for r, _ in fired(rules[:1], 0)] == ["a"]  # (rule, finding) pairs
+
+
+class Ahead(Rule[ranks.RankContext]):
+    """A new multi-GPU rule, written as one class: exclusive, it fires on any GPUs and names the idlest."""
+    id = "ahead"
+    exclusive = True
+
+    def check(self, ctx: ranks.RankContext) -> list[Finding]:
+        """This rule's finding for the GPUs."""
+        return [ctx.finding(self.id, f"{ctx.n} GPUs, listed ahead", "nothing")]
+
+
+def _x2_limit() -> tuple[dict, list[str]]:
+    """The multi-GPU limit of the 2-GPU capture as analyze-trace reports it, and the rules of its diagnosis."""
+    with Trace.open(X2) as t:
+        doc = _analyze_one(t, X2, Options(), None, None, None, None).summary
+    return doc["ranks"]["limit"], [f["rule"] for f in doc["diagnosis"]]
+
+
+def test_an_exclusive_rule_ahead_of_the_rank_rules_wins_on_a_real_two_gpu_trace(monkeypatch):
+    limit, rules = _x2_limit()
+    assert limit["rule"] == "gpu-compute" and "gpu-compute" in rules  # the premise: as the code stands
+    with monkeypatch.context() as m:
+        m.setattr(ranks, "RANK_RULES", [Ahead(), *ranks.RANK_RULES])
+        limit, rules = _x2_limit()
+        assert mismatch("ranks") == ({"ahead"}, set())
+    assert limit["rule"] == "ahead" and limit["evidence"] == "2 GPUs, listed ahead" and limit["subject"]
+    assert "ahead" in rules and "gpu-compute" not in rules  # it fired first, so no other rank rule was asked
+    assert mismatch("ranks") == (set(), set())
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -19,8 +19,9 @@ from nsys_transfer.analysis.errors import TraceError
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.render.integrity import check_report
-from nsys_transfer.analysis.rules.integrity import assess
+from nsys_transfer.analysis.rules.integrity import verdict
 from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
+from nsys_transfer.analysis.sections.integrity import figures
 from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis import parallel
 from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, merge_parts, part_of_path, trace_labels
@@ -237,7 +238,7 @@ def _check(traces) -> None:
     for path in traces:
         try:
             with Trace.open(path) as t:
-                result = assess(t, pairs=True)
+                result = verdict(figures(t, pairs=True))
         except TraceError as e:
             _fail(str(e))
         except (OSError, MemoryError) as e:

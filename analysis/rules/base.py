@@ -2,6 +2,7 @@
 diagnosis rule reads (the computed summary and tables), and the formatting of times and sizes in evidence."""
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Generic, TypeVar
 
@@ -134,15 +135,28 @@ CtxT = TypeVar("CtxT")  # what a family's rules read: Context (diagnosis), RankC
 class Rule(Generic[CtxT]):
     """One rule, a class per rule: `id` the stable `rule` of its findings (docs/json-schema.md lists every id, and
     tests/test_rule_registry.py holds the two to each other); `first` whether its findings are notes on whether the
-    capture can be trusted at all, which diagnosis.diagnose lists first and never drops as noise; check(ctx) its
-    findings, empty when it does not fire. A family's registry (diagnosis.RULES, ranks.RANK_RULES, SCALING_RULES)
-    lists one instance of each."""
+    capture can be trusted at all, which diagnosis.diagnose lists first and never drops as noise; `exclusive` whether,
+    when it fires, it excludes every rule listed after it (fired() stops there: the multi-GPU and scaling rules each
+    give one verdict); check(ctx) its findings, empty when it does not fire. A family's registry (diagnosis.RULES,
+    ranks.RANK_RULES, SCALING_RULES) lists one instance of each, in the order fired() applies them."""
     id: str
     first: bool = False
+    exclusive: bool = False
 
     def check(self, ctx: CtxT) -> list[Finding]:
         """This rule's findings; empty when it does not fire."""
         raise NotImplementedError
+
+
+def fired(rules: Sequence[Rule[CtxT]], ctx: CtxT) -> Iterator[tuple[Rule[CtxT], Finding]]:
+    """(rule, finding) for each finding of the rules in their order, up to and including the first exclusive rule
+    that fires: every rule's findings where none is exclusive, the first that fires where all are."""
+    for rule in rules:
+        found = rule.check(ctx)
+        for f in found:
+            yield rule, f
+        if found and rule.exclusive:
+            return
 
 
 def ms(ns) -> str:

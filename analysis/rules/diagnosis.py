@@ -17,7 +17,7 @@ from nsys_transfer.analysis.rules.capture import IncompleteTrace, NvtxMissing, S
 from nsys_transfer.analysis.rules.idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
-from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule
+from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 
 
 # every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here (and in the docs'
@@ -32,7 +32,7 @@ def diagnose(ctx: Context) -> list[dict]:
     """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
     NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
     floor = NOISE_SHARE * ctx.gpu_time_ns()
-    found = [(rule.first, f) for rule in RULES for f in rule.check(ctx)
+    found = [(rule.first, f) for rule, f in fired(RULES, ctx)
              if f.severity == "info" or rule.first or f.impact_ns >= floor]
     found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))
     return [f.as_dict() for _, f in found]

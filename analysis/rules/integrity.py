@@ -3,13 +3,12 @@
 that says so. The verdict is "lossy" when any check fires; its lost fraction is the largest share measured. Where no
 check fires but nsys itself questions completeness (its DIAGNOSTIC_EVENT messages: "Not all CUDA events might have
 been collected", "CUDA profiling might have not been started correctly") and nothing explains it, it is "doubtful":
-the checks cannot see events nsys never recorded."""
+the checks cannot see events nsys never recorded. The checks read the typed figures (sections/integrity.Figures), never
+the trace: verdict(figures(trace)) is the verdict."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.sections import integrity
 from nsys_transfer.analysis.sections.capture_activity import API_ID_GAP_LOST
-from nsys_transfer.analysis.sections.integrity import Figures, GpuSide
+from nsys_transfer.analysis.sections.integrity import Doubt, Figures
 
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
 # trace is called lossy (and, below, the share of lost calls the other checks estimate). Complete real traces: 0 to
@@ -48,11 +47,11 @@ class CallsWithoutGpuWork(IntegrityCheck):
         """(shares measured, reasons) of this check."""
         if f.expected_api < MIN_EXPECTED_OPS:
             return [], []
-        share, a = f.missing_api / f.expected_api, f.fig["api"]
+        share, kernel, copy = f.missing_api / f.expected_api, f.api["kernel"], f.api["copy"]
         return [share], [(share, f"{f.missing_api:,} of {f.expected_api:,} kernel launch and copy calls "
-                                 f"({share:.0%}) have no GPU activity (kernels {a['kernel']['without_gpu']:,} of "
-                                 f"{a['kernel']['calls']:,}, copies {a['copy']['without_gpu']:,} of "
-                                 f"{a['copy']['calls']:,})")] if share > LOST_FRACTION_LOSSY else []
+                                 f"({share:.0%}) have no GPU activity (kernels {kernel.without_gpu:,} of "
+                                 f"{kernel.calls:,}, copies {copy.without_gpu:,} of "
+                                 f"{copy.calls:,})")] if share > LOST_FRACTION_LOSSY else []
 
 
 class GpuWorkWithoutCalls(IntegrityCheck):
@@ -76,11 +75,11 @@ class SilentGpuTail(IntegrityCheck):
         """(shares measured, reasons) of this check."""
         # at the process's rate of GPU operations per NVTX/OSRT event before the stop, the share of its events that
         # follow is also the share of its GPU operations missing
-        return [], [(tl["cpu_share_after"], f"process {tl['pid']}'s GPU operations stop while "
-                                            f"{tl['cpu_share_after']:.0%} of its NVTX/OS runtime events "
-                                            f"({tl['cpu_events_after']:,}) follow")
-                    for tl in f.fig["timeline"] if tl["activity"] == "nvtx" and tl["gpu_ops"] >= MIN_GPU_OPS
-                    and tl["cpu_share_after"] >= SILENT_TAIL_CPU_SHARE]
+        return [], [(tl.cpu_share_after, f"process {tl.pid}'s GPU operations stop while "
+                                          f"{tl.cpu_share_after:.0%} of its NVTX/OS runtime events "
+                                          f"({tl.cpu_events_after:,}) follow")
+                    for tl in f.tails if tl.activity == "nvtx" and tl.gpu_ops >= MIN_GPU_OPS
+                    and tl.cpu_share_after >= SILENT_TAIL_CPU_SHARE]
 
 
 class CorrelationIdHoles(IntegrityCheck):
@@ -88,13 +87,13 @@ class CorrelationIdHoles(IntegrityCheck):
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
         """(shares measured, reasons) of this check."""
-        return [], [(g["missing_share"], f"{g['ids_lost']:,} of process {g['pid']}'s {g['id_span']:,} CUDA API "
-                                         f"correlation ids ({g['missing_share']:.0%}) fall in "
-                                         f"{g['gaps_while_running']} holes of {API_ID_GAP_LOST:,}+ ids (up to "
-                                         f"{g['largest_gap']:,}) while it kept running: about "
-                                         f"{g['est_missing_calls'] or 0:,} API calls and their GPU work are "
-                                         f"missing beside the {g['api_rows']:,} recorded")
-                    for g in f.fig["correlation_gaps"]["processes"] if g["missing_share"] > LOST_FRACTION_LOSSY]
+        return [], [(g.missing_share, f"{g.ids_lost:,} of process {g.pid}'s {g.id_span:,} CUDA API "
+                                      f"correlation ids ({g.missing_share:.0%}) fall in "
+                                      f"{g.gaps_while_running} holes of {API_ID_GAP_LOST:,}+ ids (up to "
+                                      f"{g.largest_gap:,}) while it kept running: about "
+                                      f"{g.est_missing_calls or 0:,} API calls and their GPU work are "
+                                      f"missing beside the {g.api_rows:,} recorded")
+                    for g in f.id_holes if g.missing_share > LOST_FRACTION_LOSSY]
 
 
 class ImportLoss(IntegrityCheck):
@@ -102,104 +101,93 @@ class ImportLoss(IntegrityCheck):
 
     def measured(self, f: Figures) -> tuple[list[float], list[Reason]]:
         """(shares measured, reasons) of this check."""
-        d = f.fig["diagnostics"]
-        if not d["cuda_events_collected"]:
+        collected, exported = f.cuda_events_collected, f.cuda_rows_exported
+        if not collected:
             return [], []
-        share = max(0.0, 1 - d["cuda_rows_exported"] / d["cuda_events_collected"])
-        return [share], [(share, f"nsys collected {d['cuda_events_collected']:,} CUDA events but the export holds "
-                                 f"{d['cuda_rows_exported']:,} ({share:.0%} lost)")] if share > IMPORT_LOSS_LOSSY else []
+        share = max(0.0, 1 - exported / collected)
+        return [share], [(share, f"nsys collected {collected:,} CUDA events but the export holds "
+                                 f"{exported:,} ({share:.0%} lost)")] if share > IMPORT_LOSS_LOSSY else []
 
 
 CHECKS: tuple[IntegrityCheck, ...] = (CallsWithoutGpuWork(), GpuWorkWithoutCalls(), SilentGpuTail(),
                                       CorrelationIdHoles(), ImportLoss())
 
 
-def assess(trace: Trace, pairs: bool = False, side: GpuSide | None = None, counts: dict | None = None) -> dict:
-    """{verdict: complete | lossy | doubtful, lost_fraction, evidence (one sentence), figures} of the trace.
-
-    pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
-    `analyze-trace --check` does). side, counts: integrity.gpu_side(trace) and integrity.call_counts(trace), when the
-    caller has them."""
-    return verdict(integrity.figures(trace, pairs, side, counts))
-
-
 def verdict(f: Figures) -> dict:
-    """The verdict of every check on the figures."""
+    """{verdict: complete | lossy | doubtful, lost_fraction, evidence (one sentence), figures} of the figures
+    (sections/integrity.figures(trace): the figures as reported, with "cut" added)."""
     fractions: list[float] = []
     reasons: list[Reason] = []
     for check in CHECKS:
         shares, said = check.measured(f)
         fractions += shares
         reasons += said
-    fig = f.fig
     lost = round(max(fractions), 4) if fractions else None
-    doubts = unexplained(fig)
+    doubts = unexplained(f)
     if reasons:
         reasons.sort(key=lambda r: -r[0])
         lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
-        cut = _cut_at(fig["edges"])
-        fig["cut"] = bool(cut)
-        return {"verdict": "lossy", "lost_fraction": lost, "figures": fig,
-                "evidence": _lossy_evidence(fig, reasons, cut)[:-1] + (f"; {nsys_said(doubts, fig)}." if doubts else ".")}
-    fig["cut"] = False
+        cut = _cut_at(*f.edges)
+        return {"verdict": "lossy", "lost_fraction": lost, "figures": {**f.reported, "cut": bool(cut)},
+                "evidence": _lossy_evidence(f, reasons, cut)[:-1] + (f"; {nsys_said(doubts, f)}." if doubts else ".")}
+    fig = {**f.reported, "cut": False}
     if doubts:
         return {"verdict": "doubtful", "lost_fraction": lost, "evidence": _doubtful_evidence(f, doubts), "figures": fig}
     if not (f.expected_api or f.expected_gpu):
         evidence = "No CUDA kernel launches or copies in the trace: nothing to cross-check."
     else:
-        evidence = (f"Every check passed: {fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies lack "
+        evidence = (f"Every check passed: {f.missing_ops:,} of {f.expected_ops:,} kernels and copies lack "
                     "their API call or GPU row, and GPU operations go on as long as the program's own activity"
-                    + _capture_note(fig) + ".")
+                    + _capture_note(f) + ".")
     return {"verdict": "complete", "lost_fraction": lost, "evidence": evidence, "figures": fig}
 
 
-def unexplained(fig: dict) -> list[dict]:
+def unexplained(f: Figures) -> list[Doubt]:
     """nsys's doubts about the capture (its DIAGNOSTIC_EVENT messages that question completeness) that neither the
     rows nor its own log explain (sections/capture_activity.doubts)."""
-    return [d for d in fig["diagnostics"].get("doubts", []) if not d["explained"]]
+    return [d for d in f.doubts if not d.explained]
 
 
-def nsys_said(doubts: list[dict], fig: dict, lead: str = "nsys itself said") -> str:
+def nsys_said(doubts: list[Doubt], f: Figures, lead: str = "nsys itself said") -> str:
     """'nsys itself said "..." of process 123, 27 times, which holds 2 CUDA API calls and no GPU work; ...'."""
-    ops = {tl["pid"]: tl["gpu_ops"] for tl in fig["timeline"]}
+    ops = {tl.pid: tl.gpu_ops for tl in f.tails}
     said = []
     for d in doubts[:4]:
-        whom = f" of process {d['pid']}" if d["pid"] is not None else ""
-        times = f", {d['times']} times" if d["times"] > 1 else ""
+        whom = f" of process {d.pid}" if d.pid is not None else ""
+        times = f", {d.times} times" if d.times > 1 else ""
         held = ""
-        if d["pid"] is not None and d["events"] == "CUDA":
-            n = ops.get(d["pid"], 0)
+        if d.pid is not None and d.events == "CUDA":
+            n = ops.get(d.pid, 0)
             held = (f", which holds {n:,} GPU operations" if n else
-                    f", which holds {d['cuda_calls']:,} CUDA API calls and no GPU work" if d.get("cuda_calls") else
+                    f", which holds {d.cuda_calls:,} CUDA API calls and no GPU work" if d.cuda_calls else
                     ", which holds no CUDA rows")
-        said.append(f'"{d["said"].rstrip(".")}"{whom}{times}{held}')
+        said.append(f'"{d.said.rstrip(".")}"{whom}{times}{held}')
     more = f" and {len(doubts) - 4} more" if len(doubts) > 4 else ""
     return f"{lead} " + "; ".join(said) + more
 
 
-def _doubtful_evidence(f: Figures, doubts: list[dict]) -> str:
+def _doubtful_evidence(f: Figures, doubts: list[Doubt]) -> str:
     """The sentence of a doubtful verdict: what nsys said, and what the rows can and cannot tell."""
-    fig = f.fig
-    checked = (f"the rows pass every check here ({fig['missing_ops']:,} of {fig['expected_ops']:,} kernels and copies "
+    checked = (f"the rows pass every check here ({f.missing_ops:,} of {f.expected_ops:,} kernels and copies "
                "lack their API call or GPU row), but events nsys never recorded leave no mark in them"
                if f.expected_api or f.expected_gpu else
                "the trace holds no kernel launches or copies to cross-check")
-    return f"{DOUBTFUL_PREFIX}: {nsys_said(doubts, fig, 'it said')}; {checked}{_capture_note(fig)}."
+    return f"{DOUBTFUL_PREFIX}: {nsys_said(doubts, f, 'it said')}; {checked}{_capture_note(f)}."
 
 
-def _lossy_evidence(fig: dict, reasons: list[tuple[float, str]], cut: str | None) -> str:
+def _lossy_evidence(f: Figures, reasons: list[tuple[float, str]], cut: str | None) -> str:
     """The sentence of a lossy verdict: a cut from a longer capture where the edges say so, else lost events."""
     said = "; ".join(r for _, r in reasons)
     if cut:
         return (f"The export looks cut out of a longer capture (a time slice, trimmed or exported with a time range): "
                 f"{cut}; {said}. Figures near its edges are incomplete: analyse the whole capture, or a --window well "
                 "inside this one.")
-    return "The capture lost CUDA events: " + said + _capture_note(fig) + "."
+    return "The capture lost CUDA events: " + said + _capture_note(f) + "."
 
 
-def _cut_at(edges: dict) -> str | None:
-    """Where a cut left its marks, in words, when every kind of unpaired row sits at an edge; None otherwise."""
-    calls, gpu = edges.get("calls_without_gpu"), edges.get("gpu_without_calls")
+def _cut_at(calls: str | None, gpu: str | None) -> str | None:
+    """Where a cut left its marks, in words, when every kind of unpaired row sits at an edge (calls: where the calls
+    without GPU work sit, gpu: the GPU work without calls); None otherwise."""
     if not (calls or gpu) or {calls, gpu} & {"middle", "unknown"}:
         return None
     words = {"start": "its start", "end": "its end"}
@@ -208,9 +196,9 @@ def _cut_at(edges: dict) -> str | None:
     return " and ".join(said)
 
 
-def _capture_note(fig: dict) -> str:
-    c = fig["capture"]
-    if not c["nsys_older_than_driver"]:
+def _capture_note(f: Figures) -> str:
+    c = f.capture
+    if not c.nsys_older_than_driver:
         return ""
-    return (f" (exported by nsys {c['nsys_version']}, which traces CUDA {c['nsys_newest_cuda'].lstrip('<>=')} at "
-            f"most, on a CUDA {c['driver_cuda']} driver)")
+    return (f" (exported by nsys {c.nsys_version}, which traces CUDA {c.nsys_newest_cuda.lstrip('<>=')} at "
+            f"most, on a CUDA {c.driver_cuda} driver)")

@@ -1,10 +1,11 @@
 """What limits several GPUs, and whether N GPUs scale: rule classes like diagnosis.py's, returning its Finding.
 
 Multi-GPU rules (RANK_RULES) read the per-GPU rows, the contention table, the host-side DtoH summary and the run record
-(RankContext). They are mutually exclusive: exactly one fires, and limit() returns it. Its `rule` names the limiting
-resource; `evidence` is the verdict, `suggestion` the next fix. `impact_ns` is the compute idle time of the limiting
-GPU (the one whose kernels run the smallest share of its window: the time this limit costs it), `impact_fraction` that
-over the GPU's own window, `subject` that GPU; `single-gpu` and `not-concurrent` cost nothing (0, info, no subject).
+(RankContext). They are mutually exclusive (each declares `exclusive`): exactly one fires, and limit() returns it. Its
+`rule` names the limiting resource; `evidence` is the verdict, `suggestion` the next fix. `impact_ns` is the compute
+idle time of the limiting GPU (the one whose kernels run the smallest share of its window: the time this limit costs
+it), `impact_fraction` that over the GPU's own window, `subject` that GPU; `single-gpu` and `not-concurrent` cost
+nothing (0, info, no subject).
 The figures every verdict rests on (each GPU's kernel share, the host-side DtoH rates, ...) are RankContext.figures().
 With GPUs on several hosts (per-rank traces of a cluster), the contention and host-side DtoH figures the rules read
 are the limiting host's (analysis/sections/hosts.py), the verdicts name that host, and host-dtoh-bandwidth's subject
@@ -14,9 +15,9 @@ wait, the limiting host is a waiting one (hosts.how_limiting): a compute-bound h
 its compute, neither take the blame for the waiting host's time nor hide it; host-dtoh-bandwidth then reads the
 waiting host's contention, and rank-pipeline and host-cpu name the idlest GPU (on a waiting host) with its host.
 
-Scaling rules (SCALING_RULES) read one `nsys-transfer scaling` scenario: the N-GPU total against N x one GPU and the
-CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0 and `impact_fraction` is the throughput short of
-N x single (1 - efficiency); `scales` is info.
+Scaling rules (SCALING_RULES, exclusive too: the first that fires is the verdict) read one `nsys-transfer scaling`
+scenario: the N-GPU total against N x one GPU and the CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0
+and `impact_fraction` is the throughput short of N x single (1 - efficiency); `scales` is info.
 
 Thresholds are class attributes; RankOptions (analysis/ranks.py) may override the multi-GPU ones per run.
 """
@@ -27,7 +28,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from nsys_transfer.analysis.rules.base import Finding, Rule, make_finding, severity_of
+from nsys_transfer.analysis.rules.base import Finding, Rule, fired, make_finding, severity_of
 from nsys_transfer.analysis.sections.sharing import slowest_kind
 
 
@@ -41,6 +42,7 @@ class GpuCompute(Rule["RankContext"]):
     throughput. With several hosts: every host is compute-bound; one host whose GPUs wait is judged by the other
     rules, as the limiting host, however busy the others are."""
     id = "gpu-compute"
+    exclusive = True
     busy = 0.85  # the least busy GPU's kernel share of its window
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -59,6 +61,7 @@ class HostDtohBandwidth(Rule["RankContext"]):
     """The GPUs wait while their DtoH copies run below `slowdown` of their solo rate whenever another GPU copies: the
     host's DtoH bandwidth, which they share, saturates."""
     id = "host-dtoh-bandwidth"
+    exclusive = True
     slowdown = 0.85  # copies while others copy, against their solo rate
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -78,6 +81,7 @@ class HostCpu(Rule["RankContext"]):
     """The run record's CPUs, which the ranks share, are at least `busy` busy: while every rank's outputs are backlogged
     behind busy GPUs, or while the GPUs wait and no shared copy is slowed."""
     id = "host-cpu"
+    exclusive = True
     busy = 0.9  # the run record's host_cpu.busy over the run
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -105,6 +109,7 @@ class OutputBacklog(Rule["RankContext"]):
     """The GPUs are busy but every rank still drains its outputs at least `backlog_steps` step periods after its last
     step, and the CPUs are not known to be saturated: the output side is slower than the GPUs."""
     id = "output-backlog"
+    exclusive = True
     backlog_steps = 2.0  # the least backlogged rank's drain over its step period
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -122,6 +127,7 @@ class RankPipeline(Rule["RankContext"]):
     """The GPUs wait, nothing shared is slowed and the CPUs are not known to be saturated: the limit is inside each
     rank's own pipeline."""
     id = "rank-pipeline"
+    exclusive = True
     pinned_share = 0.5  # below this share of DtoH bytes into pinned memory, the outputs land in pageable memory
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -140,6 +146,7 @@ class RankPipeline(Rule["RankContext"]):
 class SingleGpu(Rule["RankContext"]):
     """One GPU in the trace(s): nothing is shared (info)."""
     id = "single-gpu"
+    exclusive = True
 
     def check(self, ctx: RankContext) -> list[Finding]:
         """This rule's finding for the GPUs; empty when it does not fire."""
@@ -152,6 +159,7 @@ class SingleGpu(Rule["RankContext"]):
 class NotConcurrent(Rule["RankContext"]):
     """Separate traces whose captures do not overlap in time: what the GPUs share cannot be seen (info)."""
     id = "not-concurrent"
+    exclusive = True
 
     def check(self, ctx: RankContext) -> list[Finding]:
         """This rule's finding for the GPUs; empty when it does not fire."""
@@ -162,7 +170,8 @@ class NotConcurrent(Rule["RankContext"]):
                          "record the ranks together: `make profile STAGE=... GPUS=N`")]
 
 
-# in the order the verdict used to be decided; the rules exclude one another, so the order only reads well
+# in the order the verdict used to be decided; each rule is exclusive, and their conditions exclude one another, so the
+# order only reads well
 RANK_RULES: list[Rule[RankContext]] = [SingleGpu(), NotConcurrent(), HostCpu(), OutputBacklog(), GpuCompute(),
                                        HostDtohBandwidth(), RankPipeline()]
 
@@ -327,7 +336,7 @@ class RankContext:
 
 def limit(ctx: RankContext) -> Finding:
     """The one multi-GPU rule that fires: the resource that limits the GPUs, as a Finding."""
-    return next(f for rule in RANK_RULES for f in rule.check(ctx))
+    return next(f for _, f in fired(RANK_RULES, ctx))
 
 
 # --- scaling: unprofiled N-GPU runs against N x one GPU ---------------------------------------------------------
@@ -349,6 +358,7 @@ class ScalingContext:
 class Scales(Rule[ScalingContext]):
     """N GPUs give at least `efficiency` x N x one GPU's throughput (or the single run measured nothing) (info)."""
     id = "scales"
+    exclusive = True
     efficiency = 0.9
 
     def check(self, ctx: ScalingContext) -> list[Finding]:
@@ -362,6 +372,7 @@ class Scales(Rule[ScalingContext]):
 class ScalingHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency while the N-GPU run's CPUs are at least HostCpu.busy busy: the host's cores."""
     id = "host-cpu"
+    exclusive = True
     busy = HostCpu.busy
 
     def check(self, ctx: ScalingContext) -> list[Finding]:
@@ -378,6 +389,7 @@ class ScalingHostCpu(Rule[ScalingContext]):
 class NotHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency with CPUs to spare (or unmeasured): the cause is in the ranks, which the traces show."""
     id = "not-host-cpu"
+    exclusive = True
 
     def check(self, ctx: ScalingContext) -> list[Finding]:
         """This rule's finding for the scenario; empty when it does not fire."""
@@ -387,10 +399,10 @@ class NotHostCpu(Rule[ScalingContext]):
                             "profile the N-GPU run (`make profile STAGE=... GPUS=N`): analyze-trace names its limit")]
 
 
-# the first that fires names the verdict
+# exclusive, in this order: the first that fires names the verdict
 SCALING_RULES: list[Rule[ScalingContext]] = [Scales(), ScalingHostCpu(), NotHostCpu()]
 
 
 def scaling_verdict(ctx: ScalingContext) -> Finding:
     """Whether N GPUs scale, and what limits them when they fall short, as a Finding."""
-    return next(f for rule in SCALING_RULES for f in rule.check(ctx))
+    return next(f for _, f in fired(SCALING_RULES, ctx))

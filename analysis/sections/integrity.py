@@ -7,16 +7,18 @@ with the API call that launched it by (process, correlation id), so a complete t
 copy and memset call, its GPU row, and the other way round; and a program whose CUDA events stop while its NVTX
 ranges and OS runtime calls go on lost them.
 
-`figures(trace)` gives the counts below; the verdict on them is rules/integrity.py's `assess(trace)`, which returns (the
-summary carries it as `trace.integrity`; docs/json-schema.md):
+`figures(trace)` reads the export and gives the counts below, typed (Figures): the only reads of the trace the checks
+need. The verdict on them is rules/integrity.py's `verdict(figures(trace))`, which returns (the summary carries it as
+`trace.integrity`; docs/json-schema.md):
 
-    {"verdict": "complete" | "lossy",
+    {"verdict": "complete" | "lossy" | "doubtful",
      "lost_fraction": float in [0, 1] or None,   # share of the GPU operations the trace should hold and does not
      "evidence": str,                            # one sentence: what is missing and how much
      "figures": {...}}                           # the counts behind it (see FIGURES below)
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -62,13 +64,103 @@ FIGURES = """figures:
 """
 
 
-class Figures(NamedTuple):
-    """fig: the figures (FIGURES); the operations the trace should hold on each side and those missing their other half."""
-    fig: dict
-    missing_api: int
-    missing_gpu: int
+@dataclass(frozen=True)
+class KindCalls:
+    """The calls of one GPU-work kind (FIGURES' api) and those without their GPU row."""
+    calls: int
+    without_gpu: int
+
+
+@dataclass(frozen=True)
+class ProcessTail:
+    """One process's GPU operations against its own activity (a FIGURES timeline entry): its activity ("nvtx" or
+    "osrt"), how many GPU operations it ran, and its events after its last one (how many, and their share)."""
+    pid: int
+    activity: str
+    gpu_ops: int
+    cpu_events_after: int
+    cpu_share_after: float
+
+
+@dataclass(frozen=True)
+class IdHoles:
+    """Holes in one process's CUDA API correlation ids while it kept running (a FIGURES correlation_gaps process)."""
+    pid: int
+    api_rows: int
+    id_span: int
+    largest_gap: int
+    gaps_while_running: int
+    ids_lost: int
+    est_missing_calls: int | None
+    missing_share: float
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """One of nsys's messages that question the capture's completeness (capture_activity.doubts): what it said (its
+    kind, of which events and process, how many times), the process's CUDA calls where counted, and what explains it
+    (None: nothing does)."""
+    said: str
+    kind: str
+    events: str
+    pid: int | None
+    times: int
+    cuda_calls: int | None
+    explained: str | None
+
+
+@dataclass(frozen=True)
+class Capture:
+    """The exporting nsys against the driver the trace recorded (capture_activity.capture)."""
+    nsys_version: str
+    driver_cuda: str | None
+    nsys_newest_cuda: str | None
+    nsys_older_than_driver: bool | None
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the integrity checks (rules/integrity.py) read, typed, and the figures as the summary reports them.
+
+    reported: the figures (FIGURES), passed on as they are; the checks read the fields below, never the trace.
+    expected_api, expected_gpu: the kernel, graph and copy operations the trace should hold by its calls and by its
+    GPU rows; missing_api, missing_gpu: those missing their other half (expected_ops, missing_ops: the larger of
+    each pair). api: kind -> its calls. tails: per process, its GPU operations against its own activity. id_holes:
+    the processes with holes in their correlation ids. cuda_events_collected, cuda_rows_exported: nsys's count of
+    CUDA events (None before nsys 2024) and the export's. doubts: nsys's messages questioning the capture. edges: where
+    the calls without GPU work and the GPU work without calls sit (start, end, middle, unknown; None: none)."""
+    reported: dict
     expected_api: int
     expected_gpu: int
+    missing_api: int
+    missing_gpu: int
+    expected_ops: int
+    missing_ops: int
+    api: dict[str, KindCalls]
+    tails: tuple[ProcessTail, ...]
+    id_holes: tuple[IdHoles, ...]
+    cuda_events_collected: int | None
+    cuda_rows_exported: int
+    doubts: tuple[Doubt, ...]
+    edges: tuple[str | None, str | None]
+    capture: Capture
+
+    @classmethod
+    def of(cls, fig: dict, missing_api: int, missing_gpu: int, expected_api: int, expected_gpu: int) -> Figures:
+        """The typed figures of the reported ones (FIGURES) and the counts behind them."""
+        d = fig["diagnostics"]
+        return cls(fig, expected_api, expected_gpu, missing_api, missing_gpu, fig["expected_ops"], fig["missing_ops"],
+                   {k: KindCalls(v["calls"], v["without_gpu"]) for k, v in fig["api"].items()},
+                   tuple(ProcessTail(tl["pid"], tl["activity"], tl["gpu_ops"], tl["cpu_events_after"],
+                                     tl["cpu_share_after"]) for tl in fig["timeline"]),
+                   tuple(IdHoles(g["pid"], g["api_rows"], g["id_span"], g["largest_gap"], g["gaps_while_running"],
+                                 g["ids_lost"], g["est_missing_calls"], g["missing_share"])
+                         for g in fig["correlation_gaps"]["processes"]),
+                   d["cuda_events_collected"], d["cuda_rows_exported"],
+                   tuple(Doubt(x["said"], x["kind"], x["events"], x["pid"], x["times"], x["cuda_calls"], x["explained"])
+                         for x in d.get("doubts", [])),
+                   (fig["edges"].get("calls_without_gpu"), fig["edges"].get("gpu_without_calls")),
+                   Capture(**fig["capture"]))
 
 
 def figures(trace: Trace, pairs: bool = False, side: GpuSide | None = None, counts: dict | None = None) -> Figures:
@@ -111,7 +203,7 @@ def figures(trace: Trace, pairs: bool = False, side: GpuSide | None = None, coun
     fig["diagnostics"] = activity.diagnostics(trace, counts["all"] + sum(n_gpu.values()) + fig["migrations"]
                                       - fig["graph_runs"], {int(p) for v in gpu.values() for p in distinct(v[0])})
     fig["capture"] = activity.capture(trace)
-    return Figures(fig, missing_api, missing_gpu, expected_api, expected_gpu)
+    return Figures.of(fig, missing_api, missing_gpu, expected_api, expected_gpu)
 
 
 # --- loading --------------------------------------------------------------------------------------------------------
