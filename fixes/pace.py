@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 BACKLOG_DRAIN = 2.0  # a drain this many times one batch's work: a backlog, the outputs behind
+SATURATED = 0.6  # the workers' busy share of the span above which a wait can be theirs
 OUTPUT_SIDE = 0.15  # submit()'s waits for a free buffer above this share of the span: the outputs set the pace
 
 
@@ -63,12 +64,14 @@ class Pace:
         out = self.batches / span if self.batches and span > 0 else None
         per = self.work_s_per_batch
         can = self.workers / per if per and self.workers else None
-        # back-pressure is the output side setting the pace, and so are workers that cannot take the loop's rate;
-        # the drain alone is the last outputs' tail
-        # (a drain of more than two batches' work is a backlog: the workers were more than busy at the end)
+        # back-pressure is the output side setting the pace, and so are workers that cannot take the loop's rate
+        # and a drain of more than two batches' work (a backlog at the end); the drain alone is the last outputs'
+        # tail. But submit()'s waits hold the GPU's time too (a loop that never syncs waits for buffers whose copies
+        # have not landed): the outputs set the pace only where the workers were busy most of the span
         behind = self.wait_s > OUTPUT_SIDE * span or (can is not None and loop is not None and can < loop) or \
             bool(per and self.drain_s > BACKLOG_DRAIN * per)
-        side = None if not span else "outputs" if behind else "loop"
+        busy = self.busy_s / (self.workers * span) if self.workers and span and self.processed else None
+        side = None if not span else "outputs" if behind and (busy is None or busy >= SATURATED) else "loop"
         return {"batches": self.batches, "span_s": round(span, 4), "buffer_wait_s": round(self.wait_s, 4),
                 "drain_s": round(self.drain_s, 4), "loop_per_s": loop and round(loop, 3),
                 "outputs_per_s": out and round(out, 3), "workers": self.workers,
@@ -87,5 +90,6 @@ class Pace:
             return (f"pace: set by the outputs: the loop alone went at {loop} batches/s, the outputs at "
                     f"{d['outputs_per_s']:.2f}/s{can} (it waited {d['buffer_wait_s'] + d['drain_s']:.2f} s of "
                     f"{d['span_s']:.2f} s for process()): more workers, split=, or less CPU work per output")
-        return (f"pace: set by the loop ({d['outputs_per_s']:.2f} batches/s, the loop alone {loop}/s{can}; the "
-                f"outputs kept up, waits {d['buffer_wait_s'] + d['drain_s']:.2f} s of {d['span_s']:.2f} s)")
+        return (f"pace: set by the loop or the GPU ({d['outputs_per_s']:.2f} batches/s, the loop without its waits "
+                f"{loop}/s{can}; the workers kept up, waits {d['buffer_wait_s'] + d['drain_s']:.2f} s of "
+                f"{d['span_s']:.2f} s for buffers whose copies or outputs were not done)")

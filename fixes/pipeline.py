@@ -63,7 +63,7 @@ class OutputPipeline:
                  threads: bool = False, tensors: bool = False, verify: bool = False, like=None, device=None,
                  timeout_s: float = 600.0, name: str = "output-worker"):
         self.auto = workers == "auto"
-        if not self.auto and not isinstance(workers, int):
+        if not self.auto and (not isinstance(workers, int) or isinstance(workers, bool)):
             raise ValueError(f"workers must be a number or 'auto', not {workers!r}")
         most = spare_cores() if self.auto else int(workers)
         if most < 1 or split < 1 or (buffers is not None and buffers < 1):
@@ -88,7 +88,11 @@ class OutputPipeline:
     def __enter__(self) -> "OutputPipeline":
         self._stops.install()
         if self.like is not None:
-            self._start(*flatten(self.like))
+            try:
+                self._start(*flatten(self.like))
+            except BaseException:  # __exit__ will not run: stop what was started, unpin what was pinned
+                self.abort()
+                raise
         return self
 
     def submit(self, batch_id: int, outputs) -> None:
@@ -111,9 +115,9 @@ class OutputPipeline:
             self._copier.copy(slot, leaves, self._slots.views(slot, shapes), bounds, self.verify)
         with nvtx_range(QUEUE_OUTPUT):
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
+        self.submitted += 1
         if self.auto:
             self._pool.grow()  # here, on the loop's thread (WorkerPool.grow says why)
-        self.submitted += 1
         self.pace.batches = self.submitted
 
     def _bounds(self, leaves) -> list[tuple[int, int]]:
@@ -132,7 +136,8 @@ class OutputPipeline:
         devices = {t.device for t in leaves if t.device.type != "meta"} | ({self.device} if self.device else set())
         cuda = next((d for d in devices if d.type == "cuda"), None)
         self._tree = tree
-        self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None)
+        self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None,
+                                device=cuda)
         self._copier = CudaCopier(cuda, self.n_buffers, self.split) if cuda else CpuCopier(self.n_buffers)
         delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
         first = min(AUTO_FIRST, self.n_workers) if self.auto else self.n_workers
@@ -208,12 +213,16 @@ class OutputPipeline:
                 self._monitor.join(timeout=2 if graceful else 0.5)
             if self._pool is not None:
                 self._pool.close(graceful=graceful)
-        finally:
-            if self._copier is not None:
-                self._copier.finish()  # no DMA may still write into memory about to be unpinned
-            if self._slots is not None:
-                self._slots.close()
-            self._stops.restore()
+        finally:  # each step even if the one before raised (a sticky CUDA error, a second Ctrl-C)
+            try:
+                if self._copier is not None:
+                    self._copier.finish()  # no DMA may still write into memory about to be unpinned
+            finally:
+                try:
+                    if self._slots is not None:
+                        self._slots.close()
+                finally:
+                    self._stops.restore()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:

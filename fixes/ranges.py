@@ -31,6 +31,7 @@ def _torch_has_nvtx() -> bool:
         return False
 
 _TORCH_NVTX = functools.lru_cache(maxsize=1)(_torch_has_nvtx)
+GREY = 0x808080
 COLORS = {GET_BATCH: "green", COMPUTE: "blue", COPY_TO_CPU: "red", PROCESS_OUTPUT: "yellow", QUEUE_OUTPUT: "orange"}
 
 
@@ -38,5 +39,7 @@ def nvtx_range(name: str):
     """An NVTX range around a block (coloured by phase), or nothing without the nvtx package."""
     if _nvtx is None:
         return _torch_range(name) if _TORCH_NVTX() else contextlib.nullcontext()
-    color = "purple" if name.startswith("Batch") else COLORS.get(name, "grey")
+    # a colour of nvtx's own table or an int: any other name makes nvtx import matplotlib (0.3 s, seen on the first
+    # drain of a pipeline: on the loop's critical path)
+    color = "purple" if name.startswith("Batch") else COLORS.get(name, GREY)
     return _nvtx.annotate(name, color=color)

@@ -65,15 +65,18 @@ class Layout:
 class HostSlots:
     """n slots of `layout.nbytes` bytes: shared (for worker processes) and/or pinned (for a GPU)."""
 
-    def __init__(self, layout: Layout, n: int, shared: bool, pin: bool):
+    def __init__(self, layout: Layout, n: int, shared: bool, pin: bool, device=None):
         self.layout, self.registered = layout, []
-        size = max(layout.nbytes, ALIGN)
+        self._size, self._pin_private = max(layout.nbytes, ALIGN), pin
         if shared:
-            _check_memory(n * size, n)
-        self.flat = [self._one(size, shared, pin) for _ in range(n)]
-        # pinned by a thread of its own, one slot ahead of its first use: the loop's thread never pins
+            _check_memory(n * self._size, n)
+        # shared: made now (forked workers must inherit them), untouched until used; private: made on first use
+        self.flat = [self._one(self._size, shared, pin) if shared else None for _ in range(n)]
+        # pinned by a thread of its own, one slot ahead of its first use, with the outputs' device current (a new
+        # thread's is GPU 0: a context there for every rank of a job)
         self._pinning: dict[int, Future] = {}
-        self._pinner = ThreadPoolExecutor(1, thread_name_prefix="pin-buffers") if pin and shared else None
+        self._pinner = (ThreadPoolExecutor(1, thread_name_prefix="pin-buffers", initializer=_use_device,
+                                           initargs=(device,)) if pin and shared else None)
         for slot in range(min(PIN_AHEAD + 1, n)):
             self._pin(slot)
 
@@ -92,8 +95,11 @@ class HostSlots:
             self._pinning[slot] = self._pinner.submit(self._register, self.flat[slot])
 
     def ready(self, slot: int) -> None:
-        """Slot `slot` pinned before its first copy (waiting for its pinning if it is still under way), and the next
-        slots' pinning started; a no-op for slots pinned at birth. HostBufferError where pinning was refused."""
+        """Slot `slot` made (a private one, on its first use) and pinned before its first copy (waiting for its
+        pinning if it is still under way), and the next slot's pinning started. HostBufferError where pinning was
+        refused."""
+        if self.flat[slot] is None:
+            self.flat[slot] = self._one(self._size, False, self._pin_private)
         if self._pinner is None:
             return
         for ahead in range(slot, slot + PIN_AHEAD + 1):
@@ -125,6 +131,13 @@ class HostSlots:
         for flat in self.registered:
             cudart.cudaHostUnregister(flat.data_ptr())
         self.registered = []
+        self.flat = []  # the mappings go with the last reference: a pipeline kept for its report() holds none
+
+
+def _use_device(device) -> None:
+    """The pinner thread's CUDA device: the outputs' one."""
+    if device is not None:
+        torch.cuda.set_device(device)
 
 
 def _numel(shape) -> int:

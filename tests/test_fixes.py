@@ -380,3 +380,33 @@ def test_the_pipeline_leaves_its_pace_in_a_real_trace(nsys, tmp_path):
     marks = [pipeline_pace(x["name"]) for x in doc["nvtx"]["ranges"] if pipeline_pace(x["name"])]
     assert len(marks) == 1 and marks[0][0] == 2 and 50 <= marks[0][1] < 120, doc["nvtx"]["ranges"]
     assert not doc["steps"]["count"], doc["steps"]
+
+
+def test_a_loop_waiting_on_the_gpu_is_not_paced_by_the_outputs(monkeypatch):
+    """A copier standing in for a GPU that takes 50 ms a batch (its copies land one after another), a loop that
+    never syncs and 1 ms workers: the loop waits for buffers whose copies have not landed, which is the GPU's time,
+    not the outputs' (the workers were idle most of the span): the pace says so and gives no workers advice."""
+    from nsys_transfer.fixes import pipeline as pipeline_module
+    from nsys_transfer.fixes.copier import CpuCopier
+
+    class SlowGpu(CpuCopier):
+        free_at = 0.0
+
+        def __init__(self, n):
+            super().__init__(n)
+            self.lands = {}
+
+        def copy(self, slot, leaves, views, bounds, verify):
+            super().copy(slot, leaves, views, bounds, verify)
+            SlowGpu.free_at = max(time.monotonic(), SlowGpu.free_at) + 0.05
+            self.lands[slot] = SlowGpu.free_at
+
+        def wait(self, slot):
+            time.sleep(max(0.0, self.lands[slot] - time.monotonic()))
+    monkeypatch.setattr(pipeline_module, "CpuCopier", SlowGpu)
+    with OutputPipeline(lambda i, a: time.sleep(0.001), workers=4) as pipe:
+        for i in range(20):
+            pipe.submit(i, torch.zeros(64))
+    pace = pipe.pace.as_dict()
+    assert pace["buffer_wait_s"] > 0.3 and pace["paced_by"] == "loop", pace
+    assert "more workers" not in pipe.pace.line()
