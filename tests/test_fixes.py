@@ -410,3 +410,18 @@ def test_a_loop_waiting_on_the_gpu_is_not_paced_by_the_outputs(monkeypatch):
     pace = pipe.pace.as_dict()
     assert pace["buffer_wait_s"] > 0.3 and pace["paced_by"] == "loop", pace
     assert "more workers" not in pipe.pace.line()
+
+
+def test_a_failure_while_entering_leaves_no_handler_behind(monkeypatch):
+    """__enter__ with like= makes the buffers and forks the workers; when that fails (here the fork, simulated),
+    __exit__ never runs, so __enter__ itself stops what it started: the program's SIGTERM handling is back."""
+    from nsys_transfer.fixes import pipeline as pipeline_module
+    before = signal.getsignal(signal.SIGTERM)
+
+    def no_fork(*args, **kwargs):
+        raise OSError("fork failed (simulated)")
+    monkeypatch.setattr(pipeline_module, "WorkerPool", no_fork)
+    with pytest.raises(OSError, match="simulated"):
+        with OutputPipeline(lambda i, a: None, workers=2, like=torch.zeros(8)):
+            pass
+    assert signal.getsignal(signal.SIGTERM) == before
