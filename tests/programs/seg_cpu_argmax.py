@@ -48,15 +48,34 @@ def ceiling(args, model, images):
                                   "batches_per_s": measured / (time.perf_counter() - t0)}))
 
 
-def main():
-    args = arguments()
+def setup(args):
+    """The model on the device and one batch of random images made there."""
     device = torch.device(args.device)
     dtype = torch.float16 if args.dtype == "fp16" else torch.float32
     torch.manual_seed(0)
     model = torchvision.models.segmentation.deeplabv3_resnet50(weights=None, weights_backbone=None,
                                                                num_classes=args.classes)
     model = model.to(device, dtype).eval()
-    images = torch.randn(args.batch, 3, args.img, args.img, device=device, dtype=dtype)
+    return model, torch.randn(args.batch, 3, args.img, args.img, device=device, dtype=dtype)
+
+
+def class_shares(logits, classes):
+    """The CPU argmax of one batch's logits, and the share of each class on a subsample of the mask."""
+    mask = logits.argmax(1)  # on the CPU
+    sub = mask[:, ::8, ::8].flatten()
+    return torch.bincount(sub, minlength=classes).double() / sub.numel()
+
+
+def report(name, args, shares, seconds):
+    measured = args.batches - args.warmup
+    print("RESULT " + json.dumps({"program": name, "dtype": args.dtype, "batches": measured,
+                                  "largest_class_share": float(shares.max() / args.batches),
+                                  "batches_per_s": measured / seconds}))
+
+
+def main():
+    args = arguments()
+    model, images = setup(args)
     if args.ceiling:
         return ceiling(args, model, images)
     shares = torch.zeros(args.classes, dtype=torch.float64)
@@ -67,15 +86,9 @@ def main():
             torch.cuda.nvtx.range_push(f"batch {i}")
             logits = model(images)["out"]
             logits = logits.cpu()
-            mask = logits.argmax(1)  # on the CPU
-            sub = mask[:, ::8, ::8].flatten()
-            shares += torch.bincount(sub, minlength=args.classes).double() / sub.numel()
+            shares += class_shares(logits, args.classes)
             torch.cuda.nvtx.range_pop()
-    seconds = time.perf_counter() - t0
-    measured = args.batches - args.warmup
-    print("RESULT " + json.dumps({"program": "seg_cpu_argmax", "dtype": args.dtype, "batches": measured,
-                                  "largest_class_share": float(shares.max() / args.batches),
-                                  "batches_per_s": measured / seconds}))
+    report("seg_cpu_argmax", args, shares, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

@@ -11,33 +11,23 @@ argmax and the statistic in --workers processes (each batch's shares in a shared
 usage:  python3 tests/programs/seg_cpu_argmax_fixed.py [--device cuda] [--batches 10] [--warmup 2] [--batch 16]
         [--img 512] [--dtype fp32|fp16] [--ceiling]
 """
-import json
 import time
 
 import torch
-import torchvision
-from seg_cpu_argmax import arguments, ceiling  # the same program, its options and its ceiling
+from seg_cpu_argmax import arguments, ceiling, class_shares, report, setup  # the same program's parts
 
 from nsys_transfer.fixes import OutputPipeline
 
 
 def main():
     args = arguments()
-    device = torch.device(args.device)
-    dtype = torch.float16 if args.dtype == "fp16" else torch.float32
-    torch.manual_seed(0)
-    model = torchvision.models.segmentation.deeplabv3_resnet50(weights=None, weights_backbone=None,
-                                                               num_classes=args.classes)
-    model = model.to(device, dtype).eval()
-    images = torch.randn(args.batch, 3, args.img, args.img, device=device, dtype=dtype)
+    model, images = setup(args)
     if args.ceiling:
         return ceiling(args, model, images)
     rows = torch.zeros(args.batches, args.classes, dtype=torch.float64).share_memory_()
 
     def process(i, logits):
-        mask = logits.argmax(1)  # on the CPU
-        sub = mask[:, ::8, ::8].flatten()
-        rows[i] = torch.bincount(sub, minlength=args.classes).double() / sub.numel()
+        rows[i] = class_shares(logits, args.classes)
     with torch.inference_mode(), OutputPipeline(process, workers=args.workers, tensors=True) as outputs:
         for i in range(args.batches):
             if i == args.warmup:
@@ -46,12 +36,7 @@ def main():
             torch.cuda.nvtx.range_push(f"batch {i}")
             outputs.submit(i, model(images)["out"])
             torch.cuda.nvtx.range_pop()
-    shares = rows.sum(0)
-    seconds = time.perf_counter() - t0
-    measured = args.batches - args.warmup
-    print("RESULT " + json.dumps({"program": "seg_cpu_argmax_fixed", "dtype": args.dtype, "batches": measured,
-                                  "largest_class_share": float(shares.max() / args.batches),
-                                  "batches_per_s": measured / seconds}))
+    report("seg_cpu_argmax_fixed", args, rows.sum(0), time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

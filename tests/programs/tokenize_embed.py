@@ -107,13 +107,33 @@ def ceiling(args, device, tokenizer, model, docs):
                                   "batches_per_s": measured / (time.perf_counter() - t0)}))
 
 
-def main():
-    args = arguments()
+def setup(args):
+    """The device, the tokenizer, BERT-base on the device and the documents."""
     device = torch.device(args.device)
     tokenizer = build_tokenizer(max_length=args.max_length)
     torch.manual_seed(0)
     model = BertModel(BertConfig(num_hidden_layers=args.layers), add_pooling_layer=False).to(device).eval()
-    docs = documents(args.batch * args.batches, args.words, seed=1)
+    return device, tokenizer, model, documents(args.batch * args.batches, args.words, seed=1)
+
+
+def pooled(hidden, mask):
+    """Mean pooling over the attention mask, L2-normalised, on the CPU as numpy."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    out = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(out, p=2, dim=1).cpu().numpy()
+
+
+def report(name, args, embeddings, seconds):
+    measured = args.batches - args.warmup
+    emb = np.concatenate(embeddings)
+    print("RESULT " + json.dumps({"program": name, "batches": measured, "documents": len(emb),
+                                  "dim": int(emb.shape[1]), "batches_per_s": measured / seconds,
+                                  "docs_per_s": measured * args.batch / seconds}))
+
+
+def main():
+    args = arguments()
+    device, tokenizer, model, docs = setup(args)
     if args.ceiling:
         return ceiling(args, device, tokenizer, model, docs)
     embeddings = []
@@ -126,16 +146,8 @@ def main():
             ids = torch.tensor([e.ids for e in enc], device=device)
             mask = torch.tensor([e.attention_mask for e in enc], device=device)
             hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
-            m = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-            embeddings.append(pooled.cpu().numpy())
-    seconds = time.perf_counter() - t0
-    measured = args.batches - args.warmup
-    emb = np.concatenate(embeddings)
-    print("RESULT " + json.dumps({"program": "tokenize_embed", "batches": measured, "documents": len(emb),
-                                  "dim": int(emb.shape[1]), "batches_per_s": measured / seconds,
-                                  "docs_per_s": measured * args.batch / seconds}))
+            embeddings.append(pooled(hidden, mask))
+    report("tokenize_embed", args, embeddings, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

@@ -13,27 +13,21 @@ ids pinned and copied on a side stream): the launching thread only launches (doc
 usage:  python3 tests/programs/tokenize_embed_fixed.py [--device cuda] [--batches 10] [--warmup 2] [--batch 64]
         [--words 1500] [--max-length 256] [--ceiling]
 """
-import json
 import time
 
-import numpy as np
 import torch
-from tokenize_embed import arguments, build_tokenizer, ceiling, documents  # the same program's parts
-from transformers import BertConfig, BertModel
+from tokenize_embed import arguments, ceiling, pooled, report, setup  # the same program's parts
 
 from nsys_transfer.fixes import prefetch
 
 
 def main():
     args = arguments()
-    device = torch.device(args.device)
-    tokenizer = build_tokenizer(max_length=args.max_length)
-    torch.manual_seed(0)
-    model = BertModel(BertConfig(num_hidden_layers=args.layers), add_pooling_layer=False).to(device).eval()
-    docs = documents(args.batch * args.batches, args.words, seed=1)
+    device, tokenizer, model, docs = setup(args)
     if args.ceiling:
         return ceiling(args, device, tokenizer, model, docs)
     embeddings = []
+
     def tokenize(batch):
         enc = tokenizer.encode_batch(batch)
         return torch.tensor([e.ids for e in enc]), torch.tensor([e.attention_mask for e in enc])
@@ -42,17 +36,8 @@ def main():
         for i, (ids, mask) in enumerate(prefetch(loader, device)):
             if i == args.warmup:
                 t0 = time.perf_counter()
-            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
-            m = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-            embeddings.append(pooled.cpu().numpy())
-    seconds = time.perf_counter() - t0
-    measured = args.batches - args.warmup
-    emb = np.concatenate(embeddings)
-    print("RESULT " + json.dumps({"program": "tokenize_embed_fixed", "batches": measured, "documents": len(emb),
-                                  "dim": int(emb.shape[1]), "batches_per_s": measured / seconds,
-                                  "docs_per_s": measured * args.batch / seconds}))
+            embeddings.append(pooled(model(input_ids=ids, attention_mask=mask).last_hidden_state, mask))
+    report("tokenize_embed_fixed", args, embeddings, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":
