@@ -1,9 +1,7 @@
 """seg_cpu_argmax.py with its logits through OutputPipeline: the CPU argmax moves out of the loop into workers.
 
-torchvision's DeepLabV3-ResNet50 (random weights, 21 classes) on batches of random 512x512 images made on the GPU.
-Per batch, inside an NVTX range `batch N` (no finer ranges): the forward, the logits `.cpu()` (16 x 21 x 512 x 512
-fp32: 352 MB), then `logits.argmax(1)` on the CPU (a torch CPU op) and a small statistic of the mask (the share of
-pixels of each class, on a subsample). The GPU then waits for the CPU's argmax on the launching thread.
+The program is seg_cpu_argmax.py's (DeepLabV3-ResNet50, 352 MB of fp32 logits a batch, an NVTX range `batch N`),
+whose GPU waited for the CPU's argmax on the launching thread.
 
 Fixed with nsys_transfer.fixes.OutputPipeline (docs/fixes.md): the copy on a side stream into pinned buffers, the
 argmax and the statistic in --workers processes (each batch's shares in a shared row), while the GPU runs on.

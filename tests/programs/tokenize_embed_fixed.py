@@ -1,11 +1,6 @@
 """tokenize_embed.py with its tokenizing in DataLoader workers and the ids prefetched to the GPU.
 
-A BERT WordPiece tokenizer built locally with the `tokenizers` package (a synthetic 30,522-entry vocabulary,
-BertNormalizer, BertPreTokenizer, [CLS]/[SEP], truncation and padding: no downloads), long synthetic documents
-(~1,500 words, accents and punctuation included), and BERT-base from `transformers.BertConfig()` with random
-weights on the GPU. Per batch, on the main thread: tokenize the batch, move the ids to the GPU, the forward, mean
-pooling over the attention mask, L2 normalisation, the embeddings `.cpu()`. No NVTX ranges. Run with
-TOKENIZERS_PARALLELISM=false (benchmarks/gpu.sh sets it) the tokenizer works on the launching thread alone.
+The program is tokenize_embed.py's (its tokenizer, documents and BERT-base; no NVTX ranges).
 
 Fixed with torch's DataLoader (--workers processes tokenize the batches ahead) and nsys_transfer.fixes.prefetch (the
 ids pinned and copied on a side stream): the launching thread only launches (docs/fixes.md).
