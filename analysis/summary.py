@@ -225,8 +225,9 @@ def _window(ops: gpu.GpuOps, nvtx: pd.DataFrame, st: pd.DataFrame, user, steady_
         return window
     lo, hi = window if st.empty else (min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max())))
     # the output pipeline's last drain: its workers' post-processing of the last outputs, after the GPU's last work
-    drain = nvtx[(nvtx["name"] == PIPELINE_DRAIN).to_numpy() & (nvtx["start_ns"].to_numpy() < hi)] if len(nvtx) else nvtx
-    hi = max(hi, int(drain["end_ns"].max())) if len(drain) else hi
+    drains = _drains(nvtx)
+    drains = drains[drains["start_ns"].to_numpy() < hi]
+    hi = max(hi, int(drains["end_ns"].max())) if len(drains) else hi
     return (steady_start, hi) if steady_start is not None and steady_start < hi else (lo, hi)
 
 
@@ -234,10 +235,14 @@ def _steady(trace: Trace, st: pd.DataFrame) -> steady.Steady | None:
     """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream."""
     st = st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
     trace.background.wait("device.memcpys")  # their span is part of the capture's
-    nvtx = trace.host.nvtx
-    drains = nvtx.loc[(nvtx["name"] == PIPELINE_DRAIN).to_numpy(), "end_ns"].to_numpy() if len(nvtx) else None
     return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace),
-                         drains)
+                         _drains(trace.host.nvtx)["end_ns"].to_numpy())
+
+
+def _drains(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """The output pipeline's drains (fixes.OutputPipeline waiting for its workers): the start and end of each."""
+    return nvtx.loc[(nvtx["name"] == PIPELINE_DRAIN).to_numpy(), ["start_ns", "end_ns"]] if len(nvtx) else \
+        pd.DataFrame({"start_ns": [], "end_ns": []}, dtype="int64")
 
 
 def _window_part(trace: Trace, window, opts: Options, first_event: int | None, found) -> dict:

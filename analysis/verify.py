@@ -118,9 +118,13 @@ def throughput(before: Side, after: Side) -> dict:
                       f"both, and the two GPU windows ran different work ({kb:,} and {ka:,} kernels)"}
 
 
+def _steady(s: dict) -> bool:
+    """Whether a summary's window is its steady state (not the whole capture, not a user's window)."""
+    return s["window"].get("source", "").startswith("steady state")
+
+
 def _steps_source(before: Side, after: Side) -> str:
-    steady = all(s.summary["window"].get("source", "").startswith("steady state") for s in (before, after))
-    span = "from the first steady step" if steady else "from the first step"
+    span = "from the first steady step" if all(_steady(s.summary) for s in (before, after)) else "from the first step"
     return f"the steps in each trace, {span} to the end of the last one's work (GPU work and output drain included)"
 
 
@@ -128,7 +132,7 @@ def _iterations(s: dict) -> tuple[float, str] | None:
     """Iterations/s of a steady state found from the repeating kernel stream, and how it was counted."""
     period = ((s.get("setup") or {}).get("warmup") or {}).get("kernels_per_iteration")
     kernels, ns = s["kernels"].get("count") or 0, s["window"].get("duration_ns") or 0
-    if not period or not kernels or not ns or not s["window"].get("source", "").startswith("steady state"):
+    if not period or not kernels or not ns or not _steady(s):
         return None
     n = kernels / period
     return n / (ns / 1e9), f"{n:.1f} iterations of {period:,} kernels in {ns / 1e9:.2f} s"

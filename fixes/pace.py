@@ -1,11 +1,11 @@
 """Which side of an OutputPipeline sets its pace, from the loop's own clock and the workers' busy time.
 
-The loop side: the time submit() waited for a free buffer (back-pressure: the workers' process() is behind) and the
-drain at the end, against the whole span from the first submit() to the last output. The loop's rate without those
-waits is what the GPU side could do; the rate with them is what the outputs did. The workers' side: the seconds one
-batch keeps a worker busy (process() and the checksum), so `workers` of them can take workers / that many batches a
-second. The outputs set the pace where the workers can take fewer batches a second than the loop hands them, or the
-loop waited long for free buffers."""
+The loop side: the time submit() waited for a free buffer and the drain at the end, against the whole span from
+the first submit() to the last output; the rate with those waits is what the outputs did. The waits are the
+workers' (back-pressure: process() is behind) or the GPU's (a buffer whose copy has not landed). The workers' side:
+the seconds one batch keeps a worker busy (process() and the checksum), so `workers` of them can take workers / that
+many batches a second. The outputs set the pace where the workers, busy most of the span, cannot take the loop's
+rate, or the loop waited long for free buffers, or the drain holds a backlog."""
 from __future__ import annotations
 
 import time

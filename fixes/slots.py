@@ -8,8 +8,8 @@ pinned.
 
 Set-up is kept off the loop's critical path: a mapping costs nothing until it is touched (no file in /dev/shm to
 fill with posix_fallocate: 0.6 s for 10 x 352 MB on the H200), and the slots are pinned one ahead of their first use
-on a thread of their own, not all of them before the first copy, nor on the loop's thread (a slot never used, as
-with workers="auto", is never pinned)."""
+on a thread of their own, not all of them before the first copy, nor on the loop's thread (with slots to spare, as
+with workers="auto", only those used and the one after them are ever pinned)."""
 from __future__ import annotations
 
 import mmap
@@ -107,7 +107,7 @@ class HostSlots:
         self._pinning[slot].result()
 
     def _register(self, flat: torch.Tensor) -> None:
-        # portable: pinned for every context, whichever device this thread of the pinner's happens to have current
+        # portable: pinned for every context of the process, not only the pinner thread's device's
         rc = torch.cuda.cudart().cudaHostRegister(flat.data_ptr(), flat.numel(), HOST_REGISTER_PORTABLE)
         if int(rc) != 0:  # the pipeline's abort unpins the rest, once no copy runs (a close here would race them)
             raise HostBufferError(f"cudaHostRegister refused a {flat.numel() >> 20} MiB shared buffer (error {int(rc)}): "

@@ -143,9 +143,9 @@ class WorkerPool:
                 heapq.heappush(self._free, self.free_q.get_nowait())
             except queue.Empty:
                 break
-        if not self._free:
-            heapq.heappush(self._free, self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, check))
-        return heapq.heappop(self._free)
+        if self._free:
+            return heapq.heappop(self._free)
+        return self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, check)
 
     def _wait(self, attempt: Callable, retry_on, check: Callable = lambda: None):
         while True:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, QUEUE_OUTPUT
-from nsys_transfer.nsys_core.contracts import pipeline_pace as contract_pace
+from nsys_transfer.nsys_core.contracts import pipeline_pace
 
 from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
 
@@ -32,11 +32,11 @@ TAIL_BATCHES = 3  # without the pipeline's pace in the trace: a drain longer tha
 # backlog (the outputs fell behind), a shorter one the last batch's own post-processing
 
 
-def pipeline_pace(ctx: Context) -> tuple[int, float] | None:
+def pace_in_trace(ctx: Context) -> tuple[int, float] | None:
     """(workers, ms of work a batch) the pipeline left in the trace at its drain (fixes.OutputPipeline); None in a
     trace without it (an older library)."""
     names = ctx.tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"]
-    return next((p for p in map(contract_pace, names.astype(str)) if p), None)
+    return next((p for p in map(pipeline_pace, names.astype(str)) if p), None)
 
 
 class OutputBound(Rule[Context]):
@@ -83,7 +83,7 @@ class OutputBound(Rule[Context]):
         out_rate = submits / (ctx.window_ns() / 1e9)
         text = (f"; the GPU's work for the {submits} batches submitted here took {ms(busy_ns)} ({gpu_rate:.1f} "
                 f"batches/s of GPU time), while they went out at {out_rate:.1f} batches/s over the window")
-        mark = pipeline_pace(ctx)
+        mark = pace_in_trace(ctx)
         if mark is None:
             return text, None
         workers, per_ms = mark
