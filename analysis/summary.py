@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import PIPELINE_DRAIN
+from nsys_transfer.nsys_core.contracts import PIPELINE_CLOSE, PIPELINE_DRAIN
 
 from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import cpu, cpu_only, cpu_work, gpu, idle_summary, integrity, launchers, os_calls, program, setup, steady
@@ -258,10 +258,22 @@ def _window_part(trace: Trace, window, opts: Options, first_event: int | None, f
     lo, hi = window
     asked = opts.window_asked
     origin_ns, origin_name = (0, SESSION_START) if trace.session_start_utc_ns is not None else (first_event, FIRST_EVENT)
-    return {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
-            "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
-            setup.window_source(found) if found else "first to last GPU operation or step range",
-            "capture_start_ns": first_event, "origin_ns": origin_ns, "origin": origin_name}
+    out = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
+           "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
+           setup.window_source(found) if found else "first to last GPU operation or step range",
+           "capture_start_ns": first_event, "origin_ns": origin_ns, "origin": origin_name}
+    teardown = None if opts.window else _teardown_ns(trace.host.nvtx, hi)
+    return {**out, "teardown_ns": teardown} if teardown else out
+
+
+def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
+    """How long the output pipeline's close ran past the window's end (its last drain ends the window; the workers'
+    join and the buffers' unpinning and unmapping follow, on the user's clock); None without a close there."""
+    if not len(nvtx):
+        return None
+    close = nvtx.loc[(nvtx["name"] == PIPELINE_CLOSE).to_numpy(), ["start_ns", "end_ns"]]
+    close = close[(close["start_ns"].to_numpy() < end_ns) & (close["end_ns"].to_numpy() > end_ns)]
+    return int(close["end_ns"].max()) - end_ns if len(close) else None
 
 
 def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:

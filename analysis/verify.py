@@ -32,6 +32,7 @@ class Side:
     summary: dict
     workload: dict | None = None
     label: str = ""
+    recorded: dict | None = None  # what nsys was asked to record (the run record beside the trace), if known
 
 
 @dataclass
@@ -66,13 +67,24 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
         raise NotComparable(f"different steps: {sb['regex']!r} before, {sa['regex']!r} after; pass --step-regex "
                             "to use one definition for both")
-    warnings = []
+    warnings = [w for w in [_sampled_warning(before, after)] if w]
     if bool(sb.get("count")) != bool(sa.get("count")):
         warnings.append("steps were found in only one trace: throughput is compared over the GPU windows")
     elif sb.get("count") and max(sb["count"], sa["count"]) > STEP_RATIO * min(sb["count"], sa["count"]):
         warnings.append(f"{sb['count']} steps before, {sa['count']} after: per-step figures are compared, totals "
                         "are not")
     return warnings
+
+
+def _sampled_warning(before: Side, after: Side) -> str | None:
+    """CPU sampling with stacks costs each side what its CPU work costs: unequal between a program and its fix (on the
+    H200, image_loop_fixed ran at 0.66 of its unprofiled pace so, image_loop at 0.95: docs/benchmarks.md)."""
+    heavy = [s.label or s.path for s in (before, after) if s.recorded and
+             (s.recorded.get("sample") not in (None, "none") or s.recorded.get("python_backtrace"))]
+    if not heavy:
+        return None
+    return (f"{' and '.join(heavy)} captured with CPU sampling and stacks: nsys slows CPU-heavy work most, so the "
+            "speed-up can be off; for it, capture both with `nsys-transfer run --sample none --python-backtrace none`")
 
 
 def _names(s: dict) -> tuple[set[str], set[str]]:
@@ -97,16 +109,19 @@ def throughput(before: Side, after: Side) -> dict:
     """Steps/s over each trace's steady steps (to the end of their last output: the pipeline's drain counts), else
     from the workload records, else iterations/s of the repeating kernel stream, else the GPU windows' inverse when
     the two did the same GPU work; with where it came from."""
-    sb, sa = before.summary["steps"].get("per_second"), after.summary["steps"].get("per_second")
+    sb, sa = (_with_teardown(s.summary, s.summary["steps"].get("per_second"), s.summary["steps"].get("count"))
+              for s in (before, after))
     if sb and sa:
-        return {"before": sb, "after": sa, "unit": "steps/s", "source": _steps_source(before, after)}
+        return {"before": sb, "after": sa, "unit": "steps/s",
+                "source": _steps_source(before, after) + _teardown_said(before, after)}
     wb, wa = (s.workload and s.workload.get("throughput", {}).get("steps_per_s") for s in (before, after))
     if wb and wa:
         return {"before": wb, "after": wa, "unit": "steps/s", "source": "the workload records"}
     ib, ia = _iterations(before.summary), _iterations(after.summary)
     if ib and ia:
         return {"before": ib[0], "after": ia[0], "unit": "iterations/s",
-                "source": f"the repeating kernel stream: {ib[1]} and {ia[1]}" + _no_steps(before, after)}
+                "source": f"the repeating kernel stream: {ib[1]} and {ia[1]}" + _teardown_said(before, after) +
+                          _no_steps(before, after)}
     kb, ka = (s.summary["kernels"].get("count") or 0 for s in (before, after))
     db, da = (s.summary["window"].get("duration_ns") or 0 for s in (before, after))
     if kb and ka and db and da and abs(kb - ka) <= WORK_TOLERANCE * max(kb, ka):
@@ -135,7 +150,23 @@ def _iterations(s: dict) -> tuple[float, str] | None:
     if not period or not kernels or not ns or not _steady(s):
         return None
     n = kernels / period
+    ns += s["window"].get("teardown_ns") or 0
     return n / (ns / 1e9), f"{n:.1f} iterations of {period:,} kernels in {ns / 1e9:.2f} s"
+
+
+def _with_teardown(s: dict, per_second: float | None, count: int | None) -> float | None:
+    """A rate over the window stretched by the output pipeline's close after it (the user's clock runs through it)."""
+    teardown = s["window"].get("teardown_ns")
+    if not per_second or not count or not teardown:
+        return per_second
+    return count / (count / per_second + teardown / 1e9)
+
+
+def _teardown_said(before: Side, after: Side) -> str:
+    said = [f"{s.label or 'one side'}'s output pipeline's close ({s.summary['window']['teardown_ns'] / 1e9:.2f} s: "
+            "its workers joined, its buffers unpinned and unmapped)"
+            for s in (before, after) if s.summary["window"].get("teardown_ns")]
+    return ("; counted: " + " and ".join(said)) if said else ""
 
 
 def _no_steps(before: Side, after: Side) -> str:

@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, PIPELINE_PACE, QUEUE_OUTPUT
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_CLOSE, PIPELINE_DRAIN, PIPELINE_PACE, QUEUE_OUTPUT
 
 from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
@@ -190,12 +190,13 @@ class OutputPipeline:
         """Wait until every submitted batch was processed, then stop the workers and free the buffers."""
         if self._closed:
             return
-        try:
-            self.flush()
-        except BaseException:
-            self._shutdown(graceful=False)
-            raise
-        self._shutdown(graceful=True)
+        with nvtx_range(PIPELINE_CLOSE):  # the teardown is on the user's clock: the trace shows it
+            try:
+                self.flush()
+            except BaseException:
+                self._shutdown(graceful=False)
+                raise
+            self._shutdown(graceful=True)
         if self.announce:
             print(f"{self.name.replace('-', ' ')}s: {self.report().verdict()}; {self.pace.line()}", file=sys.stderr)
 

@@ -17,6 +17,9 @@ PROCESS_OUTPUT = "process output"
 QUEUE_OUTPUT = "queue output"
 DRAIN_OUTPUTS = "drain outputs"  # the output workers' backlog after the last step's GPU work
 PIPELINE_DRAIN = "output pipeline: drain"  # fixes.OutputPipeline waiting for its workers (flush, close)
+# fixes.OutputPipeline.close(): its last drain, then its teardown (workers joined, buffers unpinned and unmapped);
+# the user's own clock runs through it, so verify counts it (the window part's teardown_ns)
+PIPELINE_CLOSE = "output pipeline: close"
 # fixes.OutputPipeline's pace, a zero-length range inside its drain: how many workers, and the seconds one batch
 # kept a worker busy (its process() and checksum); the analysis reads the workers' rate from it (pipeline_pace)
 PIPELINE_PACE = "output pipeline: {workers} workers, {ms_per_batch:.1f} ms of work a batch"

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from conftest import ROOT, run_cli
+from nsys_transfer.analysis.load.trace import Trace
 
 H200 = ROOT / "reports" / "data" / "h200"
 PROGRAMS = ROOT / "tests" / "data" / "programs"
@@ -152,3 +153,40 @@ def test_the_same_program_with_and_without_cpu_samples_is_one_finding(tmp_path):
     assert len(cpu) == 1 and cpu[0]["status"] == "unchanged", cpu
     assert "gpu-idle-cpu-bound" not in " ".join(doc["verdict"]["resolved"] + doc["verdict"]["new"])
     assert abs(doc["verdict"]["change"]) < 0.06
+
+
+def test_the_pipeline_close_is_on_the_users_clock(tmp_path):
+    """hf_embed_fixed.py (8 batches, 2 of warm-up) captured on the H200 without CPU sampling: OutputPipeline's close
+    (NVTX `output pipeline: close`) runs its last drain, then joins its workers and unpins and unmaps its buffers. The
+    window ends with the drain (every finding is the window's); the close's tail after it is the window part's
+    teardown_ns, read here from the export's own ranges, and verify counts it in the fixed side's throughput, as the
+    program's clock around its `with` block does (seg_logits_fixed: 0.63 s of 2.56 s on the H200)."""
+    after = PROGRAMS / "hf_embed_fixed_close_nsys2024.sqlite.xz"
+    r = run_cli("-m", "nsys_transfer.analysis", after, "--json", tmp_path / "a.json", "-q")
+    assert r.returncode == 0, r.stderr
+    window = json.loads((tmp_path / "a.json").read_text())["window"]
+    with Trace.open(after) as t:
+        ranges = t.query("SELECT text, start, end FROM NVTX_EVENTS WHERE text LIKE 'output pipeline: %'")
+    close_end = int(ranges.loc[ranges["text"] == "output pipeline: close", "end"].max())
+    last_drain_end = int(ranges.loc[ranges["text"] == "output pipeline: drain", "end"].max())
+    assert window["end_ns"] == last_drain_end and window["teardown_ns"] == close_end - last_drain_end > 0
+    r = verify(PROGRAMS / "hf_embed_nsys2024.sqlite.xz", after, "--json", tmp_path / "v.json")
+    assert r.returncode == 0, r.stderr
+    speed = json.loads((tmp_path / "v.json").read_text())["metrics"][0]
+    seconds = (window["duration_ns"] + window["teardown_ns"]) / 1e9
+    assert speed["after"] == pytest.approx(6.0 / seconds, rel=1e-6)  # 6 steady iterations of 154 kernels
+    assert f"counted: after's output pipeline's close ({window['teardown_ns'] / 1e9:.2f} s" in speed["source"]
+    # a low finding new after the fix is said to be low: the verdict's `new: none` counts the high and medium ones
+    assert "new: none" in r.stdout.splitlines()[0] and "  new (low)" in r.stdout
+
+
+def test_a_capture_with_cpu_sampling_is_warned(tmp_path):
+    """seg_cpu_argmax.py captured on the H200 twice, with `nsys-transfer run`'s default (CPU samples and the Python
+    stack of each CUDA call) and with `--sample none --python-backtrace none`: the run record beside each says which,
+    and verify warns that sampling can bend the speed-up (image_loop_fixed ran at 0.66 of its unprofiled pace so)."""
+    r = verify(PROGRAMS / "seg_cpu_argmax_nosample_nsys2024.sqlite.xz", PROGRAMS / "seg_cpu_argmax_nsys2024.sqlite.xz",
+               "--json", tmp_path / "v.json", "-q")
+    assert r.returncode == 0, r.stderr
+    warned = json.loads((tmp_path / "v.json").read_text())["warnings"]
+    assert [w for w in warned if w.startswith("after captured with CPU sampling and stacks")], warned
+    assert not [w for w in warned if w.startswith("before captured")], warned

@@ -11,7 +11,7 @@ from nsys_transfer.analysis.cli import options, window
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for
 from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
+from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.render.text import verify_report
 from nsys_transfer.analysis.verify import NotComparable, Side, verify
 
@@ -47,7 +47,16 @@ def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, 
                            tool="verify").summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
-    return Side(str(trace), summary, workload, label)
+    return Side(str(trace), summary, workload, label, _recorded(trace))
+
+
+def _recorded(trace: Path) -> dict | None:
+    """What nsys was asked to record, from the run record beside the trace; None without one (or an older one)."""
+    capture = capture_record_beside(trace)
+    try:
+        return read_record(capture, "recorded", "a run record", "")["recorded"] if capture else None
+    except TraceError:
+        return None
 
 
 @click.command(cls=options.OneLineCommand, name="verify", context_settings={"help_option_names": ["-h", "--help"]})

@@ -352,7 +352,9 @@ def verify_report(doc: dict) -> str:
     lines.append(f"  throughput from {doc['metrics'][0]['source']}")
     lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
     for f in doc["findings"]:
-        lines.append(f"{finding_name(f)[:44]:<44} {_ms(f['before_ns']):>10} {_ms(f['after_ns']):>10}  {f['status']}")
+        # the verdict's `new:` names the high and medium ones; a low one is said to be low here, not left to contradict it
+        status = f"{f['status']} (low)" if f["status"] == "new" and f.get("after_severity") == "low" else f["status"]
+        lines.append(f"{finding_name(f)[:44]:<44} {_ms(f['before_ns']):>10} {_ms(f['after_ns']):>10}  {status}")
     if not doc["findings"]:
         lines.append("(no costed finding on either side)")
     for reason in doc["gates"]["failed"]:
