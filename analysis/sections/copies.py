@@ -10,6 +10,7 @@ from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.load.frames import process_keys
 from nsys_transfer.analysis.schema import Part
 from nsys_transfer.analysis.sections import unified
+from nsys_transfer.analysis.sections.base import declare
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,
@@ -142,3 +143,15 @@ def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream
             "mean_gbps": float(gbps(host["bytes"].sum(), window[1] - window[0])) if len(host) else None,
             "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
     return Part(out, tables)
+
+
+@declare("memcpy", needs=("trace", "memcpys", "copy_kernels", "kernel_time", "digest", "window_ns", "opts",
+                          "kernels_recorded", "say"), part=True)
+def _memcpy(trace, memcpys: pd.DataFrame, copy_kernels, kernel_time, digest, window_ns, opts, kernels_recorded: bool,
+            say) -> Part:
+    """The `memcpy` section; the runtime calls it joined are let go after it (a long capture's millions of calls)."""
+    say("joining copies to their API calls")
+    out = part(memcpys, lambda: trace.calls.memcpy_api, copy_kernels, kernel_time, digest.compute_stream(), window_ns,
+               opts.bin_ns, kernels_recorded)
+    trace.forget("calls.api_rows", "calls.memcpy_api")  # in the copy table now
+    return out

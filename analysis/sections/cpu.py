@@ -10,6 +10,7 @@ from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, matching, per_name
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.sections.base import declare
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")
@@ -221,3 +222,33 @@ def gaps_part(gap_table: pd.DataFrame, tids: dict, calls, nvtx: pd.DataFrame, st
                  "per_step_ns": per_step_ns, "top": largest, "covered_by": json_rows(covered.head(top)),
                  "osrt": json_rows(calls.in_gaps.head(top))},
                 {"gaps": gap_table, "gap_ranges": covered, "gap_osrt": calls.in_gaps})
+
+
+def step_source(step_regex: str | None, opts) -> str:
+    """Where the step regex came from: given, detected, or none found."""
+    return "given" if opts.step_regex else "detected" if step_regex else "none found"
+
+
+@declare("steps_draft", needs=("digest", "nvtx_rows", "memcpy", "passed", "window_ns", "step_regex", "opts", "gpu"))
+def _steps_draft(digest, nvtx_rows: pd.DataFrame, memcpy: Part, passed, window_ns, step_regex: str | None, opts,
+                 gpu: Part) -> Part:
+    """The steps (steps_part()) before the idle attribution gives their set-up figures."""
+    return steps_part(digest, nvtx_rows, memcpy.tables["memcpy"], passed, window_ns, step_regex,
+                      step_source(step_regex, opts), len(gpu.summary["devices"]) if passed else 0)
+
+
+@declare("steps", needs=("steps_draft", "idle_part"), part=True)
+def _steps(steps_draft: Part, idle_part) -> Part:
+    """The `steps` section, with the set-up figures of the idle attribution (sections/idle_summary.py)."""
+    if idle_part is not None:
+        steps_draft.summary["setup"] = idle_part.setup
+    return steps_draft
+
+
+@declare("gaps", needs=("gaps_table", "tids", "gap_calls", "nvtx_rows", "step_regex", "opts", "steps_draft", "say"),
+         part=True)
+def _gaps(gaps_table: pd.DataFrame, tids: dict, gap_calls, nvtx_rows: pd.DataFrame, step_regex: str | None, opts,
+          steps_draft: Part, say) -> Part:
+    say("finding what the CPU did during gaps")
+    return gaps_part(gaps_table, tids, gap_calls.result(), nvtx_rows, step_regex, opts.top, opts.min_gap_ns,
+                     steps_draft.summary["mean_gpu_idle_ns"])

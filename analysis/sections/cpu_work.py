@@ -14,6 +14,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from nsys_transfer.analysis.sections.base import declare
+
 PROFILER = "the profiler (Nsight Systems)"
 # owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames
 KINDS = (
@@ -138,3 +140,10 @@ def summary(counts: pd.Series, top: int = 3) -> dict:
     return {"samples": n, "kinds": {str(k): round(float(v) / n, 3) for k, v in by_kind.items()},
             "functions": [{"function": str(lb), "library": str(lib), "kind": str(kd), "share": round(float(v) / n, 3)}
                           for (kd, lb, lib), v in fn.items()]}
+
+
+@declare("samples", needs=("trace", "passed", "tids", "say"))
+def _samples(trace, passed, tids: dict, say) -> pd.DataFrame | None:
+    """The launching threads' CPU samples by owner; None without GPU activity."""
+    say("attributing idle time")
+    return owners(trace.host.samples(tids["all"])) if passed is not None else None

@@ -1,7 +1,9 @@
 """What the GPU did: busy/compute utilisation per device, idle gaps, top kernels."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import NamedTuple
 
 import numpy as np
@@ -10,9 +12,13 @@ import pandas as pd
 from nsys_transfer.analysis import intervals
 from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
                                               in_chunks, union, union_chunks, union_sorted)
+from nsys_transfer.analysis.load.device import KERNEL_TABLE
+from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
+from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.schema import Part, json_rows
-from nsys_transfer.analysis.sections import streamed_pass
+from nsys_transfer.analysis.sections import integrity, streamed_pass
+from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
 
 
@@ -302,3 +308,64 @@ def part(util: pd.DataFrame, gpus: pd.DataFrame, kernels_recorded: bool) -> Part
         for d in out["devices"]:
             d.update(compute_utilization=None, compute_ns=None)
     return Part(out, {"utilization": util})
+
+
+# --- the declared sections (sections/base.py) -----------------------------------------------------------------------
+@declare(("passed", "kernel_time", "integrity_figures", "digest", "copy_kernels", "kernels_recorded"),
+         needs=("trace", "kernel_digest", "ops", "window_ns", "opts", "call_counts", "say"),
+         after=("first_event", "setup_draft"))
+def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_ns, opts, call_counts: Future, say):
+    """The device pass over the window (spilled where it is long), the kernel time at the copies (None where the window
+    cuts an operation), the integrity figures in the making (a Future), the digest without its kernel rows, the kernel
+    rows the copies need (where the pass gave no kernel time) and whether the capture recorded kernels."""
+    kernels_recorded = trace.has(KERNEL_TABLE) or bool(len(trace.device.graph_runs))
+    say("computing utilisation and gaps")
+    passed, kernel_time, figures = _device_pass(trace, kernel_digest, ops, window_ns, opts.min_gap_ns, call_counts)
+    del ops
+    passed = spilled(passed) if passed is not None else None  # a long capture's busy union: read back in slices
+    if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
+        trace.forget("device.kernel_digest", "device.kernels", "device.memsets")  # millions of rows: memory for the rest
+    # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
+    copy_kernels = kernel_digest.ops if kernel_time is None else None
+    return passed, kernel_time, figures, kernel_digest.without_ops(), copy_kernels, kernels_recorded
+
+
+def _device_pass(trace: Trace, digest: KernelDigest, ops: GpuOps, window, min_gap_ns: int, call_counts: Future):
+    """The device pass over the window, and the kernel time at the copies (None where the window cuts an operation),
+    and the integrity figures in the making (a Future); (None, None, figures) without GPU activity. The integrity
+    checks start beside it: their timeline is made first, from the GPU rows' times, which the device pass may then
+    write the busy union over (Spare)."""
+    _ = trace.nsys_version  # read here once: integrity's thread reads it too
+    timeline_made = threading.Event()
+    checked = trace.background.submit(_integrity, trace, [integrity.gpu_rows(trace)], timeline_made, call_counts)
+    if window is None:
+        return None, None, checked
+    span = ops.span()
+    # the window cuts no operation (it spans them all unless the user gave a narrower one): the device pass's kernel
+    # time at the copies serves their overlap, and only then may it write over the kernel times
+    whole = span is None or (window[0] <= span[0] and span[1] <= window[1])
+    spare = Spare(*digest.spare_times, timeline_made.wait) if digest.spare_times and whole else None
+    passed = device_pass(ops.inside(*window), window, min_gap_ns, spare)
+    return passed, passed.kernels_at_copies if whole else None, checked
+
+
+def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, call_counts: Future):
+    """integrity.figures() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
+    list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
+    is made (timeline_made is set then, or on an error)."""
+    try:
+        trace.background.wait("host.nvtx")
+        side = integrity.gpu_side(trace, rows.pop())
+    finally:
+        timeline_made.set()
+    return integrity.figures(trace, side=side, counts=call_counts.result())
+
+
+@declare("gaps_table", needs=("passed",))
+def _gaps_table(passed: DevicePass | None) -> pd.DataFrame:
+    return passed.gaps if passed is not None else idle_gaps(GpuOps({}), (0, 1), 1)
+
+
+@declare("gpu", needs=("trace", "passed", "kernels_recorded"), part=True)
+def _gpu(trace: Trace, passed: DevicePass | None, kernels_recorded: bool) -> Part:
+    return part(passed.util, trace.device.gpus, kernels_recorded) if passed else Part(None, {})

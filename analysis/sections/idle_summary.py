@@ -8,7 +8,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.schema import json_rows
+from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import idle, program
 from nsys_transfer.analysis.load.frames import pid_of
@@ -140,3 +141,24 @@ def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFra
         pd.DataFrame(columns=cols)
     all_calls = pd.concat([syncs, c[cols]], ignore_index=True) if len(c) else syncs
     return syncs, all_calls
+
+
+@declare("idle_part", needs=("trace", "passed", "window_ns", "tids", "os_waits", "nvtx_rows", "memcpy", "samples",
+                             "steps_draft", "step_regex", "opts", "launch_stats"))
+def _idle_part(trace, passed, window_ns, tids: dict, os_waits, nvtx_rows: pd.DataFrame, memcpy: Part, samples,
+               steps_draft: Part, step_regex: str | None, opts, launch_stats) -> IdlePart | None:
+    """The idle attribution (part()); None without GPU activity."""
+    waits = os_waits.result()
+    if passed is None:
+        return None
+    trace.background.wait("calls.sync_calls", "host.threads")
+    inputs = Inputs(tids, waits, nvtx_rows, memcpy.tables["memcpy"], trace.calls.sync_calls, trace.host.threads,
+                    samples)
+    return part(passed, window_ns, inputs, steps_draft.tables["steps"], step_regex, opts.min_gap_ns,
+                launch_stats.result)
+
+
+@declare("idle", needs=("idle_part",), part=True)
+def _idle(idle_part: IdlePart | None) -> Part:
+    """The `idle` section."""
+    return Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})

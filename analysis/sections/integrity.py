@@ -32,6 +32,7 @@ from nsys_transfer.analysis.load.frames import in_sorted, outermost_calls, pid_o
 from nsys_transfer.analysis.load.ops_store import SpilledOps, distinct
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.sections import capture_activity as activity
+from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.spill import Column
 
 # A capture cut out of a longer one (a time slice exported or trimmed by another tool) leaves calls whose GPU work fell
@@ -260,6 +261,13 @@ def _name_kinds(trace: Trace) -> dict[int, str]:
 
 
 CALL_KINDS = ("kernel", "graph", "copy", "memset")  # the GPU-work kinds _call_counts counts
+
+
+@declare("call_counts", needs=("trace",), after=("memcpys",), background=True)
+def _counting(trace: Trace):
+    """The runtime calls per kind (call_counts), counted on a background thread: a scan on the core the device pass
+    leaves free."""
+    return trace.background.submit(call_counts, trace)
 
 
 def call_counts(trace: Trace) -> dict[str, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.schema import Part, json_rows
 from nsys_transfer.analysis.sections import kernel_names
+from nsys_transfer.analysis.sections.base import declare
 
 
 def part(digest: KernelDigest, top: int, full_names, graph_kernels) -> Part:
@@ -34,3 +35,8 @@ def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
             return None
     return {"traced_as": traced, "launches": int(launches), "gpu_ns": gpu_ns, "kernels_inside": inside,
             "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
+
+
+@declare("kernels", needs=("digest", "opts", "trace"), part=True)
+def _kernels(digest: KernelDigest, opts, trace) -> Part:
+    return part(digest, opts.top, trace.device.full_kernel_names, trace.device.graph_kernels)

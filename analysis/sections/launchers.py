@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from nsys_transfer.analysis.sections.base import declare
+
 
 def launch_threads(passed, launch: pd.DataFrame | None, launches_by_thread) -> dict:
     """{(pid, correlation id): launching thread} of the gaps' next operations (launch: their runtime calls), and the
@@ -35,3 +37,27 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
         return set()
     busiest = api_by_thread.groupby("global_tid")["count"].sum().sort_values(ascending=False)
     return {int(busiest.index[0])} if len(busiest) else set()
+
+
+@declare("launching", needs=("trace", "passed", "gaps_table"), background=True)
+def _launching(trace, passed, gaps_table: pd.DataFrame):
+    """launch_threads() on a background thread (a runtime scan, beside the copies)."""
+    return trace.background.submit(_launchers, trace, passed, gaps_table)
+
+
+def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
+    """The launching threads, from the runtime calls behind the largest gaps' next operations."""
+    launch = trace.calls.launch_threads(gaps.nlargest(900, "duration_ns")["next_correlation_id"]) if len(gaps) else None
+    return launch_threads(passed, launch, lambda: trace.calls.api_by_thread)
+
+
+@declare("tids", needs=("launching",), after=("memcpy",))
+def _tids(launching) -> dict:
+    """The launching threads, once the copies are joined (the scan ran beside them)."""
+    return launching.result()
+
+
+@declare("launch_stats", needs=("trace", "tids"), background=True)
+def _launch_stats(trace, tids: dict):
+    """The launching threads' kernel launch calls' cost (calls, total_ns), read in the background."""
+    return trace.background.submit(trace.calls.launch_stats, tids["all"])

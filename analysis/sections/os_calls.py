@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.sections import cpu, idle
+from nsys_transfer.analysis.sections.base import declare
+from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.btree import Bits, Filter, In, Touches
 from nsys_transfer.analysis.intervals import Coverage, union
 from nsys_transfer.analysis.load.osrt import Zone
@@ -95,3 +97,11 @@ def _near_gaps(zone: Zone, gs: np.ndarray, ge: np.ndarray, mine: In) -> tuple[Fi
 def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+@declare("gap_calls", needs=("trace", "gaps_table", "tids", "opts"), background=True)
+def _gap_calls(trace: Trace, gaps_table: pd.DataFrame, tids: dict, opts):
+    """read() in the background, as soon as the gaps and launchers are known: the launching processes' OS calls near
+    the gaps (the longest read, beside everything that follows)."""
+    return trace.background.submit(read, trace, gaps_table, gaps_table.nlargest(opts.top, "duration_ns"),
+                                   {pid_of(t) for t in tids["by_gap"].values()})

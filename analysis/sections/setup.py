@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis import cuda_api
+from nsys_transfer.analysis.schema import Part
 from nsys_transfer.analysis.sections import cpu_work
+from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.program import base_name, per_name
 
 CUDA_CAUSES = (
@@ -109,3 +111,18 @@ def _ranges(nvtx: pd.DataFrame, lo: int, hi: int, step_regex: str | None) -> lis
     rows = pd.DataFrame({"name": per_name(d["name"], base_name).to_numpy(), "ns": ns})
     rows = rows.groupby("name", as_index=False).agg(ns=("ns", "sum"), count=("ns", "size"))
     return _grouped(rows, RANGE_CAUSES, "ranges")
+
+
+@declare("setup_draft", needs=("trace", "steady", "first_event", "nvtx_rows", "step_regex", "window_ns"))
+def _draft(trace, steady, first_event: int | None, nvtx_rows: pd.DataFrame, step_regex: str | None, window_ns
+           ) -> dict | None:
+    """The set-up before the steady state (part()), before its CPU samples are known; None without one."""
+    return part(trace, steady, first_event, nvtx_rows, step_regex) if steady and window_ns else None
+
+
+@declare("setup", needs=("setup_draft", "samples"), part=True)
+def _setup(setup_draft: dict | None, samples: pd.DataFrame | None) -> Part:
+    """The `setup` section: the set-up with its share of the launching threads' CPU samples."""
+    if setup_draft is not None and samples is not None:
+        setup_draft["cpu_samples"] = sampled(setup_draft, samples)
+    return Part(setup_draft, {})

@@ -1,0 +1,39 @@
+"""The `trace` section: what the trace is -- its counts, GPUs, host link and program, and for a capture without GPU
+work (a CPU-only program, a machine without a GPU) what its OS calls took instead. Its integrity verdict and its
+count of OS calls are set by summary.analyze, last (the verdict is a rule's; the count follows the scoped reads)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsys_transfer.analysis.load import sql
+from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.sections import cpu_only, program
+from nsys_transfer.analysis.sections.base import declare
+from nsys_transfer.analysis.sections.machine import host_link
+
+
+@declare("trace_info", needs=("trace", "digest", "memcpys", "nvtx_rows", "memcpy", "gpu", "opts"))
+def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: pd.DataFrame, memcpy: Part, gpu: Part,
+         opts) -> dict:
+    """The `trace` section (its integrity and OS call count still None); named trace_info: `trace` is the Trace the
+    sections are given."""
+    trace.background.wait("host.threads")
+    info = {"path": trace.source, "nsys_version": trace.nsys_version,
+            "gpus": json_rows(trace.device.gpus) if len(trace.device.gpus) else [],
+            "counts": {"kernels": digest.count, "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx_rows)),
+                       "osrt_calls": None},  # set last: analyze() counts them after the scoped reads
+            "integrity": None}  # analyze() sets it once the background assessment is done
+    info["os_runtime"] = _os_runtime(trace, opts.top) if gpu.summary is None else None
+    info["cpu_only"] = cpu_only.part(trace) if gpu.summary is None else None
+    info["link"] = host_link(trace.device.gpus, memcpy.tables["memcpy"], opts.link_gbps)
+    info["program"] = program.describe(trace.host.threads, nvtx_rows, digest.names(), opts.run_record)
+    return info
+
+
+def _os_runtime(trace: Trace, top: int) -> list[dict]:
+    """The OS runtime calls by total time (name, count, total_ns), the top few; empty without the table."""
+    if not trace.has("OSRT_API"):
+        return []
+    return json_rows(trace.query(sql.OSRT_BY_NAME.format(top=int(top))))

@@ -1,0 +1,168 @@
+"""The `window` section and what the other sections read inside it: the reads that start first, the NVTX ranges and
+the step ranges, the steady state (sections/steady.py), the GPU rows inside the window and the window itself."""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsys_transfer.nsys_core.contracts import PIPELINE_CLOSE, PIPELINE_DRAIN
+
+from nsys_transfer.analysis.load.device import digest_of
+from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.sections import gpu, os_calls, program, setup, steady
+from nsys_transfer.analysis.sections.base import declare
+from nsys_transfer.analysis.sections.cpu import detect_step_regex, nvtx_summary
+
+OPEN_END = 2 ** 62  # a window's open end: past any trace timestamp
+
+
+@declare("os_waits", needs=("trace",), background=True)
+def reads(trace: Trace):
+    """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
+    the main one reads the kernels (the copies and memsets first: the device pass needs them next). The OS calls the
+    threads waited in (with the zones of the OS runtime table) come back as a Future."""
+    trace.background.load("host.nvtx", "calls.api_rows", "calls.sync_calls", "host.threads")  # nvtx first: the GPU section waits for it soonest
+    # the waiting OS calls (tens of millions in a long capture): into temporary files as they are read
+    waits = trace.background.submit(os_calls.spilled_wait_calls, trace, also=("osrt.zones",))
+    trace.background.load("device.memcpys", "device.memsets")
+    return waits
+
+
+@declare("nvtx_rows", needs=("trace",), after=("os_waits",))
+def _nvtx_rows(trace: Trace) -> pd.DataFrame:
+    trace.background.wait("host.nvtx")
+    return trace.host.nvtx
+
+
+@declare("step_regex", needs=("nvtx_rows", "opts"))
+def _step_regex(nvtx_rows: pd.DataFrame, opts) -> str | None:
+    # from every thread's ranges: the launching thread is known only after a scan of the runtime table, which the
+    # window (widened to the steps) cannot wait for
+    return opts.step_regex or detect_step_regex(nvtx_rows)
+
+
+@declare("step_rows", needs=("nvtx_rows", "step_regex"))
+def _step_rows(nvtx_rows: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
+    """The step ranges (every column of the NVTX ranges) matched by step_regex; none without one."""
+    nvtx = nvtx_rows
+    return nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
+
+
+@declare("steady", needs=("trace", "step_rows", "opts"))
+def _steady(trace: Trace, step_rows: pd.DataFrame, opts) -> steady.Steady | None:
+    """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream. The verdict
+    is about the steady state: past the set-up and warm-up, unless the user asked for a window (None then)."""
+    if opts.window is not None or opts.whole:
+        return None
+    st = step_rows[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
+    trace.background.wait("device.memcpys")  # their span is part of the capture's
+    return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace),
+                         _drains(trace.host.nvtx)["end_ns"].to_numpy())
+
+
+@declare(("kernel_digest", "memcpys"), needs=("trace", "steady", "opts", "say"))
+def gpu_rows(trace: Trace, steady, opts, say):
+    """The kernel digest and the copies inside the window (a window the user gave is the window: the kernels, copies
+    and ranges counted are the ones inside it), the whole capture's without one."""
+    say("loading GPU activity")
+    narrowed = opts.window or ((steady.start_ns, OPEN_END) if steady else None)
+    if narrowed is None:
+        digest = trace.device.kernel_digest
+    else:  # the steady state's open end reads in the bounded pass; a user's window, from the kernel table
+        digest = (trace.device.kernel_digest_from(narrowed[0]) if narrowed[1] == OPEN_END else
+                  _digest_inside(trace, narrowed))
+    trace.background.wait("device.memcpys", "device.memsets")
+    memcpys = trace.device.memcpys
+    return digest, (memcpys if narrowed is None else overlapping(memcpys, narrowed))
+
+
+@declare("ops", needs=("trace", "kernel_digest", "memcpys"))
+def _ops(trace: Trace, kernel_digest: KernelDigest, memcpys: pd.DataFrame) -> gpu.GpuOps:
+    return gpu.gpu_ops(kernel_digest.ops, memcpys, trace.device.memsets)
+
+
+@declare("window_ns", needs=("ops", "nvtx_rows", "step_rows", "opts", "steady"))
+def _window_ns(ops: gpu.GpuOps, nvtx_rows: pd.DataFrame, step_rows: pd.DataFrame, opts, steady) -> tuple[int, int] | None:
+    """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs;
+    from the steady state's start where it has one."""
+    window = gpu.analysis_window(ops, opts.window)
+    if window is None or opts.window:
+        return window
+    st, steady_start = step_rows, steady.start_ns if steady else None
+    lo, hi = window if st.empty else (min(window[0], int(st["start_ns"].min())), max(window[1], int(st["end_ns"].max())))
+    # the output pipeline's last drain: its workers' post-processing of the last outputs, after the GPU's last work
+    drains = _drains(nvtx_rows)
+    drains = drains[drains["start_ns"].to_numpy() < hi]
+    hi = max(hi, int(drains["end_ns"].max())) if len(drains) else hi
+    return (steady_start, hi) if steady_start is not None and steady_start < hi else (lo, hi)
+
+
+@declare("first_event", needs=("trace",), after=("window_ns",))
+def _first_event(trace: Trace) -> int | None:
+    """The whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)."""
+    return capture_start(trace)
+
+
+@declare("narrowed", needs=("window_ns", "steady", "opts"))
+def _narrowed(window_ns, steady, opts) -> tuple[int, int] | None:
+    """The window where it is not the whole capture's (the user's, or the steady state's); None where it is."""
+    return window_ns if (opts.window or steady) else None
+
+
+@declare("window", needs=("trace", "window_ns", "opts", "first_event", "steady"))
+def part(trace: Trace, window_ns, opts, first_event: int | None, steady) -> dict:
+    """The `window` section: the span analysed and where it came from; without GPU activity, the span of the CPU's
+    own events (NVTX ranges, OS runtime calls)."""
+    if window_ns is None:
+        trace.background.wait("host.nvtx")
+        nvtx = trace.host.nvtx
+        spans = [(int(nvtx["start_ns"].min()), int(nvtx["end_ns"].max()))] if len(nvtx) else []
+        spans += [s for s in [trace.osrt.span()] if s]
+        return ({"start_ns": min(s[0] for s in spans), "end_ns": max(s[1] for s in spans),
+                 "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
+    lo, hi = window_ns
+    asked = opts.window_asked
+    origin_ns, origin_name = (0, SESSION_START) if trace.session_start_utc_ns is not None else (first_event, FIRST_EVENT)
+    out = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
+           "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
+           setup.window_source(steady) if steady else "first to last GPU operation or step range",
+           "capture_start_ns": first_event, "origin_ns": origin_ns, "origin": origin_name}
+    teardown = None if opts.window else _teardown_ns(trace.host.nvtx, hi)
+    return {**out, "teardown_ns": teardown} if teardown else out
+
+
+def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
+    """How long the output pipeline's close ran past the window's end (its last drain ends the window; the workers'
+    join and the buffers' unpinning and unmapping follow, on the user's clock); None without a close there."""
+    if not len(nvtx):
+        return None
+    close = nvtx.loc[(nvtx["name"] == PIPELINE_CLOSE).to_numpy(), ["start_ns", "end_ns"]]
+    close = close[(close["start_ns"].to_numpy() < end_ns) & (close["end_ns"].to_numpy() > end_ns)]
+    return int(close["end_ns"].max()) - end_ns if len(close) else None
+
+
+@declare("nvtx", needs=("nvtx_rows", "narrowed", "opts"), part=True)
+def _nvtx(nvtx_rows: pd.DataFrame, narrowed, opts) -> Part:
+    """The `nvtx` section: the NVTX ranges inside the window by name."""
+    shown = nvtx_rows if narrowed is None else overlapping(nvtx_rows, narrowed)
+    ns = nvtx_summary(shown)
+    return Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))}, {"nvtx_summary": ns})
+
+
+def overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
+    """The rows of a timed table that overlap the window."""
+    keep = (df["end_ns"].to_numpy() > window[0]) & (df["start_ns"].to_numpy() < window[1])
+    return df if keep.all() else df[keep].reset_index(drop=True)
+
+
+def _digest_inside(trace: Trace, window: tuple[int, int]) -> KernelDigest:
+    """The kernel digest of the kernels (and graph launches traced whole) that overlap a user's window."""
+    return digest_of(overlapping(trace.device.kernels, window), overlapping(trace.device.graph_runs, window))
+
+
+def _drains(nvtx: pd.DataFrame) -> pd.DataFrame:
+    """The output pipeline's drains (fixes.OutputPipeline waiting for its workers): the start and end of each."""
+    return nvtx.loc[(nvtx["name"] == PIPELINE_DRAIN).to_numpy(), ["start_ns", "end_ns"]] if len(nvtx) else \
+        pd.DataFrame({"start_ns": [], "end_ns": []}, dtype="int64")
