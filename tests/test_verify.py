@@ -162,9 +162,10 @@ def test_the_pipeline_close_is_on_the_users_clock(tmp_path):
     teardown_ns, read here from the export's own ranges, and verify counts it in the fixed side's throughput, as the
     program's clock around its `with` block does (seg_logits_fixed: 0.63 s of 2.56 s on the H200)."""
     after = PROGRAMS / "hf_embed_fixed_close_nsys2024.sqlite.xz"
-    r = run_cli("-m", "nsys_transfer.analysis", after, "--json", tmp_path / "a.json", "-q")
+    r = run_cli("-m", "nsys_transfer.analysis", after, "--json", tmp_path / "a.json")
     assert r.returncode == 0, r.stderr
     window = json.loads((tmp_path / "a.json").read_text())["window"]
+    assert f"then the output pipeline's close: {window['teardown_ns'] / 1e6:.1f} ms past the window" in r.stdout
     with Trace.open(after) as t:
         ranges = t.query("SELECT text, start, end FROM NVTX_EVENTS WHERE text LIKE 'output pipeline: %'")
     close_end = int(ranges.loc[ranges["text"] == "output pipeline: close", "end"].max())

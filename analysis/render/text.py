@@ -128,7 +128,11 @@ def _window_lines(w: dict) -> list[str]:
     first = w.get("origin_ns", w.get("capture_start_ns"))
     rel = (f" = {(w['start_ns'] - first) / 1e6:,.1f} to {(w['end_ns'] - first) / 1e6:,.1f} ms from the "
            f"{w.get('origin') or 'capture start'}" if first is not None else "")
-    return [f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})"]
+    lines = [f"window: {_ms(w['duration_ns'])} ({w['source']}; {w['start_ns']}:{w['end_ns']} ns{rel})"]
+    if w.get("teardown_ns"):  # verify counts it: the program's clock runs through it
+        lines.append(f"  then the output pipeline's close: {_ms(w['teardown_ns'])} past the window (its workers joined, "
+                     "its buffers unpinned and unmapped), on the program's own clock")
+    return lines
 
 
 def _setup_section_lines(s: dict) -> list[str]:
