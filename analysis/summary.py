@@ -7,12 +7,12 @@ import pandas as pd
 
 from nsys_transfer.analysis import schedule
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.rules import integrity as integrity_rules
+from nsys_transfer.analysis.rules import capture_checks
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
-from nsys_transfer.analysis.schema import SCHEMA, Part
+from nsys_transfer.analysis.common.schema import SCHEMA, Part
 from nsys_transfer.analysis.sections.base import declared
-from nsys_transfer.analysis.window_spec import Spec
+from nsys_transfer.analysis.common.window_spec import Spec
 
 
 @dataclass
@@ -54,11 +54,11 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     tables = {name: df for k in (*TABLE_ORDER, *sorted(set(parts) - set(TABLE_ORDER)))
               for name, df in parts[k].tables.items()}
     say("diagnosing")
-    info["integrity"] = integrity_rules.verdict(made["integrity_figures"].result())
+    info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
     out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
-    out["ranks"] = None  # several GPUs: analysis.ranks fills it (schema.one_trace)
+    out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
     idle_part = made["idle_part"]
     return Analysis(out, tables, idle_part.gap_causes if idle_part else None)
 

@@ -2,7 +2,7 @@
 
     python benchmarks/memory_timeline.py out/bench/large-8g.sqlite [--every-ms 20] [--held]
 
-Runs the analysis in this process (with the CLI's allocator settings: analysis/memory.py) while a thread samples
+Runs the analysis in this process (with the CLI's allocator settings: analysis/common/memory.py) while a thread samples
 the resident set size; prints, for each progress step the analysis reports, when it began, how long it took, and
 the peak and last RSS inside it, then the whole run's peak. The figures say which step to look at, not why: for
 that, --held prints the largest tables and arrays held at the end of each step (by the function and variable, or
@@ -24,7 +24,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nsys_transfer.analysis.load.inputs import resolve_input
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.memory import return_freed_memory
+from nsys_transfer.analysis.common.memory import return_freed_memory
 from nsys_transfer.analysis.summary import analyze
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ import torch
 
 from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
 
-from nsys_transfer.fixes.integrity import MASK64, checksum_update
+from nsys_transfer.fixes.checksums import MASK64, checksum_update
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.fixes.slots import HostSlots
 from nsys_transfer.fixes.tree import Tree, rebuild

@@ -15,7 +15,7 @@ from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_CLOSE, PIPEL
 from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
 from nsys_transfer.fixes.errors import LayoutError, TerminatedBySignal
-from nsys_transfer.fixes.integrity import IntegrityReport, MASK64, compare
+from nsys_transfer.fixes.checksums import IntegrityReport, MASK64, compare
 from nsys_transfer.fixes.lifetime import StopSignals
 from nsys_transfer.fixes.pace import Pace
 from nsys_transfer.fixes.ranges import nvtx_range

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis import Trace, TraceError
-from nsys_transfer.analysis.rules.integrity import verdict
-from nsys_transfer.analysis.sections.integrity import figures
+from nsys_transfer.analysis.rules.capture_checks import verdict
+from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
@@ -229,7 +229,7 @@ def _say_which_python(command) -> None:
 
 
 def _integrity(sqlite: Path) -> dict:
-    """The trace's own consistency verdict (analysis/sections/integrity.py), without the figures, for the run record."""
+    """The trace's own consistency verdict (analysis/sections/capture_figures.py), without the figures, for the run record."""
     try:
         with Trace.open(sqlite) as t:
             a = verdict(figures(t))

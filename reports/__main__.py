@@ -1,3 +1,3 @@
-from nsys_transfer.reports.cli import main
+from nsys_transfer.reports.compare_command import main
 
 main()

@@ -7,7 +7,7 @@ from nsys_transfer.analysis.sections.copies import big_copies
 from nsys_transfer.analysis.render.plots import plot_breakdown
 from nsys_transfer.analysis.render.text import verify_report as render_verify
 from nsys_transfer.analysis.rules.scaling import scaling_row
-from nsys_transfer.analysis.verify import NotComparable, Side, verify
+from nsys_transfer.analysis.comparison import NotComparable, Side, verify
 from nsys_transfer.nsys_core.contracts import STAGES, gbps
 
 

@@ -58,7 +58,7 @@ def rendered(tmp_path_factory):
     from nsys_transfer.analysis.cli.analyze import analyze_path, options_for
     from nsys_transfer.analysis.render import plots
     from nsys_transfer.reports import charts
-    from nsys_transfer.reports.cli import main as compare
+    from nsys_transfer.reports.compare_command import main as compare
     traces = sorted(H200.glob("*.sqlite.xz")) + [PAIR[1]]
     public = [SHARED_TRACES / n for n in PUBLIC if (SHARED_TRACES / n).exists()]
     base = tmp_path_factory.mktemp("charts")

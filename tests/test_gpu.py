@@ -61,7 +61,7 @@ def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.ranks import analyze_ranks
+    from nsys_transfer.analysis.rank_summary import analyze_ranks
     with Trace.open(r.stdout.strip().splitlines()[-1]) as t:
         ranks = analyze_ranks([t])
     assert sorted(ranks.devices["device"]) == list(range(n))

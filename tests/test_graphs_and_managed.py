@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.rules.integrity import verdict
-from nsys_transfer.analysis.sections.integrity import figures
+from nsys_transfer.analysis.rules.capture_checks import verdict
+from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.summary import Options, analyze
 from conftest import run_cli
 from test_against_nsys_stats import _local_copy

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.intervals import intersect, subtract, union
+from nsys_transfer.analysis.common.intervals import intersect, subtract, union
 from nsys_transfer.analysis.sections.machine import host_link, pcie_generation
 from nsys_transfer.analysis.sections.program import base_name, family
 from nsys_transfer.analysis.summary import analyze
@@ -92,7 +92,7 @@ def test_crossing_ranges_give_the_same_time_in_segments(monkeypatch):
     """Ranges of one thread that cross (x ends inside y, which outlives a segment cut) nest the same way in every
     segment as in the whole window: their nesting is worked out once, over all ranges (found in review)."""
     from nsys_transfer.analysis.sections import idle
-    from nsys_transfer.analysis.intervals import Coverage
+    from nsys_transfer.analysis.common.intervals import Coverage
     busy = Coverage(np.array([0, 100, 200]), np.array([10, 110, 210]))
     nvtx = pd.DataFrame({"start_ns": [0, 20, 50], "end_ns": [300, 60, 150], "global_tid": 7,
                          "name": ["outer", "x", "y"], "event_type": 59, "domain_id": 0})

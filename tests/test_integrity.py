@@ -1,4 +1,4 @@
-"""Is the trace complete? analysis/sections/integrity.py on real exports: silent on every complete one we have, loud on real
+"""Is the trace complete? analysis/sections/capture_figures.py on real exports: silent on every complete one we have, loud on real
 exports that lost events (altered with sqlite3 at test time the way a lossy capture looks), and `--check`."""
 import json
 import shutil
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.rules.integrity import LOST_FRACTION_LOSSY, verdict
-from nsys_transfer.analysis.sections.integrity import figures
+from nsys_transfer.analysis.rules.capture_checks import LOST_FRACTION_LOSSY, verdict
+from nsys_transfer.analysis.sections.capture_figures import figures
 from conftest import ROOT, run_cli
 from test_against_nsys_stats import _local_copy
 from test_shared_correlation import add_nested_api_rows
@@ -247,7 +247,7 @@ def test_summary_of_a_lossy_trace_says_so(tmp_path):
 def test_largest_correlation_id_gap_per_process_matches_a_plain_sort(chunk, monkeypatch):
     """_largest_id_gap() sorts one copy of a process's ids and takes differences CHUNK at a time: the largest hole
     between sorted positive ids equals that of one sorted array of every row's ids (p < 0: all processes)."""
-    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.common import intervals
     from nsys_transfer.analysis.sections.capture_activity import _largest_id_gap, _pids_in_order
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(chunk)
@@ -268,9 +268,9 @@ def test_largest_correlation_id_gap_per_process_matches_a_plain_sort(chunk, monk
 def test_timeline_and_id_gaps_in_chunks_equal_whole(h200, monkeypatch):
     """The integrity timeline's GPU counts and the correlation-id holes, CHUNK rows at a time, equal those of the whole
     arrays on a real capture."""
-    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.common import intervals
     from nsys_transfer.analysis.sections.capture_activity import OsrtStarts as _OsrtStarts, id_gaps as _id_gaps, timeline as _timeline
-    from nsys_transfer.analysis.sections.integrity import gpu_rows
+    from nsys_transfer.analysis.sections.capture_figures import gpu_rows
     with Trace.open(h200["pinned"]) as t:
         gpu = gpu_rows(t)
         whole = _timeline(t, gpu, _OsrtStarts(t)), _id_gaps(t, gpu, _OsrtStarts(t))
@@ -471,7 +471,7 @@ def test_id_gaps_read_the_runtime_and_os_tables_a_chunk_at_a_time(path, lost, ch
     2 GB benchmark export, 0.70 GiB in chunks), and finds what one stable sort of the whole table found: in rowid
     order as the chunks come, and from a bitmap of the ids where a process's ids are out of order."""
     from nsys_transfer.analysis.sections import capture_activity as ca
-    from nsys_transfer.analysis.sections.integrity import gpu_rows
+    from nsys_transfer.analysis.sections.capture_figures import gpu_rows
     monkeypatch.setattr(ca, "GPU_ID_GAP_SUSPECT", -10)
     monkeypatch.setattr(ca, "API_ID_GAP_LOST", lost)
     with Trace.open(path) as t:

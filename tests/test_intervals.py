@@ -1,4 +1,4 @@
-"""Interval arithmetic (analysis/intervals.py) against a plain timeline of booleans, on random unions with
+"""Interval arithmetic (analysis/common/intervals.py) against a plain timeline of booleans, on random unions with
 zero-length and touching intervals: the covered time must match instant by instant, and results are canonical."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis.sections.gpu import device_pass, gpu_ops
-from nsys_transfer.analysis.intervals import covered_chunks, gaps, in_chunks, intersect, subtract, union
+from nsys_transfer.analysis.common.intervals import covered_chunks, gaps, in_chunks, intersect, subtract, union
 
 SPAN = 400
 
@@ -54,7 +54,7 @@ def test_intersect_and_subtract_match_a_timeline(seed):
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 @pytest.mark.parametrize("seed", range(20))
 def test_covered_time_without_the_union_matches_a_timeline(seed, chunk, monkeypatch):
-    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.common import intervals
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     for n in (0, 1, 2, 30, 200):
@@ -116,7 +116,7 @@ def test_kernels_at_copies_give_every_copy_its_kernel_time(seed):
     """The device pass's kernels at copies (binary searches over the running latest end) give each copy the same
     kernel time as the union of every kernel: overlapping, nested, zero-length kernels and copies."""
     from nsys_transfer.analysis.sections.gpu import _kernels_at_copies
-    from nsys_transfer.analysis.intervals import Coverage, union_sorted
+    from nsys_transfer.analysis.common.intervals import Coverage, union_sorted
     rng = np.random.default_rng(seed)
     ks = np.sort(rng.integers(0, SPAN, 300))
     ke = ks + rng.integers(0, 60, 300) * (rng.random(300) < 0.9) + (rng.random(300) < 0.02) * 400  # a few long ones
@@ -147,8 +147,8 @@ def test_kernels_at_copies_under_one_long_kernel_look_at_each_kernel_once():
 @pytest.mark.parametrize("seed", range(30))
 def test_union_in_chunks_matches_union_sorted(seed, chunk, monkeypatch):
     """union_chunks(), covered_chunks() and gaps() CHUNK intervals at a time equal union_sorted() and a timeline."""
-    from nsys_transfer.analysis import intervals
-    from nsys_transfer.analysis.intervals import union_chunks, union_sorted
+    from nsys_transfer.analysis.common import intervals
+    from nsys_transfer.analysis.common.intervals import union_chunks, union_sorted
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     s = np.sort(rng.integers(0, SPAN, rng.integers(0, 60)))
@@ -169,7 +169,7 @@ def test_union_in_chunks_matches_union_sorted(seed, chunk, monkeypatch):
 def test_union_sorted_matches_a_timeline_and_keeps_odd_intervals_as_given(seed):
     """union_sorted() takes each group's end from the running latest end; an interval that ends before it starts
     (no trace row does: analysis.load.validate drops them) still gets the group's largest end as given."""
-    from nsys_transfer.analysis.intervals import union_sorted
+    from nsys_transfer.analysis.common.intervals import union_sorted
     rng = np.random.default_rng(seed)
     s = np.sort(rng.integers(0, SPAN, 60))
     e = s + rng.integers(0, 25, 60)
@@ -220,7 +220,7 @@ def test_device_pass_on_each_kind_equals_one_sorted_table(seed, chunk, monkeypat
     """device_pass() works on the kernel, copy and memset tables apart (GpuOps), CHUNK intervals at a time:
     utilisation, gaps and each gap's next operation (ties across kinds included) equal those of one sorted table of
     them all, in and around a window, whatever the chunk."""
-    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.common import intervals
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     parts = [_ops(rng, n, kind) for kind, n in enumerate(rng.integers(0, 25, 3))]
@@ -246,7 +246,7 @@ def test_median_of_kernel_times_is_pandas_median(seed):
 @pytest.mark.parametrize("seed", range(30))
 def test_overlapped_marks_the_intervals_another_union_overlaps(seed):
     """intervals.overlapped(): each interval of `a` that some interval of `b` overlaps (a shared end is no overlap)."""
-    from nsys_transfer.analysis.intervals import overlapped
+    from nsys_transfer.analysis.common.intervals import overlapped
     rng = np.random.default_rng(seed)
     a, b = _holes(rng, 40), _random_union(rng, int(rng.integers(0, 12)))
     want = [bool(((b[0] < ae) & (b[1] > as_)).any()) for as_, ae in zip(*a)]
@@ -258,7 +258,7 @@ def test_overlapped_marks_the_intervals_another_union_overlaps(seed):
 def test_coverage_prefix_and_length_in_chunks(seed, chunk, monkeypatch):
     """Coverage.before (the covered time before each interval) and intervals.length, worked out CHUNK intervals at a
     time, equal their whole-array forms, and at() through them."""
-    from nsys_transfer.analysis import intervals
+    from nsys_transfer.analysis.common import intervals
     monkeypatch.setattr(intervals, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     s, e = _random_union(rng, int(rng.integers(0, 30)))

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_transfer.analysis import Trace, intervals
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.common import intervals
 from nsys_transfer.analysis.sections import gpu
 from nsys_transfer.analysis.load import kernel_digest
 from nsys_transfer.analysis.load import osrt as osrt_module

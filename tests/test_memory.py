@@ -1,4 +1,4 @@
-"""analysis.memory: with return_freed_memory(), blocks of a few MB freed between ones still held leave the process;
+"""analysis.common.memory: with return_freed_memory(), blocks of a few MB freed between ones still held leave the process;
 by default glibc keeps them (what made an 8 GB export's peak RSS ~1.5 GiB larger than its live arrays)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 HOLES = """
 import sys
 import numpy as np
-from nsys_transfer.analysis.memory import return_freed_memory
+from nsys_transfer.analysis.common.memory import return_freed_memory
 if sys.argv[1] == "on":
     assert return_freed_memory()
 def rss():
@@ -45,7 +45,7 @@ def test_freed_blocks_leave_the_process_only_when_asked():
 def test_arrow_allocates_through_malloc_once_asked():
     """pandas' text columns live in Arrow arrays; its default pool (mimalloc) keeps freed memory for reuse."""
     pytest.importorskip("pyarrow")
-    code = ("import pyarrow as pa\nfrom nsys_transfer.analysis.memory import return_freed_memory\n"
+    code = ("import pyarrow as pa\nfrom nsys_transfer.analysis.common.memory import return_freed_memory\n"
             "before = pa.default_memory_pool().backend_name\nreturn_freed_memory()\n"
             "print(before, pa.default_memory_pool().backend_name)")
     before, after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -45,7 +45,7 @@ def derived(tmp_path_factory):
 def cluster():
     """A Dask cluster of 2 single-threaded worker processes on 127.0.0.1, closed again whatever happens."""
     distributed = _dask_or_skip()
-    from nsys_transfer.analysis.parallel import local_cluster_options
+    from nsys_transfer.analysis.run.parallel import local_cluster_options
     c = distributed.LocalCluster(**local_cluster_options(2))
     try:
         yield c.scheduler_address
@@ -214,7 +214,7 @@ def test_a_bad_input_on_a_local_dask_cluster_is_the_one_line_of_jobs(bad, derive
 def test_the_dask_executor_listens_on_localhost_and_keeps_the_order():
     """The executor itself: results in the items' order, the first failing item's own error, closed on leaving."""
     _dask_or_skip()
-    from nsys_transfer.analysis import parallel
+    from nsys_transfer.analysis.run import parallel
     with parallel.executor(dask="local:2") as ex:
         info = ex._client.scheduler_info()
         assert ex._cluster.scheduler_address.startswith("tcp://127.0.0.1:") and len(info["workers"]) == 2
@@ -224,7 +224,7 @@ def test_the_dask_executor_listens_on_localhost_and_keeps_the_order():
 
 
 def test_worker_processes_keep_the_order_and_raise_the_first_error():
-    from nsys_transfer.analysis import parallel
+    from nsys_transfer.analysis.run import parallel
     with parallel.executor(jobs=2, items=3) as ex:
         assert isinstance(ex, parallel.Processes) and ex.workers == 2
         _order_and_first_error(ex)
@@ -233,8 +233,8 @@ def test_worker_processes_keep_the_order_and_raise_the_first_error():
 
 
 def _order_and_first_error(ex):
-    from nsys_transfer.analysis.errors import TraceError
-    from nsys_transfer.analysis.ranks import RankOptions, part_of_path
+    from nsys_transfer.analysis.common.errors import TraceError
+    from nsys_transfer.analysis.rank_summary import RankOptions, part_of_path
     assert ex.map(pow, [(3, k) for k in range(5)]) == [1, 3, 9, 27, 81]
     opts = RankOptions()
     parts = ex.map(part_of_path, [(PAIR[1], "b", opts), (PAIR[0], "a", opts)])
@@ -263,7 +263,7 @@ def test_many_ranks_are_summarised_and_the_straggler_named(derived, tmp_path):
 
 def test_the_heat_map_numbers(derived):
     """time_grid: one row per GPU in rank order, busy only inside each GPU's steps, DtoH where the copies are."""
-    from nsys_transfer.analysis.ranks import RankOptions, merge_parts, part_of_path, time_grid, trace_labels
+    from nsys_transfer.analysis.rank_summary import RankOptions, merge_parts, part_of_path, time_grid, trace_labels
     labels = trace_labels([p.name for p in derived])
     r = merge_parts([part_of_path(p, lb, RankOptions()) for p, lb in zip(derived, labels)])
     g = time_grid(r, columns=200)
@@ -295,7 +295,7 @@ def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path):
     r = run_cli("-c", code, timeout=TIMEOUT)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == "analyze-trace: --dask needs the dask extra: pip install 'nsys-transfer[dask]'\n"
-    code = code.replace("nsys_transfer.analysis.cli.analyze import entry", "nsys_transfer.reports.cli import main as entry")
+    code = code.replace("nsys_transfer.analysis.cli.analyze import entry", "nsys_transfer.reports.compare_command import main as entry")
     code = code.replace("'analyze-trace'", "'compare-traces'").replace("'local:2'", f"'local:2', '--out', {str(tmp_path / 'o')!r}")
     r = run_cli("-c", code, timeout=TIMEOUT)
     assert r.returncode == 2 and r.stderr.strip().endswith("--dask needs the dask extra: pip install 'nsys-transfer[dask]'")
@@ -303,8 +303,8 @@ def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_base_install_never_imports_dask():
-    r = run_cli("-c", "import sys, nsys_transfer.analysis.cli.analyze, nsys_transfer.reports.cli, "
-                      "nsys_transfer.analysis.parallel; print(sorted({'dask', 'distributed'} & set(sys.modules)))",
+    r = run_cli("-c", "import sys, nsys_transfer.analysis.cli.analyze, nsys_transfer.reports.compare_command, "
+                      "nsys_transfer.analysis.run.parallel; print(sorted({'dask', 'distributed'} & set(sys.modules)))",
                 timeout=TIMEOUT)
     assert r.stdout.strip() == "[]", r.stderr
 

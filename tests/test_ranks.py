@@ -9,11 +9,11 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load.inputs import resolve_input
-from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
+from nsys_transfer.analysis.rank_summary import RankOptions, analyze_ranks, concurrent_fraction, session_offsets
 from nsys_transfer.analysis.rules import ranks as rank_rules
-from nsys_transfer.analysis import ranks as ranks_mod
+from nsys_transfer.analysis import rank_summary as ranks_mod
 from nsys_transfer.analysis.rules.ranks import RANK_RULES
-from nsys_transfer.analysis.schema import KEYS, SCHEMA, TRACE_SECTIONS
+from nsys_transfer.analysis.common.schema import KEYS, SCHEMA, TRACE_SECTIONS
 from conftest import ROOT, run_cli
 
 X2 = ROOT / "reports" / "data" / "h200x2"
@@ -147,7 +147,7 @@ def test_per_rank_gpu_traces_of_one_run(x2):
     rank's cudaProfilerStart waits for its own nsys), so the ranks ran out of phase and their copies interleaved:
     on one clock no copy overlaps another GPU's and each runs at the full solo rate."""
     paths = sorted(X2.glob("pinned-x2rank.rank*.sqlite.xz"))
-    from nsys_transfer.analysis.ranks import trace_labels
+    from nsys_transfer.analysis.rank_summary import trace_labels
     traces = [Trace.open(p) for p in paths]
     try:
         r = analyze_ranks(traces, RankOptions(probe=PROBE), trace_labels([p.name for p in paths]))

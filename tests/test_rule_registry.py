@@ -9,7 +9,7 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.cli.analyze import _analyze_one
-from nsys_transfer.analysis.rules import diagnosis, integrity, ranks
+from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule, fired
 from nsys_transfer.analysis.summary import Options, analyze
 
@@ -144,7 +144,7 @@ def test_the_docs_check_fails_on_a_row_taken_out():
 def test_integrity_checks_have_no_rule_ids():
     """The integrity checks give one verdict (`trace.integrity`), not findings: no ids to document. Should they get
     ids, they belong in this file's FAMILIES and a table of docs/json-schema.md."""
-    assert not any(hasattr(check, "id") for check in integrity.CHECKS)
+    assert not any(hasattr(check, "id") for check in capture_checks.CHECKS)
 
 
 class WindowNote(Rule[Context]):

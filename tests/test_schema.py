@@ -1,9 +1,9 @@
-"""One JSON schema for one trace and for several, defined once (analysis/schema.py) and documented in
+"""One JSON schema for one trace and for several, defined once (analysis/common/schema.py) and documented in
 docs/json-schema.md."""
 import re
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.schema import KEYS, SCHEMA, TRACE_SECTIONS, one_trace, several_traces
+from nsys_transfer.analysis.common.schema import KEYS, SCHEMA, TRACE_SECTIONS, one_trace, several_traces
 from nsys_transfer.analysis.summary import analyze
 from conftest import ROOT
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace, schedule
-from nsys_transfer.analysis.schema import TRACE_SECTIONS, Part
+from nsys_transfer.analysis.common.schema import TRACE_SECTIONS, Part
 from nsys_transfer.analysis.sections import base
 from nsys_transfer.analysis.sections.base import Section, declare, declared
 from nsys_transfer.analysis.summary import KEPT, analyze

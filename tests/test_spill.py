@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 import golden_answers as answers
-from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.common import intervals
 from nsys_transfer.analysis.load import kernel_digest, ops_store
 from nsys_transfer.analysis.sections import capture_activity, gpu, idle, streamed_pass
-from nsys_transfer.analysis.spill import Column
+from nsys_transfer.analysis.common.spill import Column
 
 
 def _union(rng, n):
@@ -82,7 +82,7 @@ def test_the_answers_with_every_busy_union_spilled_are_the_stored_ones(name, mon
 def test_frames_read_back_as_their_concatenation():
     """spill.Frames against the parts concatenated column by column (union_categoricals for the categories)."""
     from pandas.api.types import union_categoricals
-    from nsys_transfer.analysis.spill import Frames
+    from nsys_transfer.analysis.common.spill import Frames
     rng = np.random.default_rng(0)
     names = np.array(["poll", "futex", "read", "mmap", "?"])
     parts = []
@@ -105,7 +105,7 @@ def test_frames_read_back_as_their_concatenation():
 @pytest.mark.parametrize("seed", range(20))
 def test_frames_touching_hold_every_row_of_the_time_slice(seed):
     """Frames.touching(lo, hi): the rows starting before hi and ending after lo are all there, typed as frame()."""
-    from nsys_transfer.analysis.spill import Frames
+    from nsys_transfer.analysis.common.spill import Frames
     rng = np.random.default_rng(seed)
     frames = Frames(["start_ns", "end_ns", "name"])
     for k in range(int(rng.integers(0, 6))):

@@ -119,7 +119,7 @@ def test_cache_is_bounded_oldest_first(h200, tmp_path, monkeypatch):
 
 
 def test_a_cut_xz_leaves_nothing_and_names_the_users_file(h200, tmp_path, monkeypatch):
-    from nsys_transfer.analysis.errors import TraceError
+    from nsys_transfer.analysis.common.errors import TraceError
     cache = _cache_env(monkeypatch, tmp_path)
     cut = tmp_path / "cut.sqlite.xz"
     data = h200["pinned"].read_bytes()

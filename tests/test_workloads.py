@@ -138,7 +138,7 @@ def test_gpu_stage_on_cpu_and_bad_sizes_are_refused():
 
 
 def test_checksums_agree_between_torch_and_numpy_and_chunks():
-    from nsys_transfer.fixes.integrity import as_unsigned, checksum_tensor, checksum_update
+    from nsys_transfer.fixes.checksums import as_unsigned, checksum_tensor, checksum_update
     from nsys_transfer.workloads.postprocess import Sink
     x = torch.randn(3, 5, 7, 11)  # 4620 bytes: not a multiple of 8 in every chunking
     whole = checksum_update(0, x.numpy())

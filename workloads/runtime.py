@@ -10,7 +10,7 @@ import torch
 
 from nsys_transfer.nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
 
-from nsys_transfer.fixes.integrity import IntegrityReport, checksum_tensor
+from nsys_transfer.fixes.checksums import IntegrityReport, checksum_tensor
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.workloads import distributed as dd
 from nsys_transfer.workloads import hostload

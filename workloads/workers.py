@@ -5,7 +5,7 @@ from __future__ import annotations
 from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
 
 from nsys_transfer.fixes.errors import PipelineError, WorkerDied
-from nsys_transfer.fixes.integrity import MASK64
+from nsys_transfer.fixes.checksums import MASK64
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.fixes.workers import WorkerPool
 from nsys_transfer.workloads.postprocess import Sink, apply_fault

@@ -13,22 +13,22 @@ from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_RE
 
 from nsys_transfer.analysis.cli import options, window
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis import schema
+from nsys_transfer.analysis.common import schema
 from nsys_transfer.analysis.cli.window import step_ranges
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
-from nsys_transfer.analysis.render.integrity import check_report
-from nsys_transfer.analysis.rules.integrity import verdict
-from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
-from nsys_transfer.analysis.sections.integrity import figures
+from nsys_transfer.analysis.render.check_report import check_report
+from nsys_transfer.analysis.rules.capture_checks import verdict
+from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
+from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis import parallel
-from nsys_transfer.analysis.ranks import RankOptions, analyze_ranks, merge_parts, part_of_path, trace_labels
+from nsys_transfer.analysis.run import parallel
+from nsys_transfer.analysis.rank_summary import RankOptions, analyze_ranks, merge_parts, part_of_path, trace_labels
 from nsys_transfer.analysis.render.text import ranks_report, text_report
 from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.window_spec import Spec
+from nsys_transfer.analysis.common.window_spec import Spec
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -201,7 +201,7 @@ def _rank_tables(ranks) -> dict:
 
 def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet, where):
     """Several traces (one per rank, say): every GPU side by side on one clock, each trace analysed where `where`
-    (an analysis.parallel executor) runs it."""
+    (an analysis.run.parallel executor) runs it."""
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None

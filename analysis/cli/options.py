@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from nsys_transfer.analysis import parallel
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.run import parallel
+from nsys_transfer.analysis.common.errors import TraceError
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.cli.options import OneLineCommand
 from nsys_transfer.analysis.load.trace import Trace
 

@@ -10,10 +10,10 @@ import click
 from nsys_transfer.analysis.cli import options, window
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.render.text import verify_report
-from nsys_transfer.analysis.verify import NotComparable, Side, verify
+from nsys_transfer.analysis.comparison import NotComparable, Side, verify
 
 TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")
 

@@ -18,11 +18,11 @@ import pandas as pd
 
 from nsys_transfer.analysis.sections.cpu import detect_step_regex
 from nsys_transfer.analysis.sections.program import matching
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load import span
 from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.cli.options import MAX_NS
-from nsys_transfer.analysis.window_spec import Spec
+from nsys_transfer.analysis.common.window_spec import Spec
 
 UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 
 DEFAULT_MAX = 4 << 30
 EDGE = 1 << 20  # bytes read from each end of an input for its key

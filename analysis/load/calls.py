@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis import cuda_api
+from nsys_transfer.analysis.common import cuda_api
 from nsys_transfer.analysis.load import runtime_calls, sql, validate
 from nsys_transfer.analysis.load.btree import Bits, In
 from nsys_transfer.analysis.load.frames import empty, outermost_calls, pid_of, process_keys, timed

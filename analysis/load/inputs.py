@@ -14,7 +14,7 @@ from pathlib import Path
 from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
 from nsys_transfer.analysis.load.cache import cached
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how a .nsys-rep begins (seen from 2023 to 2026 builds); wording only

@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load.cache import cache_dir
 
 ROLLBACK_MAGIC = bytes.fromhex("d9d505f920a163d7")  # the first 8 bytes of a journal that still has work to undo

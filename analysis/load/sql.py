@@ -145,7 +145,7 @@ def touches_any(starts, ends, start_col: str = "start", end_col: str = '"end"') 
 # ColumnReader.int_columns: one scan, each column as one text (group_concat) parsed by numpy; chunks by rowid range.
 INT_COLUMNS = "SELECT {select} FROM {table} {where}"
 ROWID_CHUNK = "WHERE rowid > {lo} AND rowid <= {hi} AND ({where})"
-# integrity.py: which runtime calls launch GPU work, and how many of each kind (one scan, counts packed in two sums)
+# sections/capture_figures.py: which runtime calls launch GPU work, and how many of each kind (one scan, counts packed in two sums)
 CUDA_CALL_NAMES = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"  # LIKE is case-blind: cu, cuda
 PACKED_CALL_COUNTS = "SELECT {first}, {second}, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
 PACKED_SUM = "SUM(CASE nameId {whens} ELSE 0 END)"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load import sql, validate
 from nsys_transfer.analysis.load.background import Background
 from nsys_transfer.analysis.load.calls import CudaCalls

@@ -1,10 +1,10 @@
 """The human-readable summary of one analysis (text for the terminal). Pure: dict in, str out."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.ranks import STRAGGLER_BELOW, SUMMARISE_OVER, spread
-from nsys_transfer.analysis.rules.integrity import DOUBTFUL_PREFIX
-from nsys_transfer.analysis.schema import own_findings
-from nsys_transfer.analysis.verify import finding_name
+from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
+from nsys_transfer.analysis.common.schema import own_findings
+from nsys_transfer.analysis.comparison import finding_name
 
 
 def _ms(ns) -> str:

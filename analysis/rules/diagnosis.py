@@ -14,7 +14,7 @@ rules count copy time, which is GPU time spent copying, not idle time.
 from __future__ import annotations
 
 from nsys_transfer.analysis.rules.capture import IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
-from nsys_transfer.analysis.rules.idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
+from nsys_transfer.analysis.rules.gpu_idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
 from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired

@@ -19,7 +19,7 @@ Scaling rules (SCALING_RULES, exclusive too: the first that fires is the verdict
 scenario: the N-GPU total against N x one GPU and the CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0
 and `impact_fraction` is the throughput short of N x single (1 - efficiency); `scales` is info.
 
-Thresholds are class attributes; RankOptions (analysis/ranks.py) may override the multi-GPU ones per run.
+Thresholds are class attributes; RankOptions (analysis/rank_summary.py) may override the multi-GPU ones per run.
 """
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ RANK_RULES: list[Rule[RankContext]] = [SingleGpu(), NotConcurrent(), HostCpu(), 
 
 @dataclass
 class RankContext:
-    """What the multi-GPU rules read. devices: one row per GPU (analysis/ranks.py). contention: per host memory kind
+    """What the multi-GPU rules read. devices: one row per GPU (analysis/rank_summary.py). contention: per host memory kind
     (sharing.contention). host: the host-side DtoH summary. run: the workload's record (its host_cpu), if any.
     concurrent: whether the traces' captures overlap. The thresholds default to the rules' own. hosts: how many
     machines the GPUs ran on; with several, contention and host are the limiting host's (sections/hosts.py),

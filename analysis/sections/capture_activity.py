@@ -11,8 +11,8 @@ import numpy as np
 from nsys_transfer.nsys_core import nsys_messages
 from nsys_transfer.nsys_core.driver import compare, parse_cuda
 
-from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common import intervals
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load import btree, sql
 from nsys_transfer.analysis.load.btree import Bits, In
 from nsys_transfer.analysis.load.frames import pid_of
@@ -363,7 +363,7 @@ def doubts(trace: Trace, found, gpu_pids: set[int]) -> list[dict]:
     """nsys's messages that question whether the capture holds every event (nsys_messages.doubt), once per message
     and process: {said, kind, events, pid, times, cuda_calls, explained}. cuda_calls: the process's CUDA API calls
     in the export, counted for a CUDA doubt about a process without GPU work (else None). explained: why the rows or
-    nsys's own log account for it (a sentence), or None: then the capture is in doubt (rules/integrity.py)."""
+    nsys's own log account for it (a sentence), or None: then the capture is in doubt (rules/capture_checks.py)."""
     texts = [" ".join(str(t).split()) for t in found["text"]]
     ranged = any(RANGE_STARTED.match(t) for t in texts)
     groups: dict[tuple[str, int | None], dict] = {}

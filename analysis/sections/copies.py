@@ -6,9 +6,9 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.frames import process_keys
-from nsys_transfer.analysis.schema import Part
+from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.sections import unified
 from nsys_transfer.analysis.sections.base import declare
 

@@ -6,10 +6,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, matching, per_name
 from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.common.schema import Part, json_rows
 from nsys_transfer.analysis.sections.base import declare
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load.trace import Trace
 
 PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")

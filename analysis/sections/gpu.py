@@ -9,15 +9,15 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis import intervals
-from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
+from nsys_transfer.analysis.common import intervals
+from nsys_transfer.analysis.common.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
                                               in_chunks, union, union_chunks, union_sorted)
 from nsys_transfer.analysis.load.device import KERNEL_TABLE
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.schema import Part, json_rows
-from nsys_transfer.analysis.sections import integrity, streamed_pass
+from nsys_transfer.analysis.common.schema import Part, json_rows
+from nsys_transfer.analysis.sections import capture_figures, streamed_pass
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
 
@@ -323,7 +323,7 @@ def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_n
     passed, kernel_time, figures = _device_pass(trace, kernel_digest, ops, window_ns, opts.min_gap_ns, call_counts)
     del ops
     passed = spilled(passed) if passed is not None else None  # a long capture's busy union: read back in slices
-    if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.ranks reads the kernels next
+    if passed is None or len(passed.busy_by_device) <= 1:  # several GPUs: analysis.rank_summary reads the kernels next
         trace.forget("device.kernel_digest", "device.kernels", "device.memsets")  # millions of rows: memory for the rest
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
     copy_kernels = kernel_digest.ops if kernel_time is None else None
@@ -337,7 +337,7 @@ def _device_pass(trace: Trace, digest: KernelDigest, ops: GpuOps, window, min_ga
     write the busy union over (Spare)."""
     _ = trace.nsys_version  # read here once: integrity's thread reads it too
     timeline_made = threading.Event()
-    checked = trace.background.submit(_integrity, trace, [integrity.gpu_rows(trace)], timeline_made, call_counts)
+    checked = trace.background.submit(_integrity, trace, [capture_figures.gpu_rows(trace)], timeline_made, call_counts)
     if window is None:
         return None, None, checked
     span = ops.span()
@@ -350,15 +350,15 @@ def _device_pass(trace: Trace, digest: KernelDigest, ops: GpuOps, window, min_ga
 
 
 def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, call_counts: Future):
-    """integrity.figures() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
-    list holding integrity.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
+    """capture_figures.figures() on a background thread, once the NVTX ranges and call counts it reads are loaded. rows: a
+    list holding capture_figures.gpu_rows(), taken out of it so that nothing reads the GPU rows' times once the timeline
     is made (timeline_made is set then, or on an error)."""
     try:
         trace.background.wait("host.nvtx")
-        side = integrity.gpu_side(trace, rows.pop())
+        side = capture_figures.gpu_side(trace, rows.pop())
     finally:
         timeline_made.set()
-    return integrity.figures(trace, side=side, counts=call_counts.result())
+    return capture_figures.figures(trace, side=side, counts=call_counts.result())
 
 
 @declare("gaps_table", needs=("passed",))

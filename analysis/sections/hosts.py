@@ -23,7 +23,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.schema import json_rows
+from nsys_transfer.analysis.common.schema import json_rows
 from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections.sharing import contention, shared_capacity, slowest_kind
 

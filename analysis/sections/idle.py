@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
+from nsys_transfer.analysis.common.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
                                               union)
 from nsys_transfer.analysis.sections import cpu_work
 from nsys_transfer.analysis.sections.program import family, is_operator_range, matching, per_name
 from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.spill import Frames
+from nsys_transfer.analysis.common.spill import Frames
 
 WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
                         r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"

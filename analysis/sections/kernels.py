@@ -3,7 +3,7 @@ with precision and library: sections/kernel_names.py), and how much GPU work ran
 from __future__ import annotations
 
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
-from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.common.schema import Part, json_rows
 from nsys_transfer.analysis.sections import kernel_names
 from nsys_transfer.analysis.sections.base import declare
 

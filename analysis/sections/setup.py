@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis import cuda_api
-from nsys_transfer.analysis.schema import Part
+from nsys_transfer.analysis.common import cuda_api
+from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.sections import cpu_work
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.program import base_name, per_name

@@ -8,7 +8,7 @@ import pandas as pd
 from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.common.schema import Part, json_rows
 from nsys_transfer.analysis.sections import cpu_only, program
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.machine import host_link

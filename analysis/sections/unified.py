@@ -13,7 +13,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
-from nsys_transfer.analysis import intervals
+from nsys_transfer.analysis.common import intervals
 from nsys_transfer.analysis.load.device import UNIFIED_KINDS
 
 USER_PREFETCH = 1  # CUpti_ActivityUnifiedMemoryMigrationCause: cudaMemPrefetchAsync

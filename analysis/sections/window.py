@@ -10,7 +10,7 @@ from nsys_transfer.analysis.load.device import digest_of
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.schema import Part, json_rows
+from nsys_transfer.analysis.common.schema import Part, json_rows
 from nsys_transfer.analysis.sections import gpu, os_calls, program, setup, steady
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.cpu import detect_step_regex, nvtx_summary

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
 
-from nsys_transfer.fixes.integrity import compare
+from nsys_transfer.fixes.checksums import compare
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.workloads.postprocess import Sink, apply_fault
 from nsys_transfer.workloads.data import Prefetcher, SyncBatches

@@ -49,7 +49,7 @@ def own_findings(doc: dict) -> list[dict]:
 def _checked(doc: dict, summary: dict) -> dict:
     unknown = set(summary) - set(KEYS)
     if unknown:
-        raise ValueError(f"keys outside the schema {SCHEMA} (analysis/schema.py): {sorted(unknown)}")
+        raise ValueError(f"keys outside the schema {SCHEMA} (analysis/common/schema.py): {sorted(unknown)}")
     return doc
 
 

@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from nsys_transfer.analysis import cuda_api
+from nsys_transfer.analysis.common import cuda_api
 from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)

@@ -32,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 
 DASK_EXTRA = "--dask needs the dask extra: pip install 'nsys-transfer[dask]'"
 LOCAL = "local"  # --dask local[:N]: a cluster on this machine

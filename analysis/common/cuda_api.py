@@ -1,5 +1,5 @@
 """The CUDA API names the analysis recognises, defined once: which calls launch work on the GPU, copy, set memory,
-capture graphs or make the host wait. Loading (load/calls.py), the integrity checks (sections/integrity.py) and the
+capture graphs or make the host wait. Loading (load/calls.py), the integrity checks (sections/capture_figures.py) and the
 rules (rules/diagnosis.py) all read these.
 
 Runtime and driver names carry version and per-thread-stream suffixes in exports (`cudaMemcpy_v3020`,

@@ -20,18 +20,18 @@ from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_RE
 
 from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import cpu, gpu
-from nsys_transfer.analysis.errors import TraceError
-from nsys_transfer.analysis.intervals import Coverage, union
+from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.device import KERNEL_TABLE
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
-from nsys_transfer.analysis.schema import json_rows, several_traces
+from nsys_transfer.analysis.common.schema import json_rows, several_traces
 from nsys_transfer.analysis.sections.hosts import HostLoad, host_loads
 from nsys_transfer.analysis.sections.sharing import gbps_of
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.memory import LARGE_TRACE_BYTES, return_freed_memory
+from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
 
 
 @dataclass

@@ -11,12 +11,12 @@ import pandas as pd
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.errors import TraceError
+from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
 from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers, chosen_executor, executor_options
 from nsys_transfer.analysis.render.plots import plot_ranks
 from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.ranks import RankOptions, default_labels, merge_parts, part_of_path, trace_labels
+from nsys_transfer.analysis.rank_summary import RankOptions, default_labels, merge_parts, part_of_path, trace_labels
 from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
@@ -222,7 +222,7 @@ def dtoh_caption(df: pd.DataFrame, link_gbps: float, link: dict | None) -> str:
 
 def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps, where) -> tuple[str, dict]:
     """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown. The traces
-    of every run are analysed where `where` (an analysis.parallel executor) runs them, then merged run by run."""
+    of every run are analysed where `where` (an analysis.run.parallel executor) runs them, then merged run by run."""
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
     calls, runs = [], []
     for run, paths in multi.items():

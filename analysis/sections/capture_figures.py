@@ -8,7 +8,7 @@ copy and memset call, its GPU row, and the other way round; and a program whose 
 ranges and OS runtime calls go on lost them.
 
 `figures(trace)` reads the export and gives the counts below, typed (Figures): the only reads of the trace the checks
-need. The verdict on them is rules/integrity.py's `verdict(figures(trace))`, which returns (the summary carries it as
+need. The verdict on them is rules/capture_checks.py's `verdict(figures(trace))`, which returns (the summary carries it as
 `trace.integrity`; docs/json-schema.md):
 
     {"verdict": "complete" | "lossy" | "doubtful",
@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis import cuda_api, intervals
+from nsys_transfer.analysis.common import cuda_api, intervals
 from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.btree import In
 from nsys_transfer.analysis.load.device import UNIFIED_KINDS
@@ -33,7 +33,7 @@ from nsys_transfer.analysis.load.ops_store import SpilledOps, distinct
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.sections import capture_activity as activity
 from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.spill import Column
+from nsys_transfer.analysis.common.spill import Column
 
 # A capture cut out of a longer one (a time slice exported or trimmed by another tool) leaves calls whose GPU work fell
 # past its end and GPU work whose calls came before its start: each kind's unpaired rows all at one edge. This share
@@ -121,7 +121,7 @@ class Capture:
 
 @dataclass(frozen=True)
 class Figures:
-    """What the integrity checks (rules/integrity.py) read, typed, and the figures as the summary reports them.
+    """What the integrity checks (rules/capture_checks.py) read, typed, and the figures as the summary reports them.
 
     reported: the figures (FIGURES), passed on as they are; the checks read the fields below, never the trace.
     expected_api, expected_gpu: the kernel, graph and copy operations the trace should hold by its calls and by its
@@ -165,7 +165,7 @@ class Figures:
 
 
 def figures(trace: Trace, pairs: bool = False, side: GpuSide | None = None, counts: dict | None = None) -> Figures:
-    """The figures the integrity verdict (rules/integrity.py) reads (FIGURES).
+    """The figures the integrity verdict (rules/capture_checks.py) reads (FIGURES).
 
     pairs: match every call to its GPU rows one by one even where the counts already agree (slower on big traces;
     `analyze-trace --check` does). side, counts: gpu_side(trace) and call_counts(trace), when the caller has them."""

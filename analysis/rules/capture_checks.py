@@ -1,14 +1,14 @@
 """The integrity verdict: is the trace complete or did the capture lose events? Each check is a rule over the figures
-(sections/integrity.py): the share of the expected operations it finds lost, and above its threshold the sentence
+(sections/capture_figures.py): the share of the expected operations it finds lost, and above its threshold the sentence
 that says so. The verdict is "lossy" when any check fires; its lost fraction is the largest share measured. Where no
 check fires but nsys itself questions completeness (its DIAGNOSTIC_EVENT messages: "Not all CUDA events might have
 been collected", "CUDA profiling might have not been started correctly") and nothing explains it, it is "doubtful":
-the checks cannot see events nsys never recorded. The checks read the typed figures (sections/integrity.Figures), never
+the checks cannot see events nsys never recorded. The checks read the typed figures (sections/capture_figures.Figures), never
 the trace: verdict(figures(trace)) is the verdict."""
 from __future__ import annotations
 
 from nsys_transfer.analysis.sections.capture_activity import API_ID_GAP_LOST
-from nsys_transfer.analysis.sections.integrity import Doubt, Figures
+from nsys_transfer.analysis.sections.capture_figures import Doubt, Figures
 
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
 # trace is called lossy (and, below, the share of lost calls the other checks estimate). Complete real traces: 0 to
@@ -115,7 +115,7 @@ CHECKS: tuple[IntegrityCheck, ...] = (CallsWithoutGpuWork(), GpuWorkWithoutCalls
 
 def verdict(f: Figures) -> dict:
     """{verdict: complete | lossy | doubtful, lost_fraction, evidence (one sentence), figures} of the figures
-    (sections/integrity.figures(trace): the figures as reported, with "cut" added)."""
+    (sections/capture_figures.figures(trace): the figures as reported, with "cut" added)."""
     fractions: list[float] = []
     reasons: list[Reason] = []
     for check in CHECKS:

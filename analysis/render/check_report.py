@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from nsys_transfer.nsys_core import nsys_messages
 
-from nsys_transfer.analysis.rules.integrity import DOUBTFUL_PREFIX
+from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.sections.capture_activity import TIMELINE_BINS
 
 

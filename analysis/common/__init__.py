@@ -1,0 +1,1 @@
+"""The analysis's shared ground, below every step: errors, intervals, CUDA API names, schema, spill files, memory."""
