@@ -164,22 +164,13 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     finally:
         for t in opened:
             t.close()
-    src = "the H200 traces bundled in reports/data/h200" if not paths else ", ".join(map(str, paths))
-    env = next((b.get("environment") for b in bench.values() if b.get("environment")), None)
-    note = (f"Traces: {src}." + (f" Throughput: unprofiled bench on {env.get('gpu')} (torch {env.get('torch')}, "
-                                 f"{env.get('cpus')} CPUs)." if env else ""))
-    if missing:
-        note += " Not drawn: " + "; ".join(missing) + "."
+    note = _note(paths, bench, missing)
     captions = {"dtoh.png": dtoh_caption(df, link_gbps or DEFAULT_LINK_GBPS, link)} if "dtoh.png" in \
         chart_map.values() else {}
     sources = {**{s: str(p) for s, p in traces.items()}, **{s: ", ".join(map(str, ps)) for s, ps in multi.items()}}
     md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts, pair, captions, also)
-    (out_dir / "report.md").write_text(md)
-    (out_dir / "report.html").write_text(render.html_page(render.results_markdown(df) if len(df) else "", df,
-                                                          chart_map, note, gpus_md, gpu_charts, pair, captions, also))
-    records = df.drop(columns=["diagnosis"], errors="ignore").astype(object).where(df.notna().drop(
-        columns=["diagnosis"], errors="ignore"), None).to_dict("records")  # a figure nothing gives: null, never NaN
-    (out_dir / "results.json").write_text(json.dumps(records, indent=2, default=float) + "\n")
+    _write(out_dir, df, md, render.html_page(render.results_markdown(df) if len(df) else "", df, chart_map, note,
+                                             gpus_md, gpu_charts, pair, captions, also))
     if echo and len(df):
         click.echo(render.results_markdown(df))
         click.echo(render.results_note(df))
@@ -188,6 +179,24 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     pngs = len(chart_map) + len(gpu_charts) + (1 if pair and pair[1] else 0)
     click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {pngs} PNGs in {out_dir}")
     return df
+
+
+def _note(paths, bench: dict, missing: list[str]) -> str:
+    """The report's note: which traces, which unprofiled bench, and what could not be drawn."""
+    src = "the H200 traces bundled in reports/data/h200" if not paths else ", ".join(map(str, paths))
+    env = next((b.get("environment") for b in bench.values() if b.get("environment")), None)
+    note = (f"Traces: {src}." + (f" Throughput: unprofiled bench on {env.get('gpu')} (torch {env.get('torch')}, "
+                                 f"{env.get('cpus')} CPUs)." if env else ""))
+    return note + (" Not drawn: " + "; ".join(missing) + "." if missing else "")
+
+
+def _write(out_dir: Path, df: pd.DataFrame, md: str, html: str) -> None:
+    """report.md, report.html and results.json (a figure nothing gives: null, never NaN)."""
+    (out_dir / "report.md").write_text(md)
+    (out_dir / "report.html").write_text(html)
+    records = df.drop(columns=["diagnosis"], errors="ignore").astype(object).where(df.notna().drop(
+        columns=["diagnosis"], errors="ignore"), None).to_dict("records")
+    (out_dir / "results.json").write_text(json.dumps(records, indent=2, default=float) + "\n")
 
 
 def _draw(df, stages, summaries, timeline_items, out_dir: Path, link_gbps, link) -> tuple[dict[str, str], list[str]]:

@@ -36,9 +36,23 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
     its output the run record beside it keeps) and nothing explains it, nor when the run record holds nsys errors
     (other warnings are shown only)."""
     f = result["figures"]
-    d = f["diagnostics"]
     messages = record_messages(record) if record is not None else []
-    doubted = record_doubts(messages, d.get("doubts", []))
+    verdict, L = _verdict_lines(result, path, record_doubts(messages, f["diagnostics"].get("doubts", [])))
+    L += _capture_lines(f) + _timeline_lines(f["timeline"]) + _nsys_lines(f["diagnostics"])
+    trusted = verdict == "complete"
+    if record is not None:
+        L.append(f"  run record {record_path}: " + (f"{len(messages)} nsys message(s)" if messages
+                                                     else "no nsys warnings or errors"))
+        for m in messages[:20]:
+            L.append(f"    nsys {m.get('kind', 'message')} ({m.get('stage', '?')}): {m['text']}")
+        if any(m.get("kind") == "error" for m in messages):
+            trusted = False
+    L.append(f"  => {'trusted' if trusted else 'NOT to be trusted'}")
+    return "\n".join(L), trusted
+
+
+def _verdict_lines(result: dict, path: str, doubted: list[dict]) -> tuple[str, list[str]]:
+    """The verdict (doubtful where nsys's console output questions rows that pass) and its two lines."""
     verdict, evidence = result["verdict"], result["evidence"]
     if verdict == "complete" and doubted:  # the export's rows pass, but nsys's console output questions them
         verdict = "doubtful"
@@ -46,15 +60,19 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
                     + "; ".join(f'"{m["text"]}"' for m in doubted[:4])
                     + "; the rows pass every check here, but events nsys never recorded leave no mark in them.")
     measured = " measured by the checks" if verdict == "doubtful" else ""
-    L = [f"{path}: {verdict.upper()}"
-         + (f", lost fraction {result['lost_fraction']:.1%}{measured}" if result["lost_fraction"] is not None else "")]
-    L.append(f"  {evidence}")
+    return verdict, [f"{path}: {verdict.upper()}"
+                     + (f", lost fraction {result['lost_fraction']:.1%}{measured}"
+                        if result["lost_fraction"] is not None else ""), f"  {evidence}"]
+
+
+def _capture_lines(f: dict) -> list[str]:
+    """The capture's nsys and driver, and the API calls against the GPU rows they paired with."""
     c = f["capture"]
     driver = f"on a CUDA {c['driver_cuda']} driver" if c["driver_cuda"] else "driver not recorded"
     newest = f", traces CUDA {c['nsys_newest_cuda']}" if c["nsys_newest_cuda"] else ""
-    L.append(f"  capture: nsys {c['nsys_version']}{newest}; {driver}"
-             + ("  << nsys older than the driver" if c["nsys_older_than_driver"] else ""))
-    L.append(f"  API calls vs GPU rows (paired by process and correlation id; method: {f['method']}):")
+    L = [f"  capture: nsys {c['nsys_version']}{newest}; {driver}"
+         + ("  << nsys older than the driver" if c["nsys_older_than_driver"] else ""),
+         f"  API calls vs GPU rows (paired by process and correlation id; method: {f['method']}):"]
     for kind, label in (("kernel", "kernel launches"), ("graph", "graph launches"), ("copy", "memcpy calls"),
                         ("memset", "memset calls")):
         a = f["api"][kind]
@@ -72,7 +90,13 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
     sh = f["shared_correlation_ids"]
     L.append(f"    correlation ids held by several API calls: {sh['count']:,}"
              + (" (each GPU operation joins the outermost call)" if sh["count"] else ""))
-    for tl in f["timeline"]:
+    return L
+
+
+def _timeline_lines(timeline: list[dict]) -> list[str]:
+    """Each process's GPU operations against its own CPU events over time (a capture cut short shows)."""
+    L = []
+    for tl in timeline:
         L.append(f"  process {tl['pid']}: GPU operations vs its {tl['activity'].upper()} events per second "
                  f"({TIMELINE_BINS} bins of {tl['bin_ns'] / 1e6:,.1f} ms)")
         L.append(f"    GPU ops |{_spark(tl['gpu_ops_per_s'])}| peak {max(tl['gpu_ops_per_s']):,.0f}/s, "
@@ -81,6 +105,12 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
         L.append(f"    {tl['activity']:<7} |{_spark(cpu)}| peak {max(cpu):,.0f}/s, "
                  f"{tl['cpu_events']:,} in all; after the last GPU operation: {tl['cpu_events_after']:,} "
                  f"({tl['cpu_share_after']:.1%})")
+    return L
+
+
+def _nsys_lines(d: dict) -> list[str]:
+    """What nsys itself said in the export: its event counts, messages and doubts (explained or not)."""
+    L = []
     if d["cuda_events_collected"] is not None:
         L.append(f"  nsys counted {d['cuda_events_collected']:,} CUDA events; "
                  f"the export holds {d['cuda_rows_exported']:,}")
@@ -91,13 +121,4 @@ def check_report(result: dict, path: str, record_path=None, record: dict | None 
         times = f", {x['times']} times" if x["times"] > 1 else ""
         L.append(f"  nsys doubts{whom}{times}: \"{x['said']}\" => "
                  + (f"explained: {x['explained']}" if x["explained"] else "NOT explained by the rows or nsys's log"))
-    trusted = verdict == "complete"
-    if record is not None:
-        L.append(f"  run record {record_path}: " + (f"{len(messages)} nsys message(s)" if messages
-                                                     else "no nsys warnings or errors"))
-        for m in messages[:20]:
-            L.append(f"    nsys {m.get('kind', 'message')} ({m.get('stage', '?')}): {m['text']}")
-        if any(m.get("kind") == "error" for m in messages):
-            trusted = False
-    L.append(f"  => {'trusted' if trusted else 'NOT to be trusted'}")
-    return "\n".join(L), trusted
+    return L

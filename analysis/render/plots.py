@@ -76,25 +76,38 @@ def timeline(ax, kernels: pd.DataFrame, copies: pd.DataFrame, nvtx: pd.DataFrame
                            color=palette.color(shown(key)), lw=0)
         labels.append(f"stream {s}")
         y += 1
+    labels += _nvtx_rows(ax, n, y, t0, t1)
+    _finish(ax, labels, t1 - t0, title, named, bool(len(n)))
+
+
+def _nvtx_rows(ax, n: pd.DataFrame, y: int, t0: int, t1: int) -> list[str]:
+    """The launching thread's NVTX ranges from row y up, a row per depth (the first three), named where wide; their
+    rows' labels."""
+    labels = []
     for depth in sorted(n["depth"].unique())[:3] if len(n) else []:
         for r in n[n["depth"] == depth].itertuples():
             a, b = max(r.start_ns, t0), min(r.end_ns, t1)
-            ax.broken_barh([(ms(a), (b - a) / 1e6)], (y, 0.8), facecolor=palette.NVTX_COLOR if depth else
+            ax.broken_barh([((a - t0) / 1e6, (b - a) / 1e6)], (y, 0.8), facecolor=palette.NVTX_COLOR if depth else
                            palette.NVTX_OUTER, lw=0.5, edgecolor="#777777", hatch="///" if depth else None)
             if (b - a) / (t1 - t0) > 0.06:  # the name, as much of it as the bar holds (~6 px a letter at 7 pt)
-                ax.text(ms((a + b) / 2), y + 0.4, r.name[:int(170 * (b - a) / (t1 - t0))], ha="center", va="center", fontsize=7,
-                        bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
+                ax.text(((a + b) / 2 - t0) / 1e6, y + 0.4, r.name[:int(170 * (b - a) / (t1 - t0))], ha="center",
+                        va="center", fontsize=7, bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
         labels.append(f"NVTX depth {depth}")
         y += 1
+    return labels
+
+
+def _finish(ax, labels: list[str], span_ns: int, title: str, named: list[str], nvtx: bool) -> None:
+    """The rows' labels, the axes, the title and the legend (what is drawn, and the NVTX ranges where there are)."""
     ax.set_yticks(np.arange(len(labels)) + 0.4)
     ax.set_yticklabels(labels, fontsize=8)
-    ax.set_xlim(0, (t1 - t0) / 1e6)
+    ax.set_xlim(0, span_ns / 1e6)
     ax.set_ylim(-0.1, max(len(labels), 1) - 0.1)
     ax.set_xlabel("time (ms)")
     ax.set_title(title, fontsize=10, loc="left")
     handles = [_box(key) for key in named]
     names = [palette.key_label(key) for key in named]
-    if len(n):
+    if nvtx:
         handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=palette.NVTX_COLOR, edgecolor="#777777", hatch="///"))
         names.append("NVTX range (CPU)")
     ax.legend(handles, names, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False)
