@@ -71,14 +71,19 @@ def run_workload(args: list, python: str, timeout: float) -> dict:
     return {"batches_per_s": rec["throughput"]["steps_per_s"], "integrity": verdict}
 
 
+def program_env() -> dict:
+    """The environment of every run of a program, profiled or not: the checkout importable, offline, each batch's
+    outputs checked (NSYS_TRANSFER_VERIFY)."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NSYS_TRANSFER_VERIFY": "1", "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false"}
+
+
 def run_once(program: str, args: list, python: str, timeout: float) -> dict:
     """One run: its RESULT record, and the pipeline's integrity verdict when it printed one."""
     if program == "workloads":
         return run_workload(args, python, timeout)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NSYS_TRANSFER_VERIFY": "1", "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run([python, str(ROOT / "tests" / "programs" / f"{program}.py"), "--device", "cuda", *args],
-                       capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+                       capture_output=True, text=True, timeout=timeout, env=program_env(), cwd=ROOT)
     lines = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
     if r.returncode != 0 or not lines:
         return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
@@ -93,14 +98,12 @@ def capture(name: str, variant: str, python: str, timeout: float) -> Path | None
     prog, args = CASES[name][variant]
     base = CAPTURES / f"{name}_{variant}"
     base.parent.mkdir(parents=True, exist_ok=True)
-    # the program the unprofiled runs measured (its outputs checked too), in a capture light enough to time it: CPU
-    # sampling with stacks slowed image_loop_fixed to 0.66 of its unprofiled pace and image_loop to 0.95
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "NSYS_TRANSFER_VERIFY": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+    # the program the unprofiled runs measured (program_env: its outputs checked too), in a capture light enough to
+    # time it: CPU sampling with stacks slowed image_loop_fixed to 0.66 of its unprofiled pace and image_loop to 0.95
     cmd = [python, "-m", "nsys_transfer", "run", "-o", str(base), "--force", "--sample", "none",
            "--python-backtrace", "none", "--", python,
            str(ROOT / "tests" / "programs" / f"{prog}.py"), "--device", "cuda", *args, *CAPTURE_SIZES[name]]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=program_env(), cwd=ROOT)
     out = base.with_suffix(".sqlite")
     if r.returncode != 0 or not out.exists():
         print(f"  {name} {variant}: capture failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)

@@ -205,6 +205,11 @@ def idle_of(ctx: Context, cause: str) -> pd.DataFrame:
     return t[t["cause"] == cause] if len(t) else t
 
 
+def idle_by_subject(rows: pd.DataFrame, missing: str = "") -> pd.Series:
+    """Idle ns of attribution rows per subject (a missing subject named `missing`), largest first."""
+    return rows.groupby(rows["subject"].fillna(missing))["idle_ns"].sum().sort_values(ascending=False)
+
+
 def devices(ctx: Context) -> dict:
     """The idle section's details per device (empty without one)."""
     return (ctx.summary.get("idle") or {}).get("devices", {})

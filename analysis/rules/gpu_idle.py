@@ -11,7 +11,7 @@ from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
 from nsys_transfer.analysis.sections.cpu_work import PROFILER
-from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, us, calls_text, idle_of, devices, calls_of
+from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, us, calls_text, idle_of, idle_by_subject, devices, calls_of
 from nsys_transfer.analysis.rules.output import pipeline_waits
 
 
@@ -27,7 +27,7 @@ class InputBound(Rule[Context]):
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
-        by_subject = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
+        by_subject = idle_by_subject(rows)
         calls = calls_of(ctx, "input_calls")
         starved = sum(d.get("loader_starved_ns", 0) for d in devices(ctx).values())
         workers = ctx.program.get("dataloader_workers") or {}
@@ -308,7 +308,7 @@ class HostSleep(Rule[Context]):
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
-        by = rows.groupby(rows["subject"].fillna(""))["idle_ns"].sum().sort_values(ascending=False)
+        by = idle_by_subject(rows)
         where = f" inside '{by.index[0]}'" if by.index[0] else ""
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
               f"thread slept{where} (off the CPU: in a sleep call, or switched out by the scheduler outside any call "
@@ -332,7 +332,7 @@ class CommWait(Rule[Context]):
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
-        by = rows.groupby(rows["subject"].fillna("?"))["idle_ns"].sum().sort_values(ascending=False)
+        by = idle_by_subject(rows, "?")
         inside = ", ".join(f"{name} {ms(ns)}" for name, ns in by.head(4).items())
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
               f"thread waited in communication ({inside})")

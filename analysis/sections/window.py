@@ -136,9 +136,7 @@ def part(trace: Trace, window_ns, opts, first_event: int | None, steady) -> dict
 def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
     """How long the output pipeline's close ran past the window's end (its last drain ends the window; the workers'
     join and the buffers' unpinning and unmapping follow, on the user's clock); None without a close there."""
-    if not len(nvtx):
-        return None
-    close = nvtx.loc[(nvtx["name"] == PIPELINE_CLOSE).to_numpy(), ["start_ns", "end_ns"]]
+    close = _named(nvtx, PIPELINE_CLOSE)
     close = close[(close["start_ns"].to_numpy() < end_ns) & (close["end_ns"].to_numpy() > end_ns)]
     return int(close["end_ns"].max()) - end_ns if len(close) else None
 
@@ -164,5 +162,10 @@ def _digest_inside(trace: Trace, window: tuple[int, int]) -> KernelDigest:
 
 def _drains(nvtx: pd.DataFrame) -> pd.DataFrame:
     """The output pipeline's drains (fixes.OutputPipeline waiting for its workers): the start and end of each."""
-    return nvtx.loc[(nvtx["name"] == PIPELINE_DRAIN).to_numpy(), ["start_ns", "end_ns"]] if len(nvtx) else \
+    return _named(nvtx, PIPELINE_DRAIN)
+
+
+def _named(nvtx: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The start and end of every range of that name (none without ranges)."""
+    return nvtx.loc[(nvtx["name"] == name).to_numpy(), ["start_ns", "end_ns"]] if len(nvtx) else \
         pd.DataFrame({"start_ns": [], "end_ns": []}, dtype="int64")
