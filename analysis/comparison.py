@@ -11,11 +11,11 @@ SCHEMA = "nsys-transfer.verify/1"
 SAME_SPEED = 0.03      # within 3%: neither faster nor slower
 REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
 STEP_RATIO = 2.0       # step counts further apart than this: warned
-WORK_TOLERANCE = 0.10
+WORK_TOLERANCE = 0.10  # without steps, the two GPU windows compare only when the kernels' counts agree this well
 # findings that say what limits a program that has nothing left to fix: reaching them is the aim, not a regression
 LIMITS = {"gpu-bound"}
 # rules whose subject is what the finding is about (a copy direction, a range): never paired across subjects
-BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps"}  # without steps, the two GPU windows compare only when the kernels' counts agree this well
+BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps"}
 
 
 GENERIC_KERNELS = {"Kernel", "Kernel2", "kernel", "Kernel3"}
