@@ -24,7 +24,16 @@ from nsys_transfer.fixes.tree import flatten
 from nsys_transfer.fixes.workers import WorkerPool
 
 
-AUTO_FIRST = 2  # workers="auto": the workers forked with the buffers; the backlog adds the rest
+# worker processes forked with the buffers, then one more per batch up to `workers` (auto: while batches wait): a
+# fork of a CUDA program took 15-33 ms on the H200, and eight at the first submit took 147 ms of the loop's thread
+FIRST_WORKERS = 2
+
+
+def _indexed(device: torch.device) -> torch.device:
+    """cuda -> cuda:N (the current device): a tensor's device always has its index."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def spare_cores() -> int:
@@ -56,8 +65,11 @@ class OutputPipeline:
     loop's rate, the outputs' and what the workers can take. workers="auto": two workers first, then one more
     whenever batches wait for a worker, up to the cores this process may use less two (buffers: that many + 2,
     of which only those in use are ever touched).
-    Worker processes are forked when the buffers are made (first submit, or __enter__ with like=): process needs no
-    pickling, and must not use CUDA. like= takes tensors on the outputs' device or meta tensors with device=."""
+    Worker processes are forked from the loop's thread: two when the buffers are made (first submit, or __enter__
+    with like=), then one per submitted batch up to `workers` (split=k: k first); process needs no pickling, and must
+    not use CUDA. like= takes tensors on the outputs' device or meta tensors with device=. The copy stream is made
+    at __enter__ where the device is known (like=, device=, or CUDA already in use): made later, while the GPU
+    computes, it waits for the GPU to go idle."""
 
     def __init__(self, process: Callable, workers: int | str = 8, *, buffers: int | None = None, split: int = 1,
                  threads: bool = False, tensors: bool = False, verify: bool = False, like=None, device=None,
@@ -87,13 +99,37 @@ class OutputPipeline:
     # -- the loop's side ---------------------------------------------------------------------------------------
     def __enter__(self) -> "OutputPipeline":
         self._stops.install()
-        if self.like is not None:
-            try:
+        try:
+            if self.like is not None:
                 self._start(*flatten(self.like))
-            except BaseException:  # __exit__ will not run: stop what was started, unpin what was pinned
-                self.abort()
-                raise
+            else:
+                self._copier = self._early_copier()
+        except BaseException:  # __exit__ will not run: stop what was started, unpin what was pinned
+            self.abort()
+            raise
         return self
+
+    def _early_copier(self) -> CudaCopier | None:
+        """The copier for the device the outputs will likely be on, made before the first batch runs: torch makes its
+        stream pool with the first stream, and at the first submit that took 128 stream creations, 120 ms in a capture
+        on the H200, one of them waiting for the batch to finish. None where CUDA is not in use yet."""
+        device = self.device
+        if device is None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            current = torch.cuda.current_device()
+            has_context = getattr(torch._C, "_cuda_hasPrimaryContext", lambda index: False)
+            if has_context(current):  # never a new CUDA context on a GPU the program does not use
+                device = torch.device("cuda", current)
+        if device is None or device.type != "cuda":
+            return None
+        return CudaCopier(_indexed(device), self.n_buffers, self.split)
+
+    def _copier_for(self, cuda: torch.device | None):
+        """The copier made at __enter__ when it is for this device, else a new one."""
+        if cuda is None:
+            return CpuCopier(self.n_buffers)
+        if isinstance(self._copier, CudaCopier) and self._copier.device == _indexed(cuda):
+            return self._copier
+        return CudaCopier(_indexed(cuda), self.n_buffers, self.split)
 
     def submit(self, batch_id: int, outputs) -> None:
         """Hand one batch's outputs over; returns once their copy is queued (after a free buffer, if all are full)."""
@@ -116,8 +152,8 @@ class OutputPipeline:
         with nvtx_range(QUEUE_OUTPUT):
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
         self.submitted += 1
-        if self.auto:
-            self._pool.grow()  # here, on the loop's thread (WorkerPool.grow says why)
+        if self.auto or self.submitted > 1:  # the first submit forked the first workers; on the loop's thread (grow says why)
+            self._pool.grow(backlog_only=self.auto)
         self.pace.batches = self.submitted
 
     def _bounds(self, leaves) -> list[tuple[int, int]]:
@@ -138,9 +174,9 @@ class OutputPipeline:
         self._tree = tree
         self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None,
                                 device=cuda)
-        self._copier = CudaCopier(cuda, self.n_buffers, self.split) if cuda else CpuCopier(self.n_buffers)
+        self._copier = self._copier_for(cuda)
         delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
-        first = min(AUTO_FIRST, self.n_workers) if self.auto else self.n_workers
+        first = self.n_workers if self.threads and not self.auto else min(self.n_workers, max(FIRST_WORKERS, self.split))
         self._pool = WorkerPool(delivery, first, self.n_buffers, self.threads, self.name, grow=self.n_workers)
         self.pace.workers = first
         self._monitor = threading.Thread(target=self._watch, name=f"{self.name}-monitor", daemon=True)

@@ -76,7 +76,7 @@ class WorkerPool:
     over (pickled for processes). `completed` lists (batch id, [result of each part]) of every batch whose parts are
     all done; `busy_s` the seconds the workers spent in handle for them. Processes are forked: handle needs no
     pickling, and must not use CUDA. grow=m: start with n workers; grow() adds one, up to m, while more slices wait
-    than there are workers (the backlog sizes the pool). Call grow() from the thread that made the pool: a worker
+    than there are workers (the backlog sizes the pool), or at every call. Call grow() from the thread that made the pool: a worker
     forked from another thread is tied to that thread's life (Linux's parent-death signal follows the thread), and
     on the H200 such workers held every close for its 5 s grace."""
 
@@ -130,10 +130,12 @@ class WorkerPool:
             self._wait(lambda: self.in_q.put((batch_id, payload, k, parts, extra), timeout=POLL_S), queue.Full)  # noqa: B023
         self._handed += parts
 
-    def grow(self) -> None:
-        """One more worker, up to `most`, when more slices wait than there are workers."""
+    def grow(self, backlog_only: bool = True) -> None:
+        """One more worker, up to `most`: when more slices wait than there are workers, or (backlog_only=False) at
+        every call (a pool of a known size, forked a worker at a time so that no one fork holds the caller long)."""
         self.collect()
-        if len(self.workers) < self.most and self._handed - self._done > len(self.workers):
+        waiting = self._handed - self._done > len(self.workers)
+        if len(self.workers) < self.most and (waiting or not backlog_only):
             self._add_worker()
 
     def get_free(self, check: Callable = lambda: None) -> int:

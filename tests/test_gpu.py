@@ -66,3 +66,20 @@ def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
         ranks = analyze_ranks([t])
     assert sorted(ranks.devices["device"]) == list(range(n))
     assert (ranks.devices["dtoh_bytes"] > 0).all()
+
+
+def test_output_pipeline_sets_up_its_cuda_side_before_the_first_batch():
+    """With CUDA in use, __enter__ makes the copy stream (made at the first submit, it waited for the GPU to finish
+    that batch); each buffer is pinned at its first use, none ahead; every batch arrives intact."""
+    from nsys_transfer.fixes import OutputPipeline
+    from nsys_transfer.fixes.copier import CudaCopier
+    x = torch.ones(1 << 20, device="cuda")
+    with OutputPipeline(lambda i, a: None, workers=2, buffers=4, verify=True) as pipe:
+        early = pipe._copier
+        assert isinstance(early, CudaCopier) and early.device == x.device
+        pipe.submit(0, x * 0)
+        assert pipe._copier is early and len(pipe._slots.registered) == 1
+        pipe.flush()
+        pipe.submit(1, x * 1)
+        assert len(pipe._slots.registered) == 1  # slot 0 came back: no other slot was touched
+    assert pipe.report().ok and pipe.report().processed == 2
