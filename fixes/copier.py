@@ -36,11 +36,14 @@ class CudaCopier:
         self.device = device
         self.stream = torch.cuda.Stream(device)
         self.events = [torch.cuda.Event() for _ in range(n_slots)]
-        self.sums = torch.zeros((n_slots, max_parts), dtype=torch.int64, pin_memory=True)
+        with torch.inference_mode(False):  # a normal tensor: written to in and out of inference mode alike
+            self.sums = torch.zeros((n_slots, max_parts), dtype=torch.int64, pin_memory=True)
         self.unsafe = False  # test hook: hand a slot over before its copy finished (the checksums must catch it)
+        self.copied = False
 
     def copy(self, slot: int, leaves, views, bounds, verify: bool) -> None:
         """Queue the copy of `leaves` into `views` (slot `slot`) and its checksums; returns at once."""
+        self.copied = True
         compute = torch.cuda.current_stream(self.device)
         sums = torch.stack(part_checksums(leaves, bounds)) if verify else None
         self.stream.wait_stream(compute)
@@ -63,8 +66,10 @@ class CudaCopier:
         return sum(int(x) for x in self.sums[slot, :parts].tolist()) & MASK64
 
     def finish(self) -> None:
-        """Wait until no copy is in flight (before the slots are unpinned)."""
-        self.stream.synchronize()
+        """Wait until no copy is in flight (before the slots are unpinned); nothing to wait for before the first (a
+        copier made at __enter__: a sticky CUDA error raised here would hide the program's own)."""
+        if self.copied:
+            self.stream.synchronize()
 
 
 class CpuCopier:

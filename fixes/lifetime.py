@@ -6,6 +6,7 @@ SIGTERM's default action) leaves them running for ever. Linux's parent-death sig
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -37,11 +38,28 @@ def die_with_parent(parent_pid: int, name: str | None = None) -> None:
         os._exit(1)
 
 
+STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def stops_held():
+    """SIGINT and SIGTERM held back from this thread while it forks a worker: a stop landing in the child before
+    worker_started() would run the parent's handler there and print the worker's traceback. The parent gets a stop
+    held here as soon as the block ends (or at once on another of its threads); the child at worker_started()."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def worker_started(parent_pid: int, name: str) -> None:
     """die_with_parent, and Ctrl-C ignored: it reaches the whole foreground group, and the main process stops its
-    workers itself (a KeyboardInterrupt here would print a worker's traceback)."""
+    workers itself (a KeyboardInterrupt here would print a worker's traceback). Then the stops the fork held back
+    (stops_held) are let in: SIGTERM ends the worker, SIGINT is ignored."""
     die_with_parent(parent_pid, name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
 
 
 def _prctl():

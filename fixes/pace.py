@@ -28,7 +28,19 @@ class Pace:
     workers: int = 0
     processed: int = 0     # batches the workers finished
     busy_s: float = 0.0    # the seconds the workers spent on them
+    added: list = field(default_factory=list)  # when each worker started, on the pace's clock
     _clock: object = field(default=time.monotonic, repr=False)
+
+    def add_workers(self, n: int) -> None:
+        """n more workers from now: their busy share counts from when they started (a pool forked a few at a time)."""
+        self.added += [self._clock()] * n
+        self.workers += n
+
+    def worker_s(self, span: float) -> float:
+        """The seconds the workers could work in the span: each from its start (or the span's)."""
+        if not self.added or self.first is None or self.last is None:
+            return self.workers * span
+        return sum(max(0.0, self.last - max(t, self.first)) for t in self.added)
 
     def started(self) -> float:
         """Now, on the pace's clock; the first call starts the span."""
@@ -70,7 +82,8 @@ class Pace:
         # have not landed): the outputs set the pace only where the workers were busy most of the span
         behind = self.wait_s > OUTPUT_SIDE * span or (can is not None and loop is not None and can < loop) or \
             bool(per and self.drain_s > BACKLOG_DRAIN * per)
-        busy = self.busy_s / (self.workers * span) if self.workers and span and self.processed else None
+        capacity_s = self.worker_s(span) if self.workers and span else 0.0
+        busy = self.busy_s / capacity_s if capacity_s > 0 and self.processed else None
         side = None if not span else "outputs" if behind and (busy is None or busy >= SATURATED) else "loop"
         return {"batches": self.batches, "span_s": round(span, 4), "buffer_wait_s": round(self.wait_s, 4),
                 "drain_s": round(self.drain_s, 4), "loop_per_s": loop and round(loop, 3),

@@ -62,12 +62,12 @@ class OutputPipeline:
     post-processing, nothing shared). verify=True: every batch's bytes are checksummed on the device and again in
     the worker; report() says whether each batch arrived exactly once, intact (NSYS_TRANSFER_VERIFY=1 turns it on
     for every pipeline without a code change, and each then prints its verdict when it closes), and its `pace`: the
-    loop's rate, the outputs' and what the workers can take. workers="auto": two workers first, then one more
+    loop's rate, the outputs' and what the workers can take. workers="auto": two workers first (split=k: k), then one more
     whenever batches wait for a worker, up to the cores this process may use less two (buffers: that many + 2,
     of which only those in use are ever touched).
-    Worker processes are forked from the loop's thread: two when the buffers are made (first submit, or __enter__
-    with like=), then one per submitted batch up to `workers` (split=k: k first); process needs no pickling, and must
-    not use CUDA. like= takes tensors on the outputs' device or meta tensors with device=. The copy stream is made
+    Worker processes are forked from the loop's thread: two at the first submit (split=k: k), then one per submitted
+    batch up to `workers`; all of them at __enter__ with like= (the set-up done before the loop). process needs no
+    pickling, and must not use CUDA. like= takes tensors on the outputs' device or meta tensors with device=. The copy stream is made
     at __enter__ where the device is known (like=, device=, or CUDA already in use): made later, while the GPU
     computes, it waits for the GPU to go idle."""
 
@@ -101,7 +101,7 @@ class OutputPipeline:
         self._stops.install()
         try:
             if self.like is not None:
-                self._start(*flatten(self.like))
+                self._start(*flatten(self.like), eager=True)
             else:
                 self._copier = self._early_copier()
         except BaseException:  # __exit__ will not run: stop what was started, unpin what was pinned
@@ -123,13 +123,23 @@ class OutputPipeline:
             return None
         return CudaCopier(_indexed(device), self.n_buffers, self.split)
 
+    def _cuda_device(self, leaves) -> torch.device | None:
+        """The one GPU the outputs (or device=) are on, with its index; None on the CPU. LayoutError for two."""
+        devices = {_indexed(t.device) for t in leaves if t.device.type != "meta"}
+        devices |= {_indexed(self.device)} if self.device else set()
+        cuda = {d for d in devices if d.type == "cuda"}
+        if len(cuda) > 1:
+            raise LayoutError(f"the outputs are on {len(cuda)} GPUs ({', '.join(sorted(map(str, cuda)))}): one "
+                              "pipeline copies from one; move them to one device, or use a pipeline per device")
+        return cuda.pop() if cuda else None
+
     def _copier_for(self, cuda: torch.device | None):
         """The copier made at __enter__ when it is for this device, else a new one."""
         if cuda is None:
             return CpuCopier(self.n_buffers)
-        if isinstance(self._copier, CudaCopier) and self._copier.device == _indexed(cuda):
+        if isinstance(self._copier, CudaCopier) and self._copier.device == cuda:
             return self._copier
-        return CudaCopier(_indexed(cuda), self.n_buffers, self.split)
+        return CudaCopier(cuda, self.n_buffers, self.split)
 
     def submit(self, batch_id: int, outputs) -> None:
         """Hand one batch's outputs over; returns once their copy is queued (after a free buffer, if all are full)."""
@@ -153,7 +163,9 @@ class OutputPipeline:
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
         self.submitted += 1
         if self.auto or self.submitted > 1:  # the first submit forked the first workers; on the loop's thread (grow says why)
+            before = len(self._pool.workers)
             self._pool.grow(backlog_only=self.auto)
+            self.pace.add_workers(len(self._pool.workers) - before)
         self.pace.batches = self.submitted
 
     def _bounds(self, leaves) -> list[tuple[int, int]]:
@@ -163,22 +175,23 @@ class OutputPipeline:
         n = rows.pop()
         return [b for b in part_bounds(n, min(self.split, n)) if b[1] > b[0]] or [(0, 0)]
 
-    def _start(self, leaves, tree) -> None:
-        """The buffers, the copier, the workers and the monitor thread, sized for these outputs."""
+    def _start(self, leaves, tree, eager: bool = False) -> None:
+        """The buffers, the copier, the workers and the monitor thread, sized for these outputs. eager (like=, at
+        __enter__, before the loop: nothing to overlap): every worker forked and two slots pinned now."""
         if not leaves:
             raise LayoutError("the outputs hold no tensor")
         if not self.tensors and any(t.dtype == torch.bfloat16 for t in leaves):
             raise LayoutError("bfloat16 outputs have no NumPy dtype: pass tensors=True (process gets torch tensors)")
-        devices = {t.device for t in leaves if t.device.type != "meta"} | ({self.device} if self.device else set())
-        cuda = next((d for d in devices if d.type == "cuda"), None)
+        cuda = self._cuda_device(leaves)
         self._tree = tree
         self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None,
-                                device=cuda)
+                                device=cuda, eager=eager)
         self._copier = self._copier_for(cuda)
         delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
-        first = self.n_workers if self.threads and not self.auto else min(self.n_workers, max(FIRST_WORKERS, self.split))
+        first = self.n_workers if eager or (self.threads and not self.auto) else \
+            min(self.n_workers, max(FIRST_WORKERS, self.split))
         self._pool = WorkerPool(delivery, first, self.n_buffers, self.threads, self.name, grow=self.n_workers)
-        self.pace.workers = first
+        self.pace.add_workers(first)
         self._monitor = threading.Thread(target=self._watch, name=f"{self.name}-monitor", daemon=True)
         self._monitor.start()
 

@@ -7,12 +7,12 @@ copy into it is then pageable. Within one process (threads) a slot is plain pinn
 pinned.
 
 Set-up is kept off the loop's critical path: a mapping costs nothing until it is touched (no file in /dev/shm to
-fill with posix_fallocate: 0.6 s for 10 x 352 MB on the H200), and each slot is pinned at its first use, not all of
-them before the first copy (with slots to spare, as with workers="auto", only those used are ever pinned). A pin
-holds the CUDA driver's lock for its whole length (48 ms for 101 MB on the H200): the loop's CUDA calls wait for it
-whichever thread pins. So no slot is pinned ahead: at the first submit, the next slot's pin had made the loop's
-set-up 48 ms longer while the GPU, done with the first batch, idled; later, a slot's first use falls in a batch the
-GPU is computing. Slot 0 is pinned on a thread of its own while the loop's thread forks the first workers."""
+fill with posix_fallocate: 0.6 s for 10 x 352 MB on the H200), and the slots are pinned one ahead of their first use
+on a thread of their own, not all of them before the first copy (with slots to spare, as with workers="auto", only
+those used and the one after them are ever pinned). Made at the first submit, only slot 0 is pinned then: slot 1's
+pin, started with it, held the set-up's own CUDA calls 48 ms (a pin holds the driver's lock for its length) while
+the GPU, done with the first batch, idled; it starts at the second fill instead. Made ahead of the loop (eager),
+slots 0 and 1 are pinned at once."""
 from __future__ import annotations
 
 import mmap
@@ -24,6 +24,7 @@ import torch
 from nsys_transfer.fixes.errors import HostBufferError, LayoutError
 
 HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
+PIN_AHEAD = 1  # slots pinned ahead of the one about to be filled
 ALIGN = 64  # bytes: every tensor starts on a cache line, so any dtype's view is aligned
 
 
@@ -67,19 +68,21 @@ class Layout:
 class HostSlots:
     """n slots of `layout.nbytes` bytes: shared (for worker processes) and/or pinned (for a GPU)."""
 
-    def __init__(self, layout: Layout, n: int, shared: bool, pin: bool, device=None):
+    def __init__(self, layout: Layout, n: int, shared: bool, pin: bool, device=None, eager: bool = False):
         self.layout, self.registered = layout, []
         self._size, self._pin_private = max(layout.nbytes, ALIGN), pin
         if shared:
             _check_memory(n * self._size, n)
         # shared: made now (forked workers must inherit them), untouched until used; private: made on first use
         self.flat = [self._one(self._size, shared, pin) if shared else None for _ in range(n)]
-        # pinned by a thread of its own, with the outputs' device current (a new thread's is GPU 0: a context there for
-        # every rank of a job); slot 0 from now, while the loop's thread forks the first workers
+        # pinned by a thread of its own, one slot ahead of its first use, with the outputs' device current (a new
+        # thread's is GPU 0: a context there for every rank of a job)
         self._pinning: dict[int, Future] = {}
         self._pinner = (ThreadPoolExecutor(1, thread_name_prefix="pin-buffers", initializer=_use_device,
                                            initargs=(device,)) if pin and shared else None)
-        self._pin(0)
+        self._fills = 0
+        for slot in range(PIN_AHEAD + 1 if eager else 1):
+            self._pin(slot)
 
     def _one(self, size: int, shared: bool, pin: bool) -> torch.Tensor:
         try:
@@ -97,12 +100,16 @@ class HostSlots:
 
     def ready(self, slot: int) -> None:
         """Slot `slot` made (a private one, on its first use) and pinned before its first copy (waiting for its
-        pinning). HostBufferError where pinning was refused."""
+        pinning if it is still under way), and from the second fill on the next slot's pinning started.
+        HostBufferError where pinning was refused."""
         if self.flat[slot] is None:
             self.flat[slot] = self._one(self._size, False, self._pin_private)
         if self._pinner is None:
             return
         self._pin(slot)
+        if self._fills:  # not at the first: its set-up would wait for that pin (the module's docstring)
+            self._pin(slot + PIN_AHEAD)
+        self._fills += 1
         self._pinning[slot].result()
 
     def _register(self, flat: torch.Tensor) -> None:

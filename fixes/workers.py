@@ -19,7 +19,7 @@ import torch
 import torch.multiprocessing as mp
 
 from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
-from nsys_transfer.fixes.lifetime import worker_started
+from nsys_transfer.fixes.lifetime import stops_held, worker_started
 
 POLL_S = 0.2
 SIGTERM_GRACE_S = 0.2  # a worker killed by SIGTERM: time for the same signal to reach this process, if it was sent
@@ -104,9 +104,13 @@ class WorkerPool:
         i, name = len(self.workers), self.name
         args = (i, name, None if self.threads else os.getpid(), self._handle, self.in_q, self.free_q, self.result_q,
                 self.counters)
-        w = (threading.Thread(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True) if self.threads
-             else self._ctx.Process(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True))
-        w.start()
+        if self.threads:
+            w = threading.Thread(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True)
+            w.start()
+        else:
+            w = self._ctx.Process(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True)
+            with stops_held():
+                w.start()
         self.workers.append(w)
 
     def check_alive(self) -> None:

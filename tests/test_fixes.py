@@ -200,6 +200,68 @@ def test_worker_processes_are_forked_two_first_then_one_a_batch():
         assert len(threads._pool.workers) == 4
 
 
+def test_with_like_every_worker_is_forked_at_enter():
+    """like=: the set-up is done before the loop (nothing to overlap there), every worker forked at __enter__."""
+    with OutputPipeline(lambda i, a: None, workers=4, like=torch.zeros(8)) as pipe:
+        assert len(pipe._pool.workers) == 4
+        pipe.submit(0, torch.zeros(8))
+    assert pipe.report().processed == 1
+
+
+def _mask(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(x.split()[1] for x in f if x.startswith(field + ":")), 16)
+
+
+def test_a_worker_is_forked_with_stops_held_and_lets_them_in_once_started():
+    """A stop landing between the fork and the worker's own handlers would print its traceback: the fork holds SIGINT
+    and SIGTERM back; the worker, started, ignores SIGINT and lets SIGTERM in; the loop's thread has them back."""
+    bits = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    with OutputPipeline(lambda i, a: None, workers=2) as pipe:
+        pipe.submit(0, torch.zeros(8))
+        pipe.flush()
+        pids = [w.pid for w in pipe._pool.workers]
+        deadline = time.monotonic() + 5
+        while not all(_mask(p, "SigIgn") & (1 << (signal.SIGINT - 1)) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_mask(p, "SigBlk") & bits == 0 for p in pids)
+        assert all(_mask(p, "SigIgn") & (1 << (signal.SIGINT - 1)) for p in pids)
+    assert not set(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT, signal.SIGTERM}
+
+
+def test_the_pace_counts_each_worker_from_its_start():
+    """Workers forked a few at a time: their busy share is over the seconds each could work, not the final count times
+    the span (2 from 0 s and 1 from 5 s of a 10 s span: 25 worker-seconds; 16 s busy is 64%, saturated, so a
+    loop that waited on them is paced by the outputs; over 3 x 10 s it would read 53% and blame the loop)."""
+    from nsys_transfer.fixes.pace import Pace
+    now = [0.0]
+    pace = Pace(_clock=lambda: now[0])
+    pace.started()
+    pace.add_workers(2)
+    now[0] = 5.0
+    pace.add_workers(1)
+    since = pace.started()
+    now[0] = 7.0
+    pace.waited(since)
+    now[0] = 10.0
+    pace.drained(10.0)
+    pace.batches, pace.processed, pace.busy_s = 10, 10, 16.0
+    assert pace.worker_s(10.0) == 25.0 and pace.workers == 3
+    assert pace.as_dict()["paced_by"] == "outputs"
+
+
+def test_the_analysis_reads_the_latest_pace_of_a_growing_pool():
+    """A warm-up flush before the pool has all its workers leaves a mark with fewer: the one with most is the latest."""
+    import types
+    import pandas as pd
+    from nsys_transfer.analysis.rules.output import pace_in_trace
+    from nsys_transfer.nsys_core.contracts import PIPELINE_PACE
+    names = [PIPELINE_PACE.format(workers=3, ms_per_batch=100.0), "copy to CPU",
+             PIPELINE_PACE.format(workers=8, ms_per_batch=120.0)]
+    ctx = types.SimpleNamespace(tables={"nvtx_summary": pd.DataFrame({"name": names})})
+    assert pace_in_trace(ctx) == (8, 120.0)
+
+
 class Corrupting(OutputPipeline):
     """A buffer overwritten between the copy and the worker (what a copy that has not landed looks like)."""
 

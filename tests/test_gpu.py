@@ -70,7 +70,8 @@ def test_capture_of_every_gpu_is_analysed_per_device(tmp_path):
 
 def test_output_pipeline_sets_up_its_cuda_side_before_the_first_batch():
     """With CUDA in use, __enter__ makes the copy stream (made at the first submit, it waited for the GPU to finish
-    that batch); each buffer is pinned at its first use, none ahead; every batch arrives intact."""
+    that batch); the first submit pins its own buffer and no other; every batch arrives intact."""
+    import time
     from nsys_transfer.fixes import OutputPipeline
     from nsys_transfer.fixes.copier import CudaCopier
     x = torch.ones(1 << 20, device="cuda")
@@ -80,6 +81,32 @@ def test_output_pipeline_sets_up_its_cuda_side_before_the_first_batch():
         pipe.submit(0, x * 0)
         assert pipe._copier is early and len(pipe._slots.registered) == 1
         pipe.flush()
+        time.sleep(0.5)  # the pin-ahead, had the first submit started one, has long finished
+        assert len(pipe._slots.registered) == 1
         pipe.submit(1, x * 1)
-        assert len(pipe._slots.registered) == 1  # slot 0 came back: no other slot was touched
+    assert pipe.report().ok and pipe.report().processed == 2
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_output_pipeline_refuses_outputs_on_two_gpus():
+    """One pipeline copies from one GPU: outputs on cuda:1 with device=cuda:0 get one clear error, not a copy ordered
+    after the wrong GPU's stream."""
+    from nsys_transfer.fixes import LayoutError, OutputPipeline
+    with pytest.raises(LayoutError, match="on 2 GPUs"):
+        with OutputPipeline(lambda i, a: None, workers=1, device="cuda:0") as pipe:
+            pipe.submit(0, torch.ones(8, device="cuda:1"))
+
+
+def test_output_pipeline_entered_in_inference_mode_takes_batches_outside_it():
+    """The checksum rows are made at __enter__ now: made there under inference_mode, a submit outside it would be an
+    in-place update of an inference tensor, which torch refuses."""
+    from nsys_transfer.fixes import OutputPipeline
+    with torch.inference_mode():
+        pipe = OutputPipeline(lambda i, a: None, workers=1, verify=True).__enter__()
+    try:
+        pipe.submit(0, torch.ones(8, device="cuda"))
+        with torch.inference_mode():
+            pipe.submit(1, torch.ones(8, device="cuda"))
+    finally:
+        pipe.__exit__(None, None, None)
     assert pipe.report().ok and pipe.report().processed == 2

@@ -36,7 +36,9 @@ def pace_in_trace(ctx: Context) -> tuple[int, float] | None:
     """(workers, ms of work a batch) the pipeline left in the trace at its drain (fixes.OutputPipeline); None in a
     trace without it (an older library)."""
     names = ctx.tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"]
-    return next((p for p in map(pipeline_pace, names.astype(str)) if p), None)
+    paces = [p for p in map(pipeline_pace, names.astype(str)) if p]
+    # a pool only grows (forked a few workers at a time): the mark with the most workers is its latest
+    return max(paces, key=lambda p: p[0]) if paces else None
 
 
 class OutputBound(Rule[Context]):
