@@ -41,16 +41,37 @@ def die_with_parent(parent_pid: int, name: str | None = None) -> None:
 STOPS = {signal.SIGINT, signal.SIGTERM}
 
 
+class _Held:
+    """Stops that StopSignals took while a worker was being forked and recorded: raised after (raise_held)."""
+    depth = 0
+    stops: list = []
+
+
 @contextlib.contextmanager
 def stops_held():
-    """SIGINT and SIGTERM held back from this thread while it forks a worker: a stop landing in the child before
-    worker_started() would run the parent's handler there and print the worker's traceback. The parent gets a stop
-    held here as soon as the block ends (or at once on another of its threads); the child at worker_started()."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    """SIGINT and SIGTERM held back from this thread while it forks a worker and records it: a stop landing in the
+    child before worker_started() would run the parent's handler there and print the worker's traceback, and one
+    raised in the parent between the fork and the record would leave a worker nobody stops. The child lets them in
+    at worker_started(); the parent's StopSignals keeps a stop taken meanwhile (on another thread's delivery) for
+    raise_held() after the block."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # read only: a stop handled right after a block here
+    # would leave it blocked for good. Handlers run on the main thread: only a fork there defers them
+    mine = int(threading.current_thread() is threading.main_thread())
+    _Held.depth += mine
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
         yield
-    finally:
+    finally:  # the count first: a stop pending on this thread is handled (and may raise) as soon as it is unblocked
+        _Held.depth -= mine
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def raise_held() -> None:
+    """Raise the first stop taken during stops_held(), once its block has ended."""
+    if _Held.depth == 0 and _Held.stops:
+        stop = _Held.stops[0]
+        _Held.stops.clear()
+        raise stop
 
 
 def worker_started(parent_pid: int, name: str) -> None:
@@ -59,6 +80,7 @@ def worker_started(parent_pid: int, name: str) -> None:
     (stops_held) are let in: SIGTERM ends the worker, SIGINT is ignored."""
     die_with_parent(parent_pid, name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _Held.depth = 0  # forked inside the parent's stops_held()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
 
 
@@ -108,6 +130,9 @@ class StopSignals:
     def _raise(self, signum, frame):
         quiet_children()  # torch's DataLoader would report its workers' deaths by the same signal
         self.stops.append(self.on_term(signum) if signum == signal.SIGTERM else KeyboardInterrupt())
+        if _Held.depth:  # a worker being forked: raised once it is recorded (raise_held)
+            _Held.stops.append(self.stops[-1])
+            return
         raise self.stops[-1]
 
     def raise_if_stopped(self) -> None:

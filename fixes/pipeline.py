@@ -188,7 +188,7 @@ class OutputPipeline:
                                 device=cuda, eager=eager)
         self._copier = self._copier_for(cuda)
         delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
-        first = self.n_workers if eager or (self.threads and not self.auto) else \
+        first = self.n_workers if not self.auto and (eager or self.threads) else \
             min(self.n_workers, max(FIRST_WORKERS, self.split))
         self._pool = WorkerPool(delivery, first, self.n_buffers, self.threads, self.name, grow=self.n_workers)
         self.pace.add_workers(first)
@@ -224,7 +224,6 @@ class OutputPipeline:
                 since = time.monotonic()
                 self._pool.wait(self.submitted, self.timeout_s, check=self._raise_failure)
                 self.pace.drained(since)
-                self.pace.workers = len(self._pool.workers)
                 self.pace.worked(len(self._pool.completed), self._pool.busy_s)
                 self._mark_pace()
 

@@ -19,7 +19,7 @@ import torch
 import torch.multiprocessing as mp
 
 from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
-from nsys_transfer.fixes.lifetime import stops_held, worker_started
+from nsys_transfer.fixes.lifetime import raise_held, stops_held, worker_started
 
 POLL_S = 0.2
 SIGTERM_GRACE_S = 0.2  # a worker killed by SIGTERM: time for the same signal to reach this process, if it was sent
@@ -96,9 +96,13 @@ class WorkerPool:
         self._handed = self._done = 0  # slices handed to the workers, and finished
         self._handle = handle
         self.workers: list = []
-        for _ in range(n):
-            self._add_worker()
         self.closed = False
+        try:
+            for _ in range(n):
+                self._add_worker()
+        except BaseException:  # a stop or a failed fork: the caller never gets the pool, so stop what it forked
+            self.close(graceful=False)
+            raise
 
     def _add_worker(self) -> None:
         i, name = len(self.workers), self.name
@@ -107,11 +111,13 @@ class WorkerPool:
         if self.threads:
             w = threading.Thread(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True)
             w.start()
-        else:
-            w = self._ctx.Process(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True)
-            with stops_held():
-                w.start()
-        self.workers.append(w)
+            self.workers.append(w)
+            return
+        w = self._ctx.Process(target=_worker_loop, args=args, name=f"{name}-{i}", daemon=True)
+        with stops_held():  # until it is recorded: close() and abort() stop only the workers they know
+            w.start()
+            self.workers.append(w)
+        raise_held()
 
     def check_alive(self) -> None:
         """WorkerDied or ProcessFailed naming the first worker that is gone (a waitpid per worker, no blocking)."""

@@ -191,7 +191,7 @@ def test_worker_processes_are_forked_two_first_then_one_a_batch():
             pipe.submit(i, torch.arange(8) + i)
             counts.append(len(pipe._pool.workers))
     assert counts == [2, 3, 4, 4, 4] and pipe.report().ok and pipe.report().processed == 5
-    assert pipe.report().pace["workers"] == 4
+    assert pipe.report().pace["workers"] == len(pipe.pace.added) == 4
     with OutputPipeline(lambda i, a, rows: None, workers=4, split=3) as split:
         split.submit(0, torch.zeros(6, 2))
         assert len(split._pool.workers) == 3
@@ -206,6 +206,8 @@ def test_with_like_every_worker_is_forked_at_enter():
         assert len(pipe._pool.workers) == 4
         pipe.submit(0, torch.zeros(8))
     assert pipe.report().processed == 1
+    with OutputPipeline(lambda i, a: None, workers="auto", like=torch.zeros(8)) as auto:
+        assert len(auto._pool.workers) == min(2, auto.n_workers)  # auto: the backlog sizes it, like= or not
 
 
 def _mask(pid: int, field: str) -> int:
@@ -213,20 +215,75 @@ def _mask(pid: int, field: str) -> int:
         return int(next(x.split()[1] for x in f if x.startswith(field + ":")), 16)
 
 
-def test_a_worker_is_forked_with_stops_held_and_lets_them_in_once_started():
-    """A stop landing between the fork and the worker's own handlers would print its traceback: the fork holds SIGINT
-    and SIGTERM back; the worker, started, ignores SIGINT and lets SIGTERM in; the loop's thread has them back."""
+def test_a_worker_is_forked_with_stops_held_and_lets_them_in_once_started(tmp_path, monkeypatch):
+    """A stop landing between the fork and the worker's own handlers would print its traceback: the worker starts
+    with SIGINT and SIGTERM held back, then ignores SIGINT and lets SIGTERM in; the loop's thread has them back."""
+    from nsys_transfer.fixes import workers as workers_module
     bits = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    started = workers_module.worker_started
+
+    def recording(parent_pid, name):  # in the child, before it changes anything
+        (tmp_path / str(os.getpid())).write_text(str(_mask(os.getpid(), "SigBlk")))
+        started(parent_pid, name)
+    monkeypatch.setattr(workers_module, "worker_started", recording)
     with OutputPipeline(lambda i, a: None, workers=2) as pipe:
         pipe.submit(0, torch.zeros(8))
         pipe.flush()
         pids = [w.pid for w in pipe._pool.workers]
         deadline = time.monotonic() + 5
-        while not all(_mask(p, "SigIgn") & (1 << (signal.SIGINT - 1)) for p in pids) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not all(
+                (tmp_path / str(p)).exists() and _mask(p, "SigIgn") & (1 << (signal.SIGINT - 1))
+                and not _mask(p, "SigBlk") & bits for p in pids):
             time.sleep(0.05)
+        assert all(int((tmp_path / str(p)).read_text()) & bits == bits for p in pids)
         assert all(_mask(p, "SigBlk") & bits == 0 for p in pids)
         assert all(_mask(p, "SigIgn") & (1 << (signal.SIGINT - 1)) for p in pids)
     assert not set(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT, signal.SIGTERM}
+
+
+def test_a_stop_during_a_fork_is_raised_once_the_worker_is_recorded(monkeypatch):
+    """Ctrl-C while a worker is forked: raised after the worker is in the pool's list, so the pool still stops it
+    (raised between the fork and the record, the worker would be left running). A pool whose constructor fails
+    stops the workers it had forked (the caller never gets it to close)."""
+    import multiprocessing.process
+    from nsys_transfer.fixes.lifetime import StopSignals
+    from nsys_transfer.fixes.workers import WorkerPool
+    start = multiprocessing.process.BaseProcess.start
+
+    elsewhere = threading.Event()
+    other = threading.Thread(target=elsewhere.wait, daemon=True)  # a thread that takes the signal: this one holds it
+    other.start()
+
+    def start_then_ctrl_c(self):
+        start(self)
+        signal.pthread_kill(other.ident, signal.SIGINT)  # Python runs the handler on this thread at once
+        time.sleep(0.2)
+    stops = StopSignals().install()
+    pool = WorkerPool(lambda *a: None, 1, slots=1, grow=2)
+    try:
+        monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start_then_ctrl_c)
+        with pytest.raises(KeyboardInterrupt):
+            pool.grow(backlog_only=False)
+            time.sleep(1)  # not reached: the stop is raised by grow itself
+        assert len(pool.workers) == 2 and pool.workers[1].pid
+    finally:
+        monkeypatch.undo()
+        pool.close(graceful=False)
+        stops.restore()
+        elsewhere.set()
+    assert not any(w.is_alive() for w in pool.workers)
+    forked = []
+
+    def first_only(self):
+        if forked:
+            raise OSError("fork refused")  # the second fork fails: the pool is never handed back
+        start(self)
+        forked.append(self)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", first_only)
+    with pytest.raises(OSError, match="fork refused"):
+        WorkerPool(lambda *a: None, 2, slots=1)
+    monkeypatch.undo()
+    assert len(forked) == 1 and not forked[0].is_alive()  # the pool stopped the one it had forked
 
 
 def test_the_pace_counts_each_worker_from_its_start():

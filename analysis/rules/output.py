@@ -37,7 +37,8 @@ def pace_in_trace(ctx: Context) -> tuple[int, float] | None:
     trace without it (an older library)."""
     names = ctx.tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"]
     paces = [p for p in map(pipeline_pace, names.astype(str)) if p]
-    # a pool only grows (forked a few workers at a time): the mark with the most workers is its latest
+    # a pool only grows (forked a few workers at a time): the mark with the most workers is its latest (of marks with
+    # as many, any: each is the run's average so far)
     return max(paces, key=lambda p: p[0]) if paces else None
 
 

@@ -338,8 +338,9 @@ def _stops_held(keep: bool = True):
         return
     from multiprocessing import resource_tracker  # noqa: PLC0415
     resource_tracker.ensure_running()  # first, here: started from the event loop, it would unblock them there
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
-    try:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # read only: a stop handled right after a block here
+    try:  # would leave it blocked for good
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
