@@ -38,7 +38,8 @@
 #                (--cuda-graph-trace node), managed_memory, managed_prefetch, sleepy_weights (sleepy_sampled, sleepy_ctxsw: with
 #                CPU sampling / context switches only, no OS runtime trace), seg_fast, seg_cpu_argmax,
 #                tokenize_embed, resnet_no_nvtx, compiled_server, cupy_numpy_post (issue 35; seg_cpu_argmax_nosample,
-#                tokenize_embed_nosample: the same without CPU samples or Python backtraces); TORCH_PROFILER=0 leaves
+#                tokenize_embed_nosample: the same without CPU samples or Python backtraces; hf_embed_fixed16: issue 37's
+#                16-batch run, its set-up on the clock); TORCH_PROFILER=0 leaves
 #                out its count
 #   T_TESTS=900 T_BENCH=3600 T_SCALING=2400 T_CAPTURE=600 T_PROGRAM=400 T_ANALYZE=300   seconds per command
 # Two Nsight Systems versions side by side: run the step once with each (the names carry the version's year), e.g.
@@ -80,7 +81,8 @@ T_PROGRAM=${T_PROGRAM:-400} T_ANALYZE=${T_ANALYZE:-300}
 declare -A PROGRAM_NEEDS=([hf_generate]="transformers" [torchvision_loader]="torchvision"
                           [lightning_predict]="torchvision lightning" [cuda_graph_infer]="" [cuda_graph_node]=""
                           [managed_memory]="cupy" [managed_prefetch]="cupy" [sleepy_weights]="" [sleepy_sampled]="" [sleepy_ctxsw]=""
-                          [hf_embed]="transformers" [hf_embed_fixed]="transformers" [seg_logits]="torchvision"
+                          [hf_embed]="transformers" [hf_embed_fixed]="transformers" [hf_embed_fixed16]="transformers"
+                          [seg_logits]="torchvision"
                           [seg_logits_fixed]="torchvision" [image_loop]="torchvision" [image_loop_fixed]="torchvision"
                           [seg_fast]="torchvision" [seg_cpu_argmax]="torchvision" [seg_cpu_argmax_nosample]="torchvision"
                           [tokenize_embed]="transformers tokenizers" [tokenize_embed_nosample]="transformers tokenizers"
@@ -90,6 +92,7 @@ declare -A PROGRAM_ARGS=([hf_generate]="--requests 3" [torchvision_loader]="--ba
                          [cuda_graph_node]="--requests 20" [managed_memory]="--steps 10"
                          [managed_prefetch]="--steps 10 --prefetch" [sleepy_weights]="--steps 8" [sleepy_sampled]="--steps 8"
                          [sleepy_ctxsw]="--steps 8" [hf_embed]="--batches 10" [hf_embed_fixed]="--batches 10"
+                         [hf_embed_fixed16]="--batches 16 --warmup 0"
                          [seg_logits]="--batches 10" [seg_logits_fixed]="--batches 10" [image_loop]="--batches 16"
                          [image_loop_fixed]="--batches 16" [seg_fast]="--steps 16" [seg_cpu_argmax]="--batches 10"
                          [seg_cpu_argmax_nosample]="--batches 10" [tokenize_embed]="--batches 10"
@@ -99,7 +102,7 @@ declare -A PROGRAM_ARGS=([hf_generate]="--requests 3" [torchvision_loader]="--ba
 declare -A PROGRAM_FILE=([cuda_graph_node]=cuda_graph_infer [managed_memory]=managed_memory
                          [managed_prefetch]=managed_memory [sleepy_sampled]=sleepy_weights
                          [sleepy_ctxsw]=sleepy_weights [seg_cpu_argmax_nosample]=seg_cpu_argmax
-                         [tokenize_embed_nosample]=tokenize_embed)
+                         [tokenize_embed_nosample]=tokenize_embed [hf_embed_fixed16]=hf_embed_fixed)
 # (nsys-transfer run records CPU samples, context switches and Python backtraces of CUDA calls by default; sleepy_weights
 # and sleepy_ctxsw are the captures without samples, the *_nosample variants the same programs without, for the cost)
 declare -A PROGRAM_RUN=([cuda_graph_node]="--cuda-graph-trace node" [managed_memory]="--um-page-faults"
@@ -107,7 +110,8 @@ declare -A PROGRAM_RUN=([cuda_graph_node]="--cuda-graph-trace node" [managed_mem
                         [sleepy_sampled]="--sample cpu --cpuctxsw process-tree"
                         [sleepy_ctxsw]="--trace cuda,nvtx --sample none --cpuctxsw process-tree --python-backtrace none"
                         [seg_cpu_argmax_nosample]="--sample none --python-backtrace none"
-                        [tokenize_embed_nosample]="--sample none --python-backtrace none")
+                        [tokenize_embed_nosample]="--sample none --python-backtrace none"
+                        [hf_embed_fixed16]="--sample none --python-backtrace none")
 for p in "${PROGRAMS[@]}"; do
   [ -n "${PROGRAM_ARGS[$p]:-}" ] || { echo "gpu.sh: unknown program '$p' (tests/programs: ${!PROGRAM_ARGS[*]})" >&2; exit 2; }
 done
