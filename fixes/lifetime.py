@@ -14,6 +14,7 @@ import sys
 import threading
 
 from nsys_transfer.fixes.errors import TerminatedBySignal
+from nsys_transfer.nsys_core.signals import let_stops_in, stops_blocked
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 
@@ -38,9 +39,6 @@ def die_with_parent(parent_pid: int, name: str | None = None) -> None:
         os._exit(1)
 
 
-STOPS = {signal.SIGINT, signal.SIGTERM}
-
-
 class _Held:
     """Stops that StopSignals took while a worker was being forked and recorded: raised after (raise_held)."""
     depth = 0
@@ -54,16 +52,13 @@ def stops_held():
     raised in the parent between the fork and the record would leave a worker nobody stops. The child lets them in
     at worker_started(); the parent's StopSignals keeps a stop taken meanwhile (on another thread's delivery) for
     raise_held() after the block."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # read only: a stop handled right after a block here
-    # would leave it blocked for good. Handlers run on the main thread: only a fork there defers them
-    mine = int(threading.current_thread() is threading.main_thread())
+    mine = int(threading.current_thread() is threading.main_thread())  # handlers run there: only its forks defer
     _Held.depth += mine
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
-        yield
-    finally:  # the count first: a stop pending on this thread is handled (and may raise) as soon as it is unblocked
+        with stops_blocked():
+            yield
+    finally:  # also when a handler other than StopSignals' raises as the stops are let in
         _Held.depth -= mine
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def raise_held() -> None:
@@ -81,7 +76,7 @@ def worker_started(parent_pid: int, name: str) -> None:
     die_with_parent(parent_pid, name)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _Held.depth = 0  # forked inside the parent's stops_held()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+    let_stops_in()
 
 
 def _prctl():

@@ -27,12 +27,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.nsys_core.signals import let_stops_in, stops_blocked
 
 DASK_EXTRA = "--dask needs the dask extra: pip install 'nsys-transfer[dask]'"
 LOCAL = "local"  # --dask local[:N]: a cluster on this machine
@@ -105,12 +106,8 @@ class Processes:
         """fn(*args) for each item in the worker processes; the results in the items' order."""
         # the workers fork at the first submit, with the stops blocked: one that comes meanwhile waits for
         # _worker_setup (which drops a Ctrl-C) instead of raising in a half-started worker
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if _can_hold() else None
-        try:
+        with stops_blocked() if _can_hold() else nullcontext():
             futures = [self._pool.submit(fn, *args) for args in items]
-        finally:
-            if held is not None:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         try:
             for i, _ in enumerate(as_completed(futures), 1):
                 say(f"[{i}/{len(items)}] done")
@@ -136,8 +133,7 @@ def _worker_setup() -> None:
     sent back as its result)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if hasattr(signal, "pthread_sigmask"):  # forked with both blocked (Processes.map): a Ctrl-C that came is dropped
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
+    let_stops_in()  # forked with both blocked (Processes.map): a Ctrl-C that came is dropped
 
 
 def _end_workers(pool: ProcessPoolExecutor) -> None:
@@ -321,9 +317,6 @@ def _stops_kept(keep: bool = True):
             raise KeyboardInterrupt if kept[0] == signal.SIGINT else SystemExit(128 + kept[0])
 
 
-_STOPS = (signal.SIGINT, signal.SIGTERM)
-
-
 @contextmanager
 def _stops_held(keep: bool = True):
     """SIGINT and SIGTERM blocked in this thread while a local cluster starts. A worker process takes a second or more
@@ -333,17 +326,13 @@ def _stops_held(keep: bool = True):
     starter) inherit the mask, and so do the worker processes they spawn (fork and exec keep it): a stop sent to the
     group meanwhile waits in a starting worker until dask_setup ignores it, which discards it. Here it waits for the
     end of the block, and _stops_kept keeps it. Multiprocessing spawns its resource tracker so (bpo-33613)."""
-    if not keep or not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if not keep or not _can_hold():
         yield
         return
     from multiprocessing import resource_tracker  # noqa: PLC0415
     resource_tracker.ensure_running()  # first, here: started from the event loop, it would unblock them there
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # read only: a stop handled right after a block here
-    try:  # would leave it blocked for good
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    with stops_blocked():
         yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 WORKER_PRELOAD = str(Path(__file__).with_name("dask_worker.py"))  # by its path: imported without the toolkit
