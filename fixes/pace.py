@@ -25,21 +25,24 @@ class Pace:
     drain_s: float = 0.0
     first: float | None = None
     last: float | None = None
-    workers: int = 0
     processed: int = 0     # batches the workers finished
     busy_s: float = 0.0    # the seconds the workers spent on them
     added: list = field(default_factory=list)  # when each worker started, on the pace's clock
     _clock: object = field(default=time.monotonic, repr=False)
 
+    @property
+    def workers(self) -> int:
+        """The workers so far."""
+        return len(self.added)
+
     def add_workers(self, n: int) -> None:
         """n more workers from now: their busy share counts from when they started (a pool forked a few at a time)."""
         self.added += [self._clock()] * n
-        self.workers += n
 
-    def worker_s(self, span: float) -> float:
+    def worker_s(self) -> float:
         """The seconds the workers could work in the span: each from its start (or the span's)."""
-        if not self.added or self.first is None or self.last is None:
-            return self.workers * span
+        if self.first is None or self.last is None:
+            return 0.0
         return sum(max(0.0, self.last - max(t, self.first)) for t in self.added)
 
     def started(self) -> float:
@@ -82,7 +85,7 @@ class Pace:
         # have not landed): the outputs set the pace only where the workers were busy most of the span
         behind = self.wait_s > OUTPUT_SIDE * span or (can is not None and loop is not None and can < loop) or \
             bool(per and self.drain_s > BACKLOG_DRAIN * per)
-        capacity_s = self.worker_s(span) if self.workers and span else 0.0
+        capacity_s = self.worker_s()
         busy = self.busy_s / capacity_s if capacity_s > 0 and self.processed else None
         side = None if not span else "outputs" if behind and (busy is None or busy >= SATURATED) else "loop"
         return {"batches": self.batches, "span_s": round(span, 4), "buffer_wait_s": round(self.wait_s, 4),

@@ -163,9 +163,8 @@ class OutputPipeline:
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
         self.submitted += 1
         if self.auto or self.submitted > 1:  # the first submit forked the first workers; on the loop's thread (grow says why)
-            before = len(self._pool.workers)
-            self._pool.grow(backlog_only=self.auto)
-            self.pace.add_workers(len(self._pool.workers) - before)
+            if self._pool.grow(backlog_only=self.auto):
+                self.pace.add_workers(1)
         self.pace.batches = self.submitted
 
     def _bounds(self, leaves) -> list[tuple[int, int]]:

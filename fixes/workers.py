@@ -140,13 +140,16 @@ class WorkerPool:
             self._wait(lambda: self.in_q.put((batch_id, payload, k, parts, extra), timeout=POLL_S), queue.Full)  # noqa: B023
         self._handed += parts
 
-    def grow(self, backlog_only: bool = True) -> None:
+    def grow(self, backlog_only: bool = True) -> bool:
         """One more worker, up to `most`: when more slices wait than there are workers, or (backlog_only=False) at
-        every call (a pool of a known size, forked a worker at a time so that no one fork holds the caller long)."""
+        every call (a pool of a known size, forked a worker at a time so that no one fork holds the caller long).
+        Whether it added one."""
         self.collect()
         waiting = self._handed - self._done > len(self.workers)
         if len(self.workers) < self.most and (waiting or not backlog_only):
             self._add_worker()
+            return True
+        return False
 
     def get_free(self, check: Callable = lambda: None) -> int:
         """The lowest free slot's index, waiting for one; `check` runs every poll (the caller's own failures)."""

@@ -303,7 +303,7 @@ def test_the_pace_counts_each_worker_from_its_start():
     now[0] = 10.0
     pace.drained(10.0)
     pace.batches, pace.processed, pace.busy_s = 10, 10, 16.0
-    assert pace.worker_s(10.0) == 25.0 and pace.workers == 3
+    assert pace.worker_s() == 25.0 and pace.workers == 3
     assert pace.as_dict()["paced_by"] == "outputs"
 
 
