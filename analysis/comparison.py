@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nsys_transfer.analysis.load.validate import NO_API_ROWS
 from nsys_transfer.analysis.sections.breakdown import main_kind
 
 SCHEMA = "nsys-transfer.verify/1"
@@ -55,6 +56,10 @@ def check_comparable(before: Side, after: Side) -> list[str]:
                     else "the capture lost CUDA events")
             raise NotComparable(f"{side.path}: {what} ({integ.get('verdict')}, analyze-trace --check says why): "
                                 "capture it again before comparing")
+    lacking = [side.path for side in (before, after) if any(w.startswith(NO_API_ROWS) for w in side.summary["warnings"])]
+    if len(lacking) == 1:
+        raise NotComparable(f"{lacking[0]}: {NO_API_ROWS}, so its launching thread and its syncs are unknown and its "
+                            "idle time is counted differently; capture it again with --trace=cuda")
     gb, ga = _gpus(before.summary), _gpus(after.summary)
     if len(gb) != len(ga) or sorted(gb) != sorted(ga):
         raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
@@ -145,13 +150,19 @@ def _steps_source(before: Side, after: Side) -> str:
 
 def _iterations(s: dict) -> tuple[float, str] | None:
     """Iterations/s of a steady state found from the repeating kernel stream, and how it was counted."""
-    period = ((s.get("setup") or {}).get("warmup") or {}).get("kernels_per_iteration")
-    kernels, ns = s["kernels"].get("count") or 0, s["window"].get("duration_ns") or 0
-    if not period or not kernels or not ns or not _steady(s):
+    n, ns = _iteration_count(s), s["window"].get("duration_ns") or 0
+    if not n or not ns:
         return None
-    n = kernels / period
     ns += s["window"].get("teardown_ns") or 0
+    period = s["setup"]["warmup"]["kernels_per_iteration"]
     return n / (ns / 1e9), f"{n:.1f} iterations of {period:,} kernels in {ns / 1e9:.2f} s"
+
+
+def _iteration_count(s: dict) -> float | None:
+    """How many iterations of its repeating kernel stream a steady-state window holds; None when it has none."""
+    period = ((s.get("setup") or {}).get("warmup") or {}).get("kernels_per_iteration")
+    kernels = s["kernels"].get("count") or 0
+    return kernels / period if period and kernels and _steady(s) else None
 
 
 def _with_teardown(s: dict, per_second: float | None, count: int | None) -> float | None:
@@ -186,19 +197,21 @@ def _syncs_per_step(s: dict) -> float | None:
     return calls / n if n and calls is not None else None
 
 
-# key: (label, unit, value of a summary, which way is better)
+# key: (label, unit, value of a summary, which way is better); a label's "{per}" and a value's `n`: the work each side
+# did (its steps or iterations, as the throughput counts them), so two windows of different lengths compare
 METRICS = {
-    "gpu_busy": ("GPU busy", "%", lambda s: 100 * (s["gpu"] or {}).get("utilization", 0), "higher"),
-    "gpu_compute": ("GPU compute (kernels)", "%", lambda s: 100 * (s["gpu"] or {}).get("compute_utilization", 0), "higher"),
-    "idle_per_step_ms": ("GPU idle per step", "ms", lambda s: _ms(s["steps"].get("mean_gpu_idle_ns")), "lower"),
-    "dtoh_ms": ("DtoH copy time", "ms", lambda s: s["memcpy"]["dtoh"].get("total_ns", 0) / 1e6, "lower"),
-    "dtoh_gbps": ("DtoH speed", "GB/s", lambda s: s["memcpy"]["dtoh"].get("gbps"), "higher"),
-    "dtoh_memory": ("DtoH host memory", "", lambda s: main_kind(s["memcpy"]["dtoh"]), None),
-    "htod_ms": ("HtoD copy time", "ms", lambda s: s["memcpy"]["htod"].get("total_ns", 0) / 1e6, "lower"),
-    "htod_gbps": ("HtoD speed", "GB/s", lambda s: s["memcpy"]["htod"].get("gbps"), "higher"),
-    "htod_memory": ("HtoD host memory", "", lambda s: main_kind(s["memcpy"]["htod"]), None),
-    "overlap": ("DtoH copy under kernels", "%", lambda s: 100 * (s["memcpy"].get("overlap_fraction") or 0), "higher"),
-    "syncs_per_step": ("host syncs per step", "", _syncs_per_step, "lower"),
+    "gpu_busy": ("GPU busy", "%", lambda s, n: 100 * (s["gpu"] or {}).get("utilization", 0), "higher"),
+    "gpu_compute": ("GPU compute (kernels)", "%", lambda s, n: 100 * (s["gpu"] or {}).get("compute_utilization", 0),
+                    "higher"),
+    "idle_per_step_ms": ("GPU idle per step", "ms", lambda s, n: _ms(s["steps"].get("mean_gpu_idle_ns")), "lower"),
+    "dtoh_ms": ("DtoH copy {per}", "ms", lambda s, n: _copy_ms(s["memcpy"]["dtoh"], n), "lower"),
+    "dtoh_gbps": ("DtoH speed", "GB/s", lambda s, n: s["memcpy"]["dtoh"].get("gbps"), "higher"),
+    "dtoh_memory": ("DtoH host memory", "", lambda s, n: main_kind(s["memcpy"]["dtoh"]), None),
+    "htod_ms": ("HtoD copy {per}", "ms", lambda s, n: _copy_ms(s["memcpy"]["htod"], n), "lower"),
+    "htod_gbps": ("HtoD speed", "GB/s", lambda s, n: s["memcpy"]["htod"].get("gbps"), "higher"),
+    "htod_memory": ("HtoD host memory", "", lambda s, n: main_kind(s["memcpy"]["htod"]), None),
+    "overlap": ("DtoH copy under kernels", "%", lambda s, n: _dtoh_overlap(s), "higher"),
+    "syncs_per_step": ("host syncs per step", "", lambda s, n: _syncs_per_step(s), "lower"),
 }
 
 
@@ -206,17 +219,42 @@ def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
     """Each figure before and after, its change, and whether the change is for the better."""
     rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
              "after": speed["after"], "better": "higher", "source": speed["source"]}]
+    nb, na, per = _work(before, after, speed)
     for key, (label, unit, value, better) in METRICS.items():
-        rows.append({"key": key, "label": label, "unit": unit, "before": value(before.summary),
-                     "after": value(after.summary), "better": better})
+        rows.append({"key": key, "label": label.format(per=per), "unit": unit, "before": value(before.summary, nb),
+                     "after": value(after.summary, na), "better": better})
     for r in rows:
         b, a = r["before"], r["after"]
         r["change"] = (a / b - 1) if isinstance(b, (int, float)) and isinstance(a, (int, float)) and b else None
-    _explain_busy(rows)
+    _explain_busy(rows, per)
     return rows
 
 
-def _explain_busy(rows: list[dict]) -> None:
+def _work(before: Side, after: Side, speed: dict) -> tuple[float | None, float | None, str]:
+    """The work each side did in its window, as the throughput counted it (steps, iterations of the repeating kernel
+    stream), and what one unit is called; (None, None, "in the window") when the throughput counted none (the same
+    work on both sides, or unknown)."""
+    if speed["unit"] == "steps/s" and speed["source"].startswith("the steps"):
+        return before.summary["steps"]["count"], after.summary["steps"]["count"], "per step"
+    if speed["unit"] == "iterations/s":
+        return _iteration_count(before.summary), _iteration_count(after.summary), "per iteration"
+    return None, None, "in the window"
+
+
+def _copy_ms(direction: dict, n: float | None) -> float:
+    """A direction's copy time in ms, per unit of work when n is given."""
+    ms = direction.get("total_ns", 0) / 1e6
+    return ms / n if n else ms
+
+
+def _dtoh_overlap(s: dict) -> float | None:
+    """The share of DtoH copy time under kernels, as analyze-trace's DtoH line says it; None without DtoH copies (the
+    whole memcpy section's share counts HtoD and unified memory's migrations too)."""
+    share = s["memcpy"]["dtoh"].get("overlap_fraction")
+    return None if share is None or not s["memcpy"]["dtoh"].get("count") else 100 * share
+
+
+def _explain_busy(rows: list[dict], per: str) -> None:
     """GPU busy counts copies as busy: where it falls while the copies' time falls more and the compute share does
     not, the figure moved the "wrong" way for a good reason; a note says so."""
     by = {r["key"]: r for r in rows}
@@ -225,23 +263,20 @@ def _explain_busy(rows: list[dict]) -> None:
     copies_after = (by["dtoh_ms"]["after"] or 0) + (by["htod_ms"]["after"] or 0)
     if busy["change"] is not None and busy["change"] < 0 and copies_after < 0.5 * copies_before and \
             (compute["change"] or 0) >= 0:
-        busy["note"] = (f"busy counts copies: their time fell from {copies_before:,.0f} to {copies_after:,.0f} ms, "
-                        f"while the kernels' share went from {compute['before']:.0f}% to {compute['after']:.0f}%")
+        busy["note"] = (f"busy counts copies: their time {per} fell from {copies_before:,.0f} to "
+                        f"{copies_after:,.0f} ms, while the kernels' share went from {compute['before']:.0f}% to "
+                        f"{compute['after']:.0f}%")
 
 
-def _cost(s: dict, f: dict) -> float:
-    """A finding's cost, per step when the trace has steps (the two may hold different numbers of them)."""
-    n = s["steps"].get("count")
-    return f["impact_ns"] / n if n else float(f["impact_ns"])
-
-
-def findings(before: Side, after: Side) -> list[dict]:
-    """Every costed finding of either side matched by (rule, subject): resolved, reduced, unchanged, worse or new."""
+def findings(before: Side, after: Side, work: tuple = (None, None, "in the window")) -> list[dict]:
+    """Every costed finding of either side matched by (rule, subject): resolved, reduced, unchanged, worse or new.
+    work: each side's steps or iterations (_work): costs are per one of them, as the two may hold different numbers."""
+    nb, na, per = work
     rows = []
     for fb, fa in matched(before.summary["diagnosis"], after.summary["diagnosis"]):
         key = (fb or fa)["rule"], (fb or fa)["subject"]
-        cb = _cost(before.summary, fb) if fb else None
-        ca = _cost(after.summary, fa) if fa else None
+        cb = fb["impact_ns"] / (nb or 1) if fb else None
+        ca = fa["impact_ns"] / (na or 1) if fa else None
         if key[0] in LIMITS:
             status = "limit reached" if fa else "limit left"
         elif fb is None:
@@ -251,7 +286,6 @@ def findings(before: Side, after: Side) -> list[dict]:
         else:
             ratio = ca / cb if cb else (1.0 if not ca else float("inf"))
             status = "reduced" if ratio < REDUCED else "worse" if ratio > WORSE else "unchanged"
-        per = "per step" if before.summary["steps"].get("count") else "in the window"
         rows.append({"rule": key[0], "subject": key[1], "status": status, "cost_unit": f"ns {per}",
                      "before_ns": cb, "after_ns": ca, "before_severity": fb and fb["severity"],
                      "after_severity": fa and fa["severity"], "suggestion": (fa or fb)["suggestion"]})
@@ -333,7 +367,7 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     """The whole comparison (NotComparable when there is none to make)."""
     warnings = check_comparable(before, after)
     speed = throughput(before, after)
-    rows = findings(before, after)
+    rows = findings(before, after, _work(before, after, speed))
     v = verdict(speed, rows)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},

@@ -1,8 +1,11 @@
-"""The stops (SIGINT, SIGTERM) held back from one thread for a block, for both sides: the output pipeline forking its
-workers and the analysis starting its worker processes."""
+"""The stops (SIGINT, SIGTERM), for both sides: held back from one thread for a block (the output pipeline forking
+its workers, the analysis starting its worker processes), and SIGTERM made an exception while a block must clean up
+after itself (a worker pool to end, a half-written file to delete)."""
 from __future__ import annotations
 
+import os
 import signal
+import threading
 from contextlib import contextmanager
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
@@ -28,3 +31,39 @@ def let_stops_in() -> None:
     arrive now."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+
+
+_OWNER = os.getpid()  # the process that installed terminated(); a child forked from it inherits the handler
+
+
+def terminated(signum, frame):
+    """SIGTERM's handler while sigterm_raises() holds: SystemExit(143), so that `finally` blocks run."""
+    if os.getpid() != _OWNER:  # a forked child signalled before it set its own handler: end it quietly
+        os._exit(128 + signum)  # (SystemExit there would print from inside threading's after-fork hook)
+    raise SystemExit(128 + signum)
+
+
+def sigterm_raises() -> dict:
+    """SIGTERM raises SystemExit(143) in the main thread from now on, where it has its default; {signal: the handler
+    it had}, for restore(). Elsewhere (another thread, a handler of the program's own) nothing changes."""
+    global _OWNER
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return {}
+    _OWNER = os.getpid()
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, terminated)}
+
+
+def restore(previous: dict) -> None:
+    """The handlers sigterm_raises() replaced, back."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+@contextmanager
+def sigterm_raising():
+    """sigterm_raises() for the block."""
+    previous = sigterm_raises()
+    try:
+        yield
+    finally:
+        restore(previous)

@@ -15,6 +15,7 @@ from nsys_transfer.analysis import Trace, TraceError
 from nsys_transfer.analysis.rules.capture_checks import verdict
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.rules.scaling import scaling_row
+from nsys_transfer.analysis.cli.options import OneLineGroup
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
 from nsys_transfer.nsys_core.driver import check
@@ -53,7 +54,7 @@ def _driver_check(n) -> dict:
     return c
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, name="nsys-transfer", context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Profile the workloads with Nsight Systems, or measure them unprofiled."""
 
@@ -99,7 +100,10 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
     if per_rank and gpus < 2:
         fail("--per-rank needs --gpus 2 or more")
     name = stage if gpus == 1 else f"{stage}-x{gpus}{'rank' if per_rank else 'gpu'}"
-    base = next_free_base(Path(out_dir) / name, name, force)
+    try:
+        base = next_free_base(Path(out_dir) / name, name, force)
+    except ProfileError as e:
+        fail(str(e))
     workload_json = base.with_name(base.name + ".workload.json")  # throughput, integrity, host CPU load
     args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
     cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
@@ -175,7 +179,10 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
-    base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
+    try:
+        base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
+    except ProfileError as e:
+        fail(str(e))
     if cpuctxsw is None:
         cpuctxsw = "none" if sample == "none" else "process-tree"
     req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,

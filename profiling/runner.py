@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,8 +46,14 @@ class ProfileRequest:
 
 
 def next_free_base(directory: Path, name: str, force: bool) -> Path:
-    """runs/<stage>/<stage>, then <stage>-2, -3, ...: never silently overwrite an earlier run."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """runs/<stage>/<stage>, then <stage>-2, -3, ...: never silently overwrite an earlier run. ProfileError when
+    nothing can be written there: said before the program runs, not after."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise ProfileError(f"{directory}: the trace cannot be written there ({e.strerror or e}); give another place")
     base = directory / name
     if force:
         return base

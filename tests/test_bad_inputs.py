@@ -95,6 +95,22 @@ def kernel_less(*args: str):
     return make
 
 
+def verify_against_altered(*statements: str, extra: tuple[str, ...] = ()):
+    """verify of the untouched export (before) against a copy altered with these statements (after)."""
+    alter = altered(*statements)
+
+    def make(work: Path, pristine: Path):
+        _, (trace,) = alter(work, pristine)
+        before = _copy(pristine, work, "before.sqlite")
+        return ["-m", "nsys_transfer", "verify", str(before), str(trace), *extra], [before, trace]
+    return make
+
+
+def verify_with(*args: str):
+    """verify of the untouched export against itself, with these options."""
+    return pristine_with("-m", "nsys_transfer", "verify", "{trace}", "{trace}", *args)
+
+
 def pristine_with(*args: str):
     """The untouched export, with these arguments ({work} is the case's folder, {ro} a read-only folder in it)."""
     def make(work: Path, pristine: Path):
@@ -278,6 +294,17 @@ def names_unknown(s, ref):
     assert {r["name"] for r in s["kernels"]["top"]} == {"?"}
 
 
+def copies_sync_unknown(s, ref):
+    """Without CUDA API rows no copy is called sync or async: each is unknown, not 0 of 3 split into nothing."""
+    for d in ("dtoh", "htod"):
+        assert (s["memcpy"][d]["sync"], s["memcpy"][d]["async"]) == (0, 0)
+        assert ref["memcpy"][d]["sync"] + ref["memcpy"][d]["async"] == 3
+
+
+def says_sync_unknown(text):
+    assert text.count("0 sync / 0 async / 3 unknown (no CUDA API row)") == 2, text
+
+
 # --- the table --------------------------------------------------------------------------------------------------
 
 CASES = [
@@ -312,6 +339,12 @@ CASES = [
     Case("no-kernel-table", altered(f"DROP TABLE {K}"),
          0, "no kernel table", expect(kernels=0, more=no_compute_stream_none)),
     # a trace left mid-write: never its uncommitted pages; the user's files untouched
+    Case("empty-runtime-table", altered(f"DELETE FROM {R}"), 0, "no CUDA API rows", expect(more=copies_sync_unknown),
+         shows=says_sync_unknown),
+    Case("no-runtime-table", altered(f"DROP TABLE {R}"), 0, "no CUDA API rows", expect(more=copies_sync_unknown),
+         shows=says_sync_unknown),
+    Case("verify-one-side-without-api-rows", verify_against_altered(f"DELETE FROM {R}"), 2,
+         "no CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME absent or empty), so its launching thread"),
     Case("hot-journal", left_mid_write("journal"), 0, "rolled back",
          expect(more=committed_names)),
     Case("hot-journal-read-only-folder", left_mid_write("journal", read_only=True), 0, "rolled back",
@@ -335,6 +368,17 @@ CASES = [
     Case("top-not-a-number", option("--top", "x"), 2, "not a valid integer"),
     Case("pipeline-depth-negative", option("--pipeline-depth", "-1"), 2, "at least 1"),
     # a trace without a kernel table among others, and in a run folder
+    Case("jobs-zero", option("--jobs", "0"), 2, "--jobs 0: give at least 1"),
+    Case("dask-not-an-address", option("--dask", "bogus"), 2, "--dask bogus: not a scheduler address"),
+    Case("dask-not-an-address-two-traces", option("{trace}", "--dask", "bogus"), 2,
+         "--dask bogus: not a scheduler address"),
+    Case("verify-step-regex-invalid", verify_with("--step-regex", "("), 2, "is not a valid regular expression"),
+    Case("verify-fail-if-slower-nan", verify_with("--fail-if-slower", "nan"), 2, "must be a finite number"),
+    Case("verify-fail-on-new-typo", verify_with("--fail-on-new", "host-sinc"), 2, "no rule 'host-sinc'; give 'any'"),
+    Case("verify-fail-on-new-nothing", verify_with("--fail-on-new", ","), 2, "no rule; give 'any'"),
+    Case("verify-whole-and-window", verify_with("--whole", "--window", "1s:"), 2,
+         "--whole and --window both name the span"),
+    Case("verify-unknown-option", verify_with("--bogus"), 2, "nsys-transfer verify: No such option"),
     Case("compare-kernel-less-folder", kernel_less("-m", "nsys_transfer.reports", "{work}/runs", "--out", "{work}/rep"),
          0, "no kernel table", kernel_less_row, result="rep/results.json"),
     Case("two-traces-one-kernel-less", kernel_less(*analyse("{kl}", "{work}", "{trace}")), 0, "no kernel table",
@@ -386,8 +430,8 @@ CASES = [
 ]
 
 
-def _copy(pristine: Path, work: Path) -> Path:
-    trace = work / "trace.sqlite"
+def _copy(pristine: Path, work: Path, name: str = "trace.sqlite") -> Path:
+    trace = work / name
     shutil.copyfile(pristine, trace)
     return trace
 

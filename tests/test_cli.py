@@ -188,3 +188,35 @@ def test_window_times_without_a_recorded_session_start_count_from_the_first_even
     assert w["origin"] == "first GPU operation or NVTX range" and w["origin_ns"] == w["capture_start_ns"] > 0
     assert w["start_ns"] == w["origin_ns"] + 1_000_000_000
     assert "ms from the first GPU operation or NVTX range" in r.stdout
+
+
+ONE_LINE_GROUP = """
+import click
+from nsys_transfer.analysis.cli.options import OneLineGroup
+
+@click.group(cls=OneLineGroup, name="tool")
+def main():
+    pass
+
+@main.command()
+def boom():
+    raise RuntimeError("a bug")
+
+main()
+"""
+
+
+def test_a_bug_or_a_usage_error_is_one_line_in_every_command():
+    """nsys-transfer's subcommands (verify, run, ...) as analyze-trace: an error nobody foresaw is one line with exit 3
+    (NSYS_TRANSFER_DEBUG=1 shows its traceback), a usage error one line naming the subcommand, with exit 2."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NSYS_TRANSFER_DEBUG", "ANALYZE_TRACE_DEBUG")}
+    r = run_cli("-c", ONE_LINE_GROUP, "boom", env=env)
+    assert (r.returncode, r.stderr) == (3, "tool: internal error: RuntimeError: a bug (set NSYS_TRANSFER_DEBUG=1 for "
+                                           "details)\n")
+    r = run_cli("-c", ONE_LINE_GROUP, "boom", env={**env, "NSYS_TRANSFER_DEBUG": "1"})
+    assert r.returncode == 1 and "Traceback" in r.stderr and "RuntimeError: a bug" in r.stderr
+    r = run_cli("-c", ONE_LINE_GROUP, "boom", "--nope", env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr  # click's own words vary with its version
+    assert r.stderr.startswith("tool boom: No such option") and r.stderr.endswith("(see tool boom --help)\n")
+    r = run_cli("-m", "nsys_transfer", "verify", "--nope", env=env)
+    assert r.returncode == 2 and r.stderr.startswith("nsys-transfer verify: No such option") and r.stderr.count("\n") == 1

@@ -205,6 +205,17 @@ def test_python_backtrace_only_where_nsys_has_it(nsys, tmp_path):
         nsys, legacy, "out")
 
 
+def test_an_output_place_that_cannot_be_written_is_refused_before_the_program_runs(nsys, tmp_path):
+    """`run -o /proc/...`: refused in one line before nsys starts (the program never runs, no report is left in /tmp)."""
+    env = {**os.environ, "NSYS": nsys.path}
+    ran = tmp_path / "ran"
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", "/proc/nsys-transfer/x", "--trace", "nvtx,osrt",
+                "--sample", "none", "--", "touch", str(ran), env=env, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "/proc/nsys-transfer: the trace cannot be written there" in r.stderr and "Traceback" not in r.stderr
+    assert not ran.exists()
+
+
 def test_a_failing_program_fails_the_run_and_keeps_its_capture(nsys, tmp_path):
     """`run -- python nope.py` (no such file): Python's status 2 is the run's, after one line that says so, and the
     capture is kept; a program exiting 3 gives 3."""

@@ -139,3 +139,36 @@ def test_a_fifo_is_not_a_regular_file(tmp_path):
     os.mkfifo(fifo)
     r = run_cli("-m", "nsys_transfer.analysis", str(fifo), timeout=60)
     assert r.returncode == 2 and "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+STOPPED_MID_WRITE = """
+import sys, time
+from pathlib import Path
+from nsys_transfer.analysis.load.cache import cached
+
+def make(tmp: Path):
+    tmp.write_bytes(b"half an export")  # as the decompression or nsys export leaves it mid-way
+    print("writing", flush=True)
+    time.sleep(60)
+
+cached(Path(sys.argv[1]), make)
+"""
+
+
+def test_a_stop_mid_write_leaves_nothing_in_the_cache(tmp_path):
+    """SIGTERM (as Ctrl-C) while a cache entry is written: the process ends with 143 and its .part file is gone (a
+    stale one would stay for a day, and a full one would be taken for a trace)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    cache, src = tmp_path / "cache", tmp_path / "x.sqlite.xz"
+    src.write_bytes(b"\xfd7zXZ\x00 any bytes: the key is taken from them")
+    for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT)):  # Python re-raises an uncaught Ctrl-C
+        p = subprocess.Popen([sys.executable, "-c", STOPPED_MID_WRITE, str(src)], stdout=subprocess.PIPE, text=True,
+                             stderr=subprocess.PIPE, env={**os.environ, "NSYS_TRANSFER_CACHE": str(cache)})
+        assert p.stdout.readline().strip() == "writing", p.stderr.read()
+        assert len(list(cache.glob(".*.part"))) == 1
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == code, p.stderr.read()
+        assert list(cache.iterdir()) == [], list(cache.iterdir())

@@ -191,3 +191,42 @@ def test_a_capture_with_cpu_sampling_is_warned(tmp_path):
     warned = json.loads((tmp_path / "v.json").read_text())["warnings"]
     assert [w for w in warned if w.startswith("after captured with CPU sampling and stacks")], warned
     assert not [w for w in warned if w.startswith("before captured")], warned
+
+
+def test_copy_figures_are_per_unit_of_work_and_the_dtoh_overlap_is_the_dtoh_copies_own(tmp_path):
+    """baseline (3 steps) against pinned (12): copy times per step, as the warning says (totals would read 4x the
+    HtoD time as a regression); the DtoH overlap as analyze-trace gives it; and managed memory, with no DtoH copy at
+    all, has no DtoH overlap (its migrations are not DtoH copies)."""
+    data = ROOT / "tests" / "data"
+    r = verify(data / "nsys2024" / "baseline.sqlite.xz", data / "nsys2024" / "pinned.sqlite.xz", "--json", tmp_path / "v.json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "v.json").read_text())
+    by = {m["key"]: m for m in doc["metrics"]}
+    assert by["dtoh_ms"]["label"] == "DtoH copy per step" and by["htod_ms"]["label"] == "HtoD copy per step"
+    sides = {}
+    for side, name in (("before", "baseline"), ("after", "pinned")):
+        a = run_cli("-m", "nsys_transfer.analysis", data / "nsys2024" / f"{name}.sqlite.xz", "--json", tmp_path / f"{name}.json")
+        assert a.returncode == 0, a.stderr
+        sides[side] = s = json.loads((tmp_path / f"{name}.json").read_text())
+        assert by["htod_ms"][side] == pytest.approx(s["memcpy"]["htod"]["total_ns"] / 1e6 / s["steps"]["count"])
+        assert by["overlap"][side] == pytest.approx(100 * s["memcpy"]["dtoh"]["overlap_fraction"])
+    assert (sides["before"]["steps"]["count"], sides["after"]["steps"]["count"]) == (3, 12)
+    assert abs(by["htod_ms"]["change"]) < 1  # per step the input copies barely moved; in total they grew 4x
+    assert all(f["cost_unit"] == "ns per step" for f in doc["findings"])
+    r = verify(PROGRAMS / "managed_memory_nsys2024.sqlite.xz", PROGRAMS / "managed_prefetch_nsys2024.sqlite.xz",
+               "--json", tmp_path / "m.json")
+    assert r.returncode == 0, r.stderr
+    overlap = next(m for m in json.loads((tmp_path / "m.json").read_text())["metrics"] if m["key"] == "overlap")
+    assert overlap["before"] is None and overlap["after"] is None
+
+
+def test_two_runs_of_one_program_keep_their_own_charts(tmp_path):
+    """verify a/prog b/prog --plots: each side's charts under its own name, not the after side's over the before's."""
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "prog.sqlite.xz").write_bytes((PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz").read_bytes())
+    r = verify(tmp_path / "a" / "prog.sqlite.xz", tmp_path / "b" / "prog.sqlite.xz", "--plots", tmp_path / "plots", "-q")
+    assert r.returncode == 0, r.stderr
+    drawn = {p.name for p in (tmp_path / "plots").iterdir()}
+    assert {"before_prog_timeline.png", "after_prog_timeline.png", "verify_breakdown.png"} <= drawn, drawn
+    assert not any(n.startswith("prog_") for n in drawn), drawn

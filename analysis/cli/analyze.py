@@ -1,8 +1,6 @@
 """`analyze-trace TRACE`: parse options, run the analysis, print. One line and exit 2 on bad input."""
 from __future__ import annotations
 
-import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -80,32 +78,26 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         return _check(traces)
     if not quiet and btree.not_built_notice():
         click.echo(btree.not_built_notice(), err=True)
-    win = _checked_options(window, steps, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
+    win = _checked_options(window, steps, whole, step_regex, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
     min_gap_ns = int(min_gap_ms * 1e6)  # the one conversion: every analysis below takes ns
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m nsys_transfer.workloads.linkprobe --json FILE` on the GPU machine")
     run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
                   "`python -m nsys_transfer.workloads --json FILE` writes one")
+    try:
+        where = options.chosen_executor(jobs, dask, len(traces))  # with one trace too: a bad value is said, not ignored
+    except TraceError as e:
+        _fail(str(e))
     if len(traces) > 1:
         if win:
             _fail(f"{win.flag} applies to one trace; with several traces each GPU is analysed over its own steps")
-        try:
-            where = options.chosen_executor(jobs, dask, len(traces))
-        except TraceError as e:
-            _fail(str(e))
         return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet,
                            where)
     trace = traces[0]
-    try:
-        re.compile(step_regex or "")
-    except re.error as e:
-        _fail(f"--step-regex {step_regex!r} is not a valid regular expression ({e})")
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) if verbose else None
-    if whole and win:
-        _fail(f"--whole and {win.flag} both name the span: give one")
     opts = options_for(trace, step_regex, win, min_gap_ns, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps,
                        whole=whole)
     try:
@@ -133,14 +125,21 @@ def options_for(trace: Path, step_regex: str | None, win: Spec | None, min_gap_n
 
 
 def analyze_path(trace: Path, opts: Options, progress=None, plot_dir: Path | None = None,
-                 tool: str = "analyze-trace"):
+                 tool: str = "analyze-trace", plot_stem: str | None = None):
     """One trace file's analysis, as analyze-trace makes it, and its charts when plot_dir is given (TraceError,
-    OSError on bad input); `tool` names the command in what it says about the charts."""
+    OSError on bad input); `tool` names the command in what it says about the charts, plot_stem starts their names
+    (default: the file's name up to its first dot)."""
     with Trace.open(trace) as t:
-        return _analyze_one(t, trace, opts, None, None, plot_dir, progress, tool)
+        return _analyze_one(t, trace, opts, None, None, plot_dir, progress, tool, plot_stem)
 
 
-def _analyze_one(t, trace: Path, opts: Options, probe, run, plot_dir, progress, tool: str = "analyze-trace"):
+def plot_stem_of(trace: Path) -> str:
+    """What a trace's chart names start with: its file name up to the first dot."""
+    return trace.name.split(".")[0]
+
+
+def _analyze_one(t, trace: Path, opts: Options, probe, run, plot_dir, progress, tool: str = "analyze-trace",
+                 plot_stem: str | None = None):
     """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
     if opts.window_asked:
         opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
@@ -159,7 +158,7 @@ def _analyze_one(t, trace: Path, opts: Options, probe, run, plot_dir, progress, 
         a.tables.update(_rank_tables(ranks))
     if plot_dir:
         outputs.make_folder(plot_dir, "--plots")
-        _plot_one(a, t, ranks, plot_dir, trace.name.split(".")[0], opts.min_gap_ns, tool)
+        _plot_one(a, t, ranks, plot_dir, plot_stem or plot_stem_of(trace), opts.min_gap_ns, tool)
     return a
 
 
@@ -256,15 +255,17 @@ def _check(traces) -> None:
     sys.exit(0 if trusted else 1)
 
 
-def _checked_options(window_text, steps_text, traces, json_path, csv_dir, plot_dir, **numbers) -> Spec | None:
+def _checked_options(window_text, steps_text, whole, step_regex, traces, json_path, csv_dir, plot_dir, **numbers
+                     ) -> Spec | None:
     """Every option value and output place, before any work: one line and exit 2 for the first that is wrong."""
     try:
         options.check_numbers(**numbers)
         for flag, path, folder in (("--json", json_path, False), ("--csv", csv_dir, True), ("--plots", plot_dir, True)):
             outputs.check_destination(path, flag, folder, inputs=traces)
-        if window_text and steps_text:
-            raise TraceError("--window and --steps both name the span: give one")
-        return window.parse_window(window_text) or window.parse_steps(steps_text)
+        win = window.parse_span(window_text, steps_text)
+        options.check_one_span(whole, win)
+        options.check_regex("--step-regex", step_regex)
+        return win
     except TraceError as e:
         _fail(str(e))
 
@@ -291,16 +292,8 @@ def _fail(msg: str):
 
 
 def entry():
-    """Console-script entry: click's own usage errors exit 2; anything unexpected is one line, not a traceback."""
-    try:
-        main(standalone_mode=True)
-    except SystemExit:
-        raise
-    except Exception as e:  # pragma: no cover - a bug, reported briefly
-        if os.environ.get("ANALYZE_TRACE_DEBUG"):
-            raise
-        click.echo(f"analyze-trace: internal error: {type(e).__name__}: {e} (set ANALYZE_TRACE_DEBUG=1 for details)", err=True)
-        sys.exit(3)
+    """Console-script entry (OneLineCommand: usage errors exit 2, a bug is one line with exit 3)."""
+    main()
 
 
 if __name__ == "__main__":

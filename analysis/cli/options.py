@@ -6,6 +6,8 @@ with a three-line usage block; both end here in one line and exit code 2.
 from __future__ import annotations
 
 import math
+import os
+import re
 import sys
 
 import click
@@ -16,26 +18,54 @@ from nsys_transfer.analysis.common.errors import TraceError
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 
 
-class OneLineCommand(click.Command):
-    """A click command whose usage errors (unknown option, a value that is not a number, ...) are one line, in the
-    command's name, with exit code 2: `@click.command(cls=OneLineCommand, name="analyze-trace")`."""
+DEBUG_ENV = ("NSYS_TRANSFER_DEBUG", "ANALYZE_TRACE_DEBUG")  # either shows an internal error's traceback
+
+
+class OneLineErrors:
+    """For a click command or group: its usage errors (unknown option, a value that is not a number, ...) are one
+    line, in the command's name, with exit code 2, and an error nobody foresaw (a bug) is one line with exit code 3,
+    not a traceback (NSYS_TRANSFER_DEBUG=1 shows it)."""
+
+    name: str
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        """Run the command; usage and click errors become one line on stderr with their exit code."""
+        """Run the command; errors become one line on stderr with their exit code."""
         try:
-            rc = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rc = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)  # type: ignore[misc]
         except click.UsageError as e:
-            click.echo(f"{self.name}: {e.format_message()} (see {self.name} --help)", err=True)
+            where = self._path(e.ctx)
+            click.echo(f"{where}: {e.format_message()} (see {where} --help)", err=True)
             sys.exit(2)
         except click.ClickException as e:
-            click.echo(f"{self.name}: {e.format_message()}", err=True)
+            click.echo(f"{self._path(getattr(e, 'ctx', None))}: {e.format_message()}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
             click.echo(f"{self.name}: interrupted", err=True)
             sys.exit(130)
+        except Exception as e:
+            if any(os.environ.get(v) for v in DEBUG_ENV):
+                raise
+            click.echo(f"{self.name}: internal error: {type(e).__name__}: {e} (set {DEBUG_ENV[0]}=1 for details)",
+                       err=True)
+            sys.exit(3)
         if standalone_mode:
             sys.exit(rc if isinstance(rc, int) else 0)
         return rc
+
+    def _path(self, ctx) -> str:
+        """The command's name, and the subcommand's after it when the error is the subcommand's."""
+        if ctx is None or ctx.command is self:
+            return self.name
+        return f"{self.name} {ctx.command.name}"
+
+
+class OneLineCommand(OneLineErrors, click.Command):
+    """`@click.command(cls=OneLineCommand, name="analyze-trace")`: a command whose errors are one line."""
+
+
+class OneLineGroup(OneLineErrors, click.Group):
+    """`@click.group(cls=OneLineGroup, name="nsys-transfer")`: a group whose and whose subcommands' errors are one
+    line."""
 
 
 def check_numbers(**values) -> None:
@@ -52,12 +82,27 @@ def check_numbers(**values) -> None:
             raise TraceError(f"{flag} {value:g}: must be {bound} ({what})")
 
 
+def check_regex(flag: str, value: str | None) -> None:
+    """TraceError when an option's regular expression does not compile."""
+    try:
+        re.compile(value or "")
+    except re.error as e:
+        raise TraceError(f"{flag} {value!r} is not a valid regular expression ({e})") from None
+
+
+def check_one_span(whole: bool, win) -> None:
+    """TraceError when --whole and --window/--steps are both given: each names the span."""
+    if whole and win:
+        raise TraceError(f"--whole and {win.flag} both name the span: give one")
+
+
 # option -> (lowest value, whether it is allowed, what the option is)
 RULES = {
     "min_gap_ms": (0.0, True, "the shortest idle gap reported, in ms"),
     "link_gbps": (0.0, False, "the host link's speed in GB/s"),
     "top": (1, True, "rows in each top-N list"),
     "pipeline_depth": (1, True, "output buffers in the pipeline, for the short-capture rule"),
+    "fail_if_slower": (-math.inf, False, "how much slower AFTER may be, in percent"),
 }
 
 

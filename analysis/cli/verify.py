@@ -9,10 +9,11 @@ import click
 
 from nsys_transfer.analysis.cli import options, window
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for
+from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for, plot_stem_of
 from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.render.text import verify_report
+from nsys_transfer.analysis.rules.diagnosis import RULES
 from nsys_transfer.analysis.comparison import NotComparable, Side, verify
 
 TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")
@@ -35,16 +36,17 @@ def trace_in(path: Path) -> Path:
     return path
 
 
-def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, whole: bool = False) -> Side:
+def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, whole: bool = False,
+         plot_stem: str | None = None) -> Side:
     """One side: its trace analysed (and charted into plot_dir: its timeline with the idle gaps coloured by cause,
-    its gaps, copies and breakdown), and the workload record beside it when there is one."""
+    its gaps, copies and breakdown, named from plot_stem), and the workload record beside it when there is one."""
     trace = trace_in(path)
     if sys.stderr.isatty() or (trace.is_file() and trace.stat().st_size > 64 << 20):  # long work shows progress
         click.echo(f"verify: analysing {label}: {trace}", err=True)
     # the steady state on both sides, as the user's own clock after a warm-up: each side's set-up (a fix's buffers
     # and workers) is its own, and the window runs to the end of the last output, wherever the fix moved that work
     summary = analyze_path(trace, options_for(trace, step_regex, win, whole=whole), plot_dir=plot_dir,
-                           tool="verify").summary
+                           tool="verify", plot_stem=plot_stem).summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
     return Side(str(trace), summary, workload, label, _recorded(trace))
@@ -57,6 +59,18 @@ def _recorded(trace: Path) -> dict | None:
         return read_record(capture, "recorded", "a run record", "")["recorded"] if capture else None
     except TraceError:
         return None
+
+
+def check_rule_names(fail_on_new: str | None) -> None:
+    """TraceError when --fail-on-new names no rule, or a rule no trace finding has (a typo would never fire)."""
+    if fail_on_new is None:
+        return
+    names = [r.strip() for r in fail_on_new.split(",") if r.strip()]
+    known = sorted(r.id for r in RULES)
+    unknown = [n for n in names if n not in known and n != "any"]
+    if unknown or not names:
+        shown = f"no rule {', '.join(map(repr, unknown))}" if unknown else "no rule"
+        raise TraceError(f"--fail-on-new {fail_on_new!r}: {shown}; give 'any' or rule ids from {', '.join(known)}")
 
 
 @click.command(cls=options.OneLineCommand, name="verify", context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,12 +99,19 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
     try:
         for flag, path, folder in (("--json", json_path, False), ("--plots", plot_dir, True)):
             outputs.check_destination(path, flag, folder, inputs=[before, after])
-        if window_text and steps_text:
-            raise TraceError("--window and --steps both name the span: give one")
-        win = window.parse_window(window_text) or window.parse_steps(steps_text)
+        win = window.parse_span(window_text, steps_text)
+        options.check_one_span(whole, win)
+        options.check_regex("--step-regex", step_regex)
+        options.check_numbers(fail_if_slower=fail_if_slower)
+        check_rule_names(fail_on_new)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
-        sides = [load(p, step_regex, win, label, plot_dir, whole) for p, label in ((before, "before"), (after, "after"))]
+        labels = ("before", "after")
+        stems = [plot_stem_of(trace_in(p)) for p in (before, after)]
+        if stems[0] == stems[1]:  # one program's two runs: each side's charts under its own name
+            stems = [f"{label}_{stem}" for label, stem in zip(labels, stems)]
+        sides = [load(p, step_regex, win, label, plot_dir, whole, stem)
+                 for p, label, stem in zip((before, after), labels, stems)]
         result = verify(*sides, fail_if_slower=fail_if_slower, fail_on_new=fail_on_new)
     except NotComparable as e:
         _fail(f"not comparable: {e}")

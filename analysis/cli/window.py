@@ -29,6 +29,13 @@ PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$"
 STEP = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")
 
 
+def parse_span(window_text: str | None, steps_text: str | None) -> Spec | None:
+    """`--window` or `--steps`, whichever was given; TraceError when both were, or the one given is not a span."""
+    if window_text and steps_text:
+        raise TraceError("--window and --steps both name the span: give one")
+    return parse_window(window_text) or parse_steps(steps_text)
+
+
 def parse_window(text: str | None) -> Spec | None:
     """`--window` as the user wrote it; TraceError in one line when it is not a span."""
     if not text:

@@ -21,6 +21,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.nsys_core.signals import sigterm_raising
 
 DEFAULT_MAX = 4 << 30
 EDGE = 1 << 20  # bytes read from each end of an input for its key
@@ -75,8 +76,9 @@ def cached(src: Path, make: Callable[[Path], None]) -> Path:
         os.close(fd)
         tmp = Path(tmp_name)
         try:
-            make(tmp)
-            tmp.replace(out)
+            with sigterm_raising():  # SIGTERM too runs the finally
+                make(tmp)
+                tmp.replace(out)
         finally:
             tmp.unlink(missing_ok=True)  # a failure or an interrupt (Ctrl-C, SIGTERM) leaves nothing
     trim(root, keep=out)

@@ -161,6 +161,7 @@ GPUS = "SELECT {id_col} AS device, name, {chip} AS chip FROM TARGET_INFO_GPU"
 ENUM = "SELECT id, {col} AS name FROM {table}"
 TABLES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
 COLUMNS = "SELECT name FROM pragma_table_info(?)"
+ANY_ROW = "SELECT 1 FROM {table} LIMIT 1"
 TABLE_ROOT = "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?"  # btree.Pages
 RECORD_FIELDS = "SELECT name, hidden FROM pragma_table_xinfo(?) ORDER BY cid"  # btree.Pages: the record's field order
 META = "SELECT name, value FROM {table}"

@@ -37,6 +37,7 @@ from nsys_transfer.analysis.load.validate import check_sqlite_file
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
 
 
@@ -55,6 +56,7 @@ class Trace:
             self.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")  # some exports hold invalid UTF-8
             self.tables = {r[0] for r in self.con.execute(sql.TABLES)}
+            self._drop_empty_runtime()
         except sqlite3.DatabaseError as e:
             raise TraceError(f"{self.source}: unreadable SQLite ({e}); copy it again or re-export it") from None
         self.reader = ColumnReader(self.path, self.connection, self.one_row)
@@ -62,6 +64,12 @@ class Trace:
         self.device, self.calls = DeviceTables(self), CudaCalls(self)
         self.host, self.osrt = HostTables(self), OsRuntime(self)
         self._check_nsys_export()
+
+    def _drop_empty_runtime(self) -> None:
+        """An emptied CUDA API table reads as an absent one: every figure that needs its rows then says so once."""
+        if RUNTIME_TABLE in self.tables and self.con.execute(sql.ANY_ROW.format(table=RUNTIME_TABLE)).fetchone() is None:
+            self.tables.discard(RUNTIME_TABLE)
+        self.warnings += validate.no_runtime_table(self.tables)
 
     def _check_nsys_export(self) -> None:
         if "StringIds" not in self.tables or not (self.tables & NSYS_TABLES):

@@ -123,6 +123,18 @@ def no_kernel_table(tables: set[str]) -> list[str]:
             "copy-compute overlap figures"] if cuda else []
 
 
+NO_API_ROWS = "no CUDA API rows (CUPTI_ACTIVITY_KIND_RUNTIME absent or empty)"
+
+
+def no_runtime_table(tables: set[str]) -> list[str]:
+    """A warning when an export has GPU activity but no CUDA API rows: what the program asked for is unknown."""
+    gpu = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"} & tables
+    if not gpu or "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
+        return []
+    return [f"{NO_API_ROWS} although the export has GPU activity: no launch, synchronisation or sync/async copy "
+            "figures"]
+
+
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 

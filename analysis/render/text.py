@@ -20,6 +20,12 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _sync_split(m: dict) -> str:
+    """"3 sync / 5 async", and how many no CUDA API row tells apart (a damaged or API-less export)."""
+    unknown = m["count"] - m["sync"] - m["async"]
+    return f"{m['sync']} sync / {m['async']} async" + (f" / {unknown} unknown (no CUDA API row)" if unknown else "")
+
+
 SHOWN = ("high", "medium", "info")
 
 
@@ -74,7 +80,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
             kinds = ", ".join(f"{k} {v}" for k, v in m["kinds"].items())
             L.append(f"{label}: {m['count']} copies, {m['bytes'] / 1e9:.2f} GB, total {_ms(m['total_ns'])}, "
                      f"max {_ms(m['max_ns'])}, {_gbps(m['gbps'])}; host memory: {kinds}; "
-                     f"{m['sync']} sync / {m['async']} async; overlapped kernels {_pct(m['overlap_fraction'])}")
+                     f"{_sync_split(m)}; overlapped kernels {_pct(m['overlap_fraction'])}")
     if s["memcpy"].get("unified"):
         L.append(_unified_line(s["memcpy"]["unified"]))
     h = s["memcpy"].get("dtoh_host")
@@ -200,7 +206,8 @@ def _kernel_lines(k: dict) -> list[str]:
     """The kernels' count, time and top names; the CUDA graphs they ran in."""
     L = []
     if k["count"] or k.get("graphs"):
-        L.append(f"kernels: {k['count']}, total {_ms(k['total_ns'])}; top: "
+        count = k["count"] if k["count"] or not k.get("graphs") else "none one by one (all inside CUDA graphs)"
+        L.append(f"kernels: {count}, total {_ms(k['total_ns'])}; top: "
                  + "; ".join(f"{str(r.get('shown_name') or r['name'])[:60]} "
                              + ("n/a" if r["pct"] is None else f"{r['pct']:.0f}%") for r in k["top"][:3]))
     if k.get("graphs"):

@@ -276,8 +276,8 @@ class LaunchBound(Rule[Context]):
         launch = (f"; each launch call costs the launching thread {us(info['launch_api_ns'] / calls)} (mean of the "
                   f"capture's {calls:,})" if calls else "")
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
-              f"{ms(ctx.summary['gaps']['threshold_ns'])} between kernels: {k['count']:,} kernels{per}, median "
-              f"{us(k['median_ns'] or 0)}{launch}")
+              f"{ms(ctx.summary['gaps']['threshold_ns'])} between GPU operations (kernels, copies, memsets): "
+              f"{k['count']:,} kernels{per}, median {us(k['median_ns'] or 0)}{launch}")
         graphs = (k.get("graphs") or {}).get("share_of_kernel_time") or 0
         if graphs >= 0.5:  # the advice the trace shows is already taken: name what is left instead
             ev += f"; CUDA graphs already carry {graphs:.0%} of the GPU work"

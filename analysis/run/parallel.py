@@ -33,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.nsys_core.signals import let_stops_in, stops_blocked
+from nsys_transfer.nsys_core.signals import let_stops_in, restore, sigterm_raises, stops_blocked, terminated
 
 DASK_EXTRA = "--dask needs the dask extra: pip install 'nsys-transfer[dask]'"
 LOCAL = "local"  # --dask local[:N]: a cluster on this machine
@@ -82,12 +82,12 @@ class Processes:
         self._previous: dict = {}
 
     def __enter__(self):
-        self._previous = _stop_on_sigterm()
+        self._previous = sigterm_raises()
         try:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_start_method(),
                                              initializer=_worker_setup)
         except BaseException:
-            _restore(self._previous)
+            restore(self._previous)
             raise
         return self
 
@@ -98,7 +98,7 @@ class Processes:
                     _end_workers(self._pool)
                 self._pool.shutdown(wait=True, cancel_futures=True)
         finally:
-            _restore(self._previous)
+            restore(self._previous)
             self._previous = {}
         return None
 
@@ -174,7 +174,7 @@ class Dask:
         except ImportError:
             raise TraceError(DASK_EXTRA) from None
         self._distributed = distributed
-        self._previous = _stop_on_sigterm()
+        self._previous = sigterm_raises()
         self._tracker_was_running = _resource_tracker_running()
         try:
             with _stops_kept(self.local), _stops_held(self.local):
@@ -197,7 +197,7 @@ class Dask:
             with _stops_kept(self.local):  # a stop meanwhile waits for the close
                 self._close(abandoned=bool(exc) and exc[0] is not None)
         finally:
-            _restore(self._previous)
+            restore(self._previous)
             self._previous = {}
         return None
 
@@ -275,28 +275,6 @@ def _end_resource_tracker() -> None:
         stop()
 
 
-_OWNER = os.getpid()  # the process that installs _terminated; a child forked from it inherits the handler
-
-
-def _terminated(signum, frame):
-    if os.getpid() != _OWNER:  # a --jobs worker signalled before its initializer reset SIGTERM: end it quietly
-        os._exit(128 + signum)  # (SystemExit there would print from inside threading's after-fork hook)
-    raise SystemExit(128 + signum)
-
-
-def _stop_on_sigterm() -> dict:
-    """SIGTERM raises SystemExit(143) in the main thread while the executor is open, where it has its default; the
-    handler it had, to restore."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        return {}
-    return {signal.SIGTERM: signal.signal(signal.SIGTERM, _terminated)}
-
-
-def _restore(previous: dict) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-
-
 @contextmanager
 def _stops_kept(keep: bool = True):
     """A stop that arrives while a local cluster starts or closes is kept and raised at the end of the block:
@@ -306,13 +284,13 @@ def _stops_kept(keep: bool = True):
         yield
         return
     kept: list[int] = []
-    ours = {signal.SIGINT: (signal.default_int_handler,), signal.SIGTERM: (signal.SIG_DFL, _terminated)}
+    ours = {signal.SIGINT: (signal.default_int_handler,), signal.SIGTERM: (signal.SIG_DFL, terminated)}
     previous = {sig: signal.signal(sig, lambda signum, frame: kept.append(signum))
                 for sig, defaults in ours.items() if signal.getsignal(sig) in defaults}
     try:
         yield
     finally:
-        _restore(previous)
+        restore(previous)
         if kept:
             raise KeyboardInterrupt if kept[0] == signal.SIGINT else SystemExit(128 + kept[0])
 
@@ -365,6 +343,19 @@ def _has_distributed() -> bool:
         return False
 
 
+def _check_address(address: str) -> None:
+    """TraceError for a scheduler address Dask cannot parse (its client would wait a minute, then fail twice)."""
+    from distributed.comm.addressing import parse_address, parse_host_port  # noqa: PLC0415 - the optional extra
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as e:
+        raise TraceError(f"--dask {address}: not a scheduler address ({e}); give tcp://HOST:PORT, tls://HOST:PORT "
+                         "or local:N") from None
+
+
 def executor(jobs: int | None = None, dask: str | None = None, items: int | None = None):
     """The executor for `items` pieces of work: Dask when an address is given, else `jobs` worker processes (default:
     the cores; never more than the items), else (one job or one item) this process."""
@@ -373,6 +364,8 @@ def executor(jobs: int | None = None, dask: str | None = None, items: int | None
             local_workers(dask)  # its mistakes before any work
         if not _has_distributed():  # the missing extra too, before any work is announced
             raise TraceError(DASK_EXTRA)
+        if dask.split(":")[0] != LOCAL:
+            _check_address(dask)
         return Dask(dask)
     if jobs is not None and jobs < 1:
         raise TraceError(f"--jobs {jobs}: give at least 1 (1: one trace after the other in this process)")

@@ -54,11 +54,13 @@ def fastest_pinned_gbps(copies: pd.DataFrame) -> float | None:
 def host_link(gpus: pd.DataFrame, copies: pd.DataFrame, user_gbps: float | None = None) -> dict:
     """{gbps, source, pcie_gen}: the user's figure, else the nominal rate of the slowest GPU's PCIe generation, raised
     to the fastest large pinned copy when that is faster; gbps None when the GPU is unknown and no copy shows it."""
+    seen = fastest_pinned_gbps(copies)
     if user_gbps:
-        return {"gbps": float(user_gbps), "source": "--link-gbps", "pcie_gen": None}
+        # a figure the trace contradicts is kept (the user may mean another machine's link), and the contradiction said
+        faster = f"; the trace's fastest pinned copy ran at {seen:.1f} GB/s, faster" if seen and seen > user_gbps else ""
+        return {"gbps": float(user_gbps), "source": "--link-gbps" + faster, "pcie_gen": None}
     gens = [pcie_generation(r.get("chip"), r.get("name")) for r in gpus.to_dict("records")] if len(gpus) else []
     known = [g for g in gens if g[0] is not None]
-    seen = fastest_pinned_gbps(copies)
     if known:
         gen, why = min(known)
         gbps, source = nominal_gbps(gen), f"PCIe gen{gen} x16 nominal ({why})"
