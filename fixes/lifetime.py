@@ -114,21 +114,32 @@ class StopSignals:
         self.on_term, self.always = on_term, always
 
     def install(self) -> "StopSignals":
-        """Take SIGTERM and SIGINT over where they have their defaults and this is the main thread."""
+        """Take SIGTERM and SIGINT over where they have their defaults (or another pipeline's, which it then hands
+        back to) and this is the main thread."""
         if threading.current_thread() is not threading.main_thread():
             return self
         for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
-            if self.always or signal.getsignal(sig) in (default, None):
+            current = signal.getsignal(sig)
+            if self.always or current in (default, None) or _yields(current):
                 self.previous[sig] = signal.signal(sig, self._raise)
+        if self.previous:
+            _INSTALLED.append(self)
         return self
 
     def _raise(self, signum, frame):
         quiet_children()  # torch's DataLoader would report its workers' deaths by the same signal
-        self.stops.append(self.on_term(signum) if signum == signal.SIGTERM else KeyboardInterrupt())
+        self.stops.append(self._stop(signum))
+        below = self.previous.get(signum)
+        while _yields(below):  # the pipelines still open beneath this one keep it too (raise_if_stopped)
+            below.__self__.stops.append(below.__self__._stop(signum))
+            below = below.__self__.previous.get(signum)
         if _Held.depth:  # a worker being forked: raised once it is recorded (raise_held)
             _Held.stops.append(self.stops[-1])
             return
         raise self.stops[-1]
+
+    def _stop(self, signum) -> BaseException:
+        return self.on_term(signum) if signum == signal.SIGTERM else KeyboardInterrupt()
 
     def raise_if_stopped(self) -> None:
         """Raise again a stop whose exception was lost."""
@@ -136,10 +147,38 @@ class StopSignals:
             raise self.stops[0]
 
     def restore(self) -> None:
-        """The defaults back."""
+        """What each handler replaced, back: where another pipeline's handler was installed over this one since, the
+        handler it replaced becomes what that one restores; where the program installed its own, it stays."""
         for sig, previous in self.previous.items():
-            signal.signal(sig, previous)
+            if signal.getsignal(sig) == self._raise:
+                signal.signal(sig, previous)
+            for other in _INSTALLED:
+                if other.previous.get(sig) == self._raise:
+                    other.previous[sig] = previous
         self.previous = {}
+        if self in _INSTALLED:
+            _INSTALLED.remove(self)
+
+
+_INSTALLED: list[StopSignals] = []  # those whose handlers are in place, to hand what they replaced to each other
+
+
+def _yields(handler) -> bool:
+    """Whether a handler is another StopSignals' that a new one may take over (not a program's own, `always`)."""
+    owner = getattr(handler, "__self__", None)
+    return isinstance(owner, StopSignals) and not owner.always and owner in _INSTALLED
+
+
+def each_then_raise(*steps) -> None:
+    """Run every step, even after one raised (a sticky CUDA error, a second Ctrl-C), then raise the first error."""
+    first: BaseException | None = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:
+            first = first or e
+    if first is not None:
+        raise first
 
 
 def quiet_resource_sharer() -> None:

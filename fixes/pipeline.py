@@ -14,9 +14,9 @@ from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_CLOSE, PIPEL
 
 from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
-from nsys_transfer.fixes.errors import LayoutError, TerminatedBySignal
+from nsys_transfer.fixes.errors import LayoutError, PipelineError, TerminatedBySignal
 from nsys_transfer.fixes.checksums import IntegrityReport, MASK64, compare
-from nsys_transfer.fixes.lifetime import StopSignals
+from nsys_transfer.fixes.lifetime import StopSignals, each_then_raise
 from nsys_transfer.fixes.pace import Pace
 from nsys_transfer.fixes.ranges import nvtx_range
 from nsys_transfer.fixes.slots import HostSlots, Layout
@@ -34,6 +34,14 @@ def _indexed(device: torch.device) -> torch.device:
     if device.type == "cuda" and device.index is None:
         return torch.device("cuda", torch.cuda.current_device())
     return device
+
+
+def _has_numpy_dtype(dtype: torch.dtype) -> bool:
+    try:
+        torch.empty(0, dtype=dtype).numpy()
+    except (TypeError, RuntimeError):
+        return False
+    return True
 
 
 def spare_cores() -> int:
@@ -58,7 +66,8 @@ class OutputPipeline:
     process gets NumPy views of the buffers (tensors=True: torch tensors; bfloat16 needs it) valid only during the
     call: copy what it keeps. buffers: how many batches may be in flight (default workers + 2); submit() waits for a
     free one (back-pressure). split=k: each batch's rows (dimension 0) are cut into k slices that k workers process at
-    once, called as process(batch_id, outputs, rows) (a batch whose tensors differ in dimension 0 goes whole). threads=True: workers are threads of this process (light
+    once, called as process(batch_id, outputs, rows) (a batch whose tensors differ in dimension 0 goes whole, with
+    rows=None). Each batch in flight needs its own batch_id. threads=True: workers are threads of this process (light
     post-processing, nothing shared). verify=True: every batch's bytes are checksummed on the device and again in
     the worker; report() says whether each batch arrived exactly once, intact (NSYS_TRANSFER_VERIFY=1 turns it on
     for every pipeline without a code change, and each then prints its verdict when it closes), and its `pace`: the
@@ -95,19 +104,27 @@ class OutputPipeline:
         self._failure: BaseException | None = None
         self._stops = StopSignals()
         self._closed = False
+        self._open_ids: set = set()  # submitted, not yet processed (_check_new_id)
+        self._seen = 0  # of the pool's completed batches, how many were taken off _open_ids
 
     # -- the loop's side ---------------------------------------------------------------------------------------
     def __enter__(self) -> "OutputPipeline":
+        self._check_open()
         self._stops.install()
         try:
             if self.like is not None:
                 self._start(*flatten(self.like), eager=True)
             else:
                 self._copier = self._early_copier()
-        except BaseException:  # __exit__ will not run: stop what was started, unpin what was pinned
+        except BaseException as e:  # __exit__ will not run: stop what was started, unpin what was pinned
             self.abort()
+            self._say_if_stopped(e)
             raise
         return self
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PipelineError(f"this {type(self).__name__} is closed: it serves one `with` block; make a new one")
 
     def _early_copier(self) -> CudaCopier | None:
         """The copier for the device the outputs will likely be on, made before the first batch runs: torch makes its
@@ -143,7 +160,9 @@ class OutputPipeline:
 
     def submit(self, batch_id: int, outputs) -> None:
         """Hand one batch's outputs over; returns once their copy is queued (after a free buffer, if all are full)."""
+        self._check_open()
         self._raise_failure()
+        self._check_new_id(batch_id)
         leaves, tree = flatten(outputs)
         if self._slots is None:
             self._start(leaves, tree)
@@ -153,7 +172,7 @@ class OutputPipeline:
         leaves = [t if t.is_contiguous() else t.contiguous() for t in leaves]
         with nvtx_range(COPY_TO_CPU):
             since = self.pace.started()
-            slot = self._pool.get_free(check=self._raise_failure)
+            slot = self._pool.get_free(check=self._raise_failure, timeout_s=self.timeout_s)
             self.pace.waited(since)
             shapes = tuple(tuple(t.shape) for t in leaves)
             bounds = self._bounds(leaves)
@@ -161,11 +180,24 @@ class OutputPipeline:
             self._copier.copy(slot, leaves, self._slots.views(slot, shapes), bounds, self.verify)
         with nvtx_range(QUEUE_OUTPUT):
             self._pending.put((batch_id, slot, shapes, bounds, tree.values()))
+        self._open_ids.add(batch_id)
         self.submitted += 1
         if self.auto or self.submitted > 1:  # the first submit forked the first workers; on the loop's thread (grow says why)
             if self._pool.grow(backlog_only=self.auto):
                 self.pace.add_workers(1)
         self.pace.batches = self.submitted
+
+    def _check_new_id(self, batch_id) -> None:
+        """ValueError for an id still in flight: the workers' results, the slices of a split batch and the checksums
+        are all told apart by it."""
+        done = self._pool.completed if self._pool is not None else []
+        seen = len(done)  # appended to meanwhile by the pool: read up to here
+        for finished, _ in done[self._seen:seen]:
+            self._open_ids.discard(finished)
+        self._seen = seen
+        if batch_id in self._open_ids:
+            raise ValueError(f"batch id {batch_id!r} was submitted before and is still being processed: give each "
+                             "batch its own id")
 
     def _bounds(self, leaves) -> list[tuple[int, int]]:
         rows = {t.shape[0] if t.dim() else None for t in leaves}
@@ -179,14 +211,22 @@ class OutputPipeline:
         __enter__, before the loop: nothing to overlap): every worker forked and two slots pinned now."""
         if not leaves:
             raise LayoutError("the outputs hold no tensor")
-        if not self.tensors and any(t.dtype == torch.bfloat16 for t in leaves):
-            raise LayoutError("bfloat16 outputs have no NumPy dtype: pass tensors=True (process gets torch tensors)")
+        odd = [t for t in leaves if t.layout != torch.strided or t.is_quantized]
+        if odd:
+            what = "quantized" if odd[0].is_quantized else str(odd[0].layout).replace("torch.", "")
+            raise LayoutError(f"{what} outputs have no plain bytes to copy: pass dense tensors (.to_dense(), "
+                              ".dequantize())")
+        no_numpy = sorted({str(t.dtype).replace("torch.", "") for t in leaves
+                           if not self.tensors and not _has_numpy_dtype(t.dtype)})
+        if no_numpy:
+            raise LayoutError(f"{', '.join(no_numpy)} outputs have no NumPy dtype: pass tensors=True (process gets "
+                              "torch tensors)")
         cuda = self._cuda_device(leaves)
         self._tree = tree
         self._slots = HostSlots(Layout.of(leaves), self.n_buffers, shared=not self.threads, pin=cuda is not None,
                                 device=cuda, eager=eager)
         self._copier = self._copier_for(cuda)
-        delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify)
+        delivery = Delivery(self.process, self._slots, tree, self.tensors, self.verify, split=self.split > 1)
         first = self.n_workers if not self.auto and (eager or self.threads) else \
             min(self.n_workers, max(FIRST_WORKERS, self.split))
         self._pool = WorkerPool(delivery, first, self.n_buffers, self.threads, self.name, grow=self.n_workers)
@@ -240,10 +280,15 @@ class OutputPipeline:
         with nvtx_range(PIPELINE_CLOSE):  # the teardown is on the user's clock: the trace shows it
             try:
                 self.flush()
-            except BaseException:
+            except BaseException as e:
                 self._shutdown(graceful=False)
+                self._say_if_stopped(e)
                 raise
-            self._shutdown(graceful=True)
+            try:
+                self._shutdown(graceful=True)
+            except BaseException as e:
+                self._say_if_stopped(e)
+                raise
         if self.announce:
             print(f"{self.name.replace('-', ' ')}s: {self.report().verdict()}; {self.pace.line()}", file=sys.stderr)
 
@@ -255,31 +300,31 @@ class OutputPipeline:
         if self._closed:
             return
         self._closed = True
-        try:
-            if self._monitor is not None:
-                self._pending.put(None)
+        # each step even if one before raised (a sticky CUDA error, a second Ctrl-C); the copies end before the
+        # buffers they write into are unpinned
+        each_then_raise(lambda: self._stop_monitor(graceful),
+                        lambda: self._pool is not None and self._pool.close(graceful=graceful),
+                        lambda: self._copier is not None and self._copier.finish(),
+                        lambda: self._slots is not None and self._slots.close(),
+                        self._stops.restore)
+
+    def _stop_monitor(self, graceful: bool) -> None:
+        if self._monitor is not None:
+            self._pending.put(None)
+            if self._monitor.ident is not None:  # a stop can land while it starts: then there is none to join
                 self._monitor.join(timeout=2 if graceful else 0.5)
-            if self._pool is not None:
-                self._pool.close(graceful=graceful)
-        finally:  # each step even if the one before raised (a sticky CUDA error, a second Ctrl-C)
-            try:
-                if self._copier is not None:
-                    self._copier.finish()  # no DMA may still write into memory about to be unpinned
-            finally:
-                try:
-                    if self._slots is not None:
-                        self._slots.close()
-                finally:
-                    self._stops.restore()
+
+    def _say_if_stopped(self, e: BaseException) -> None:
+        if isinstance(e, TerminatedBySignal):
+            print(f"{self.name.replace('-', ' ')}s: stopped by SIGTERM after {self.processed} of {self.submitted} "
+                  "batches were processed; workers stopped, buffers freed", file=sys.stderr)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is None:
             self.close()
             return False
         self.abort()
-        if isinstance(exc, TerminatedBySignal):
-            print(f"{self.name.replace('-', ' ')}s: stopped by SIGTERM after {self.processed} of {self.submitted} batches were "
-                  "processed; workers stopped, buffers freed", file=sys.stderr)
+        self._say_if_stopped(exc)
         return False
 
     # -- what arrived ------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
 from nsys_transfer.fixes.lifetime import raise_held, stops_held, worker_started
 
 POLL_S = 0.2
+DONE, FAILED = "done", "failed"  # what a worker posts: a slice's result, or its last words (any batch id is the user's)
 SIGTERM_GRACE_S = 0.2  # a worker killed by SIGTERM: time for the same signal to reach this process, if it was sent
 
 
@@ -55,13 +56,13 @@ def _worker_loop(index: int, name: str, parent_pid: int | None, handle: Callable
             batch_id, payload, part, parts, extra = item
             started = time.perf_counter()
             result = handle(batch_id, payload, part, parts, extra)
-            result_q.put((batch_id, part, result, time.perf_counter() - started))
+            result_q.put((DONE, batch_id, part, result, time.perf_counter() - started))
             if isinstance(payload, int) and counters.done_one(payload):
                 free_q.put(payload)  # the slot's last slice is done: it can be filled again
     except BaseException as e:  # told to the caller in one line (a traceback here would interleave with its output)
         where = f" on batch {batch_id}" if batch_id is not None else ""
         label = name.replace("-", " ")
-        result_q.put((None, index, f"{label} {index} (pid {os.getpid()}) failed{where}: {describe(e)}", 0.0))
+        result_q.put((FAILED, index, f"{label} {index} (pid {os.getpid()}) failed{where}: {describe(e)}"))
         if parent_pid is not None:
             result_q.close()
             result_q.join_thread()
@@ -151,8 +152,9 @@ class WorkerPool:
             return True
         return False
 
-    def get_free(self, check: Callable = lambda: None) -> int:
-        """The lowest free slot's index, waiting for one; `check` runs every poll (the caller's own failures)."""
+    def get_free(self, check: Callable = lambda: None, timeout_s: float = 600.0) -> int:
+        """The lowest free slot's index, waiting for one; `check` runs every poll (the caller's own failures);
+        WorkerDied when none came free in timeout_s (every worker stuck in its batch)."""
         while True:
             try:
                 heapq.heappush(self._free, self.free_q.get_nowait())
@@ -160,7 +162,14 @@ class WorkerPool:
                 break
         if self._free:
             return heapq.heappop(self._free)
-        return self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, check)
+        deadline = time.monotonic() + timeout_s
+
+        def stuck():
+            check()
+            if time.monotonic() > deadline:
+                raise WorkerDied(f"{self.label}s freed no buffer in {timeout_s:.0f} s ({len(self.completed)} batches "
+                                 "processed); they are stuck")
+        return self._wait(lambda: self.free_q.get(timeout=POLL_S), queue.Empty, stuck)
 
     def _wait(self, attempt: Callable, retry_on, check: Callable = lambda: None):
         while True:
@@ -180,9 +189,10 @@ class WorkerPool:
                 return
             self._add(*posted)
 
-    def _add(self, batch_id, part, result, seconds: float) -> None:
-        if batch_id is None:  # a worker's last words (see _worker_loop)
-            raise ProcessFailed(str(result))
+    def _add(self, kind: str, *posted) -> None:
+        if kind == FAILED:  # a worker's last words (see _worker_loop)
+            raise ProcessFailed(str(posted[1]))
+        batch_id, part, result, seconds = posted
         self.busy_s += seconds
         self._done += 1
         got = self._parts.setdefault(batch_id, {})
