@@ -40,6 +40,10 @@ CASES = {
                        "after": ("tokenize_embed_fixed", [])},
     # a short run pays the pipeline's set-up: 16 batches, no warm-up excluded, against the same 16 of the model alone
     "embed_16": {"ceiling": ("hf_embed", ["--ceiling"]), "before": ("hf_embed", []), "after": ("hf_embed_fixed", [])},
+    # the same with each batch's rows cut across 2 or 4 workers: the last batch's post-processing, on the clock after
+    # the GPU's last batch, is done that many times sooner (split=k forks k workers at the first submit, not 2)
+    "embed_16_split2": {"ceiling": ("hf_embed", ["--ceiling"]), "after": ("hf_embed_fixed", ["--split", "2"])},
+    "embed_16_split4": {"ceiling": ("hf_embed", ["--ceiling"]), "after": ("hf_embed_fixed", ["--split", "4"])},
     "article_fp32": {"ceiling": ("workloads", ["--stage", "ceiling"]), "before": ("workloads", ["--stage", "streams"]),
                      "after": ("workloads", ["--stage", "pinned"])},
     "article_bf16": {"ceiling": ("workloads", ["--stage", "ceiling", "--dtype", "bf16", "--channels-last"]),
@@ -49,9 +53,10 @@ CASES = {
 }
 SIZES = {"hf_embed": ["--batches", "24", "--warmup", "4"], "seg_logits": ["--batches", "24", "--warmup", "4"],
          "image_loop": ["--batches", "40", "--warmup", "5"], "seg_cpu_argmax": ["--batches", "24", "--warmup", "4"],
-         "tokenize_embed": ["--batches", "16", "--warmup", "3"], "embed_16": ["--batches", "16", "--warmup", "0"]}
+         "tokenize_embed": ["--batches", "16", "--warmup", "3"], "embed_16": ["--batches", "16", "--warmup", "0"],
+         "embed_16_split2": ["--batches", "16", "--warmup", "0"], "embed_16_split4": ["--batches", "16", "--warmup", "0"]}
 # the captures run as the unprofiled runs do (the same batches and warm-up): verify's figure is then comparable
-CAPTURE_SIZES = {k: v for k, v in SIZES.items() if k != "embed_16"}
+CAPTURE_SIZES = {k: v for k, v in SIZES.items() if not k.startswith("embed_16")}
 CAPTURES = ROOT / "out" / "fixes-captures"
 
 

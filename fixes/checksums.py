@@ -73,15 +73,24 @@ class IntegrityReport:
                 "n_duplicated": len(self.duplicated), "n_mismatched": len(self.mismatched), "pace": self.pace}
 
 
-def compare(expected: dict[int, int], received: list[tuple[int, int]]) -> IntegrityReport:
-    """expected: batch id -> checksum of the GPU output; received: (batch id, checksum) per processed batch."""
-    report = IntegrityReport(expected_batches=len(expected), processed=len(received))
-    seen: dict[int, int] = {}
+def compare(expected, received: list[tuple[int, int]]) -> IntegrityReport:
+    """expected: batch id -> checksum of the GPU output, or (batch id, checksum) per submission, in order (an id may
+    come back once its batch is done); received: (batch id, checksum) per processed batch. An id's k-th arrival is
+    checked against its k-th submission."""
+    pairs = list(expected.items()) if isinstance(expected, dict) else list(expected)
+    report = IntegrityReport(expected_batches=len(pairs), processed=len(received))
+    want: dict = {}
+    got: dict = {}
+    for batch_id, cs in pairs:
+        want.setdefault(batch_id, []).append(cs)
     for batch_id, cs in received:
-        seen[batch_id] = seen.get(batch_id, 0) + 1
-        if batch_id in expected and as_unsigned(cs) != as_unsigned(expected[batch_id]):
+        got.setdefault(batch_id, []).append(cs)
+    for batch_id in sorted(set(want) | set(got)):
+        w, g = want.get(batch_id, []), got.get(batch_id, [])
+        if len(g) > max(len(w), 1):
+            report.duplicated.append(batch_id)
+        if len(w) > len(g):
+            report.missing.append(batch_id)
+        if any(as_unsigned(x) != as_unsigned(y) for x, y in zip(w, g)):
             report.mismatched.append(batch_id)
-    report.duplicated = sorted(b for b, n in seen.items() if n > 1)
-    report.missing = sorted(set(expected) - set(seen))
-    report.mismatched = sorted(set(report.mismatched))
     return report

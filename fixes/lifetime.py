@@ -116,8 +116,8 @@ class StopSignals:
     def install(self) -> "StopSignals":
         """Take SIGTERM and SIGINT over where they have their defaults (or another pipeline's, which it then hands
         back to) and this is the main thread."""
-        if threading.current_thread() is not threading.main_thread():
-            return self
+        if threading.current_thread() is not threading.main_thread() or self in _INSTALLED:
+            return self  # installed twice, its handler would be what it hands back to: a stop would never end
         for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
             current = signal.getsignal(sig)
             if self.always or current in (default, None) or _yields(current):

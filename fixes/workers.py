@@ -98,6 +98,7 @@ class WorkerPool:
         self._handle = handle
         self.workers: list = []
         self.closed = False
+        self._asked: bool | None = None  # ask_to_stop(): None until it ran, then whether the workers were told to end
         try:
             for _ in range(n):
                 self._add_worker()
@@ -203,8 +204,9 @@ class WorkerPool:
             self.completed.append((batch_id, [got[k] for k in sorted(got)]))
 
     def wait(self, n_batches: int, timeout_s: float = 600.0, check: Callable = lambda: None) -> None:
-        """Block until n_batches batches are completed; fail fast on a dead worker or on `check`."""
-        deadline = time.monotonic() + timeout_s
+        """Block until n_batches batches are completed; fail fast on a dead worker or on `check`; WorkerDied when no
+        slice was finished in timeout_s (a long drain that progresses is waited out)."""
+        deadline, done = time.monotonic() + timeout_s, self._done
         while len(self.completed) < n_batches:
             self.check_alive()
             check()  # it may collect the last results: then waiting on the queue would only add a poll
@@ -213,27 +215,39 @@ class WorkerPool:
             try:
                 self._add(*self.result_q.get(timeout=POLL_S))
             except queue.Empty:
-                if time.monotonic() > deadline:
-                    raise WorkerDied(f"{self.label}s processed {len(self.completed)} of {n_batches} batches in "
-                                     f"{timeout_s:.0f} s; they are stuck") from None
+                if self._done != done:
+                    deadline, done = time.monotonic() + timeout_s, self._done
+                elif time.monotonic() > deadline:
+                    raise WorkerDied(f"{self.label}s finished nothing in {timeout_s:g} s ({len(self.completed)} of "
+                                     f"{n_batches} batches processed); they are stuck") from None
+
+    def ask_to_stop(self, graceful: bool = True) -> bool:
+        """Tell the workers to end once the batches handed to them are done (graceful, and all alive), without
+        waiting for them: the caller can free its own side meanwhile. Whether they were told."""
+        if self.closed or self._asked is not None:
+            return bool(self._asked)
+        # one dead: the others may be stuck on a lock it held, so they are stopped, not asked
+        self._asked = graceful and all(w.is_alive() for w in self.workers)
+        for _ in self.workers if self._asked else []:
+            try:
+                self.in_q.put(None, timeout=1)
+            except queue.Full:
+                break
+        return self._asked
 
     def close(self, graceful: bool = True) -> None:
         """Stop the workers: let them finish when told so and all are alive, else stop them now."""
         if self.closed:
             return
+        graceful = self.ask_to_stop(graceful)
         self.closed = True
-        # one dead: the others may be stuck on a lock it held, so stop now
-        graceful = graceful and all(w.is_alive() for w in self.workers)
-        for _ in self.workers if graceful else []:
-            try:
-                self.in_q.put(None, timeout=1)
-            except queue.Full:
-                break
         deadline = time.monotonic() + (5 if graceful else 0)
-        for w in self.workers:
-            w.join(timeout=max(0.0, deadline - time.monotonic()))
-        if not self.threads:
-            self._stop_processes()
+        try:
+            for w in self.workers:
+                w.join(timeout=max(0.0, deadline - time.monotonic()))
+        finally:  # a second Ctrl-C in the wait: the workers are still stopped (closed is set: nobody would retry)
+            if not self.threads:
+                self._stop_processes()
 
     def _stop_processes(self) -> None:
         for w in self.workers:

@@ -53,6 +53,34 @@ def sigterm_raises() -> dict:
     return {signal.SIGTERM: signal.signal(signal.SIGTERM, terminated)}
 
 
+_DOOMED: set[str] = set()  # files a SIGTERM deletes on the way out of a worker process (exit_on_sigterm)
+
+
+def exit_on_sigterm() -> None:
+    """In a worker process (a pool's, which would send SystemExit back as an item's result and go on): SIGTERM
+    deletes the half-written files of deleted_on_sigterm() and ends the process at once, with 143."""
+    signal.signal(signal.SIGTERM, _exit_now)
+
+
+def _exit_now(signum, frame):
+    for name in list(_DOOMED):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+
+
+@contextmanager
+def deleted_on_sigterm(path):
+    """The file at path is deleted if exit_on_sigterm()'s SIGTERM comes during the block."""
+    _DOOMED.add(str(path))
+    try:
+        yield
+    finally:
+        _DOOMED.discard(str(path))
+
+
 def restore(previous: dict) -> None:
     """The handlers sigterm_raises() replaced, back."""
     for sig, handler in previous.items():

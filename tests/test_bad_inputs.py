@@ -372,6 +372,10 @@ CASES = [
     Case("dask-not-an-address", option("--dask", "bogus"), 2, "--dask bogus: not a scheduler address"),
     Case("dask-not-an-address-two-traces", option("{trace}", "--dask", "bogus"), 2,
          "--dask bogus: not a scheduler address"),
+    # one trace's options with several traces: said, not dropped
+    Case("whole-two-traces", option("{trace}", "--whole"), 2, "--whole applies to one trace"),
+    Case("top-two-traces", option("{trace}", "--top", "3"), 2, "--top applies to one trace's findings"),
+    Case("all-two-traces", option("{trace}", "--all"), 2, "--all applies to one trace's findings"),
     Case("verify-step-regex-invalid", verify_with("--step-regex", "("), 2, "is not a valid regular expression"),
     Case("verify-fail-if-slower-nan", verify_with("--fail-if-slower", "nan"), 2, "must be a finite number"),
     Case("verify-fail-on-new-typo", verify_with("--fail-on-new", "host-sinc"), 2, "no rule 'host-sinc'; give 'any'"),

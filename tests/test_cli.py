@@ -200,7 +200,7 @@ def main():
 
 @main.command()
 def boom():
-    raise RuntimeError("a bug")
+    raise RuntimeError("a bug\\n  and what the library printed after it")
 
 main()
 """
@@ -220,3 +220,6 @@ def test_a_bug_or_a_usage_error_is_one_line_in_every_command():
     assert r.stderr.startswith("tool boom: No such option") and r.stderr.endswith("(see tool boom --help)\n")
     r = run_cli("-m", "nsys_transfer", "verify", "--nope", env=env)
     assert r.returncode == 2 and r.stderr.startswith("nsys-transfer verify: No such option") and r.stderr.count("\n") == 1
+    r = run_cli("-m", "nsys_transfer", env=env)  # bare: the group's help as it is, not a usage line wrapped round it
+    help_text = r.stdout + r.stderr
+    assert help_text.startswith("Usage: ") and "Commands:" in help_text and "(see" not in help_text, help_text

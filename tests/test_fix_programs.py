@@ -93,6 +93,20 @@ def test_hf_embed_fixed_saves_the_same_embeddings(tmp_path):
     _same_files(tmp_path / "before", tmp_path / "after")
 
 
+def test_hf_embed_fixed_split_saves_every_row_once(tmp_path):
+    """--split 3: each batch's 4 rows reach three workers as slices (1, 1 and 2 rows), each its own file; put back
+    together they are the original's embeddings, batch by batch."""
+    pytest.importorskip("transformers", reason="the Hugging Face program needs transformers (the GPU machine has it)")
+    args = ["--batches", "3", "--warmup", "1", "--batch", "4", "--tokens", "16", "--layers", "1", "--workers", "3"]
+    _run("hf_embed", *args, "--out", str(tmp_path / "before"))
+    _, err = _run("hf_embed_fixed", *args, "--split", "3", "--out", str(tmp_path / "after"))
+    assert "all 3 batches arrived exactly once, intact" in err, err[-2000:]
+    for whole in sorted((tmp_path / "before").iterdir()):
+        parts = sorted((tmp_path / "after").glob(whole.stem + "_*.npy"))
+        assert [p.name[-7:-4] for p in parts] == ["000", "001", "002"], whole.name
+        assert np.array_equal(np.concatenate([np.load(p) for p in parts]), np.load(whole)), whole.name
+
+
 # ---- the same programs captured on the H200 (benchmarks/gpu.sh programs, nsys 2024.2), before and after the fix ----
 DATA = ROOT / "tests" / "data" / "programs"
 

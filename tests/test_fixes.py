@@ -292,6 +292,45 @@ def test_a_stop_during_a_fork_is_raised_once_the_worker_is_recorded(monkeypatch)
     assert len(forked) == 1 and not forked[0].is_alive()  # the pool stopped the one it had forked
 
 
+def test_workers_asked_to_stop_exit_while_the_caller_frees_its_side():
+    """close() tells the workers to end before it unpins and unmaps its buffers and joins them after: asked, they
+    exit on their own (code 0) with nobody waiting; with one of them dead, the rest are not asked but stopped."""
+    from nsys_transfer.fixes.workers import WorkerPool
+    pool = WorkerPool(lambda *a: None, 2, slots=1)
+    assert pool.ask_to_stop() is True and pool.ask_to_stop() is True  # told once
+    deadline = time.monotonic() + 10
+    while any(w.is_alive() for w in pool.workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [w.exitcode for w in pool.workers] == [0, 0]
+    pool.close()
+    assert pool.closed
+    pool = WorkerPool(lambda *a: None, 2, slots=1)
+    os.kill(pool.workers[0].pid, signal.SIGKILL)
+    pool.workers[0].join(timeout=5)
+    assert pool.ask_to_stop() is False
+    pool.close()
+    assert not any(w.is_alive() for w in pool.workers) and pool.workers[1].exitcode != 0
+
+
+def test_a_second_ctrl_c_while_close_waits_for_the_workers_still_stops_them():
+    """close() waits up to 5 s for busy workers to finish; a Ctrl-C in that wait ends it, and the workers are
+    stopped all the same (they were left running until the interpreter's exit)."""
+    from nsys_transfer.fixes.workers import WorkerPool
+    with _default_stop_handlers():
+        pool = WorkerPool(lambda *a: time.sleep(60), 1, slots=1)
+        pool.put(0, 0)
+        time.sleep(0.3)  # the worker is in its batch
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        old = signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGINT))
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                pool.close()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    assert pool.closed and not pool.workers[0].is_alive()
+
+
 def test_the_pace_counts_each_worker_from_its_start():
     """Workers forked a few at a time: their busy share is over the seconds each could work, not the final count times
     the span (2 from 0 s and 1 from 5 s of a 10 s span: 25 worker-seconds; 16 s busy is 64%, saturated, so a
@@ -616,6 +655,19 @@ def test_sigterm_while_entering_says_what_was_stopped(monkeypatch, capfd):
                                       "workers stopped, buffers freed\n")
 
 
+def test_sigterm_in_a_close_inside_the_block_is_said_once(capfd):
+    """pipe.close() called inside the `with` block and a SIGTERM in its drain: close() says it, and __exit__ (which
+    then sees the same stop) does not say it again."""
+    def terminated(*args, **kwargs):
+        raise TerminatedBySignal(143)  # what the pipeline's SIGTERM handler raises in the drain's wait
+    with pytest.raises(TerminatedBySignal):
+        with OutputPipeline(lambda *a: None, workers=1, threads=True) as pipe:
+            pipe.submit(0, torch.ones(2))
+            pipe._pool.wait = terminated
+            pipe.close()
+    assert capfd.readouterr().err.count("stopped by SIGTERM") == 1
+
+
 def test_each_batch_in_flight_needs_its_own_id():
     """The results, the slices of a split batch and the checksums are told apart by the batch id: a repeated one in
     flight merged two batches' slices (flush() returned early). It is refused; once its batch is done it may return."""
@@ -626,11 +678,17 @@ def test_each_batch_in_flight_needs_its_own_id():
             pipe.submit(0, torch.ones(4))
     release.set()
     seen = []
-    with OutputPipeline(lambda b, out: seen.append(b), workers=1, threads=True) as pipe:
+    with OutputPipeline(lambda b, out: seen.append(b), workers=1, threads=True, verify=True) as pipe:
         for i in range(4):
-            pipe.submit(i % 2, torch.ones(4))
+            pipe.submit(i % 2, torch.full((4,), float(i)))
             pipe.flush()
     assert seen == [0, 1, 0, 1]
+    # the checksums too: each arrival of an id against its own submission (keyed by id, the second of each looked
+    # duplicated and changed)
+    assert pipe.report().verdict() == "all 4 batches arrived exactly once, intact (checksums checked)"
+    from nsys_transfer.fixes.checksums import compare
+    bad = compare([(0, 10), (1, 11), (0, 12)], [(0, 10), (1, 11), (0, 13), (1, 11)])
+    assert (bad.mismatched, bad.duplicated, bad.missing, bad.expected_batches) == ([0], [1], [], 3)
 
 
 def test_split_calls_process_with_rows_for_every_batch():
@@ -654,6 +712,19 @@ def test_a_closed_pipeline_says_so():
     for use in (lambda: pipe.submit(1, torch.ones(2)), pipe.__enter__):
         with pytest.raises(PipelineError, match="is closed: it serves one `with` block; make a new one"):
             use()
+
+
+def test_an_open_pipeline_is_not_entered_again():
+    """`with pipe:` inside `with pipe:` is refused: entered twice, its stop handler was what it handed back to, and
+    the next Ctrl-C looped in it for ever; the outer block still closes and gives the default handler back."""
+    with _default_stop_handlers():
+        pipe = OutputPipeline(lambda *a: None, workers=1, threads=True)
+        with pipe:
+            with pytest.raises(PipelineError, match="is already open: one `with` block at a time"):
+                with pipe:
+                    pass
+            pipe.submit(0, torch.ones(2))
+        assert pipe.processed == 1 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_the_stops_stay_handled_while_any_pipeline_is_open_and_a_programs_own_handler_stays():
@@ -686,3 +757,18 @@ def test_a_submit_waiting_on_stuck_workers_gives_up_after_timeout_s():
             pipe.submit(1, torch.ones(2))
     release.set()
     assert time.monotonic() - started < 10
+
+
+def test_the_drain_gives_up_only_on_workers_that_finish_nothing():
+    """timeout_s bounds the wait for the next result, not the whole drain: 4 batches of 0.4 s on one worker (1.6 s)
+    drain within timeout_s=1; a worker stuck in its batch is reported after it."""
+    with OutputPipeline(lambda *a: time.sleep(0.4), workers=1, buffers=4, threads=True, timeout_s=1) as pipe:
+        for i in range(4):
+            pipe.submit(i, torch.ones(2))
+    assert pipe.processed == 4
+    release = threading.Event()
+    with pytest.raises(WorkerDied, match=r"finished nothing in 1 s \(1 of 2 batches processed\); they are stuck"):
+        with OutputPipeline(lambda b, x: b and release.wait(30), workers=1, threads=True, timeout_s=1) as pipe:
+            pipe.submit(0, torch.ones(2))
+            pipe.submit(1, torch.ones(2))
+    release.set()

@@ -151,22 +151,33 @@ def make(tmp: Path):
     print("writing", flush=True)
     time.sleep(60)
 
-cached(Path(sys.argv[1]), make)
+if sys.argv[2:] == ["worker"]:  # as a --jobs worker process: the pool's initializer, and an item's exception
+    from nsys_transfer.analysis.run.parallel import _worker_setup  # sent back as its result (concurrent.futures)
+    _worker_setup()
+    try:
+        cached(Path(sys.argv[1]), make)
+    except BaseException as e:
+        print(f"sent back {e!r}; went on", flush=True)
+else:
+    cached(Path(sys.argv[1]), make)
 """
 
 
 def test_a_stop_mid_write_leaves_nothing_in_the_cache(tmp_path):
     """SIGTERM (as Ctrl-C) while a cache entry is written: the process ends with 143 and its .part file is gone (a
-    stale one would stay for a day, and a full one would be taken for a trace)."""
+    stale one would stay for a day, and a full one would be taken for a trace). In a --jobs worker too: there the
+    SystemExit went back to the pool as the trace's result, and the worker went on to the next trace."""
     import os
     import signal
     import subprocess
     import sys
     cache, src = tmp_path / "cache", tmp_path / "x.sqlite.xz"
     src.write_bytes(b"\xfd7zXZ\x00 any bytes: the key is taken from them")
-    for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, -signal.SIGINT)):  # Python re-raises an uncaught Ctrl-C
-        p = subprocess.Popen([sys.executable, "-c", STOPPED_MID_WRITE, str(src)], stdout=subprocess.PIPE, text=True,
-                             stderr=subprocess.PIPE, env={**os.environ, "NSYS_TRANSFER_CACHE": str(cache)})
+    # Python re-raises an uncaught Ctrl-C
+    for sig, code, mode in ((signal.SIGTERM, 143, "main"), (signal.SIGINT, -signal.SIGINT, "main"),
+                            (signal.SIGTERM, 143, "worker")):
+        p = subprocess.Popen([sys.executable, "-c", STOPPED_MID_WRITE, str(src), mode], stdout=subprocess.PIPE,
+                             text=True, stderr=subprocess.PIPE, env={**os.environ, "NSYS_TRANSFER_CACHE": str(cache)})
         assert p.stdout.readline().strip() == "writing", p.stderr.read()
         assert len(list(cache.glob(".*.part"))) == 1
         p.send_signal(sig)

@@ -90,8 +90,14 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     except TraceError as e:
         _fail(str(e))
     if len(traces) > 1:
-        if win:
-            _fail(f"{win.flag} applies to one trace; with several traces each GPU is analysed over its own steps")
+        if win or whole:
+            _fail(f"{win.flag if win else '--whole'} applies to one trace; with several traces each GPU is analysed "
+                  "over its own steps")
+        given = [flag for flag, name in (("--top", "top"), ("--pipeline-depth", "pipeline_depth"), ("--all", "show_all"))
+                 if _on_command_line(name)]
+        if given:
+            _fail(f"{given[0]} applies to one trace's findings; with several traces the report compares the GPUs "
+                  "(analyse one trace for its findings)")
         return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet,
                            where)
     trace = traces[0]
@@ -253,6 +259,11 @@ def _check(traces) -> None:
         click.echo(text)
         trusted &= ok
     sys.exit(0 if trusted else 1)
+
+
+def _on_command_line(param: str) -> bool:
+    """Whether the user gave this option (not its default)."""
+    return click.get_current_context().get_parameter_source(param) == click.core.ParameterSource.COMMANDLINE
 
 
 def _checked_options(window_text, steps_text, whole, step_regex, traces, json_path, csv_dir, plot_dir, **numbers

@@ -19,6 +19,7 @@ MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough fr
 
 
 DEBUG_ENV = ("NSYS_TRANSFER_DEBUG", "ANALYZE_TRACE_DEBUG")  # either shows an internal error's traceback
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 on; isinstance(e, ()) is False
 
 
 class OneLineErrors:
@@ -33,6 +34,9 @@ class OneLineErrors:
         try:
             rc = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)  # type: ignore[misc]
         except click.UsageError as e:
+            if isinstance(e, _NO_ARGS_IS_HELP):  # a group run bare (click 8.2 on): its help, as click shows it
+                e.show()
+                sys.exit(2)
             where = self._path(e.ctx)
             click.echo(f"{where}: {e.format_message()} (see {where} --help)", err=True)
             sys.exit(2)
@@ -45,7 +49,8 @@ class OneLineErrors:
         except Exception as e:
             if any(os.environ.get(v) for v in DEBUG_ENV):
                 raise
-            click.echo(f"{self.name}: internal error: {type(e).__name__}: {e} (set {DEBUG_ENV[0]}=1 for details)",
+            first = (str(e).strip().splitlines() or [""])[0]  # one line, whatever the exception's text holds
+            click.echo(f"{self.name}: internal error: {type(e).__name__}: {first} (set {DEBUG_ENV[0]}=1 for details)",
                        err=True)
             sys.exit(3)
         if standalone_mode:
@@ -122,10 +127,12 @@ def executor_options(command):
 
 def chosen_executor(jobs: int | None, dask: str | None, items: int):
     """The executor --jobs and --dask ask for (parallel.executor): --jobs on the command line wins over a scheduler
-    address from DASK_SCHEDULER_ADDRESS; both on the command line are refused. TraceError for a bad value."""
-    if dask and jobs is not None:
-        source = click.get_current_context().get_parameter_source("dask")
-        if source != click.core.ParameterSource.ENVIRONMENT:
-            raise TraceError("--jobs and --dask both say where the traces are analysed: give one")
+    address from DASK_SCHEDULER_ADDRESS; both on the command line are refused; the environment's address is not
+    used (nor checked) for a single trace, which runs here. TraceError for a bad value."""
+    from_env = dask and click.get_current_context().get_parameter_source("dask") == \
+        click.core.ParameterSource.ENVIRONMENT
+    if dask and jobs is not None and not from_env:
+        raise TraceError("--jobs and --dask both say where the traces are analysed: give one")
+    if from_env and (jobs is not None or items <= 1):
         dask = None
     return parallel.executor(jobs, dask, items)

@@ -33,7 +33,8 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.nsys_core.signals import let_stops_in, restore, sigterm_raises, stops_blocked, terminated
+from nsys_transfer.nsys_core.signals import (exit_on_sigterm, let_stops_in, restore, sigterm_raises, stops_blocked,
+                                             terminated)
 
 DASK_EXTRA = "--dask needs the dask extra: pip install 'nsys-transfer[dask]'"
 LOCAL = "local"  # --dask local[:N]: a cluster on this machine
@@ -129,10 +130,10 @@ def _can_hold() -> bool:
 
 def _worker_setup() -> None:
     """Each worker process's initializer: Ctrl-C is left to the main process, which ends the workers; SIGTERM ends
-    the worker at once (forked, it would have inherited the main process's handler, and SystemExit in an item is only
-    sent back as its result)."""
+    the worker at once, deleting a cache file it was writing (forked, it would have inherited the main process's
+    handler, and SystemExit in an item is only sent back as its result: the worker went on to the next trace)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    exit_on_sigterm()
     let_stops_in()  # forked with both blocked (Processes.map): a Ctrl-C that came is dropped
 
 

@@ -17,11 +17,11 @@ import torch
 from transformers import BertConfig, BertModel
 
 
-def store(i, hidden, out_dir):
-    """The CPU side: per-token embeddings as float16, saved."""
+def store(i, hidden, out_dir, part=""):
+    """The CPU side: per-token embeddings as float16, saved (part: a slice of the batch's rows, its own file)."""
     emb = hidden.astype(np.float16)
     if out_dir:
-        np.save(os.path.join(out_dir, f"emb_{i:05d}.npy"), emb)
+        np.save(os.path.join(out_dir, f"emb_{i:05d}{part}.npy"), emb)
     else:
         with open(os.devnull, "wb") as f:
             f.write(emb.tobytes())
@@ -36,6 +36,7 @@ def arguments():
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--workers", type=int, default=8, help="output workers (the fixed program)")
+    p.add_argument("--split", type=int, default=1, help="the fixed program: each batch's rows across this many workers")
     p.add_argument("--out", help="save each batch's embeddings here (.npy)")
     p.add_argument("--ceiling", action="store_true", help="the model alone: no copy, no post-processing")
     return p.parse_args()

@@ -7,6 +7,7 @@ nsys_transfer.fixes.OutputPipeline (docs/fixes.md): the copy on a side stream in
 --workers processes, while the GPU computes the next batch.
 
 usage:  python3 tests/programs/hf_embed_fixed.py [--device cuda] [--batches 12] [--batch 64] [--tokens 512] [--out DIR]
+        [--workers 8] [--split K]
 """
 import argparse
 import json
@@ -20,11 +21,11 @@ from transformers import BertConfig, BertModel
 from nsys_transfer.fixes import OutputPipeline
 
 
-def store(i, hidden, out_dir):
-    """The CPU side: per-token embeddings as float16, saved."""
+def store(i, hidden, out_dir, part=""):
+    """The CPU side: per-token embeddings as float16, saved (part: a slice of the batch's rows, its own file)."""
     emb = hidden.astype(np.float16)
     if out_dir:
-        np.save(os.path.join(out_dir, f"emb_{i:05d}.npy"), emb)
+        np.save(os.path.join(out_dir, f"emb_{i:05d}{part}.npy"), emb)
     else:
         with open(os.devnull, "wb") as f:
             f.write(emb.tobytes())
@@ -39,6 +40,7 @@ def arguments():
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--workers", type=int, default=8, help="output workers (the fixed program)")
+    p.add_argument("--split", type=int, default=1, help="the fixed program: each batch's rows across this many workers")
     p.add_argument("--out", help="save each batch's embeddings here (.npy)")
     p.add_argument("--ceiling", action="store_true", help="the model alone: no copy, no post-processing")
     return p.parse_args()
@@ -83,9 +85,9 @@ def main():
     device, model, batches = setup(args)
     if args.ceiling:
         return ceiling(args, device, model, batches)
-    process = lambda i, hidden: store(i, hidden, args.out)  # noqa: E731
+    process = lambda i, hidden, rows=None: store(i, hidden, args.out, f"_{rows.start:03d}" if rows else "")  # noqa: E731
     t0 = start_clock(device)  # without warm-up, the clock counts the loop's `with` and its set-up too
-    with torch.inference_mode(), OutputPipeline(process, workers=args.workers) as outputs:
+    with torch.inference_mode(), OutputPipeline(process, workers=args.workers, split=args.split) as outputs:
         for i in range(args.batches):
             if 0 < i == args.warmup:
                 outputs.flush()
