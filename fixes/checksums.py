@@ -76,7 +76,8 @@ class IntegrityReport:
 def compare(expected, received: list[tuple[int, int]]) -> IntegrityReport:
     """expected: batch id -> checksum of the GPU output, or (batch id, checksum) per submission, in order (an id may
     come back once its batch is done); received: (batch id, checksum) per processed batch. An id's k-th arrival is
-    checked against its k-th submission."""
+    checked against its k-th submission (one past them, against its last). Ids are listed in the order they were
+    first seen: any hashable id, of any type, may be used."""
     pairs = list(expected.items()) if isinstance(expected, dict) else list(expected)
     report = IntegrityReport(expected_batches=len(pairs), processed=len(received))
     want: dict = {}
@@ -85,12 +86,12 @@ def compare(expected, received: list[tuple[int, int]]) -> IntegrityReport:
         want.setdefault(batch_id, []).append(cs)
     for batch_id, cs in received:
         got.setdefault(batch_id, []).append(cs)
-    for batch_id in sorted(set(want) | set(got)):
+    for batch_id in {**want, **got}:
         w, g = want.get(batch_id, []), got.get(batch_id, [])
         if len(g) > max(len(w), 1):
             report.duplicated.append(batch_id)
         if len(w) > len(g):
             report.missing.append(batch_id)
-        if any(as_unsigned(x) != as_unsigned(y) for x, y in zip(w, g)):
+        if w and any(as_unsigned(x) != as_unsigned(y) for x, y in zip(w + [w[-1]] * (len(g) - len(w)), g)):
             report.mismatched.append(batch_id)
     return report

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
 
@@ -54,31 +56,40 @@ def sigterm_raises() -> dict:
 
 
 _DOOMED: set[str] = set()  # files a SIGTERM deletes on the way out of a worker process (exit_on_sigterm)
+_EXITS = [0]  # the process that installed exit_on_sigterm(); a child forked from it leaves its files alone
 
 
 def exit_on_sigterm() -> None:
     """In a worker process (a pool's, which would send SystemExit back as an item's result and go on): SIGTERM
-    deletes the half-written files of deleted_on_sigterm() and ends the process at once, with 143."""
+    deletes the files of scratch_file() blocks under way and ends the process at once, with 143."""
+    _EXITS[0] = os.getpid()
     signal.signal(signal.SIGTERM, _exit_now)
 
 
 def _exit_now(signum, frame):
-    for name in list(_DOOMED):
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
+    if os.getpid() == _EXITS[0]:
+        for name in list(_DOOMED):
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
     os._exit(128 + signum)
 
 
 @contextmanager
-def deleted_on_sigterm(path):
-    """The file at path is deleted if exit_on_sigterm()'s SIGTERM comes during the block."""
-    _DOOMED.add(str(path))
+def scratch_file(folder, prefix: str, suffix: str):
+    """A new empty file in folder (mode 0600), deleted when the block ends however it ends: an exception, Ctrl-C,
+    sigterm_raising()'s SIGTERM, or exit_on_sigterm()'s in a worker. Made with the stops blocked, so that none lands
+    between its creation and its being known."""
+    with stops_blocked():
+        fd, name = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
+        os.close(fd)
+        _DOOMED.add(name)
     try:
-        yield
+        yield Path(name)
     finally:
-        _DOOMED.discard(str(path))
+        _DOOMED.discard(name)
+        Path(name).unlink(missing_ok=True)
 
 
 def restore(previous: dict) -> None:

@@ -340,3 +340,31 @@ def test_bad_choices_are_one_line():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+BUSY_IN_C = """
+import time
+from nsys_transfer.analysis.run.parallel import Processes
+
+def busy():
+    return sum(range(10 ** 13))  # one C call: a Python signal handler waits for it to return
+
+t0 = time.monotonic()
+try:
+    with Processes(1) as ex:
+        ex._pool.submit(busy)
+        time.sleep(1)
+        raise RuntimeError("abandoned")
+except RuntimeError:
+    pass
+print(f"{time.monotonic() - t0:.1f}")
+"""
+
+
+def test_abandoned_workers_busy_in_one_c_call_are_killed_after_the_grace():
+    """A --jobs worker deletes its half-written cache file on SIGTERM, in a Python handler that runs only once its C
+    call returns (one sqlite query can take seconds): a worker still running a second later is killed, so leaving
+    the pool on a stop does not wait for the query."""
+    r = run_cli("-c", BUSY_IN_C, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout.strip()) < 5, r.stdout

@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
 from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.nsys_core.signals import deleted_on_sigterm, sigterm_raising
+from nsys_transfer.nsys_core.signals import scratch_file, sigterm_raising
 
 DEFAULT_MAX = 4 << 30
 EDGE = 1 << 20  # bytes read from each end of an input for its key
@@ -72,18 +71,10 @@ def cached(src: Path, make: Callable[[Path], None]) -> Path:
     if out.exists():
         os.utime(out)  # used now: evicted last
     else:
-        with sigterm_raising():  # SIGTERM too runs the finally (in a --jobs worker it deletes the file and exits)
-            tmp = None
-            try:
-                fd, tmp_name = tempfile.mkstemp(dir=root, prefix=f".{out.stem}-", suffix=".part")  # mode 0600
-                os.close(fd)
-                tmp = Path(tmp_name)
-                with deleted_on_sigterm(tmp):
-                    make(tmp)
-                    tmp.replace(out)
-            finally:
-                if tmp is not None:
-                    tmp.unlink(missing_ok=True)  # a failure or an interrupt (Ctrl-C, SIGTERM) leaves nothing
+        # a failure or an interrupt (Ctrl-C, SIGTERM; in a --jobs worker, SIGTERM ends it) leaves nothing
+        with sigterm_raising(), scratch_file(root, f".{out.stem}-", ".part") as tmp:
+            make(tmp)
+            tmp.replace(out)
     trim(root, keep=out)
     return out
 

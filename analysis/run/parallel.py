@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager, nullcontext
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -137,15 +138,25 @@ def _worker_setup() -> None:
     let_stops_in()  # forked with both blocked (Processes.map): a Ctrl-C that came is dropped
 
 
+END_GRACE_S = 1.0  # a worker's SIGTERM handler runs once its C call returns (one sqlite query can take seconds)
+
+
 def _end_workers(pool: ProcessPoolExecutor) -> None:
-    """The pool's worker processes terminated (SIGTERM); the pool's shutdown then cancels the pending items and joins
-    them. ProcessPoolExecutor.terminate_workers where Python has it (3.14), else what it does."""
+    """The pool's worker processes terminated (SIGTERM: each deletes the cache file it was writing), and killed if
+    still running after END_GRACE_S; the pool's shutdown then cancels the pending items and joins them.
+    ProcessPoolExecutor.terminate_workers where Python has it (3.14), else what it does."""
+    processes = list((pool._processes or {}).values())
     terminate = getattr(pool, "terminate_workers", None)
     if terminate is not None:
         terminate()
-        return
-    for process in list((pool._processes or {}).values()):
-        process.terminate()
+    else:
+        for process in processes:
+            process.terminate()
+    deadline = time.monotonic() + END_GRACE_S
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+        if process.is_alive():  # a half-written cache file it leaves is trimmed after a day
+            process.kill()
 
 
 def _start_method():
