@@ -282,12 +282,11 @@ class OutputPipeline:
             return
         with nvtx_range(PIPELINE_CLOSE):  # the teardown is on the user's clock: the trace shows it
             try:
-                self.flush()
-            except BaseException as e:
-                self._shutdown(graceful=False)
-                self._say_if_stopped(e)
-                raise
-            try:
+                try:
+                    self.flush()
+                except BaseException:
+                    self._shutdown(graceful=False)
+                    raise
                 self._shutdown(graceful=True)
             except BaseException as e:
                 self._say_if_stopped(e)

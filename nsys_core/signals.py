@@ -56,18 +56,19 @@ def sigterm_raises() -> dict:
 
 
 _DOOMED: set[str] = set()  # files a SIGTERM deletes on the way out of a worker process (exit_on_sigterm)
-_EXITS = [0]  # the process that installed exit_on_sigterm(); a child forked from it leaves its files alone
+_EXIT_OWNER = 0  # the process that installed exit_on_sigterm(); a child forked from it leaves its files alone
 
 
 def exit_on_sigterm() -> None:
     """In a worker process (a pool's, which would send SystemExit back as an item's result and go on): SIGTERM
     deletes the files of scratch_file() blocks under way and ends the process at once, with 143."""
-    _EXITS[0] = os.getpid()
+    global _EXIT_OWNER
+    _EXIT_OWNER = os.getpid()
     signal.signal(signal.SIGTERM, _exit_now)
 
 
 def _exit_now(signum, frame):
-    if os.getpid() == _EXITS[0]:
+    if os.getpid() == _EXIT_OWNER:
         for name in list(_DOOMED):
             try:
                 os.unlink(name)

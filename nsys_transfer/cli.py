@@ -37,6 +37,14 @@ def fail(msg: str, code: int = 2):
     sys.exit(code)
 
 
+def _free_base(directory: Path, name: str, force: bool) -> Path:
+    """next_free_base, or one line and exit 2 when nothing can be written there (before the program runs)."""
+    try:
+        return next_free_base(directory, name, force)
+    except ProfileError as e:
+        fail(str(e))
+
+
 def _nsys():
     try:
         n = find_nsys()
@@ -100,10 +108,7 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
     if per_rank and gpus < 2:
         fail("--per-rank needs --gpus 2 or more")
     name = stage if gpus == 1 else f"{stage}-x{gpus}{'rank' if per_rank else 'gpu'}"
-    try:
-        base = next_free_base(Path(out_dir) / name, name, force)
-    except ProfileError as e:
-        fail(str(e))
+    base = _free_base(Path(out_dir) / name, name, force)
     workload_json = base.with_name(base.name + ".workload.json")  # throughput, integrity, host CPU load
     args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
     cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
@@ -179,10 +184,7 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
-    try:
-        base = next_free_base(out.parent if str(out.parent) else Path("."), out.name, force)
-    except ProfileError as e:
-        fail(str(e))
+    base = _free_base(out.parent if str(out.parent) else Path("."), out.name, force)
     if cpuctxsw is None:
         cpuctxsw = "none" if sample == "none" else "process-tree"
     req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,

@@ -273,8 +273,7 @@ def _checked_options(window_text, steps_text, whole, step_regex, traces, json_pa
         options.check_numbers(**numbers)
         for flag, path, folder in (("--json", json_path, False), ("--csv", csv_dir, True), ("--plots", plot_dir, True)):
             outputs.check_destination(path, flag, folder, inputs=traces)
-        win = window.parse_span(window_text, steps_text)
-        options.check_one_span(whole, win)
+        win = window.parse_span(window_text, steps_text, whole)
         options.check_regex("--step-regex", step_regex)
         return win
     except TraceError as e:

@@ -95,12 +95,6 @@ def check_regex(flag: str, value: str | None) -> None:
         raise TraceError(f"{flag} {value!r} is not a valid regular expression ({e})") from None
 
 
-def check_one_span(whole: bool, win) -> None:
-    """TraceError when --whole and --window/--steps are both given: each names the span."""
-    if whole and win:
-        raise TraceError(f"--whole and {win.flag} both name the span: give one")
-
-
 # option -> (lowest value, whether it is allowed, what the option is)
 RULES = {
     "min_gap_ms": (0.0, True, "the shortest idle gap reported, in ms"),

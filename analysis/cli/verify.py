@@ -99,8 +99,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
     try:
         for flag, path, folder in (("--json", json_path, False), ("--plots", plot_dir, True)):
             outputs.check_destination(path, flag, folder, inputs=[before, after])
-        win = window.parse_span(window_text, steps_text)
-        options.check_one_span(whole, win)
+        win = window.parse_span(window_text, steps_text, whole)
         options.check_regex("--step-regex", step_regex)
         options.check_numbers(fail_if_slower=fail_if_slower)
         check_rule_names(fail_on_new)

@@ -29,11 +29,15 @@ PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$"
 STEP = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")
 
 
-def parse_span(window_text: str | None, steps_text: str | None) -> Spec | None:
-    """`--window` or `--steps`, whichever was given; TraceError when both were, or the one given is not a span."""
+def parse_span(window_text: str | None, steps_text: str | None, whole: bool = False) -> Spec | None:
+    """`--window` or `--steps`, whichever was given; TraceError when both were, when the one given is not a span, or
+    when --whole (the whole capture) names the span too."""
     if window_text and steps_text:
         raise TraceError("--window and --steps both name the span: give one")
-    return parse_window(window_text) or parse_steps(steps_text)
+    win = parse_window(window_text) or parse_steps(steps_text)
+    if whole and win:
+        raise TraceError(f"--whole and {win.flag} both name the span: give one")
+    return win
 
 
 def parse_window(text: str | None) -> Spec | None:
