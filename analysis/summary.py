@@ -55,7 +55,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
               for name, df in parts[k].tables.items()}
     say("diagnosing")
     info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
-    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth))
+    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth, made["code_lines"]))
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
@@ -64,8 +64,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
 
 # what analyze() reads of the sections' values beside their Parts
-KEPT = ("trace_info", "window", "integrity_figures", "idle_part")
-SECTION_ORDER = ("setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx")  # the JSON's order (schema.KEYS)
+KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines")
+SECTION_ORDER = ("setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx", "code")  # the JSON's order (schema.KEYS)
 TABLE_ORDER = ("setup", "gpu", "memcpy", "steps", "kernels", "idle", "gaps", "nvtx")  # the order the tables were made in
 
 

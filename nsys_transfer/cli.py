@@ -22,6 +22,7 @@ from nsys_transfer.nsys_core.driver import check
 from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
 from nsys_transfer.nsys_core.nsys_messages import summary_line
 from nsys_transfer.profiling import bench as bench_mod
+from nsys_transfer.profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
 from nsys_transfer.profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
 from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base,
                                             profile, profile_per_rank, quote, workload_command, write_record)
@@ -169,11 +170,14 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @click.option("--python-sampling", is_flag=True,
               help="sample the Python stacks too (nsys --python-sampling=true, where this nsys has it; nsys 2024.2's "
                    "SQLite export keeps no frames of it)")
+@click.option("--python-stacks-ms", type=click.FloatRange(min=0), default=DEFAULT_STACKS_MS, show_default=True,
+              help="sample every Python thread's stack this often, in each Python process of the command, into "
+                   "BASE.pystacks.gz: the line of the program behind each finding; 0: off")
 @click.option("--force", is_flag=True)
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, cpuctxsw, python_backtrace,
-        python_sampling, force, strict, command):
+        python_sampling, python_stacks_ms, force, strict, command):
     """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt). By default with CPU
     samples and context switches of the process tree and the Python stack of each CUDA call (`--sample none
     --python-backtrace none` for neither); the run record's "recorded" says what was asked of nsys."""
@@ -191,7 +195,7 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
                          env=environment_for_profile(), cuda_graph_trace=cuda_graph_trace,
                          um_page_faults=um_page_faults,
                          python_backtrace=None if python_backtrace == "none" else python_backtrace,
-                         python_sampling=python_sampling)
+                         python_sampling=python_sampling, python_stacks_ms=python_stacks_ms or None)
     try:
         rec = profile(n, req)
     except ProfileError as e:

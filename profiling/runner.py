@@ -17,6 +17,7 @@ from nsys_transfer.nsys_core import nsys as nsys_tool
 from nsys_transfer.nsys_core.nsys import Nsys
 from nsys_transfer.nsys_core.nsys_messages import MessageSink
 
+from nsys_transfer.profiling import python_stacks
 from nsys_transfer.profiling.checks import diagnose_profile_failure
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
@@ -40,6 +41,7 @@ class ProfileRequest:
     python_backtrace: str | None = None  # nsys --python-backtrace (e.g. cuda: the Python stack of each CUDA call),
     #                                     passed only where this nsys knows the option and the trace has that API
     python_sampling: bool = False       # nsys --python-sampling=true, where this nsys knows it
+    python_stacks_ms: float | None = None  # our own Python stack sampler's period (python_stacks.py); None: off
     env: dict | None = None
     cuda_graph_trace: str | None = None  # nsys --cuda-graph-trace: graph (nsys's default: one row a launch) or node
     um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
@@ -112,7 +114,7 @@ def recording(nsys: Nsys, req: ProfileRequest) -> dict:
     sample = req.sample if isinstance(req.sample, str) else ("cpu" if req.sample else "none")
     ctxsw = req.ctxsw if isinstance(req.ctxsw, str) else ("process-tree" if req.ctxsw else "none")
     rec = {"trace": req.trace, "sample": sample, "cpuctxsw": ctxsw, "python_backtrace": None, "cudabacktrace": None,
-           "python_sampling": False, "left_out": []}
+           "python_sampling": False, "python_stacks_ms": req.python_stacks_ms, "left_out": []}
     known = profile_options(nsys) if (req.python_backtrace or req.python_sampling) else frozenset()
     traced = set(req.trace.split(","))
     if req.python_backtrace and req.python_backtrace not in ("none", "false"):
@@ -177,12 +179,18 @@ def profile_per_rank(nsys: Nsys, req: ProfileRequest, gpus: int, echo=None) -> d
 def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: list[Path], echo) -> dict:
     echo = echo if echo is not None else (lambda b: (sys.stderr.buffer.write(b), sys.stderr.flush()))
     t0 = time.time()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=req.env)
+    env, stacks_dir = req.env, None
+    if req.python_stacks_ms:
+        stacks_dir = bases[0].with_name(bases[0].name + ".pystacks.d")
+        stacks_dir.mkdir(exist_ok=True)
+        env = python_stacks.sampling_environment(req.env or dict(os.environ), stacks_dir, req.python_stacks_ms)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     lines: list[str] = []
     marks: dict = {}
     messages = MessageSink()
     _stream(proc, lines, echo, marks, messages)
     rc = proc.wait()
+    stacks = python_stacks.pack(stacks_dir, python_stacks.stacks_path(bases[0])) if stacks_dir else None
     t_end = time.time()
     profile_s = t_end - t0
     record = {"command": req.command, "nsys_command": args, "nsys": {"path": nsys.path, "version": nsys.version},
@@ -198,6 +206,8 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     sqlites = [export_sqlite(nsys, rep, messages=messages) for rep in reps]
     record["durations_s"]["export"] = round(time.time() - t1, 2)
     record["files"] = {"nsys_rep": str(reps[0]), "sqlite": str(sqlites[0])}
+    if stacks:
+        record["files"]["python_stacks"] = str(stacks)
     if len(bases) > 1:
         record["files"]["ranks"] = [{"nsys_rep": str(r), "sqlite": str(q)} for r, q in zip(reps, sqlites)]
     record["program_exit_code"] = rc  # nsys returns the profiled program's exit code

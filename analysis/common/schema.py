@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 SCHEMA = "nsys-transfer.analysis/2"
 # the sections that describe one trace: null in a document about several traces
-TRACE_SECTIONS = ("trace", "window", "setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx")
+TRACE_SECTIONS = ("trace", "window", "setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx", "code")
 KEYS = ("schema", *TRACE_SECTIONS, "diagnosis", "warnings", "ranks")
 
 

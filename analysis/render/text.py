@@ -38,10 +38,42 @@ def finding_lines(findings: list[dict], show_all: bool = False) -> list[str]:
             continue
         cost = f" ({_ms(d['impact_ns'])}, {100 * d['impact_fraction']:.0f}%)" if d["impact_ns"] else ""
         L.append(f"  [{d['severity']}] {d['rule']}{cost}: {d['evidence']}")
+        L += code_line(d.get("line"))
         L.append(f"      -> {d['suggestion']}")
     if hidden:
         L.append(f"  ({hidden} lower-impact finding{'s' if hidden > 1 else ''} not shown; --all shows them)")
     return L
+
+
+def code_line(site: dict | None, indent: str = "      ") -> list[str]:
+    """`at main.py:31  for x, y in loader`, and the way the work is reached from it, where a finding has its line."""
+    if not site:
+        return []
+    place = f"{site['file'].rsplit('/', 1)[-1]}:{site['line']}"
+    out = [f"{indent}at {place}  {site['code']}  ({site['role']}, {100 * site['share']:.0f}% of the sampled time here)"]
+    if len(site["path"]) > 1:
+        out.append(f"{indent}   via " + " -> ".join(site["path"]))
+    return out
+
+
+def code_section_lines(code: dict | None) -> list[str]:
+    """Where a CPU-only capture's time went, line by line; or one line on why no finding names its line."""
+    if not code:
+        return []
+    if code.get("missing"):
+        return [f"program lines: {code['missing']}"]
+    if not code.get("cpu"):
+        return []
+    out = [f"where the main thread's time went, line by line ({code['source']}):"]
+    for site in code["cpu"]:
+        out.append(f"  {_ms(site['ns'])} ({100 * site['share']:.0f}%)  {site['file'].rsplit('/', 1)[-1]}:"
+                   f"{site['line']}  {site['code']}  [{site['role']}]")
+        if site.get("growth_ms"):
+            a, b = site["growth_ms"]
+            out.append(f"      growing: {a:,.1f} ms a call at the start of the run, {b:,.1f} ms at the end")
+        if len(site["path"]) > 1:
+            out.append("      via " + " -> ".join(site["path"]))
+    return out
 
 
 def text_report(s: dict, show_all: bool = False) -> str:
@@ -92,6 +124,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if s["nvtx"]["count"]:
         L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
+    L += code_section_lines(s.get("code"))
     findings = own_findings(s)  # the multi-GPU limit is ranks_report's
     if any(show_all or f["severity"] in SHOWN for f in findings):
         L.append("diagnosis (by what each costs):")

@@ -10,6 +10,7 @@ import pandas as pd
 
 
 from nsys_transfer.analysis.rules.advice import FIXES
+from nsys_transfer.analysis.sections.code_lines import CodeLines
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 
@@ -30,6 +31,7 @@ class Finding:
     subject: str | None
     evidence: str
     suggestion: str
+    line: dict | None = None  # the program's line behind it (rules/code_advice.py; sections/code_lines.CodeSite)
 
     def as_dict(self) -> dict:
         """The finding as a JSON-able dict."""
@@ -55,6 +57,7 @@ class Context:
     summary: dict
     tables: dict
     pipeline_depth: int = 10
+    code: CodeLines | None = None  # the program's lines behind the idle time and copies (sections/code_lines.py)
 
     @property
     def copies(self) -> pd.DataFrame:

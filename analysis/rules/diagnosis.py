@@ -17,6 +17,7 @@ from nsys_transfer.analysis.rules.capture import IncompleteTrace, NvtxMissing, S
 from nsys_transfer.analysis.rules.gpu_idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
+from nsys_transfer.analysis.rules import code_advice
 from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 
 
@@ -32,7 +33,9 @@ def diagnose(ctx: Context) -> list[dict]:
     """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
     NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
     floor = NOISE_SHARE * ctx.gpu_time_ns()
-    found = [(rule.first, f) for rule, f in fired(RULES, ctx)
-             if f.severity == "info" or rule.first or f.impact_ns >= floor]
+    fired_ = list(fired(RULES, ctx))
+    first = {id(f) for rule, f in fired_ if rule.first}
+    lined = code_advice.attach([f for _, f in fired_], ctx.code, ctx.gpu_time_ns())
+    found = [(id(f) in first, f) for f in lined if f.severity == "info" or id(f) in first or f.impact_ns >= floor]
     found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))
     return [f.as_dict() for _, f in found]

@@ -15,7 +15,8 @@ Order of precedence, first match wins:
               or, outside user ranges, the DataLoader's pin-memory thread waits for a batch its workers still make
   cpu-range   a long gap (>= min_gap) inside a user NVTX range (the deepest one; steps and PyTorch operator ranges
               are not phases)
-  host-sync   the gap began while the thread waited in a synchronising CUDA call (it drained the GPU's queue)
+  host-sync   the gap began while the thread waited in a synchronising CUDA call (it drained the GPU's queue): a long
+              gap's first turnaround, a short gap (< min_gap) whole
   launch      a short gap (< min_gap) between kernels while the thread issues work
   cpu         a long gap with the thread busy outside any user range (subject: the PyTorch operator it was in)
 Columns of the result: cause, subject, idle_ns, device.
@@ -254,7 +255,9 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     starved = subtract(_loader_starved(osrt, sh.loader), sh.in_cuda)
     loader_u, rest_long = intersect(rest_long, starved), subtract(rest_long, starved)
     sync_long, rest_long = intersect(rest_long, after_sync), subtract(rest_long, after_sync)
-    sync_short, launch_u = intersect(rest_short, after_sync), subtract(rest_short, after_sync)
+    # a short hole that follows a sync is the sync's whole: the thread reads a value, then issues the next small piece
+    # (a per-element .item() loop); it is not launch overhead, and no CUDA graph can hold a loop that syncs
+    sync_short, launch_u = intersect(rest_short, waited), subtract(rest_short, waited)
     serialised = intersect(rest_long, waited)  # CPU work the GPU waited for because a sync had emptied its queue
     cpu_samples, range_samples = _sampled(sh, rest_long), _sampled(sh, range_u)
     return {"comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),

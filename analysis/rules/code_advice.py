@@ -1,0 +1,100 @@
+"""The program's line behind each finding, and advice that fits what that line's work is for.
+
+Every rule says which resource held the GPU; the Python stacks (sections/code_lines.py) say which line of the program
+held it and what the line is for (sections/roles.py). This pass gives each finding its line (`line` in the JSON:
+file, line, function, source text, the path from the loop's line, the role), and where the role's own advice is
+surer than the rule's category advice, that advice: a copy of a module's weights is not an output pipeline's job, and a
+loop that syncs per element is no CUDA graph. Two findings whose lines do one job (the copy of an output and the
+post-processing after it) become one, carrying both costs."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nsys_transfer.analysis.rules.base import Finding, ms, severity_of
+from nsys_transfer.analysis.sections import roles
+from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
+
+# which of the code section's lines stand behind each rule's time: idle causes (sections/idle.py) or copy directions
+SITES_OF = {
+    "gpu-idle-cpu-bound": ("cpu-range", "cpu"), "input-bound": ("input",), "host-sync": ("host-sync",),
+    "launch-bound": ("launch",), "host-sleep": ("sleep",), "memory-mapping-in-gaps": ("mapping",),
+    "comm-wait": ("comm-wait",), "output-bound": ("cpu-range", "cpu", "input"),
+}
+COPY_RULES = ("pageable-memcpy", "sync-memcpy")
+MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS, roles.PER_ELEMENT, roles.INPUT, roles.ACCUMULATION)
+
+
+def _advice(site: CodeSite) -> str | None:
+    """The change for the line's role, naming the line; None where the rule's own advice is the better one."""
+    at = f"{site.place} (`{site.code}`)"
+    return {
+        roles.INPUT: f"{at} prepares the input on the launching thread: move that work into DataLoader worker "
+                     "processes (`DataLoader(..., num_workers=8, pin_memory=True, persistent_workers=True)`), or do "
+                     "it on the GPU after the copy",
+        roles.WEIGHTS: f"{at} moves a module's weights between the host and the GPU every step: keep the model on the "
+                       "GPU (`.to('cuda')` once, before the loop); where it cannot fit, pin the host copies once "
+                       "(`pin_memory()`) and prefetch the next block on a side stream while this one runs",
+        roles.PER_ELEMENT: f"{at} reads the GPU one element at a time (each `.item()`, `.tolist()` or `int()` of a "
+                           "CUDA tensor is a copy and a sync): do the work on the whole batch on the GPU (e.g. "
+                           "`torch.topk`, `argmax`), then copy the batch's result once, with one `.cpu()` or "
+                           "`.tolist()` per batch",
+        roles.ACCUMULATION: f"{at} copies the whole accumulated array each time it grows"
+                            + (f" ({site.growth[0]:,.1f} ms a call at the start, {site.growth[1]:,.1f} ms at the end)"
+                               if site.growth else "")
+                            + ": append each batch's result to a list and concatenate once after the loop, or "
+                              "preallocate the array and write each batch into its slice",
+        roles.TIMING_SYNC: f"{at} synchronises the GPU on every step to time it, so the GPU drains and waits: time "
+                           "with CUDA events (`torch.cuda.Event(enable_timing=True)`) read after the loop, or time "
+                           "only the whole loop",
+        roles.CACHE_CHURN: f"{at} empties PyTorch's memory cache every step, so the next step allocates with "
+                           "cudaMalloc again: remove it from the loop",
+        roles.DISK: f"{at} writes to disk on the launching thread: hand the writes to a pool of threads or processes "
+                    "(`concurrent.futures.ThreadPoolExecutor`) so the loop goes on launching",
+    }.get(site.role)
+
+
+def _site_for(finding: Finding, code: CodeLines) -> CodeSite | None:
+    if finding.rule in COPY_RULES:
+        kind = finding.subject if finding.subject in ("DtoH", "HtoD", "DtoD") else None
+        return code.top((kind,)) if kind else code.top(("DtoH", "HtoD"))
+    causes = SITES_OF.get(finding.rule)
+    return code.top(causes) if causes else None
+
+
+def _with_line(finding: Finding, site: CodeSite) -> Finding:
+    advice = _advice(site)
+    if finding.rule == "launch-bound" and site.role not in (roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN):
+        advice = None  # short gaps while the line launches kernels: the rule's CUDA-graph advice stands
+    suggestion = advice if advice else f"{finding.suggestion} (the line: {site.place} `{site.code}`)"
+    return replace(finding, suggestion=suggestion, line=site.as_dict())
+
+
+def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
+    """Findings whose lines do one job (the same role of MERGED_ROLES) as one: the costlier's, with both costs."""
+    out: list[Finding] = []
+    for f in findings:
+        role = (f.line or {}).get("role")
+        twin = next((g for g in out if role in MERGED_ROLES and (g.line or {}).get("role") == role
+                     and g.severity != "info" and f.severity != "info"), None)
+        if twin is None:
+            out.append(f)
+            continue
+        impact = twin.impact_ns + f.impact_ns
+        share = impact / total_ns if total_ns else 0.0
+        merged = replace(twin, impact_ns=impact, impact_fraction=round(min(share, 1.0), 4),
+                         severity=severity_of(share),
+                         evidence=f"{twin.evidence}; and, for the same {role} work at {f.line['file'].rsplit('/', 1)[-1]}"
+                                  f":{f.line['line']}, {f.rule} ({ms(f.impact_ns)}): {f.evidence}")
+        out[out.index(twin)] = merged
+    return out
+
+
+def attach(findings: list[Finding], code: CodeLines | None, total_ns: int) -> list[Finding]:
+    """The findings with their lines and the advice their lines' roles call for, the findings of one job merged."""
+    if code is None or not (code.by_cause or code.by_copy):
+        return findings
+    lined = []
+    for f in findings:
+        site = _site_for(f, code) if f.severity != "info" else None
+        lined.append(_with_line(f, site) if site is not None else f)
+    return _merged(lined, total_ns)

@@ -1,0 +1,302 @@
+"""The `code` section: the lines of the program behind the GPU's idle time and the copies, from the Python stacks
+sampled beside the trace (load/python_stacks.py), with what each line's work is for (its role, sections/roles.py).
+
+Each sample of a launching thread stands for a stretch of time; the GPU idle time inside that stretch is given to the
+sample's line, under the cause the idle attribution gave that gap (sections/idle.py: a long gap's dominant cause; the
+short gaps are `launch`), and the time of each copy's CUDA call under its direction. The line is the innermost frame
+of the program's own code (not a library's, not Python's); the path is how the loop's line reached it. Without a
+launching thread (a CPU-only capture), the main thread's time is given to its lines, idle or not."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.analysis.common.intervals import Coverage, union
+from nsys_transfer.analysis.common.schema import Part
+from nsys_transfer.analysis.load import python_stacks
+from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks
+from nsys_transfer.analysis.sections import roles
+from nsys_transfer.analysis.sections.base import declare
+
+LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python\d\.\d+/|^<|/nsys_transfer/|nsys_transfer_pystacks|"
+                     r"/fixes/(pipeline|workers|copier|slots|prefetch|pace|lifetime|delivery|checksums|scalars|ranges|"
+                     r"tree|errors)\.py$")
+TOP = 3            # lines kept per cause
+PATH_STEPS = 6     # frames shown between the loop's line and the work
+SHORT_GAPS = "launch"
+GROWTH_VISITS = 6  # visits needed to call a line's cost growing
+
+
+@dataclass(frozen=True)
+class CodeSite:
+    """One line of the program and the time given to it: file, line, function and source text; path: how the loop's
+    line reaches the work (labels, outermost first); role: what the work is for (roles.ROLES); ns: the time;
+    share: of the time the samples give to any line for this cause; growth: (ms a visit at the start, at the end)
+    where the line's cost grows with the run, else None."""
+    file: str
+    line: int
+    function: str
+    code: str
+    path: tuple[str, ...]
+    role: str
+    ns: int
+    share: float
+    visits: int = 0
+    growth: tuple[float, float] | None = None
+
+    @property
+    def place(self) -> str:
+        """`main.py:31`."""
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+    def as_dict(self) -> dict:
+        """The site as JSON."""
+        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,
+                "path": list(self.path), "role": self.role, "ns": self.ns, "share": round(self.share, 3),
+                "visits": self.visits,
+                "growth_ms": None if self.growth is None else [round(self.growth[0], 2), round(self.growth[1], 2)]}
+
+
+@dataclass
+class CodeLines:
+    """The section's typed value: the lines behind each idle cause and each copy direction, the lines of a CPU-only
+    capture, and where the stacks came from (or why there are none)."""
+    by_cause: dict[str, list[CodeSite]] = field(default_factory=dict)
+    by_copy: dict[str, list[CodeSite]] = field(default_factory=dict)
+    cpu: list[CodeSite] = field(default_factory=list)
+    source: str | None = None
+    missing: str | None = None
+
+    def top(self, causes) -> CodeSite | None:
+        """The costliest line over these causes (idle causes or copy directions)."""
+        sites = [s for c in causes for s in self.by_cause.get(c, []) + self.by_copy.get(c, [])]
+        return max(sites, key=lambda s: s.ns) if sites else None
+
+    def summary(self) -> dict:
+        """The section's JSON."""
+        return {"source": self.source, "missing": self.missing,
+                "idle": {c: [s.as_dict() for s in v] for c, v in self.by_cause.items()},
+                "copies": {c: [s.as_dict() for s in v] for c, v in self.by_copy.items()},
+                "cpu": [s.as_dict() for s in self.cpu]}
+
+
+def is_user(frame: Frame) -> bool:
+    """Whether a frame is the program's own code (not a library, not Python's, not the profiler's)."""
+    return not LIBRARY.search(frame.file)
+
+
+def _package(file: str) -> str:
+    m = re.search(r"/(?:site|dist)-packages/([A-Za-z0-9_]+)", file)
+    return m.group(1) if m else "python"
+
+
+def label(frame: Frame) -> str:
+    """A frame as a person names it: `Images.__getitem__ (main.py:17)`, `_BaseDataLoaderIter.__next__ (torch)`."""
+    where = f"{os.path.basename(frame.file)}:{frame.line}" if is_user(frame) else _package(frame.file)
+    return f"{frame.function} ({where})"
+
+
+@dataclass(frozen=True)
+class _Stack:
+    leaf: int            # the innermost user frame (index into frames), -1 when the stack has none
+    path: tuple[str, ...]
+    role: str
+
+
+def _stack_info(stack: tuple[int, ...], frames: list[Frame]) -> _Stack:
+    user = [i for i, f in enumerate(stack) if is_user(frames[f])]
+    if not user:
+        return _Stack(-1, (), roles.role_of([frames[f] for f in stack], None))
+    leaf = user[-1]
+    first_lib = next((i for i, f in enumerate(stack) if i > user[0] and not is_user(frames[f])), len(stack))
+    loop = max((i for i in user if i < first_lib), default=leaf)
+    shown, prev_user = [], True
+    for i in range(loop, len(stack)):
+        f = frames[stack[i]]
+        if is_user(f) or prev_user or i == len(stack) - 1:  # user frames, each library entry, and the innermost
+            shown.append(label(f) if i != loop else f"{os.path.basename(f.file)}:{f.line}  {f.code}")
+        prev_user = is_user(f)
+    if len(shown) > PATH_STEPS:
+        shown = [*shown[:PATH_STEPS - 1], "...", shown[-1]]
+    leaf_frame = frames[stack[leaf]]
+    return _Stack(stack[leaf], tuple(shown) if loop != leaf or len(stack) > leaf + 1 else (),
+                  roles.role_of([frames[f] for f in stack], leaf_frame))
+
+
+class _Sites:
+    """Per-stack facts, made once per distinct stack."""
+
+    def __init__(self, stacks: PythonStacks):
+        self.stacks = stacks
+        self.info: dict[int, _Stack] = {}
+
+    def of(self, stack: int) -> _Stack:
+        got = self.info.get(stack)
+        if got is None:
+            got = self.info[stack] = _stack_info(self.stacks.stacks[stack], self.stacks.frames)
+        return got
+
+    def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: tuple | None = None) -> list[CodeSite]:
+        """The TOP lines by the time ns (one value per sample) the samples give them; gaps: the GPU's idle gaps
+        (starts, ends) this time lies in, one a step, whose share at each line says whether its cost grows."""
+        keep = ns > 0
+        if not keep.any():
+            return []
+        s, ns = samples[keep], ns[keep]
+        info = [self.of(int(k)) for k in s["stack"].to_numpy()]
+        leaf = np.array([i.leaf for i in info])
+        df = pd.DataFrame({"leaf": leaf, "ns": ns, "i": np.arange(len(info))})
+        df = df[df["leaf"] >= 0]
+        total = float(ns.sum())
+        out = []
+        for fid, g in df.groupby("leaf")["ns"].sum().sort_values(ascending=False).head(TOP).items():
+            rows = df.index[df["leaf"] == fid]
+            mine = [info[i] for i in df.loc[rows, "i"]]
+            weights = ns[df.loc[rows, "i"].to_numpy()]
+            best = max(range(len(mine)), key=lambda k: weights[k])  # the path the most time took
+            role = pd.Series(weights, index=[m.role for m in mine]).groupby(level=0).sum().idxmax()
+            f = self.stacks.frames[int(fid)]
+            mine_rows = s.iloc[df.loc[rows, "i"].to_numpy()]
+            visits, growth = _visits(mine_rows, ns[df.loc[rows, "i"].to_numpy()], self.stacks.period_ns)
+            if gaps is not None and growth is None:
+                growth = _growth(_per_gap(mine_rows, gaps))
+            out.append(CodeSite(f.file, f.line, f.function, f.code, mine[best].path, str(role), int(g), g / total,
+                                visits, growth))
+        return out
+
+
+def _visits(samples: pd.DataFrame, ns: np.ndarray, period_ns: int) -> tuple[int, tuple[float, float] | None]:
+    """How many times the thread came to the line (runs of consecutive samples there), and, where the time a visit
+    takes grows through the run, the ms of a visit at the start and at the end. Where the line holds the thread so
+    that its visits run together, its calls that hold the GIL (a sample standing for more than 1.5 periods each) are
+    the visits instead."""
+    start, end = samples["start_ns"].to_numpy(), samples["end_ns"].to_numpy()
+    order = np.argsort(start, kind="stable")
+    start, end, ns = start[order], end[order], ns[order]
+    new = np.r_[True, start[1:] > end[:-1] + 1]  # a gap between samples: another visit
+    per = np.bincount(np.cumsum(new) - 1, weights=ns) / 1e6
+    visits = int(per.size)
+    if per.size < GROWTH_VISITS:
+        per = ns[(end - start) > 1.5 * period_ns] / 1e6
+    return visits, _growth(per)
+
+
+def _per_gap(samples: pd.DataFrame, gaps: tuple) -> np.ndarray:
+    """The ms of each gap the line's samples cover, in time order (gaps it never touches left out)."""
+    u = union(samples["start_ns"].to_numpy(), samples["end_ns"].to_numpy())
+    per = Coverage(*u).within(gaps[0], gaps[1]) / 1e6
+    return per[per > 0]
+
+
+def _growth(per: np.ndarray) -> tuple[float, float] | None:
+    """(ms at the start, ms at the end) of a straight line fitted to the values in time order, where the end is at
+    least 1.5 x the start and the values follow the line (correlation >= 0.4); None otherwise."""
+    if per.size < GROWTH_VISITS or per.std() == 0:
+        return None
+    x = np.arange(per.size, dtype=float)
+    slope, intercept = np.polyfit(x, per, 1)
+    start, end = float(intercept), float(intercept + slope * x[-1])
+    r = float(np.corrcoef(x, per)[0, 1])
+    return (max(start, 0.0), end) if end >= 1.5 * max(start, 1e-3) and r >= 0.4 else None
+
+
+def _thread_samples(stacks: PythonStacks, tids) -> pd.DataFrame:
+    s = stacks.samples
+    keys = {(int(pid_of(t)), int(t) & 0xFFFFFF) for t in tids}
+    mask = [(p, t) in keys for p, t in zip(s["pid"].to_numpy(), s["tid"].to_numpy())]
+    return s[np.asarray(mask, dtype=bool)] if len(s) else s
+
+
+def _main_thread_samples(stacks: PythonStacks) -> pd.DataFrame:
+    """The first process's main thread (the program the command started)."""
+    s = stacks.samples
+    if s.empty:
+        return s
+    first = int(s.loc[s["start_ns"].idxmin(), "pid"])
+    return s[(s["pid"] == first) & (s["tid"] == first)]
+
+
+def _clip(samples: pd.DataFrame, window) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = window
+    return np.clip(samples["start_ns"].to_numpy(), lo, hi), np.clip(samples["end_ns"].to_numpy(), lo, hi)
+
+
+def _idle_lines(sites: _Sites, samples: pd.DataFrame, window, busy, gaps: pd.DataFrame, cause_of) -> dict:
+    """{cause: lines} for the GPU's idle time in the window."""
+    s, e = _clip(samples, window)
+    idle = (e - s) - busy.within(s, e)
+    out, long_idle = {}, np.zeros(len(samples), np.int64)
+    if len(gaps):
+        spans = list(zip(gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()))
+        causes = np.array([c for c, _ in cause_of(spans)], dtype=object)
+        for cause in dict.fromkeys(causes):
+            g = gaps[causes == cause]
+            gs, ge = union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
+            ns = Coverage(gs, ge).within(s, e)
+            long_idle += ns
+            out.setdefault(str(cause), []).extend(sites.rank(samples, ns, (gs, ge)))
+    short = np.maximum(idle - long_idle, 0)
+    out.setdefault(SHORT_GAPS, []).extend(sites.rank(samples, short))
+    return {c: sorted(v, key=lambda x: -x.ns)[:TOP] for c, v in out.items() if v}
+
+
+def _copy_lines(sites: _Sites, samples: pd.DataFrame, window, copies: pd.DataFrame) -> dict:
+    """{direction: lines} for the time the launching threads spent in each direction's copy calls."""
+    if copies is None or copies.empty or "api_start_ns" not in copies:
+        return {}
+    s, e = _clip(samples, window)
+    out = {}
+    for kind, c in copies.groupby("copy_kind"):
+        ok = c["api_start_ns"].to_numpy() >= 0
+        cs, ce = union(c["api_start_ns"].to_numpy()[ok], c["api_end_ns"].to_numpy()[ok])
+        lines = sites.rank(samples, Coverage(cs, ce).within(s, e))
+        if lines:
+            out[str(kind)] = lines
+    return out
+
+
+def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part, copies) -> CodeLines:
+    """The section's value for one trace."""
+    path = python_stacks.beside(trace.source)
+    if path is None:
+        return CodeLines(missing=f"no Python stacks beside this trace, so no finding names its line; "
+                                 f"{python_stacks.CAPTURE_HINT}")
+    if trace.session_start_utc_ns is None:
+        return CodeLines(missing=f"{path.name}: the trace has no session start to put the stacks on its clock")
+    try:
+        stacks = python_stacks.read(path, trace.session_start_utc_ns)
+    except ValueError as e:
+        return CodeLines(missing=str(e))
+    sites = _Sites(stacks)
+    source = f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms"
+    if passed is None or not tids.get("all") or window is None:
+        main = _main_thread_samples(stacks)
+        ns = (main["end_ns"] - main["start_ns"]).to_numpy()
+        return CodeLines(cpu=sites.rank(main, ns), source=source)
+    mine = _thread_samples(stacks, tids["all"])
+    if mine.empty:
+        return CodeLines(source=source, missing=f"{path.name} has no samples of the launching threads")
+    dev = next(iter(passed.busy_by_device), None)
+    cause_of = (lambda spans: idle_part.gap_causes(dev, spans)) if idle_part is not None else \
+        (lambda spans: [("cpu", None)] * len(spans))
+    in_window = gaps[(gaps["start_ns"] < window[1]) & (gaps["end_ns"] > window[0])] if len(gaps) else gaps
+    return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, in_window, cause_of),
+                     by_copy=_copy_lines(sites, mine, window, copies), source=source)
+
+
+@declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "say"))
+def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, idle_part, memcpy: Part,
+                say) -> CodeLines:
+    say("naming the program's lines")
+    copies = memcpy.tables.get("memcpy") if memcpy is not None else None
+    return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies)
+
+
+@declare("code", needs=("code_lines",), part=True)
+def _code(code_lines: CodeLines) -> Part:
+    return Part(code_lines.summary(), {})

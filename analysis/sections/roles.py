@@ -1,0 +1,44 @@
+"""What a line's work is for, from its Python stack and its source text: the role that picks the advice
+(rules/code_advice.py). The first role whose test matches wins, in ROLES' order: the line's own text first (it says
+what the user wrote), then the library frames it runs through."""
+from __future__ import annotations
+
+import re
+
+from nsys_transfer.analysis.load.python_stacks import Frame
+
+INPUT, OUTPUT, WEIGHTS, PER_ELEMENT, ACCUMULATION = "input", "output", "weights", "per-element read", "accumulation"
+TIMING_SYNC, CACHE_CHURN, DISK, COMPUTE, MODEL = "timing sync", "allocation churn", "disk output", "host compute", "model"
+
+# (role, test of the innermost user line's text)
+BY_CODE = (
+    (CACHE_CHURN, re.compile(r"\bempty_cache\s*\(")),
+    (TIMING_SYNC, re.compile(r"\bsynchronize\s*\(")),
+    (PER_ELEMENT, re.compile(r"\.item\s*\(\s*\)|\.tolist\s*\(\s*\)|\b(int|float|bool)\s*\([^)]*\[")),
+    (ACCUMULATION, re.compile(r"\bnp\.(concatenate|append|vstack|hstack|r_)\b|\bnumpy\.(concatenate|append)\b|"
+                              r"\btorch\.(cat|vstack|hstack)\s*\(|\bpd\.concat\s*\(|\.loc\[\s*len\(")),
+    (DISK, re.compile(r"\.save\s*\(|\.to_(csv|parquet|json)\s*\(|\bnp\.save|\btorch\.save\s*\(|\.write\s*\(|imwrite")),
+    (OUTPUT, re.compile(r"\.cpu\s*\(\s*\)|\.numpy\s*\(\s*\)|\.to\s*\(\s*['\"]cpu['\"]|device\s*=\s*['\"]cpu['\"]")),
+)
+# (role, test of a frame's file, test of its function): any frame of the stack
+BY_FRAME = (
+    (WEIGHTS, re.compile(r"torch/nn/modules/module\.py$"), re.compile(r"^Module\.(to|cuda|cpu|_apply|half|float)$")),
+    (INPUT, re.compile(r"torch/utils/data/|torchvision/(transforms|datasets|io)/|/datasets/"), None),
+    (DISK, re.compile(r"/PIL/(Image|PngImagePlugin|JpegImagePlugin)\.py$"), re.compile(r"save|_save|encode")),
+    (DISK, re.compile(r"/pandas/io/|/numpy/lib/_?npyio"), None),
+    (INPUT, re.compile(r"/PIL/|/tokenizers/|/transformers/tokenization"), None),
+    (MODEL, re.compile(r"torch/nn/modules/|/transformers/models/|/timm/models/|torchvision/models/"), None),
+)
+
+
+def role_of(stack: list[Frame], leaf: Frame | None) -> str:
+    """The role of a stack's work (outermost frame first; leaf: its innermost frame of the program's own code)."""
+    if leaf is not None:
+        for role, code in BY_CODE:
+            if code.search(leaf.code):
+                return role
+    for frame in reversed(stack):  # the innermost library frame that says what the work is
+        for role, file, function in BY_FRAME:
+            if file.search(frame.file) and (function is None or function.search(frame.function)):
+                return role
+    return COMPUTE

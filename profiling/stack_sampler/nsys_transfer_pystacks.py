@@ -1,0 +1,139 @@
+"""The Python stacks of every thread of this process, sampled on a thread of its own and written beside the trace:
+what `nsys-transfer run` records by default so that the analysis can name the program's line behind each finding.
+
+Standard library only: it is loaded into the user's interpreter (sitecustomize.py beside it), whatever that has.
+Nsight Systems 2024.2 samples Python (--python-sampling) but exports none of those frames to SQLite, so they are
+taken here. Each sample is read with the GIL; a C call that holds the GIL delays the next sample until it returns,
+so a sample stands for the time since the one before it (the analysis reads it so), and its stack is the line that
+made the call. Files: NSYS_TRANSFER_PYSTACKS/<pid>.stacks, text, one record a line:
+
+    H <pid> <monotonic ns> <utc ns> <interval ns>     once, first: the clocks at the start
+    F <id> <line> <function> \\t <file> \\t <source text>  a frame's place, defined before its first use
+    K <id> <frame id>,<frame id>,...                  a stack, outermost frame first
+    S <monotonic ns> <thread id> <stack id>           a sample of one thread (its OS thread id)
+"""
+from __future__ import annotations
+
+import atexit
+import linecache
+import os
+import sys
+import threading
+import time
+
+ENV_DIR = "NSYS_TRANSFER_PYSTACKS"
+ENV_INTERVAL_MS = "NSYS_TRANSFER_PYSTACKS_MS"
+MAX_DEPTH = 80        # deeper frames (recursion) are cut from the outer end: the inner ones name the work
+FLUSH_S = 0.2         # a process ended by os._exit() or a signal loses at most this much
+
+
+class Sampler:
+    """One process's sampler: started once, again in each forked child."""
+
+    def __init__(self, directory: str, interval_s: float):
+        self.directory, self.interval_s = directory, interval_s
+        self.frames: dict = {}   # (code, line) -> id
+        self.stacks: dict = {}   # tuple of frame ids -> id
+        self.lines: list[str] = []
+        self.fd = -1
+        self.stop = threading.Event()
+        self.me = 0
+
+    def start(self) -> None:
+        """Open this process's file and start the sampling thread."""
+        pid = os.getpid()
+        # a raw descriptor, no buffered file: a fork while this thread writes leaves the child no lock to wait on
+        self.fd = os.open(os.path.join(self.directory, f"{pid}.stacks"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.lines.append(f"H {pid} {time.monotonic_ns()} {time.time_ns()} {int(self.interval_s * 1e9)}\n")
+        self.flush()
+        t = threading.Thread(target=self._loop, name="nsys-transfer-pystacks", daemon=True)
+        t.start()
+        atexit.register(self.close)
+
+    def _loop(self) -> None:
+        self.me = threading.get_ident()
+        last_flush = time.monotonic()
+        while not self.stop.wait(self.interval_s):
+            try:
+                self._sample()
+            except Exception:  # a sampler never breaks the program it watches
+                pass
+            if time.monotonic() - last_flush >= FLUSH_S:
+                self.flush()
+                last_flush = time.monotonic()
+
+    def _sample(self) -> None:
+        now = time.monotonic_ns()
+        native = {t.ident: t.native_id for t in threading.enumerate()}
+        main_ident = threading.main_thread().ident
+        for ident, frame in sys._current_frames().items():
+            if ident == self.me:
+                continue
+            tid = native.get(ident) or (os.getpid() if ident == main_ident else None)
+            if tid is None:
+                continue
+            self.lines.append(f"S {now} {tid} {self._stack(frame)}\n")
+
+    def _stack(self, frame) -> int:
+        ids = []
+        while frame is not None and len(ids) < MAX_DEPTH:
+            ids.append(self._frame(frame.f_code, frame.f_lineno))
+            frame = frame.f_back
+        key = tuple(reversed(ids))
+        sid = self.stacks.get(key)
+        if sid is None:
+            sid = self.stacks[key] = len(self.stacks)
+            self.lines.append(f"K {sid} {','.join(map(str, key))}\n")
+        return sid
+
+    def _frame(self, code, line) -> int:
+        fid = self.frames.get((code, line))
+        if fid is None:
+            fid = self.frames[(code, line)] = len(self.frames)
+            text = linecache.getline(code.co_filename, line or 0).strip().replace("\t", " ")
+            name = getattr(code, "co_qualname", code.co_name)
+            self.lines.append(f"F {fid} {line or 0} {name}\t{code.co_filename}\t{text}\n")
+        return fid
+
+    def flush(self) -> None:
+        """Write what was sampled since the last flush."""
+        lines, self.lines = self.lines, []
+        if self.fd >= 0 and lines:
+            data = "".join(lines).encode("utf-8", "replace")
+            while data:
+                data = data[os.write(self.fd, data):]
+
+    def close(self) -> None:
+        """Stop sampling and write the rest (at exit)."""
+        self.stop.set()
+        self.flush()
+
+
+_sampler: Sampler | None = None
+_fork_hook = False
+
+
+def start_from_environment() -> None:
+    """Start sampling when NSYS_TRANSFER_PYSTACKS names a folder; again in each forked child (its own file)."""
+    global _sampler, _fork_hook
+    directory = os.environ.get(ENV_DIR)
+    if not directory or _sampler is not None or not os.path.isdir(directory):
+        return
+    interval = float(os.environ.get(ENV_INTERVAL_MS) or 10) / 1000
+    _sampler = Sampler(directory, max(interval, 0.001))
+    _sampler.start()
+    if not _fork_hook:
+        os.register_at_fork(after_in_child=_restart_in_child)
+        _fork_hook = True
+
+
+def _restart_in_child() -> None:
+    global _sampler
+    old, _sampler = _sampler, None
+    if old is not None and old.fd >= 0:
+        old.lines = []  # the parent's unwritten lines are the parent's to write
+        os.close(old.fd)
+    start_from_environment()
+    util = sys.modules.get("multiprocessing.util")
+    if _sampler is not None and util is not None:  # its workers leave by os._exit(), after its finalizers
+        util.Finalize(None, _sampler.close, exitpriority=100)

@@ -1,0 +1,97 @@
+"""The program's Python stacks, sampled by `nsys-transfer run` beside its trace, and the lines the analysis names from
+them: on real captures (nsys records a CPU program here without a GPU) and on the sampler itself."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.load import python_stacks
+from nsys_transfer.analysis.summary import analyze
+
+PROGRAM = ROOT / "tests" / "programs" / "cpu_lines.py"
+SAMPLER = ROOT / "profiling" / "stack_sampler"
+CONCAT = "index = np.concatenate([index, f])"
+
+
+@pytest.fixture(scope="module")
+def captured(nsys, tmp_path_factory):
+    """cpu_lines.py traced with run's defaults (OS runtime and NVTX: no GPU here) and the stack sampler."""
+    out = tmp_path_factory.mktemp("lines") / "lines"
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(out), "--trace", "nvtx,osrt", "--",
+                sys.executable, str(PROGRAM), "--batches", "24", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def test_run_samples_every_python_process_and_packs_one_file(captured):
+    stacks = captured.with_name("lines.pystacks.gz")
+    assert stacks.is_file() and not captured.with_name("lines.pystacks.d").exists()
+    record = json.loads(captured.with_name("lines.run.json").read_text())
+    assert record["files"]["python_stacks"] == str(stacks) and record["recorded"]["python_stacks_ms"] == 10
+    heads = [line for line in gzip.open(stacks, "rt") if line.startswith("H ")]
+    assert len(heads) >= 3  # the program and its two pool workers (forked: each starts its own sampler)
+
+
+def test_a_cpu_capture_names_its_lines_with_their_role(captured):
+    with Trace.open(captured.with_name("lines.sqlite")) as t:
+        code = analyze(t).summary["code"]
+    assert code["missing"] is None and "every 10 ms" in code["source"]
+    top = code["cpu"][0]
+    assert top["code"] == CONCAT and top["file"].endswith("cpu_lines.py") and top["line"] == 34
+    assert top["role"] == "accumulation" and top["share"] > 0.3 and top["function"] == "main"
+    text = run_cli("-m", "nsys_transfer.analysis", str(captured.with_name("lines.sqlite"))).stdout
+    assert f"cpu_lines.py:34  {CONCAT}  [accumulation]" in text
+
+
+def test_the_stacks_land_on_the_traces_clock(captured):
+    """The samples fall inside the capture: the program's first and last lines within the trace's own span."""
+    with Trace.open(captured.with_name("lines.sqlite")) as t:
+        stacks = python_stacks.read(python_stacks.beside(t.source), t.session_start_utc_ns)
+        last_osrt = int(t.query("SELECT MAX(end) AS e FROM OSRT_API")["e"][0])
+    s = stacks.samples
+    assert s["start_ns"].min() > 0 and s["end_ns"].max() <= last_osrt + 50_000_000
+
+
+def test_a_trace_without_stacks_says_so_in_one_line(captured, tmp_path):
+    lone = tmp_path / "lone.sqlite"
+    lone.write_bytes(captured.with_name("lines.sqlite").read_bytes())
+    text = run_cli("-m", "nsys_transfer.analysis", str(lone)).stdout
+    said = [line for line in text.splitlines() if line.startswith("program lines:")]
+    assert len(said) == 1 and "no Python stacks beside this trace" in said[0] and "nsys-transfer run" in said[0]
+
+
+def test_a_damaged_stacks_file_is_one_line_not_a_traceback(captured, tmp_path):
+    trace = tmp_path / "cut.sqlite"
+    trace.write_bytes(captured.with_name("lines.sqlite").read_bytes())
+    whole = captured.with_name("lines.pystacks.gz").read_bytes()
+    (tmp_path / "cut.pystacks.gz").write_bytes(whole[:40])  # a real file cut short
+    r = run_cli("-m", "nsys_transfer.analysis", str(trace))
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "program lines: " in r.stdout and "capture the program again" in r.stdout
+
+
+def test_run_can_leave_the_sampler_out(nsys, tmp_path):
+    r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "off"), "--trace", "nvtx,osrt",
+                "--python-stacks-ms", "0", "--", sys.executable, "-c", "print(1)", timeout=300)
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert not list(tmp_path.glob("*.pystacks*"))
+
+
+def test_the_sampler_hands_over_to_the_programs_own_sitecustomize(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("print('own sitecustomize ran')\n")
+    out = tmp_path / "stacks"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": f"{SAMPLER}{os.pathsep}{own}", "NSYS_TRANSFER_PYSTACKS": str(out),
+           "NSYS_TRANSFER_PYSTACKS_MS": "2"}
+    r = subprocess.run([sys.executable, "-c", "import time; t = time.time()\nwhile time.time() - t < 0.3: pass"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "own sitecustomize ran" in r.stdout
+    files = list(out.glob("*.stacks"))
+    assert len(files) == 1 and sum(line.startswith("S ") for line in files[0].read_text().splitlines()) > 20
