@@ -23,6 +23,7 @@ from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
 from nsys_transfer.nsys_core.nsys_messages import summary_line
 from nsys_transfer.profiling import bench as bench_mod
 from nsys_transfer.profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
+from nsys_transfer.profiling.startable import cannot_start
 from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base,
                                             profile, profile_per_rank, quote, workload_command, write_record)
 
@@ -177,6 +178,9 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt). By default with CPU
     samples and context switches of the process tree and the Python stack of each CUDA call (`--sample none
     --python-backtrace none` for neither); the run record's "recorded" says what was asked of nsys."""
+    why = cannot_start(list(command))
+    if why:  # refused before nsys runs: a program that never started leaves no trace to read as a run
+        fail(f"cannot start the program: {why}")
     n = _nsys()
     driver_check = _driver_check(n)
     _say_which_python(command)
