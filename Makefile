@@ -39,23 +39,31 @@ help:
 	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
 
 $(BIN)/python:
+	@echo "setting up $(VENV) (a Python venv in this checkout)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # the development install is path-based (a .pth naming the checkout), not setuptools' import hook: mypy, pyright and
-# editors then resolve nsys_transfer from any folder (a user's own project too), and a new module needs no reinstall
+# editors then resolve nsys_transfer from any folder (a user's own project too), and a new module needs no reinstall.
+# setuptools warns, in a box pip 24+ shows on every install, that its 'compat' mode will go one day: that one warning
+# is filtered (by its first words), nothing else; should the mode go, a .pth of our own written here replaces it
 EDITABLE := --config-settings editable_mode=compat
+PIP      := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Compat editable installs" $(BIN)/python -m pip
 
 $(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e . $(EDITABLE)
+	@echo "installing nsys-transfer and pandas, numpy, matplotlib, click into $(VENV) (a minute or so the first time)"
+	$(PIP) install -q -e . $(EDITABLE)
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]' $(EDITABLE)
+	@echo "installing nsys-transfer and its dev tools (pytest, ruff, import-linter, mypy, dask) into $(VENV) (a minute or two the first time)"
+	$(PIP) install -q -e '.[dev]' $(EDITABLE)
 	@touch $@ $(VENV)/.base
 
 $(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[workloads,dev]' $(EDITABLE)
+	@echo "installing nsys-transfer, torch, torchvision, nvtx and the dev tools into $(VENV): the first time downloads about 2-3 GB (torch with its CUDA libraries) and takes a few minutes, quietly"
+	$(PIP) install -q -e '.[workloads,dev]' $(EDITABLE)
+	@echo "installed into $(VENV)"
 	@touch $@ $(VENV)/.base $(VENV)/.dev
 
 install: $(VENV)/.base
