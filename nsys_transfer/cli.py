@@ -253,6 +253,9 @@ def _next_command(sqlite: Path, analyzed: bool) -> str:
         return f"{analyze_trace} {_shown(sqlite)}"
     verify = _shown(tool / "nsys-transfer") if (tool / "nsys-transfer").exists() else \
         f"{_shown(Path(sys.executable))} -m nsys_transfer"
+    if not has_gpu():  # verify compares GPU work, and would refuse two CPU-only captures
+        return ("trace the program on a machine with an NVIDIA GPU: without one no transfer can be measured, and "
+                f"`{verify} verify BEFORE.sqlite AFTER.sqlite` compares GPU work")
     before = previous_trace(sqlite)
     if before is None:
         return (f"apply the fix the top finding names, trace the fixed program under another name, then "
