@@ -16,6 +16,11 @@ GPU_OUT ?= out/gpu
 WHAT    ?=
 PROG    ?=
 NAME    ?= $(basename $(notdir $(firstword $(PROG))))
+OPTS    ?=
+# the folder make was called from: `make -C CHECKOUT trace PROG=my.py` finds my.py, and runs it, there. After -C
+# make's $(CURDIR) and a recipe's shell ($$PWD, $(shell pwd)) are the checkout; the PWD make read from the caller's
+# environment is not (measured with GNU make 4.3; a caller without PWD gets the checkout)
+CALLER  := $(or $(wildcard $(PWD)),$(CURDIR))
 STAGES  := naive-input baseline multiproc bufpool async streams pinned ceiling
 MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 
@@ -27,30 +32,38 @@ help:
 	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
-	@echo "make trace PROG='my.py ARGS' [NAME=my FORCE=1]   your own program: traced whole with the venv's Python, then analysed"
+	@echo "make trace PROG='my.py ARGS' [NAME=my FORCE=1 OPTS='--sample none ...']   your own program: traced whole with the venv's Python, then analysed (OPTS: nsys-transfer run's options)"
 	@echo "make scaling STAGE=pinned GPUS=2 [CPUS=0-7]   1 GPU against N GPUs unprofiled -> runs/scaling.json (the report reads it)"
 	@echo "make benchmark-gpu [WHAT='bench profile']   the GPU benchmark: benchmarks/gpu.sh (tests, bench, scaling, captures) -> out/gpu"
 	@echo "make nsys [NSYS_SUITE=experimental]   install Nsight Systems into .nsys/ (no system change); checks it against the driver"
 	@echo "analyze-trace TRACE         (in $(BIN)) summary, --json, --csv, --plots"
 
 $(BIN)/python:
+	@echo "setting up $(VENV) (a Python venv in this checkout)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # the development install is path-based (a .pth naming the checkout), not setuptools' import hook: mypy, pyright and
-# editors then resolve nsys_transfer from any folder (a user's own project too), and a new module needs no reinstall
+# editors then resolve nsys_transfer from any folder (a user's own project too), and a new module needs no reinstall.
+# setuptools warns, in a box pip 24+ shows on every install, that its 'compat' mode will go one day: that one warning
+# is filtered (by its first words), nothing else; should the mode go, a .pth of our own written here replaces it
 EDITABLE := --config-settings editable_mode=compat
+PIP      := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Compat editable installs" $(BIN)/python -m pip
 
 $(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e . $(EDITABLE)
+	@echo "installing nsys-transfer and pandas, numpy, matplotlib, click into $(VENV) (a minute or so the first time)"
+	$(PIP) install -q -e . $(EDITABLE)
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]' $(EDITABLE)
+	@echo "installing nsys-transfer and its dev tools (pytest, ruff, import-linter, mypy, dask) into $(VENV) (a minute or two the first time)"
+	$(PIP) install -q -e '.[dev]' $(EDITABLE)
 	@touch $@ $(VENV)/.base
 
 $(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[workloads,dev]' $(EDITABLE)
+	@echo "installing nsys-transfer, torch, torchvision, nvtx and the dev tools into $(VENV): the first time downloads about 2-3 GB (torch with its CUDA libraries) and takes a few minutes, quietly"
+	$(PIP) install -q -e '.[workloads,dev]' $(EDITABLE)
+	@echo "installed into $(VENV)"
 	@touch $@ $(VENV)/.base $(VENV)/.dev
 
 install: $(VENV)/.base
@@ -76,11 +89,13 @@ report: $(VENV)/.base
 profile: $(VENV)/.full nsys
 	$(BIN)/python -m nsys_transfer.profiling profile $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)
 
-# your own program, traced whole (nsys-transfer run) with the venv's Python (torch, nvtx), then analysed
+# your own program, traced whole (nsys-transfer run) with the venv's Python (torch, nvtx) from the caller's folder,
+# then analysed; exactly OUT/NAME/NAME.sqlite (a trace there already: refused, FORCE=1 replaces it), so the verify
+# command the run ends with, and the README's, never read an older trace
 trace: $(VENV)/.full nsys
 	@test -n "$(PROG)" || { echo 'make trace PROG="my.py ARGS": the Python program to trace, run with $(BIN)/python' >&2; exit 2; }
-	$(BIN)/nsys-transfer run -o $(OUT)/$(NAME)/$(NAME) $(if $(FORCE),--force,) -- $(BIN)/python $(PROG)
-	$(BIN)/analyze-trace "$$(ls -t $(OUT)/$(NAME)/$(NAME)*.sqlite | head -n1)"
+	@cd "$(CALLER)" && "$(CURDIR)/$(BIN)/nsys-transfer" run -o "$(abspath $(OUT))/$(NAME)/$(NAME)" \
+	  $(if $(FORCE),--force,--keep-name) --analyze $(OPTS) -- "$(CURDIR)/$(BIN)/python" $(PROG)
 
 profile-all: $(VENV)/.full nsys
 	@for s in $(STAGES); do $(BIN)/python -m nsys_transfer.profiling profile $$s --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) $(if $(FORCE),--force,) $(MODEL_ARG) || exit 1; done

@@ -156,8 +156,8 @@ YEAR=YYYY  # of the nsys in use, in the traces' names; known once nsys is found
 nsys_year() {
   local line
   line=$("$PYTHON" -m nsys_transfer where 2>/dev/null | tail -n1) || return 1
-  line=$(cut -f2 <<< "$line")
-  [ -n "$line" ] && echo "${line%%.*}"
+  line=$(sed -n 's/^Nsight Systems \([0-9][0-9]*\)\..*/\1/p' <<< "$line")  # "Nsight Systems 2024.2.3.38 at ..."
+  [ -n "$line" ] && echo "$line"
 }
 [ -n "${NSYS_BUNDLE:-}" ] || YEAR=$(nsys_year) || YEAR=YYYY
 
@@ -257,7 +257,7 @@ step_where() {
   x "$OUT/logs/nvidia-smi.log" 60 nvidia-smi --query-gpu=index,name,driver_version,pcie.link.gen.max,pcie.link.width.max,memory.total --format=csv
   live || return 0
   cat "$OUT/logs/where.log" "$OUT/versions.txt" "$OUT/logs/nvidia-smi.log" 2>/dev/null
-  line=$(grep -a "$(printf '\t')" "$OUT/logs/where.log" | tail -n1 | tr '\t' ' ')
+  line=$(grep -a '^Nsight Systems ' "$OUT/logs/where.log" | tail -n1)
   [ "$rc" -eq 0 ] || line=$(tail -n1 "$OUT/logs/where.log")
   row where nsys "$(result "$rc")" $((SECONDS - t)) "$line$(grep -aom1 'warning: .*' "$OUT/logs/where.log" | sed 's/^/; /')"
 }

@@ -5,8 +5,8 @@ The names load on first use (PEP 562), so importing the errors alone does not im
 import importlib
 
 _WHERE = {"OutputPipeline": "pipeline", "prefetch": "prefetch", "GpuScalars": "scalars",
-          **{name: "errors" for name in ("HostBufferError", "LayoutError", "PipelineError", "ProcessFailed",
-                                         "TerminatedBySignal", "WorkerDied")}}
+          **{name: "errors" for name in ("HostBufferError", "LayoutError", "NoGpu", "PipelineError",
+                                         "ProcessFailed", "TerminatedBySignal", "WorkerDied")}}
 __all__ = sorted(_WHERE)
 
 

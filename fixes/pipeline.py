@@ -14,7 +14,7 @@ from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_CLOSE, PIPEL
 
 from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
 from nsys_transfer.fixes.delivery import Delivery
-from nsys_transfer.fixes.errors import LayoutError, PipelineError, TerminatedBySignal
+from nsys_transfer.fixes.errors import LayoutError, PipelineError, TerminatedBySignal, no_gpu
 from nsys_transfer.fixes.checksums import IntegrityReport, MASK64, compare
 from nsys_transfer.fixes.lifetime import StopSignals, each_then_raise
 from nsys_transfer.fixes.pace import Pace
@@ -96,6 +96,8 @@ class OutputPipeline:
         verify = verify or self.announce
         self.tensors, self.verify, self.like, self.timeout_s, self.name = tensors, verify, like, timeout_s, name
         self.device = torch.device(device) if device is not None else None
+        if self.device is not None and (e := no_gpu(type(self).__name__, self.device, torch.cuda.is_available())):
+            raise e from None
         self.submitted = 0
         self.pace = Pace()  # which side set the pace (fixes/pace.py): the loop's waits on the workers
         self.expected: list[tuple] = []  # (batch id, checksum on the GPU) per submission: an id may be reused

@@ -8,6 +8,7 @@ from typing import Iterable, Iterator
 
 import torch
 
+from nsys_transfer.fixes.errors import no_gpu
 from nsys_transfer.fixes.tree import flatten, map_tensors
 
 _END = object()
@@ -64,6 +65,8 @@ def prefetch(batches: Iterable, device="cuda", depth: int = 2, pin: bool = True)
     allocator from reusing a batch's memory before the compute stream is done with it. On a CPU device the batches
     pass through unchanged."""
     device = torch.device(device)
+    if e := no_gpu("prefetch", device, torch.cuda.is_available()):
+        raise e from None
     it = iter(batches)  # here, in the caller's thread: a DataLoader starts its workers from it
     if device.type != "cuda":
         yield from (map_tensors(b, lambda t: t.to(device)) for b in it)

@@ -24,8 +24,10 @@ from nsys_transfer.nsys_core.nsys_messages import summary_line
 from nsys_transfer.profiling import bench as bench_mod
 from nsys_transfer.profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
 from nsys_transfer.profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
+from nsys_transfer.profiling.startable import cannot_start
 from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base,
-                                            profile, profile_per_rank, quote, workload_command, write_record)
+                                            previous_trace, profile, profile_per_rank, quote, workload_command,
+                                            write_record)
 
 
 STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, importer errors, ...) or the trace "
@@ -38,21 +40,32 @@ def fail(msg: str, code: int = 2):
     sys.exit(code)
 
 
-def _free_base(directory: Path, name: str, force: bool) -> Path:
+def _free_base(directory: Path, name: str, force: bool, number: bool = True) -> Path:
     """next_free_base, or one line and exit 2 when nothing can be written there (before the program runs)."""
     try:
-        return next_free_base(directory, name, force)
+        return next_free_base(directory, name, force, number)
     except ProfileError as e:
         fail(str(e))
 
 
-def _nsys():
+FOUND_VIA = {"$NSYS": "set by $NSYS", "PATH": "found on PATH", "/opt/nvidia": "NVIDIA's install folder",
+             "/usr/local/cuda": "the CUDA toolkit's", "make nsys": "installed by make nsys"}
+
+
+def _nsys(say: bool = True):
+    """The nsys to use, said on stderr (`where` says it itself); one line and exit 2 when there is none."""
     try:
         n = find_nsys()
     except NsysNotFound as e:
         fail(str(e))
-    click.echo(f"using nsys {n.version} at {n.path} (found via {n.source})", err=True)
+    if say:
+        click.echo(f"profile: using {_nsys_words(n)}", err=True)
     return n
+
+
+def _nsys_words(n) -> str:
+    """The nsys in use, in words: "Nsight Systems 2024.2.3.38 at PATH (installed by make nsys)"."""
+    return f"Nsight Systems {n.version} at {n.path} ({FOUND_VIA.get(n.source, n.source)})"
 
 
 def _driver_check(n) -> dict:
@@ -71,11 +84,13 @@ def main():
 @main.command()
 def where():
     """Show which nsys would be used."""
-    n = _nsys()
+    n = _nsys(say=False)
     c = _driver_check(n)
-    driver = f"driver CUDA {c['driver_cuda']}" if c["driver_cuda"] else "no NVIDIA driver"
-    newest = f"traces up to CUDA {c['nsys_newest_cuda']}" if c["nsys_newest_cuda"] else "newest CUDA not known"
-    click.echo(f"{n.path}\t{n.version}\t{n.source}\t{newest}\t{driver}")
+    driver = (f"this machine's driver runs CUDA {c['driver_cuda']}" if c["driver_cuda"] else
+              "this machine has no NVIDIA driver")
+    newest = (f"it traces programs up to CUDA {c['nsys_newest_cuda']}" if c["nsys_newest_cuda"] else
+              "the newest CUDA it traces is not known")
+    click.echo(f"{_nsys_words(n)}: {newest}; {driver}")
 
 
 @main.command("profile", context_settings={"ignore_unknown_options": True})
@@ -173,22 +188,29 @@ def _gpu_names(sqlite: Path) -> list[str]:
 @click.option("--python-stacks-ms", type=click.FloatRange(min=0), default=DEFAULT_STACKS_MS, show_default=True,
               help="sample every Python thread's stack this often, in each Python process of the command, into "
                    "BASE.pystacks.gz: the line of the program behind each finding; 0: off")
-@click.option("--force", is_flag=True)
+@click.option("--force", is_flag=True, help="overwrite the trace of that name instead of numbering a new one (-2)")
+@click.option("--keep-name", is_flag=True,
+              help="write exactly the name given, or refuse before the program runs when a trace of that name is "
+                   "there (no numbered -2: a command written with the name never reads an older trace)")
+@click.option("--analyze", is_flag=True, help="analyse the trace when the run ends (analyze-trace's summary)")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, cpuctxsw, python_backtrace,
-        python_sampling, python_stacks_ms, force, strict, command):
+        python_sampling, python_stacks_ms, force, keep_name, analyze, strict, command):
     """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt). By default with CPU
     samples and context switches of the process tree and the Python stack of each CUDA call (`--sample none
     --python-backtrace none` for neither); the run record's "recorded" says what was asked of nsys."""
-    n = _nsys()
-    driver_check = _driver_check(n)
-    _say_which_python(command)
+    why = cannot_start(list(command))
+    if why:  # refused before nsys runs: a program that never started leaves no trace to read as a run
+        fail(f"cannot start the program: {why}")
     out = Path(output)
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
-    base = _free_base(out.parent if str(out.parent) else Path("."), out.name, force)
+    base = _free_base(out.parent if str(out.parent) else Path("."), out.name, force, number=not keep_name)
+    n = _nsys()
+    driver_check = _driver_check(n)
+    _say_which_python(command)
     if cpuctxsw is None:
         cpuctxsw = "none" if sample == "none" else "process-tree"
     req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,
@@ -209,6 +231,48 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     click.echo(rec["files"]["sqlite"])
     _finish(rec, path, strict)
     _program_status(rec)
+    sqlite = Path(rec["files"]["sqlite"])
+    click.echo(f"profile: wrote {_shown(sqlite)} (beside it {base.name}.nsys-rep and the run record "
+               f"{path.name})", err=True)
+    if analyze:
+        _analyze(sqlite)
+    click.echo(f"next: {_next_command(sqlite, analyzed=analyze)}", err=True)
+
+
+def _analyze(sqlite: Path) -> None:
+    """analyze-trace's summary of the new trace, on stdout; its failure (one line, its status) is the run's."""
+    sys.stdout.flush()
+    done = subprocess.run([sys.executable, "-m", "nsys_transfer.analysis", str(sqlite)])
+    if done.returncode:
+        sys.exit(done.returncode)
+
+
+def _next_command(sqlite: Path, analyzed: bool) -> str:
+    """The one command to run next: the analysis, else the comparison with the trace made before this one (or,
+    without one, what to do to make it)."""
+    tool = Path(sys.executable).parent
+    analyze_trace = _shown(tool / "analyze-trace") if (tool / "analyze-trace").exists() else \
+        f"{_shown(Path(sys.executable))} -m nsys_transfer.analysis"
+    if not analyzed:
+        return f"{analyze_trace} {_shown(sqlite)}"
+    verify = _shown(tool / "nsys-transfer") if (tool / "nsys-transfer").exists() else \
+        f"{_shown(Path(sys.executable))} -m nsys_transfer"
+    if not has_gpu():  # verify compares GPU work, and would refuse two CPU-only captures
+        return ("trace the program on a machine with an NVIDIA GPU: without one no transfer can be measured, and "
+                f"`{verify} verify BEFORE.sqlite AFTER.sqlite` compares GPU work")
+    before = previous_trace(sqlite)
+    if before is None:
+        return (f"apply the fix the top finding names, trace the fixed program under another name, then "
+                f"`{verify} verify {_shown(sqlite)} AFTER.sqlite`")
+    return f"{verify} verify {_shown(before)} {_shown(sqlite)}   (before: the newest other trace beside this one)"
+
+
+def _shown(path: Path) -> str:
+    """A path as the user can type it from here: relative to the working folder when it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _program_status(rec: dict) -> None:

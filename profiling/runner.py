@@ -47,9 +47,13 @@ class ProfileRequest:
     um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
 
 
-def next_free_base(directory: Path, name: str, force: bool) -> Path:
-    """runs/<stage>/<stage>, then <stage>-2, -3, ...: never silently overwrite an earlier run. ProfileError when
-    nothing can be written there: said before the program runs, not after."""
+RUN_FILES = (".nsys-rep", ".sqlite", ".qdstrm", ".run.json")  # what a run writes beside its base
+
+
+def next_free_base(directory: Path, name: str, force: bool, number: bool = True) -> Path:
+    """runs/<stage>/<stage>, then <stage>-2, -3, ...: never silently overwrite an earlier run (number=False: that
+    name or none, ProfileError when it is taken, so a command written with the name never reads an older trace).
+    ProfileError when nothing can be written there. Both are said before the program runs, not after."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
@@ -59,24 +63,63 @@ def next_free_base(directory: Path, name: str, force: bool) -> Path:
     base = directory / name
     if force:
         return base
+    taken = [base.with_name(base.name + ext) for ext in RUN_FILES if base.with_name(base.name + ext).exists()]
+    if taken and not number:
+        raise ProfileError(f"{taken[0]} is there from an earlier run; replace it with --force (make trace: FORCE=1), "
+                           "or give another name (make trace: NAME=...)")
     n = 1
-    while any(base.with_name(base.name + ext).exists() for ext in (".nsys-rep", ".sqlite", ".qdstrm", ".run.json")):
+    while any(base.with_name(base.name + ext).exists() for ext in RUN_FILES):
         n += 1
         base = directory / f"{name}-{n}"
     return base
 
 
+def previous_trace(sqlite: Path) -> Path | None:
+    """The newest other trace beside this one, or in a sibling run folder (runs/before/before.sqlite for
+    runs/after/after.sqlite): what a fix is verified against; None when there is none."""
+    sqlite = Path(sqlite).resolve()
+    here = [*sqlite.parent.glob("*.sqlite"), *sqlite.parent.parent.glob("*/*.sqlite")]
+    others = {p.resolve() for p in here if p.is_file()} - {sqlite}
+    return max(others, key=lambda p: p.stat().st_mtime, default=None)
+
+
+# nsys's progress bar as it writes the report, one "[1/1] [===   40%   ] x.nsys-rep" a few times a second: repeated
+# without a newline, it is neither echoed nor kept (its "Generated: x.nsys-rep" says the same once)
+PROGRESS = re.compile(rb"^\[\d+/\d+\] \[[= ]*\d{1,3}%[= ]*\]( \S+)?$")
+LINE_END = re.compile(rb"[\r\n]")
+
+
+def without_progress(pending: bytes, final: bool = False) -> tuple[bytes, bytes]:
+    """(what to pass on, what to hold back) of the output read so far: every line ending in \\r or \\n that is not
+    nsys's progress bar; an unfinished line is held back only while it may still become one (it starts with "[")."""
+    out = []
+    start = 0
+    for m in LINE_END.finditer(pending):
+        line = pending[start:m.start()]
+        if line and not PROGRESS.match(line) or not line and m.group() == b"\n":  # the \r before a bar: dropped
+            out.append(pending[start:m.end()])
+        start = m.end()
+    rest = pending[start:]
+    if final or not rest.startswith(b"["):
+        if not PROGRESS.match(rest):
+            out.append(rest)
+        rest = b""
+    return b"".join(out), rest
+
+
 def _stream(proc, sink: list[str], echo, marks: dict | None = None, messages: MessageSink | None = None) -> None:
-    """Echo the child's output (nsys progress included), keep the last lines for errors, note when the capture
+    """Echo the child's output (nsys's progress bar left out), keep the last lines for errors, note when the capture
     ended (nsys prints "Generating '...qdstrm'" as it starts importing), and pick out nsys's own messages."""
     buf = b""
+    held = b""
     pending = ""
     marks = marks if marks is not None else {}
     while True:
-        chunk = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
-        if not chunk:
+        read = proc.stdout.read1(4096) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
+        chunk, held = without_progress(held + read, final=not read)
+        if not read and not chunk:
             break
-        if echo:
+        if echo and chunk:
             echo(chunk)
         if "import_started" not in marks and b".qdstrm" in chunk:
             marks["import_started"] = time.time()
@@ -88,6 +131,8 @@ def _stream(proc, sink: list[str], echo, marks: dict | None = None, messages: Me
         buf += chunk
         if len(buf) > 1 << 20:
             buf = buf[-(1 << 19):]
+        if not read:
+            break
     if messages is not None and pending:
         messages.feed(pending, "import" if "import_started" in marks else "capture")
     text = buf.decode("utf-8", "replace").replace("\r", "\n")

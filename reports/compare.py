@@ -16,11 +16,14 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
     s, t = analysis.summary, analysis.tables
     d = big_copies(t["memcpy"], "DtoH")
     steps = s["steps"]
+    failed = run_failed(s)
+    traced_rate = None if failed else steps["per_second"]  # a failed run's steps are no throughput
     row = {
         "stage": stage,
-        "steps_per_s": bench["throughput"]["steps_per_s"] if bench else steps["per_second"],
+        "run": failed,
+        "steps_per_s": bench["throughput"]["steps_per_s"] if bench else traced_rate,
         "throughput_source": "bench (unprofiled)" if bench else "trace",
-        "trace_steps_per_s": steps["per_second"],
+        "trace_steps_per_s": traced_rate,
         "integrity": (("ok" if bench["integrity"]["ok"] else "FAILED") if bench and bench["integrity"]["checked"]
                       else ("n/a" if bench else "")),
         "gpu_utilization": s["gpu"]["utilization"] if s["gpu"] else None,
@@ -38,9 +41,19 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
     return row
 
 
+def run_failed(s: dict) -> str:
+    """"FAILED (exit 1)" when the traced program failed (trace.program_end), else ""."""
+    end = s["trace"].get("program_end") or {}
+    if not end.get("failed"):
+        return ""
+    return f"FAILED (exit {end['exit_code']})" if end.get("exit_code") is not None else "FAILED"
+
+
 def _cannot_give(s: dict) -> list[str]:
     """What this trace's row leaves empty and why: figures from tables the export lacks, or from a lossy capture."""
     out = []
+    if run_failed(s):
+        out.append("the program failed: no throughput (fix it and trace it again)")
     if s["gpu"] and s["gpu"]["compute_utilization"] is None:
         out.append("no kernel table: compute and overlap")
     if not s["gpu"]:

@@ -18,7 +18,8 @@ def _f(v, fmt):
 
 
 COLUMNS = [  # (heading, row -> cell); the stage-only ones are left out where no row has them
-    ("trace", lambda r: r["stage"]), ("steps/s", lambda r: _f(r["steps_per_s"], "{:.2f}")),
+    ("trace", lambda r: r["stage"]), ("run", lambda r: r.get("run") or ""),
+    ("steps/s", lambda r: _f(r["steps_per_s"], "{:.2f}")),
     ("vs baseline", lambda r: _f(r.get("speedup_vs_baseline"), "{:.1f}x")),
     ("of ceiling", lambda r: _f(r.get("of_ceiling"), "{:.0%}")),
     ("GPU busy", lambda r: _f(r["gpu_utilization"], "{:.0%}")), ("compute", lambda r: _f(r["compute_utilization"], "{:.0%}")),
@@ -26,7 +27,7 @@ COLUMNS = [  # (heading, row -> cell); the stage-only ones are left out where no
     ("DtoH GB/s", lambda r: _f(r["dtoh_gbps"], "{:.1f}")), ("DtoH memory", lambda r: r["dtoh_memory"]),
     ("overlap", lambda r: _f(r["dtoh_overlap"], "{:.0%}")), ("integrity", lambda r: r["integrity"]),
 ]
-STAGE_ONLY = {"vs baseline", "of ceiling"}
+STAGE_ONLY = {"vs baseline", "of ceiling", "run"}  # shown only where a row has one (run: a failed program)
 
 
 def results_markdown(df: pd.DataFrame) -> str:

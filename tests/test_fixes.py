@@ -441,6 +441,20 @@ def test_prefetch_on_the_cpu_passes_batches_and_errors_through():
         list(prefetch(failing(), "cpu"))
 
 
+def test_a_cuda_device_without_a_gpu_is_one_clear_error():
+    """OutputPipeline(device="cuda") and prefetch(.., "cuda") where torch sees no GPU: one line saying so and what
+    to pass (NoGpu), not torch's driver traceback chained under it."""
+    from nsys_transfer.fixes import NoGpu
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(NoGpu, match=r"^OutputPipeline\(device='cuda'\): torch sees no CUDA GPU .*device='cpu'") as e:
+        OutputPipeline(lambda *a: None, workers=1, device="cuda")
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    with pytest.raises(NoGpu, match=r"^prefetch\(device='cuda:0'\)"):
+        next(prefetch([torch.zeros(1)], "cuda:0"))
+    assert OutputPipeline(lambda *a: None, workers=1, device="cpu").device.type == "cpu"
+
+
 def test_prefetch_pinning_thread_forwards_errors_and_stops_on_break():
     from nsys_transfer.fixes.prefetch import _pinning
     before = threading.active_count()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.common.schema import own_findings
 from nsys_transfer.analysis.comparison import finding_name
@@ -83,6 +84,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
     gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
     L.append(f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})")
     integ = t.get("integrity") or {}
+    if (t.get("program_end") or {}).get("failed"):
+        L.append(failed_run_line(t["program_end"]))
     if integ.get("verdict") == "lossy":
         L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
                  "count only what was recorded.")
@@ -98,7 +101,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
     link = t.get("link") or {}
     if link.get("gbps"):
         L.append(f"host link: {link['gbps']:.1f} GB/s ({link['source']})")
-    L += _steps_lines(st, bool(g and s["nvtx"]["count"]))
+    L += _steps_lines(st, bool(g and s["nvtx"]["count"]), failed=bool((t.get("program_end") or {}).get("failed")))
     if st.get("setup"):
         L.append(_setup_line(st["setup"]))
     gp = s["gaps"]
@@ -130,7 +133,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
         L.append("diagnosis (by what each costs):")
     L += finding_lines(findings, show_all)
     if g:  # what limits the program: the first thing read (after a warning that the trace is incomplete), and the last
-        at = 2 if len(L) > 1 and L[1].startswith("!!") else 1
+        at = 1 + sum(1 for line in L[1:3] if line.startswith("!!"))  # after the failed-run and trust warnings
         L.insert(at, verdict_line(s["diagnosis"], s["window"].get("source", "")))
         L.append(L[at])
     return "\n".join(L)
@@ -139,11 +142,13 @@ def text_report(s: dict, show_all: bool = False) -> str:
 def verdict_line(findings: list[dict], source: str = "") -> str:
     """One line that says what limits the program (in its steady state, where the window is that): the costliest
     finding (the trust notes first), or that nothing costs a measurable share."""
-    costed = [f for f in findings if f["severity"] != "info" or f["rule"] == "incomplete-trace"]
+    costed = [f for f in findings if f["severity"] != "info" or f["rule"] in ("failed-run", "incomplete-trace")]
     head = "verdict (steady state)" if source.startswith("steady state") else "verdict"
     if not costed:
         return f"{head}: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
     f = costed[0]
+    if f["rule"] == "failed-run":
+        return "verdict: the program failed: fix it and trace it again before reading any figure (see failed-run)"
     if f["rule"] == "incomplete-trace":
         what = ("nsys says the trace may be incomplete" if f["evidence"].startswith(DOUBTFUL_PREFIX)
                 else "the trace is incomplete")
@@ -207,12 +212,20 @@ def _gpu_lines(g: dict | None, t: dict) -> list[str]:
     return L
 
 
-def _steps_lines(st: dict, say_none: bool) -> list[str]:
-    """The steps found and their rate; that none were found, where the trace has ranges they could have been."""
+def failed_run_line(end: dict) -> str:
+    """The first thing said of a failed run: that it failed, how, and what to do."""
+    return (f"!! FAILED RUN: {failed_run_evidence(end)}. The figures below are of a run that did not finish: fix the "
+            "program, then trace it again.")
+
+
+def _steps_lines(st: dict, say_none: bool, failed: bool = False) -> list[str]:
+    """The steps found and their rate (of a failed run: said to be one); that none were found, where the trace has
+    ranges they could have been."""
     if st["count"]:
         return [f"steps: {st['count']} matching {st['regex']!r} ({st.get('source', 'given')}), "
                 f"{st['per_second']:.2f} steps/s, mean {_ms(st['mean_ns'])}"
-                + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step" if st["mean_gpu_idle_ns"] is not None else "")]
+                + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step" if st["mean_gpu_idle_ns"] is not None else "")
+                + ("; a failed run: not its throughput (its last step may be the one it failed in)" if failed else "")]
     return ["steps: none found (no NVTX range recurs with a counter: --step-regex names one); no per-step figures"] \
         if say_none else []
 

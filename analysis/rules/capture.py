@@ -1,10 +1,34 @@
-"""Rules about the capture itself: is it whole (IncompleteTrace), does it hold warm-up (WarmupInCapture), is it long
+"""Rules about the capture itself: did the program finish (FailedRun), is it whole (IncompleteTrace), does it hold warm-up (WarmupInCapture), is it long
 enough (ShortCapture), does it hold NVTX ranges (NvtxMissing)."""
 from __future__ import annotations
 
 import pandas as pd
 
 from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms
+
+
+class FailedRun(Rule[Context]):
+    """The program failed (a non-zero exit status in its run record, or a traceback that ended its stderr in the
+    trace): its steps, throughput and findings are those of a run that did not finish, so this comes first."""
+    id = "failed-run"
+    first = True
+
+    def check(self, ctx: Context) -> list[Finding]:
+        """This rule's findings for the analysis; empty when it does not fire."""
+        end = ctx.summary["trace"].get("program_end") or {}
+        if not end.get("failed"):
+            return []
+        return [ctx.finding(self.id, 0, "the program", failed_run_evidence(end),
+                            "fix the program's error, then trace it again: the figures of a failed run are not its "
+                            "steady state (its last step may be the one it failed in)", severity="high")]
+
+
+def failed_run_evidence(end: dict) -> str:
+    """How the program ended, in words: its status and error, and where that was read."""
+    status = f"exited with status {end['exit_code']}" if end.get("exit_code") is not None else "failed"
+    error = f" ({end['error']})" if end.get("error") else ""
+    where = "its run record" if end.get("source") == "run record" else "its error output, stored in the trace"
+    return f"the program {status}{error}, says {where}"
 
 
 class IncompleteTrace(Rule[Context]):

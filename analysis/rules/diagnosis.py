@@ -13,7 +13,7 @@ rules count copy time, which is GPU time spent copying, not idle time.
 
 from __future__ import annotations
 
-from nsys_transfer.analysis.rules.capture import IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
+from nsys_transfer.analysis.rules.capture import FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
 from nsys_transfer.analysis.rules.gpu_idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
@@ -24,7 +24,7 @@ from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 # every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here (and in the docs'
 # table, docs/json-schema.md, which tests/test_rule_registry.py holds to this list)
 RULES: list[Rule[Context]] = [
-    IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
+    FailedRun(), IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
     HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
     WarmupInCapture(), ShortCapture(), NvtxMissing()]
 

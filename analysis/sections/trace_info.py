@@ -9,7 +9,7 @@ from nsys_transfer.analysis.load import sql
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections import cpu_only, program
+from nsys_transfer.analysis.sections import cpu_only, program, program_end
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.machine import host_link
 
@@ -29,6 +29,7 @@ def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: p
     info["cpu_only"] = cpu_only.part(trace) if gpu.summary is None else None
     info["link"] = host_link(trace.device.gpus, memcpy.tables["memcpy"], opts.link_gbps)
     info["program"] = program.describe(trace.host.threads, nvtx_rows, digest.names(), opts.run_record)
+    info["program_end"] = program_end.outcome(trace)  # a failed run is said first, never read as a result
     return info
 
 
