@@ -2,7 +2,7 @@
 # Programs nobody on the project wrote (tests/programs/strangers), on a GPU machine: each one traced whole with
 # `nsys-transfer run`'s defaults (CPU samples, Python backtraces, the Python stack sampler), scrubbed, with its
 # stacks, run record, console and analyze-trace text; optionally timed unprofiled, plain and with the stack sampler
-# alone (its cost). One tarball per ~15 MB of traces in OUT (the device tool brings back 8 files of 16 MiB).
+# alone (its cost). One tarball a program in OUT (the device tool brings back 8 files of 16 MiB); scrub there.
 #
 #   bash benchmarks/strangers.sh capture|time [PROGRAM ...]     (default: every program in tests/programs/strangers)
 # Environment: NSYS_BUNDLE (a tarball of Nsight Systems, unpacked to /tmp), PYTHON (python3), OUT (out/strangers),
@@ -30,12 +30,13 @@ capture() {
   timeout "${T_PROGRAM:-150}" $PY -m nsys_transfer run -o "$RUNS/$p" --force -- $PY tests/programs/strangers/$p.py \
     $(args_of "$p") > "$OUT/text/$p.console" 2>&1
   rc=$?
-  if [ -f "$RUNS/$p.sqlite" ]; then
-    $PY -m nsys_transfer.analysis.cli.scrub "$RUNS/$p.sqlite" "$RUNS/${p}_nsys2024.sqlite.xz" >/dev/null 2>&1 ||
-      $PY -c "import sys,lzma,shutil; shutil.copyfileobj(open(sys.argv[1],'rb'), lzma.open(sys.argv[2],'wb',preset=6))" \
-        "$RUNS/$p.sqlite" "$RUNS/${p}_nsys2024.sqlite.xz"
-    [ -f "$RUNS/$p.pystacks.gz" ] && cp "$RUNS/$p.pystacks.gz" "$RUNS/${p}_nsys2024.pystacks.gz"
-    [ -f "$RUNS/$p.run.json" ] && cp "$RUNS/$p.run.json" "$RUNS/${p}_nsys2024.run.json"
+  if [ -f "$RUNS/$p.sqlite" ]; then  # compressed here, scrubbed where it is read (scrub-trace), one tarball each
+    if command -v xz >/dev/null; then xz -T0 -3 -c "$RUNS/$p.sqlite" > "$RUNS/${p}_nsys2024.sqlite.xz"
+    else $PY -c "import sys,lzma,shutil; shutil.copyfileobj(open(sys.argv[1],'rb'), lzma.open(sys.argv[2],'wb',preset=3))" \
+           "$RUNS/$p.sqlite" "$RUNS/${p}_nsys2024.sqlite.xz"; fi
+    for ext in pystacks.gz run.json; do [ -f "$RUNS/$p.$ext" ] && cp "$RUNS/$p.$ext" "$RUNS/${p}_nsys2024.$ext"; done
+    cp "$OUT/text/$p.console" "$RUNS/${p}_nsys2024.console"
+    tar cf "$OUT/$p.tar" -C "$RUNS" $(cd "$RUNS" && ls "${p}"_nsys2024.*)
   fi
   echo "$p capture rc=$rc $(( $(date +%s) - t0 ))s $(grep -h '^RESULT' "$OUT/text/$p.console" | tail -1 | cut -c1-160)" |
     tee -a "$summary"
@@ -57,16 +58,4 @@ for p in "${progs[@]}"; do
     *) echo "strangers.sh: capture or time" >&2; exit 2 ;;
   esac
 done
-if [ "$what" = capture ]; then  # traces, stacks and records into tarballs of at most ~15 MB each
-  n=0; size=0; list=()
-  for f in $(ls -S "$RUNS"/*_nsys2024.* 2>/dev/null); do
-    s=$(stat -c %s "$f")
-    if [ $((size + s)) -gt 15000000 ] && [ ${#list[@]} -gt 0 ]; then
-      tar cf "$OUT/traces$n.tar" -C "$RUNS" "${list[@]}"; n=$((n + 1)); size=0; list=()
-    fi
-    list+=("$(basename "$f")"); size=$((size + s))
-  done
-  [ ${#list[@]} -gt 0 ] && tar cf "$OUT/traces$n.tar" -C "$RUNS" "${list[@]}"
-  tar czf "$OUT/text.tgz" -C "$OUT" text
-fi
 cat "$summary"

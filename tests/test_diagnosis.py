@@ -11,7 +11,7 @@ from nsys_transfer.analysis.summary import Options, analyze
 
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
 
-FIELDS = {"rule", "severity", "impact_ns", "impact_fraction", "subject", "evidence", "suggestion"}
+FIELDS = {"rule", "severity", "impact_ns", "impact_fraction", "subject", "evidence", "suggestion", "line"}
 NEXT_FIX = [("baseline", "stage multiproc"), ("multiproc", "stage bufpool"), ("bufpool", "stage async"),
             ("async", "stage streams"), ("streams", "stage pinned")]
 STAGE_WORDS = ("stage ", "bufpool", "multiproc", "prefetcher", "(see stage")

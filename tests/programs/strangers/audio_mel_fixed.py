@@ -76,14 +76,18 @@ class KWS(nn.Module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batches", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batches", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 4 if args.small else 40
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 3
     if args.small:
-        args.batches, args.warmup, args.batch, args.seconds = 4, 1, 4, 1.0
+        args.batch, args.seconds = 4, 1.0
     device = torch.device(args.device)
 
     bank = make_clips(64, args.seconds)

@@ -1,7 +1,8 @@
 """Test-time-augmentation style inference with heavy torchvision.transforms.v2 augmentation in the Dataset.
 
 The Dataset returns uint8 CHW tensors (from a bank of random "photos") run through RandomResizedCrop,
-flips, ColorJitter (with hue), rotation and normalisation; a DataLoader with num_workers=0 feeds a ResNet-50.
+flips, ColorJitter (with hue), rotation and normalisation; a DataLoader with 8 workers and pinned memory
+feeds a ResNet-50.
 """
 import argparse
 import json
@@ -37,14 +38,18 @@ class AugmentedImages(Dataset):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batches", type=int, default=24)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 4 if args.small else 24
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 2
     size, out_size, arch = 288, 224, "resnet50"
     if args.small:
-        args.batches, args.warmup, args.batch = 4, 1, 4
+        args.batch = 4
         size, out_size, arch = 96, 64, "resnet18"
     device = torch.device(args.device)
 

@@ -67,13 +67,17 @@ class Embedder:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batches", type=int, default=600)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batches", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 6 if args.small else 600
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 5
     if args.small:
-        args.batches, args.warmup, args.batch = 6, 1, 8
+        args.batch = 8
 
     device = torch.device(args.device)
     torch.manual_seed(0)

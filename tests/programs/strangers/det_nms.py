@@ -41,7 +41,8 @@ def make_anchors(h, w, stride=16):
     cy = (ys + 0.5) * stride
     out = []
     for aw, ah in ANCHORS:
-        out.append(np.stack([cx, cy, np.full_like(cx, aw, dtype=np.float64), np.full_like(cy, ah, dtype=np.float64)], -1))
+        wh = np.ones_like(cx, dtype=np.float64)
+        out.append(np.stack([cx, cy, wh * aw, wh * ah], -1))
     return np.stack(out, 2).reshape(-1, 4).astype(np.float32)
 
 
@@ -69,15 +70,17 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--batches", type=int, default=None)
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--img", type=int, default=640)
     p.add_argument("--small", action="store_true")
     args = p.parse_args()
     if args.small:
-        args.batch, args.img, args.warmup = 2, 160, 1
+        args.batch, args.img = 2, 160
         args.batches = args.batches or 4
+        args.warmup = 1 if args.warmup is None else args.warmup
     args.batches = args.batches or 150
+    args.warmup = 5 if args.warmup is None else args.warmup
     device = torch.device(args.device)
 
     torch.manual_seed(0)

@@ -22,15 +22,19 @@ import torchvision
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-ap.add_argument("--batches", type=int, default=150)
-ap.add_argument("--warmup", type=int, default=3)
+ap.add_argument("--batches", type=int, default=None)
+ap.add_argument("--warmup", type=int, default=None)
 ap.add_argument("--batch", type=int, default=64)
 ap.add_argument("--img", type=int, default=224)
 ap.add_argument("--out", default=None)
 ap.add_argument("--small", action="store_true")
 args = ap.parse_args()
+if args.batches is None:
+    args.batches = 4 if args.small else 150
+if args.warmup is None:
+    args.warmup = 1 if args.small else 3
 if args.small:
-    args.batches, args.warmup, args.batch, args.img = 4, 1, 4, 64
+    args.batch, args.img = 4, 64
 
 dev = torch.device(args.device)
 arch = "resnet18" if args.small else "resnet50"

@@ -38,7 +38,7 @@ class TinyLM(nn.Module):
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-parser.add_argument("--batches", type=int, default=40)
+parser.add_argument("--batches", type=int, default=None)
 parser.add_argument("--warmup", type=int, default=3)
 parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--prompt-len", type=int, default=32)
@@ -48,9 +48,12 @@ args = parser.parse_args()
 
 if args.small:
     n_layer, n_embd, n_head, vocab = 2, 64, 2, 1000
-    args.batches, args.warmup, args.batch, args.new_tokens, args.prompt_len = min(args.batches, 4), 1, 2, 8, 8
+    args.batch, args.new_tokens, args.prompt_len = 2, 8, 8
+    if args.batches is None:
+        args.batches, args.warmup = 4, 1
 else:
     n_layer, n_embd, n_head, vocab = 6, 512, 8, 50257
+    args.batches = args.batches or 40
 
 device = torch.device(args.device)
 torch.manual_seed(0)

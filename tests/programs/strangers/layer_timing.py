@@ -13,16 +13,20 @@ import torchvision
 
 p = argparse.ArgumentParser()
 p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-p.add_argument("--batches", type=int, default=1500)
-p.add_argument("--warmup", type=int, default=10)
+p.add_argument("--batches", type=int, default=None)
+p.add_argument("--warmup", type=int, default=None)
 p.add_argument("--batch", type=int, default=8)
 p.add_argument("--log-every", type=int, default=250)
 p.add_argument("--small", action="store_true")
 args = p.parse_args()
+if args.batches is None:
+    args.batches = 5 if args.small else 1500
+if args.warmup is None:
+    args.warmup = 1 if args.small else 10
 
 device = torch.device(args.device)
 if args.small:
-    args.batches, args.warmup, args.batch, args.log_every = 5, 1, 2, 2
+    args.batch, args.log_every = 2, 2
     model = torchvision.models.VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=2,
                                                  hidden_dim=64, mlp_dim=128)
     img = 64

@@ -37,13 +37,17 @@ class OffloadedModel(nn.Module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batches", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 4 if args.small else 40
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 2
     if args.small:
-        args.batches, args.warmup, args.batch = 4, 1, 4
+        args.batch = 4
     device = torch.device(args.device)
     n_blocks, d, hidden = (4, 128, 512) if args.small else (16, 2048, 8192)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32

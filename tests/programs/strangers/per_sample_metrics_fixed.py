@@ -13,14 +13,18 @@ import torchvision
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-parser.add_argument("--batches", type=int, default=500)
-parser.add_argument("--warmup", type=int, default=5)
+parser.add_argument("--batches", type=int, default=None)
+parser.add_argument("--warmup", type=int, default=None)
 parser.add_argument("--batch", type=int, default=256)
 parser.add_argument("--img", type=int, default=160)
 parser.add_argument("--small", action="store_true")
 args = parser.parse_args()
+if args.batches is None:
+    args.batches = 4 if args.small else 500
+if args.warmup is None:
+    args.warmup = 1 if args.small else 5
 if args.small:
-    args.batches, args.warmup, args.batch, args.img = 4, 1, 8, 64
+    args.batch, args.img = 8, 64
 
 device = torch.device(args.device)
 torch.manual_seed(0)

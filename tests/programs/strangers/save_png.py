@@ -39,16 +39,20 @@ class Enhancer(nn.Module):
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-ap.add_argument("--batches", type=int, default=30)
-ap.add_argument("--warmup", type=int, default=2)
+ap.add_argument("--batches", type=int, default=None)
+ap.add_argument("--warmup", type=int, default=None)
 ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--img", type=int, default=256, help="input size; outputs are twice that")
 ap.add_argument("--outdir", default=None)
 ap.add_argument("--keep", action="store_true", help="keep the written PNGs")
 ap.add_argument("--small", action="store_true")
 args = ap.parse_args()
+if args.batches is None:
+    args.batches = 4 if args.small else 30
+if args.warmup is None:
+    args.warmup = 1 if args.small else 2
 if args.small:
-    args.batches, args.warmup, args.batch, args.img = 4, 1, 2, 48
+    args.batch, args.img = 2, 48
 
 device = torch.device(args.device)
 outdir = args.outdir or tempfile.mkdtemp(prefix="enhanced_")

@@ -43,15 +43,19 @@ def worker(in_q, out_q):
 def get_args():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--batches", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batches", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--img", type=int, default=512)
     p.add_argument("--workers", type=int, default=6)
     p.add_argument("--small", action="store_true")
     a = p.parse_args()
+    if a.batches is None:
+        a.batches = 4 if a.small else 30
+    if a.warmup is None:
+        a.warmup = 1 if a.small else 3
     if a.small:
-        a.batches, a.warmup, a.batch, a.img, a.workers = 4, 1, 2, 64, 2
+        a.batch, a.img, a.workers = 2, 64, 2
     return a
 
 

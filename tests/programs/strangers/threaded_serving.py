@@ -64,14 +64,18 @@ class Server:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batches", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batches", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 4 if args.small else 200
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 5
     if args.small:
-        args.batches, args.warmup, args.requests, args.threads = 4, 1, 4, 2
+        args.requests, args.threads = 4, 2
 
     device = torch.device(args.device)
     torch.manual_seed(0)

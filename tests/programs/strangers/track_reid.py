@@ -34,16 +34,20 @@ class ReIDNet(nn.Module):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batches", type=int, default=800)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batches", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--batch", type=int, default=32, help="frames per batch")
     ap.add_argument("--img", type=int, default=384)
     ap.add_argument("--thr", type=float, default=0.8)
     ap.add_argument("--match", type=float, default=0.6)
     ap.add_argument("--small", action="store_true")
     args = ap.parse_args()
+    if args.batches is None:
+        args.batches = 4 if args.small else 800
+    if args.warmup is None:
+        args.warmup = 1 if args.small else 5
     if args.small:
-        args.batches, args.warmup, args.batch, args.img = 4, 1, 2, 128
+        args.batch, args.img = 2, 128
     dev = torch.device(args.device)
 
     torch.manual_seed(0)

@@ -16,16 +16,20 @@ from PIL import Image, ImageDraw
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-parser.add_argument("--batches", type=int, default=60)
-parser.add_argument("--warmup", type=int, default=3)
+parser.add_argument("--batches", type=int, default=None)
+parser.add_argument("--warmup", type=int, default=None)
 parser.add_argument("--clips", type=int, default=4, help="clips per batch")
 parser.add_argument("--frames", type=int, default=16)
 parser.add_argument("--width", type=int, default=960)
 parser.add_argument("--height", type=int, default=540)
 parser.add_argument("--small", action="store_true")
 args = parser.parse_args()
+if args.batches is None:
+    args.batches = 4 if args.small else 60
+if args.warmup is None:
+    args.warmup = 1 if args.small else 3
 if args.small:
-    args.batches, args.warmup, args.clips, args.frames, args.width, args.height = 4, 1, 1, 4, 320, 180
+    args.clips, args.frames, args.width, args.height = 1, 4, 320, 180
 RESIZE, CROP = ((86, 64), 56) if args.small else ((171, 128), 112)
 
 
