@@ -386,10 +386,10 @@ def verify_report(doc: dict) -> str:
 
 
 def _verify_change(m: dict) -> str:
-    """A figure's change: in percent where the ratio means something, else in its own unit (points for a
-    percentage: 47.4% -> 99.6% is +52.2 pts; a figure that grew from near zero: +1,322.4 ms)."""
-    if m["change"] is not None:
-        return f"{100 * m['change']:+.0f}%"
+    """A figure's change: in percent where the ratio means something (a factor from 10x up), else in its own unit
+    (points for a percentage: 47.4% -> 99.6% is +52.2 pts; a figure that grew from near zero: +1,322.4 ms)."""
+    if m["change"] is not None:  # ten times or more as a factor, as the verdict's '16.70x faster': +1570% reads badly
+        return f"{1 + m['change']:.1f}x" if m["change"] >= 9 else f"{100 * m['change']:+.0f}%"
     if m.get("delta") is None:
         return ""
     unit = {"%": " pts", "": ""}.get(m["unit"], f" {m['unit']}")
