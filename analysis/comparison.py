@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 
 from nsys_transfer.analysis.load.validate import NO_API_ROWS
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
-from nsys_transfer.analysis.sections.breakdown import main_kind
+from nsys_transfer.analysis.sections.breakdown import host_memory, main_kind
 
 SCHEMA = "nsys-transfer.verify/1"
 SAME_SPEED = 0.03      # within 3%: neither faster nor slower
 REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
 STEP_RATIO = 2.0       # step counts further apart than this: warned
+NEAR_ZERO_RATIO = 100.0  # before under 1% of after: near zero, the change said in the unit, not in percent
 WORK_TOLERANCE = 0.10  # without steps, the two GPU windows compare only when the kernels' counts agree this well
 # findings that say what limits a program that has nothing left to fix: reaching them is the aim, not a regression
 LIMITS = {"gpu-bound"}
@@ -212,10 +213,10 @@ METRICS = {
     "idle_per_step_ms": ("GPU idle per step", "ms", lambda s, n: _ms(s["steps"].get("mean_gpu_idle_ns")), "lower"),
     "dtoh_ms": ("DtoH copy {per}", "ms", lambda s, n: _copy_ms(s["memcpy"]["dtoh"], n), "lower"),
     "dtoh_gbps": ("DtoH speed", "GB/s", lambda s, n: s["memcpy"]["dtoh"].get("gbps"), "higher"),
-    "dtoh_memory": ("DtoH host memory", "", lambda s, n: main_kind(s["memcpy"]["dtoh"]), None),
+    "dtoh_memory": ("DtoH host memory", "", lambda s, n: host_memory(s["memcpy"]["dtoh"]), None),
     "htod_ms": ("HtoD copy {per}", "ms", lambda s, n: _copy_ms(s["memcpy"]["htod"], n), "lower"),
     "htod_gbps": ("HtoD speed", "GB/s", lambda s, n: s["memcpy"]["htod"].get("gbps"), "higher"),
-    "htod_memory": ("HtoD host memory", "", lambda s, n: main_kind(s["memcpy"]["htod"]), None),
+    "htod_memory": ("HtoD host memory", "", lambda s, n: host_memory(s["memcpy"]["htod"]), None),
     "overlap": ("DtoH copy under kernels", "%", lambda s, n: _dtoh_overlap(s), "higher"),
     "syncs_per_step": ("host syncs per step", "", lambda s, n: _syncs_per_step(s), "lower"),
 }
@@ -230,10 +231,19 @@ def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
         rows.append({"key": key, "label": label.format(per=per), "unit": unit, "before": value(before.summary, nb),
                      "after": value(after.summary, na), "better": better})
     for r in rows:
-        b, a = r["before"], r["after"]
-        r["change"] = (a / b - 1) if isinstance(b, (int, float)) and isinstance(a, (int, float)) and b else None
+        r["delta"], r["change"] = _delta_and_change(r["before"], r["after"], r["unit"])
     _explain_busy(rows, per)
     return rows
+
+
+def _delta_and_change(b, a, unit: str) -> tuple[float | None, float | None]:
+    """after - before in the figure's unit (points for a percentage), and after / before - 1 where that ratio means
+    something: not for a percentage (47% -> 99% is +52 points, not +110%), and not from (near) zero, where a ratio
+    measures how small before was (0.3 ms -> 1,322 ms of idle is +1,322 ms, not +391,732%)."""
+    if not isinstance(b, (int, float)) or not isinstance(a, (int, float)):
+        return None, None
+    ratio_means = unit != "%" and b > 0 and a >= 0 and a <= NEAR_ZERO_RATIO * b
+    return a - b, (a / b - 1) if ratio_means else None
 
 
 def _work(before: Side, after: Side, speed: dict) -> tuple[float | None, float | None, str]:
@@ -267,8 +277,8 @@ def _explain_busy(rows: list[dict], per: str) -> None:
     busy, compute = by["gpu_busy"], by["gpu_compute"]
     copies_before = (by["dtoh_ms"]["before"] or 0) + (by["htod_ms"]["before"] or 0)
     copies_after = (by["dtoh_ms"]["after"] or 0) + (by["htod_ms"]["after"] or 0)
-    if busy["change"] is not None and busy["change"] < 0 and copies_after < 0.5 * copies_before and \
-            (compute["change"] or 0) >= 0:
+    if busy["delta"] is not None and busy["delta"] < 0 and copies_after < 0.5 * copies_before and \
+            (compute["delta"] or 0) >= 0:
         busy["note"] = (f"busy counts copies: their time {per} fell from {copies_before:,.0f} to "
                         f"{copies_after:,.0f} ms, while the kernels' share went from {compute['before']:.0f}% to "
                         f"{compute['after']:.0f}%")
@@ -280,9 +290,9 @@ def findings(before: Side, after: Side, work: tuple = (None, None, "in the windo
     nb, na, per = work
     rows = []
     for fb, fa in matched(before.summary["diagnosis"], after.summary["diagnosis"]):
-        key = (fb or fa)["rule"], (fb or fa)["subject"]
         cb = fb["impact_ns"] / (nb or 1) if fb else None
         ca = fa["impact_ns"] / (na or 1) if fa else None
+        key = (fb or fa)["rule"], _subject(fb, cb, fa, ca)
         if key[0] in LIMITS:
             status = "limit reached" if fa else "limit left"
         elif fb is None:
@@ -292,10 +302,22 @@ def findings(before: Side, after: Side, work: tuple = (None, None, "in the windo
         else:
             ratio = ca / cb if cb else (1.0 if not ca else float("inf"))
             status = "reduced" if ratio < REDUCED else "worse" if ratio > WORSE else "unchanged"
-        rows.append({"rule": key[0], "subject": key[1], "status": status, "cost_unit": f"ns {per}",
+        rows.append({"rule": key[0], "subject": key[1], "before_subject": fb and fb["subject"],
+                     "after_subject": fa and fa["subject"], "status": status, "cost_unit": f"ns {per}",
                      "before_ns": cb, "after_ns": ca, "before_severity": fb and fb["severity"],
                      "after_severity": fa and fa["severity"], "suggestion": (fa or fb)["suggestion"]})
     return rows
+
+
+def _subject(fb: dict | None, cb: float | None, fa: dict | None, ca: float | None) -> str | None:
+    """The subject a pair of findings is named by: the same whichever trace is given first (input-bound's top call
+    can differ between the sides, 'DataLoader' before and 'poll' after): the costlier side's, else the first of the
+    two by name."""
+    if not (fb and fa) or fb["subject"] == fa["subject"]:
+        return (fb or fa)["subject"]
+    if (cb or 0) != (ca or 0):
+        return fb["subject"] if (cb or 0) > (ca or 0) else fa["subject"]
+    return min(fb["subject"] or "", fa["subject"] or "") or None
 
 
 def _was_there(before: dict, f: dict) -> bool:
@@ -350,8 +372,19 @@ def verdict(speed: dict, rows: list[dict]) -> dict:
     new = [finding_name(f) for f in rows if f["status"] == "new" and f["after_severity"] in ("high", "medium")]
     line = (f"{pace}; resolved: {', '.join(resolved) or 'none'}; new: {', '.join(new) or 'none'}")
     if any(f["status"] == "limit reached" for f in rows):
-        line += "; the GPU is now the limit (gpu-bound)"
+        line += "; " + _limit_said(rows)
     return {"line": line, "change": change, "resolved": resolved, "new": new}
+
+
+def _limit_said(rows: list[dict]) -> str:
+    """What gpu-bound on the after side means for the verdict: the GPU is the limit only where no other high or medium
+    finding stands after it (a new input-bound beside "the GPU is now the limit" would contradict it); else the
+    kernels are the largest share and the costliest of the others is named as what limits the program still."""
+    left = [f for f in rows if f["rule"] not in LIMITS and f["after_ns"] and f["after_severity"] in ("high", "medium")]
+    if not left:
+        return "the GPU is now the limit (gpu-bound)"
+    top = max(left, key=lambda f: f["after_ns"])
+    return f"the kernels now take most of the time (gpu-bound), and {finding_name(top)} still holds the GPU back"
 
 
 def gates(v: dict, rows: list[dict], fail_if_slower: float | None, fail_on_new: str | None) -> list[str]:

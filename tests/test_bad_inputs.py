@@ -378,6 +378,8 @@ CASES = [
     Case("all-two-traces", option("{trace}", "--all"), 2, "--all applies to one trace's findings"),
     Case("verify-step-regex-invalid", verify_with("--step-regex", "("), 2, "is not a valid regular expression"),
     Case("verify-fail-if-slower-nan", verify_with("--fail-if-slower", "nan"), 2, "must be a finite number"),
+    Case("verify-fail-if-slower-negative", verify_with("--fail-if-slower", "-3"), 2,
+         "--fail-if-slower -3: must be at least 0"),
     Case("verify-fail-on-new-typo", verify_with("--fail-on-new", "host-sinc"), 2, "no rule 'host-sinc'; give 'any'"),
     Case("verify-fail-on-new-nothing", verify_with("--fail-on-new", ","), 2, "no rule; give 'any'"),
     Case("verify-whole-and-window", verify_with("--whole", "--window", "1s:"), 2,

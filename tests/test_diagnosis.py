@@ -181,18 +181,29 @@ def test_gpu_bound_is_a_verdict_with_the_kernels_named(analyzed):
         ("TF32", "CUTLASS")
     assert "TF32, CUTLASS" in f["evidence"] and "autocast" in f["suggestion"]
     from nsys_transfer.analysis.render.text import text_report
-    last = text_report(s).splitlines()[-1]
+    last = last_verdict(text_report(s))
     assert last.startswith("verdict: gpu-bound") and "97% of the GPUs' time" in last
 
 
+def last_verdict(text: str) -> str:
+    """The verdict that ends a report: its last line starting with 'verdict' and the indented lines it wraps onto."""
+    return text[text.rindex("\nverdict") + 1:]
+
+
 def test_every_trace_ends_in_a_verdict(analyzed, publics):
-    from nsys_transfer.analysis.render.text import text_report
+    from nsys_transfer.analysis.render.text import WIDTH, text_report
     for name, s in [*((k, a.summary) for k, a in analyzed.items()), *publics.items()]:
         text = text_report(s)
-        lines = text.splitlines()
+        verdict = last_verdict(text)
         steady = s["window"]["source"].startswith("steady state")  # the verdict says which window it is about
-        assert lines[-1].startswith("verdict (steady state): " if steady else "verdict: "), name
-        assert lines[-1] in lines[1:3], name  # read first and last
+        assert verdict.startswith("verdict (steady state): " if steady else "verdict: "), name
+        head = text.split("\n", 1)[1]
+        assert head.startswith(verdict + "\n") or head.split("\n", 1)[1].startswith(verdict + "\n"), name  # first, last
+        # a whole sentence that ends with its action, folded between words, never cut: no '...', no line over WIDTH
+        costed = [f for f in s["diagnosis"] if f["severity"] != "info"]
+        action = " ".join(costed[0]["suggestion"].split("; ")[0].split()) if costed else "leave its transfers"
+        assert verdict.endswith(".") and action in " ".join(verdict.split()), (name, verdict)
+        assert all(len(x) <= WIDTH or " " not in x.strip() for x in verdict.splitlines()), (name, verdict)
         assert "diagnosis (by what each costs):\n  (" not in text, name  # no empty section header
 
 

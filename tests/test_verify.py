@@ -18,14 +18,20 @@ def verify(*args, env=None):
     return run_cli("-m", "nsys_transfer", "verify", *map(str, args), env=env)
 
 
+def verdicts(text: str) -> tuple[str, str]:
+    """The report's first and last VERDICT, each unfolded to one line (a long one wraps over indented lines)."""
+    first, last = text.split("\nbefore: ")[0], text[text.rindex("VERDICT: "):]
+    return " ".join(first.split()), " ".join(last.split())
+
+
 def test_the_fix_is_faster_and_its_finding_resolved(tmp_path):
     out = tmp_path / "v.json"
     r = verify(H200 / "streams.sqlite.xz", H200 / "pinned.sqlite.xz", "--fail-if-slower", "5", "--fail-on-new", "any",
                "--json", out)
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.strip().splitlines()
-    assert lines[0].startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH); new: none") and lines[-1] == lines[0]
-    assert "the GPU is now the limit (gpu-bound)" in lines[0]
+    first, last = verdicts(r.stdout)
+    assert first.startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH); new: none") and last == first
+    assert first.endswith("the GPU is now the limit (gpu-bound)")
     doc = json.loads(out.read_text())
     assert doc["schema"] == "nsys-transfer.verify/1" and doc["exit_code"] == 0 and doc["gates"]["failed"] == []
     speed = doc["metrics"][0]
@@ -65,7 +71,7 @@ def test_a_program_fixed_with_the_library(tmp_path):
     assert "pageable-memcpy (DtoH)" in doc["verdict"]["resolved"]
     assert doc["metrics"][0]["source"].startswith("the repeating kernel stream: 10.0 iterations of 462 kernels")
     busy = next(m for m in doc["metrics"] if m["key"] == "gpu_busy")
-    assert busy["change"] > 0 and "note" not in busy
+    assert busy["delta"] > 0 and busy["change"] is None and "note" not in busy  # a percentage moves in points
     # the whole captures: the set-up dilutes the speed-up, and busy falls from 35% to 14% because the 2.6 s of
     # pageable copies it counted are gone: the figure says so
     r = verify(PROGRAMS / "seg_logits_nsys2024.sqlite.xz", PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz", "--whole",
@@ -73,7 +79,7 @@ def test_a_program_fixed_with_the_library(tmp_path):
     whole = json.loads((tmp_path / "w.json").read_text())
     assert r.returncode == 0 and 1 + whole["verdict"]["change"] < 3, r.stderr
     busy = next(m for m in whole["metrics"] if m["key"] == "gpu_busy")
-    assert busy["change"] < 0 and "busy counts copies" in busy["note"]
+    assert busy["delta"] < 0 and "busy counts copies" in busy["note"]
     # the fixed side's pageable HtoD (model.to, set-up: outside the steady state) was pageable before too, below the
     # noise there: not new
     assert not any(f["rule"] == "pageable-memcpy" and f["subject"] == "HtoD" for f in doc["findings"])
@@ -178,7 +184,7 @@ def test_the_pipeline_close_is_on_the_users_clock(tmp_path):
     assert speed["after"] == pytest.approx(6.0 / seconds, rel=1e-6)  # 6 steady iterations of 154 kernels
     assert f"counted: after's output pipeline's close ({window['teardown_ns'] / 1e9:.2f} s" in speed["source"]
     # a low finding new after the fix is said to be low: the verdict's `new: none` counts the high and medium ones
-    assert "new: none" in r.stdout.splitlines()[0] and "  new (low)" in r.stdout
+    assert "new: none" in verdicts(r.stdout)[0] and "  new (low)" in r.stdout
 
 
 def test_a_capture_with_cpu_sampling_is_warned(tmp_path):
@@ -230,3 +236,70 @@ def test_two_runs_of_one_program_keep_their_own_charts(tmp_path):
     drawn = {p.name for p in (tmp_path / "plots").iterdir()}
     assert {"before_prog_timeline.png", "after_prog_timeline.png", "verify_breakdown.png"} <= drawn, drawn
     assert not any(n.startswith("prog_") for n in drawn), drawn
+
+
+def test_figures_change_in_points_and_from_near_zero_in_their_unit(tmp_path):
+    """naive-input -> pinned and back: GPU busy 42.6% <-> 99.6% moves by 57.0 points (a ratio of two percentages,
+    +134%, says nothing); pinned's 0.338 ms idle a step against naive-input's 1,457 ms is a change of +1,456.8 ms, not
+    +431,000%; the way down a percent is fine (-100%)."""
+    docs, text = {}, {}
+    for name, (before, after) in {"fix": ("naive-input", "pinned"), "back": ("pinned", "naive-input")}.items():
+        r = verify(H200 / f"{before}.sqlite.xz", H200 / f"{after}.sqlite.xz", "--json", tmp_path / f"{name}.json")
+        assert r.returncode == 0, r.stderr
+        text[name] = r.stdout
+        docs[name] = {m["key"]: m for m in json.loads((tmp_path / f"{name}.json").read_text())["metrics"]}
+        busy = docs[name]["gpu_busy"]
+        assert busy["change"] is None and busy["delta"] == pytest.approx(busy["after"] - busy["before"])
+        assert f"{busy['delta']:+.1f} pts" in r.stdout
+        assert not [x for x in r.stdout.split() if x.endswith("%") and x.startswith("+") and len(x) > 5], r.stdout
+    idle = docs["back"]["idle_per_step_ms"]
+    assert idle["before"] < 1 and idle["after"] > 1000 and idle["change"] is None and idle["delta"] > 1000
+    assert docs["fix"]["idle_per_step_ms"]["change"] == pytest.approx(-1, abs=0.001)
+    assert docs["fix"]["throughput"]["change"] > 10  # a speed-up stays a ratio (16.7x), however large
+    assert f"{1 + docs['fix']['throughput']['change']:.1f}x" in text["fix"]  # from 10x up a factor, not +1570%
+
+
+def test_a_finding_has_one_name_whichever_trace_comes_first(tmp_path):
+    """baseline's input-bound waits in the DataLoader (medium), pinned's in poll (low): one finding paired by its
+    rule, named after the costlier side both ways, so the verdict of A -> B and of B -> A name the same thing."""
+    names = []
+    for i, pair in enumerate([("baseline", "pinned"), ("pinned", "baseline")]):
+        r = verify(*(H200 / f"{p}.sqlite.xz" for p in pair), "--json", tmp_path / f"{i}.json")
+        assert r.returncode == 0, r.stderr
+        rows = json.loads((tmp_path / f"{i}.json").read_text())["findings"]
+        (row,) = [f for f in rows if f["rule"] == "input-bound"]
+        names.append(row["subject"])
+        assert {row["before_subject"], row["after_subject"]} == {"DataLoader", "poll"}
+    assert names == ["DataLoader", "DataLoader"]
+
+
+def test_host_memory_is_where_the_bytes_went(tmp_path):
+    """hf_embed (BERT, before its fix): 9 DtoH copies of 0.1 GB land in pageable memory, 9 scalar reads in pinned:
+    the direction is pageable, by its bytes, not a tie of counts (which read 'Pinned' where the pinned came first)."""
+    r = verify(PROGRAMS / "hf_embed_nsys2024.sqlite.xz", PROGRAMS / "hf_embed_fixed_nsys2024.sqlite.xz",
+               "--json", tmp_path / "v.json")
+    assert r.returncode == 0, r.stderr
+    by = {m["key"]: m for m in json.loads((tmp_path / "v.json").read_text())["metrics"]}
+    assert by["dtoh_memory"]["before"] == "Pageable" and by["dtoh_memory"]["after"] == "Pinned"
+    # hf_generate: 201 pinned reads of one token id (201 bytes) and 3 pageable copies of 12,288: pageable, by bytes
+    gen = PROGRAMS / "hf_generate_nsys2024.sqlite.xz"
+    r = verify(gen, gen, "--json", tmp_path / "g.json")
+    assert r.returncode == 0, r.stderr
+    by = {m["key"]: m for m in json.loads((tmp_path / "g.json").read_text())["metrics"]}
+    assert by["dtoh_memory"]["before"] == "Pageable 98%"
+
+
+@pytest.mark.parametrize("after_severity, said", [("low", "the GPU is now the limit (gpu-bound)"),
+                                                  ("medium", "and input-bound (poll) still holds the GPU back")])
+def test_the_verdict_never_says_the_gpu_is_the_limit_beside_a_new_stall(after_severity, said):
+    """image_loop -> image_loop_fixed's rows (its gpu-bound reached, an input-bound wait new): with the wait medium
+    the verdict names it and does not call the GPU the limit; low, the GPU is the limit."""
+    from nsys_transfer.analysis.comparison import verdict
+    rows = [{"rule": "gpu-bound", "subject": "bn_fw_inf_1C11_kernel_NCHW", "status": "limit reached",
+             "after_ns": 4.7e8, "after_severity": "high"},
+            {"rule": "input-bound", "subject": "poll", "status": "new", "after_ns": 2e7,
+             "after_severity": after_severity}]
+    line = verdict({"before": 1.0, "after": 1.4}, rows)["line"]
+    assert line.endswith(said)
+    assert ("new: input-bound" in line) == (after_severity == "medium")
+    assert not ("new: input-bound" in line and "the GPU is now the limit" in line)

@@ -1,6 +1,8 @@
 """The human-readable summary of one analysis (text for the terminal). Pure: dict in, str out."""
 from __future__ import annotations
 
+import textwrap
+
 from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
@@ -134,9 +136,18 @@ def text_report(s: dict, show_all: bool = False) -> str:
     L += finding_lines(findings, show_all)
     if g:  # what limits the program: the first thing read (after a warning that the trace is incomplete), and the last
         at = 1 + sum(1 for line in L[1:3] if line.startswith("!!"))  # after the failed-run and trust warnings
-        L.insert(at, verdict_line(s["diagnosis"], s["window"].get("source", "")))
+        L.insert(at, wrapped(verdict_line(s["diagnosis"], s["window"].get("source", ""))))
         L.append(L[at])
     return "\n".join(L)
+
+
+WIDTH = 118  # a verdict longer than this goes on over indented lines, each cut between words
+
+
+def wrapped(line: str) -> str:
+    """A long line folded at WIDTH between words (never inside one: a path or a call stays whole), the lines after
+    the first indented."""
+    return textwrap.fill(line, WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
 def verdict_line(findings: list[dict], source: str = "") -> str:
@@ -145,23 +156,24 @@ def verdict_line(findings: list[dict], source: str = "") -> str:
     costed = [f for f in findings if f["severity"] != "info" or f["rule"] in ("failed-run", "incomplete-trace")]
     head = "verdict (steady state)" if source.startswith("steady state") else "verdict"
     if not costed:
-        return f"{head}: nothing costs as much as 0.1% of the GPUs' time; the program keeps its GPU fed"
+        return (f"{head}: nothing costs as much as 0.1% of the GPUs' time, so the program keeps its GPU fed: leave its "
+                "transfers as they are.")
     f = costed[0]
     if f["rule"] == "failed-run":
         return "verdict: the program failed: fix it and trace it again before reading any figure (see failed-run)"
     if f["rule"] == "incomplete-trace":
         what = ("nsys says the trace may be incomplete" if f["evidence"].startswith(DOUBTFUL_PREFIX)
                 else "the trace is incomplete")
-        return f"verdict: {what}: re-capture before trusting any figure (see incomplete-trace)"
+        return f"verdict: {what}: re-capture it before trusting any figure (see incomplete-trace)."
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
     return (f"{head}: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
-            f"{_first_clause(f['suggestion'])}")
+            f"{_first_clause(f['suggestion'])}.")
 
 
-def _first_clause(text: str, most: int = 220) -> str:
-    """A suggestion's first clause (to its first semicolon), cut to `most` characters."""
-    clause = text.split("; ")[0]
-    return clause if len(clause) <= most else clause[:most - 3] + "..."
+def _first_clause(text: str) -> str:
+    """A suggestion's first clause, to its first semicolon, whole (its action: each rule's suggestion says what to
+    do before its first semicolon); wrapped() folds it where it is long."""
+    return text.split("; ")[0].rstrip(".")
 
 
 def _window_lines(w: dict) -> list[str]:
@@ -396,14 +408,13 @@ def _verify_cell(v, unit: str) -> str:
 def verify_report(doc: dict) -> str:
     """The comparison as text: the verdict first and last, the figures, then the findings."""
     v = doc["verdict"]
-    lines = [f"VERDICT: {v['line']}", f"before: {doc['before']['path']}", f"after:  {doc['after']['path']}"]
+    lines = [wrapped(f"VERDICT: {v['line']}"), f"before: {doc['before']['path']}", f"after:  {doc['after']['path']}"]
     lines += [f"warning: {w}" for w in doc["warnings"]]
-    lines.append(f"\n{'figure':<28} {'before':>14} {'after':>14} {'change':>9}")
+    lines.append(f"\n{'figure':<28} {'before':>14} {'after':>14} {'change':>13}")
     for m in doc["metrics"]:
-        change = f"{100 * m['change']:+.0f}%" if m["change"] is not None else ""
         unit = f" ({m['unit']})" if m["unit"] and m["unit"] != "%" else ""
         lines.append(f"{(m['label'] + unit)[:28]:<28} {_verify_cell(m['before'], m['unit']):>14} {_verify_cell(m['after'], m['unit']):>14} "
-                     f"{change:>9}")
+                     f"{_verify_change(m):>13}")
         if m.get("note"):
             lines.append(f"  ({m['note']})")
     lines.append(f"  throughput from {doc['metrics'][0]['source']}")
@@ -416,8 +427,19 @@ def verify_report(doc: dict) -> str:
         lines.append("(no costed finding on either side)")
     for reason in doc["gates"]["failed"]:
         lines.append(f"GATE FAILED: {reason}")
-    lines.append(f"VERDICT: {v['line']}")
+    lines.append(lines[0])
     return "\n".join(lines)
+
+
+def _verify_change(m: dict) -> str:
+    """A figure's change: in percent where the ratio means something (a factor from 10x up), else in its own unit
+    (points for a percentage: 47.4% -> 99.6% is +52.2 pts; a figure that grew from near zero: +1,322.4 ms)."""
+    if m["change"] is not None:  # ten times or more as a factor, as the verdict's '16.70x faster': +1570% reads badly
+        return f"{1 + m['change']:.1f}x" if m["change"] >= 9 else f"{100 * m['change']:+.0f}%"
+    if m.get("delta") is None:
+        return ""
+    unit = {"%": " pts", "": ""}.get(m["unit"], f" {m['unit']}")
+    return f"{m['delta']:+,.1f}{unit}" if abs(m["delta"]) >= 0.1 or not m["delta"] else f"{m['delta']:+.2g}{unit}"
 
 
 def _verify_cost_unit(doc: dict) -> str:

@@ -14,16 +14,17 @@ RANGE_FIXES = {
                      "every put): pre-allocated shared buffers", "bufpool"),
     GET_BATCH: ("load input in DataLoader workers with pin_memory=True and copy the next batch on a side stream while "
                   "this one computes (the prefetcher)", "baseline"),
-    DRAIN_OUTPUTS: ("the output workers were still behind when the GPU finished: in steady state the buffers run out "
-                      "and the GPU waits; add output workers if the host has idle cores (the run record's host_cpu), "
-                      "else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)", None),
+    DRAIN_OUTPUTS: ("the output workers were still behind when the GPU finished, so in steady state the buffers run "
+                      "out and the GPU waits: add output workers if the host has idle cores (the run record's "
+                      "host_cpu), else give the job more cores or less CPU work per output (argmax or bf16 on the GPU)",
+                      None),
 }
 
 
 # ranges the fixes library emits in any program that uses it, and what the GPU's wait inside them means
 LIBRARY_RANGE_FIXES = {
-    PIPELINE_DRAIN: "the OutputPipeline's workers were still behind when the GPU had finished: its post-processing, "
-                    "not the GPU, sets the pace; give it more workers if the host has idle cores, or less CPU work "
+    PIPELINE_DRAIN: "the OutputPipeline's workers were still behind when the GPU had finished (its post-processing, "
+                    "not the GPU, sets the pace): give it more workers if the host has idle cores, or less CPU work "
                     "per output (argmax, a reduction or bf16 on the GPU before submit())",
 }
 

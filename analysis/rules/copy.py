@@ -84,9 +84,9 @@ class PageableMemcpy(Rule[Context]):
             ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712
                    f"thread until they finished{' although they run on a side stream' if side else ''}: the code asked "
                    "for pinned memory it does not have")
-            fix = ctx.advice("a pin_memory=True tensor moved by share_memory_() (or any copy of it) is no longer pinned; "
-                             "pin the shared buffers in place with torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0), "
-                             "check tensor.is_pinned()",
+            fix = ctx.advice("a pin_memory=True tensor moved by share_memory_() (or any copy of it) is no longer "
+                             "pinned: pin the shared buffers in place with "
+                             "torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 0) and check tensor.is_pinned()",
                              "register the host buffers with cudaHostRegister (or allocate them with cudaMallocHost)",
                              "pinned", fix="output")
         else:

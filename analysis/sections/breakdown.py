@@ -16,9 +16,18 @@ def cause_label(cause: str, subject: str | None) -> str:
 
 
 def main_kind(d: dict) -> str | None:
-    """The host memory kind most of a direction's copies used (a summary's memcpy.dtoh etc.); None without copies."""
-    kinds = d.get("kinds") or {}
+    """The host memory kind most of a direction's bytes went to or came from (a summary's memcpy.dtoh etc.; by count
+    in a summary older than kind_bytes); None without copies."""
+    kinds = d.get("kind_bytes") or d.get("kinds") or {}
     return max(kinds, key=kinds.get) if kinds else None
+
+
+def host_memory(d: dict) -> str | None:
+    """main_kind(), with its share of the bytes where other kinds carry 1% or more: 'Pageable 97%'."""
+    kind = main_kind(d)
+    total = sum((d.get("kind_bytes") or {}).values())
+    share = d["kind_bytes"][kind] / total if kind and total else 1.0
+    return kind if share >= 0.995 else f"{kind} {share:.0%}"
 
 
 def time_breakdown(summary: dict) -> list[tuple[str, float]]:

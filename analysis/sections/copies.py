@@ -48,7 +48,7 @@ def copy_summary(copies: pd.DataFrame, kind: str) -> dict:
     d = copies[copies["copy_kind"] == kind]
     if d.empty:
         return {"count": 0, "bytes": 0, "total_ns": 0, "mean_ns": 0, "max_ns": 0, "gbps": None, "kinds": {},
-                "memory_kinds": {}, "sync": 0, "async": 0, "blocking": 0, "streams": [], "overlap_fraction": None}
+                "kind_bytes": {}, "memory_kinds": {}, "sync": 0, "async": 0, "blocking": 0, "streams": [], "overlap_fraction": None}
     total = int(d["duration_ns"].sum())
     host_kind = d["dst_kind"] if kind.endswith("toH") else d["src_kind"]
     return {
@@ -56,6 +56,8 @@ def copy_summary(copies: pd.DataFrame, kind: str) -> dict:
         "mean_ns": float(d["duration_ns"].mean()), "max_ns": int(d["duration_ns"].max()),
         "gbps": float(gbps(d["bytes"].sum(), total)) if total else None,
         "kinds": {str(k): int(v) for k, v in host_kind.value_counts().items()},
+        # where the bytes went: 15 pinned scalar reads beside 15 pageable 0.2 GB copies are a pageable direction
+        "kind_bytes": {str(k): int(v) for k, v in d["bytes"].groupby(host_kind, observed=True).sum().sort_values(ascending=False).items()},
         "memory_kinds": {f"{s}->{t}": int(v) for (s, t), v in d.groupby(["src_kind", "dst_kind"]).size().items()},
         "sync": int((d["sync"] == True).sum()), "async": int((d["sync"] == False).sum()),  # noqa: E712 (nullable)
         "blocking": int((d["blocking"] == True).sum()),  # noqa: E712
