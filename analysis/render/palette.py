@@ -11,8 +11,9 @@ from __future__ import annotations
 from nsys_transfer.analysis.sections.breakdown import CAUSE_LABELS
 
 # the idle causes, in sections/idle.py's order of precedence
-CAUSES = ("comm-wait", "mapping", "sleep", "input", "cpu-range", "host-sync", "launch", "cpu")
-CAUSE_COLORS = {"comm-wait": "#264653", "mapping": "#59405C", "sleep": "#C5B0D5", "input": "#2EC4B6",
+CAUSES = ("comm-wait", "mapping", "sleep", "drain", "input", "cpu-range", "host-sync", "launch", "cpu")
+CAUSE_COLORS = {"comm-wait": "#264653", "mapping": "#59405C", "sleep": "#C5B0D5", "drain": "#BCBD22",
+                "input": "#2EC4B6",
                 "cpu-range": "#9C755F", "host-sync": "#F28E2B", "launch": "#EDC948", "cpu": "#BAB0AC"}
 CPU_RANGE_LABEL = "idle: in an NVTX range"  # the legend's name of cpu-range; each range is named on its bar
 # the GPU's own activity; 'other' is the rest: idle time no cause holds, and what a legend groups beyond its room
