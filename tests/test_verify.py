@@ -24,7 +24,9 @@ def test_the_fix_is_faster_and_its_finding_resolved(tmp_path):
                "--json", out)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0].startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH); new: none") and lines[-1] == lines[0]
+    # pinned waits for no input (its one wait is after its last step: the drain's), so streams' input wait resolves
+    assert lines[0].startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH), input-bound (get batch); "
+                               "new: none") and lines[-1] == lines[0]
     assert "the GPU is now the limit (gpu-bound)" in lines[0]
     doc = json.loads(out.read_text())
     assert doc["schema"] == "nsys-transfer.verify/1" and doc["exit_code"] == 0 and doc["gates"]["failed"] == []
@@ -44,7 +46,8 @@ def test_the_regression_fails_the_gates():
                "pageable-memcpy", "-q")
     assert r.returncode == 1, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0] == "39% slower; resolved: none; new: pageable-memcpy (DtoH)"
+    assert lines[0] == ("39% slower; resolved: output-bound (output drain); new: pageable-memcpy (DtoH), input-bound "
+                        "(get batch)")
     assert "GATE FAILED: 39.3% slower, more than --fail-if-slower 5" in lines
     assert "GATE FAILED: new finding: pageable-memcpy (DtoH) (--fail-on-new pageable-memcpy)" in lines
     assert verify(H200 / "pinned.sqlite.xz", H200 / "streams.sqlite.xz", "-q").returncode == 0  # no gate asked
