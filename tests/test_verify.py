@@ -233,3 +233,17 @@ def test_two_runs_of_one_program_keep_their_own_charts(tmp_path):
     drawn = {p.name for p in (tmp_path / "plots").iterdir()}
     assert {"before_prog_timeline.png", "after_prog_timeline.png", "verify_breakdown.png"} <= drawn, drawn
     assert not any(n.startswith("prog_") for n in drawn), drawn
+
+
+def test_the_breakdown_chart_names_both_traces(tmp_path, monkeypatch):
+    """verify_breakdown.png (issue 49): each bar says its side and which trace it is, read from the artists."""
+    from click.testing import CliRunner
+    from nsys_transfer.analysis.cli.verify import main
+    from nsys_transfer.analysis.render import plots
+    drawn = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    r = CliRunner().invoke(main, [str(H200 / "streams.sqlite.xz"), str(H200 / "pinned.sqlite.xz"), "-q", "--plots",
+                                  str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    ax = drawn["verify_breakdown.png"].axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["before: streams", "after: pinned"]
