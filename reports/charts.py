@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.render import palette
+from nsys_transfer.analysis.render.text import MS
 from nsys_transfer.analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
@@ -94,7 +95,8 @@ def utilization(df, path):
 
 def idle_per_step(stages: list[str], summaries: list[dict]) -> pd.DataFrame:
     """ms of GPU idle time per step by palette key (a cause; 'other' the idle time no cause holds), one row per stage
-    with steps, from the breakdown (every idle nanosecond, short gaps too)."""
+    with steps, from the breakdown (every idle nanosecond, short gaps too): parts of the steps section's idle per step,
+    the figure each bar is labelled with."""
     rows = {}
     for stage, s in zip(stages, summaries):
         n = (s.get("steps") or {}).get("count") or 0
@@ -120,8 +122,9 @@ def gaps(stages: list[str], summaries: list[dict], path):
         shown = "other" if key in folded else key
         ax.bar(x, d[key], bottom=bottom, color=palette.color(shown), lw=0)
         bottom += d[key].to_numpy()
-    for i, v in enumerate(bottom):
-        ax.text(i, v, f"{v:,.0f}", ha="center", va="bottom", fontsize=8)
+    per_step = {stage: s["steps"]["mean_gpu_idle_ns"] for stage, s in zip(stages, summaries) if s.get("steps")}
+    for i, (stage, v) in enumerate(zip(d.index, bottom)):  # the label is the analysis's figure, the bar its parts
+        ax.text(i, v, MS.format(per_step[stage] / 1e6), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x)
     ax.set_xticklabels(d.index, rotation=20, ha="right", fontsize=9)
     ax.set_ylabel("ms per step")

@@ -28,7 +28,8 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
                       else ("n/a" if bench else "")),
         "gpu_utilization": s["gpu"]["utilization"] if s["gpu"] else None,
         "compute_utilization": s["gpu"]["compute_utilization"] if s["gpu"] else None,
-        "gap_per_step_ms": (s["gaps"]["per_step_ns"] or 0) / 1e6 if s["gaps"]["per_step_ns"] is not None else None,
+        "gap_per_step_ms": (s["steps"]["mean_gpu_idle_ns"] / 1e6 if s["steps"]["mean_gpu_idle_ns"] is not None
+                            else None),
         "dtoh_ms": float(d["duration_ns"].mean() / 1e6) if len(d) else None,
         "dtoh_gbps": float(gbps(d["bytes"].sum(), d["duration_ns"].sum())) if len(d) else None,
         "dtoh_memory": ", ".join(sorted(set(d["dst_kind"]))) if len(d) else "",

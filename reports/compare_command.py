@@ -133,7 +133,7 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     paths, traces, multi, bench = i.paths, i.traces, i.multi, i.bench
     rows, timeline_items, opened, summaries, steady = [], [], [], [], []
     gpus_md, gpu_charts = "", {}
-    link = None
+    link, line_gbps = None, None  # the DtoH chart's link line: the first trace's own link (or --link-gbps)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         gpus_md, gpu_charts = _multi_gpu_section(multi, out_dir, i.probe, i.probe_file, i.scaling,
@@ -142,22 +142,23 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
             click.echo(f"compare-traces: [{n}/{len(traces)}] analysing {stage} ({path.name})", err=True)
             t = Trace.open(path)
             opened.append(t)
-            # the whole capture: the report compares the traces' throughput over the same work (verify does too)
-            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path)), whole=True))
+            # the analysis analyze-trace gives by default (its steady state, each trace's own link unless --link-gbps
+            # sets one): every figure the report prints is the one the text and the JSON print for that trace
+            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))))
             if link is None and (link_gbps or a.summary["trace"]["link"]["gbps"]):  # the chart's line: the traces' own
                 link = a.summary["trace"]["link"]
-                link_gbps = link_gbps or link["gbps"]
+                line_gbps = line_gbps or link_gbps or link["gbps"]
             if a.summary.get("warnings"):
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
             summaries.append(a.summary)
-            if is_pair(list(traces)):  # verify's figures: the steady state of each (no figure may contradict it)
-                steady.append(analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path)))).summary)
+            if is_pair(list(traces)):  # verify's figures: the steady state of each, the same analysis
+                steady.append(a.summary)
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
         df = results_table(rows)
         pair = before_after(list(traces), list(traces.values()), summaries, steady, out_dir) if not multi else None
-        chart_map, missing = _draw(df, list(traces), summaries, timeline_items, out_dir, link_gbps, link) \
+        chart_map, missing = _draw(df, list(traces), summaries, timeline_items, out_dir, line_gbps, link) \
             if len(df) else ({}, [])
     except TraceError as e:
         _fail(str(e))
@@ -165,7 +166,7 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
         for t in opened:
             t.close()
     note = _note(paths, bench, missing)
-    captions = {"dtoh.png": dtoh_caption(df, link_gbps or DEFAULT_LINK_GBPS, link)} if "dtoh.png" in \
+    captions = {"dtoh.png": dtoh_caption(df, line_gbps or DEFAULT_LINK_GBPS, link)} if "dtoh.png" in \
         chart_map.values() else {}
     sources = {**{s: str(p) for s, p in traces.items()}, **{s: ", ".join(map(str, ps)) for s, ps in multi.items()}}
     md = render.markdown(df, chart_map, sources, note, gpus_md, gpu_charts, pair, captions, also)

@@ -6,6 +6,7 @@ import html
 import pandas as pd
 
 from nsys_transfer.analysis.render import palette
+from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
 
 # the palette's keys the charts draw, named once in the HTML report's colour key
@@ -23,7 +24,7 @@ COLUMNS = [  # (heading, row -> cell); the stage-only ones are left out where no
     ("vs baseline", lambda r: _f(r.get("speedup_vs_baseline"), "{:.1f}x")),
     ("of ceiling", lambda r: _f(r.get("of_ceiling"), "{:.0%}")),
     ("GPU busy", lambda r: _f(r["gpu_utilization"], "{:.0%}")), ("compute", lambda r: _f(r["compute_utilization"], "{:.0%}")),
-    ("idle per step", lambda r: _f(r["gap_per_step_ms"], "{:,.0f} ms")), ("DtoH per copy", lambda r: _f(r["dtoh_ms"], "{:,.1f} ms")),
+    ("idle per step", lambda r: _f(r["gap_per_step_ms"], IDLE_PER_STEP)), ("DtoH per copy", lambda r: _f(r["dtoh_ms"], "{:,.1f} ms")),
     ("DtoH GB/s", lambda r: _f(r["dtoh_gbps"], "{:.1f}")), ("DtoH memory", lambda r: r["dtoh_memory"]),
     ("overlap", lambda r: _f(r["dtoh_overlap"], "{:.0%}")), ("integrity", lambda r: r["integrity"]),
 ]
@@ -105,7 +106,8 @@ def results_note(df: pd.DataFrame) -> str:
     rows = df.to_dict("records")
     traced = [r["stage"] for r in rows if r["throughput_source"] != "bench (unprofiled)"]
     note = ("steps/s from the unprofiled bench (tracing slows the pipeline)" if not traced else
-            "steps/s counted from the trace's own steps (a profiled run: slower than unprofiled) for " + ", ".join(traced)
+            "steps/s counted from the trace's own steps (a profiled run over its capture window, not the unprofiled bench: "
+            "not comparable with the bench's figures) for " + ", ".join(traced)
             + ("; from the unprofiled bench for the others" if len(traced) < len(rows) else ""))
     note += ". Every other column comes from each trace."
     gaps = [f"{r['stage']}: {'; '.join(r['cannot_give'])}" for r in rows if r.get("cannot_give")]

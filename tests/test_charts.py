@@ -330,3 +330,43 @@ def test_a_legend_beyond_ten_parts_names_the_largest_and_folds_the_rest_into_oth
     assert len(names) == palette.MAX_LEGEND and names[-1] == "other" and len(set(names)) == len(names)
     assert ax["drawn"] == {rgb for _, rgb in ax["legend"]}
     assert "kernels" in names and _not_blank(path)
+
+
+def test_the_gpus_chart_labels_each_bar_with_its_height_and_no_legend_covers_a_bar(monkeypatch, tmp_path):
+    """gpus_*.png (issue 49): a DtoH bar's label is its height (% of the GPU's steps), its GB/s under the GPU's name,
+    and the legend lies on no bar; read from the artists before the figure is saved."""
+    from nsys_transfer.analysis import Trace
+    from nsys_transfer.analysis.rank_summary import RankOptions, analyze_ranks
+    from nsys_transfer.analysis.render import plots
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig) or path)
+    with Trace.open(ROOT / "reports/data/h200x2/streams-x2.sqlite.xz") as t:
+        ranks = analyze_ranks([t], RankOptions())
+    plots.plot_ranks(ranks, tmp_path / "gpus.png")
+    fig = drawn[0]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    gpus = ranks.devices
+    bars = [p for p in ax.patches if abs(p.get_width() - 0.4) < 1e-9]
+    dtoh = sorted((p for p in bars if p.get_x() > round(p.get_x()) - 1e-9), key=lambda p: p.get_x())[-len(gpus):]
+    labels = {round(t.get_position()[0], 3): t.get_text() for t in ax.texts}
+    for p, share in zip(dtoh, gpus["dtoh_busy_share"]):
+        assert p.get_height() == pytest.approx(100 * share)
+        assert labels[round(p.get_x() + p.get_width() / 2, 3)] == f"{100 * share:.0f}"
+    assert not any("GB/s" in t.get_text() for t in ax.texts)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert all(f"DtoH {g:.0f} GB/s" in tick for g, tick in zip(gpus["dtoh_gbps"], ticks))
+    legend = ax.get_legend().get_window_extent()
+    assert not any(legend.overlaps(p.get_window_extent()) for p in bars)
+
+
+def test_legends_name_each_cause_by_the_rule_the_text_names():
+    """A cause's legend entry names the rule whose finding the text gives for it (issue 49)."""
+    from nsys_transfer.analysis.render import palette
+    from nsys_transfer.analysis.rules.diagnosis import RULES
+    from nsys_transfer.analysis.rules.code_advice import SITES_OF
+    rules = {r.id for r in RULES}
+    for cause in palette.CAUSES:
+        label = palette.key_label(cause)
+        rule = label.removeprefix("idle: ").split(" ")[0].rstrip(",")
+        assert rule in rules and cause in SITES_OF[rule], (cause, label)

@@ -171,9 +171,9 @@ def test_setup_before_the_first_step_is_not_a_per_step_cost(programs):
     assert whole >= su["idle_ns"].get("host-sync", 0)
 
 
-def test_several_gpus_limit_takes_its_place_by_impact(public_traces, tmp_path):
-    """4 GPUs in one trace: the limit finding (gpu-compute here) sits among the others by what it costs, not after the
-    info notes."""
+def test_several_gpus_limit_leads_where_it_names_the_cause(public_traces, tmp_path):
+    """4 GPUs in one trace: the limit finding (gpu-compute here) names what limits them, so it leads the diagnosis (the
+    verdict says what the limit line says, issue 49); the others follow by what they cost, before the info notes."""
     import json
     from click.testing import CliRunner
     from nsys_transfer.analysis.cli.analyze import main
@@ -181,8 +181,9 @@ def test_several_gpus_limit_takes_its_place_by_impact(public_traces, tmp_path):
     r = CliRunner().invoke(main, [str(path), "--json", str(tmp_path / "s.json"), "-q"])
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "s.json").read_text())
-    costed = [f["impact_ns"] for f in doc["diagnosis"] if f["severity"] != "info" and f["rule"] != "incomplete-trace"]
-    assert costed == sorted(costed, reverse=True) and doc["ranks"]["limit"] in doc["diagnosis"]
+    assert doc["diagnosis"][0] == doc["ranks"]["limit"] and doc["ranks"]["limit"]["rule"] == "gpu-compute"
+    costed = [f["impact_ns"] for f in doc["diagnosis"][1:] if f["severity"] != "info"]
+    assert costed == sorted(costed, reverse=True)
     infos = [i for i, f in enumerate(doc["diagnosis"]) if f["severity"] == "info"]
     assert infos and doc["diagnosis"].index(doc["ranks"]["limit"]) < infos[0]
 

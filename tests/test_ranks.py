@@ -102,7 +102,9 @@ def test_cli_several_gpus_and_several_traces(tmp_path, x2, h200):
     assert "limit: [gpu-compute]" in r.stdout and "GPU 1 (pid" in r.stdout
     s = json.loads((tmp_path / "a.json").read_text())
     assert s["schema"] == SCHEMA and list(s) == list(KEYS) and len(s["ranks"]["gpus"]) == 2
-    assert s["diagnosis"][-1] == s["ranks"]["limit"] and s["ranks"]["limit"]["subject"] in ("GPU 0", "GPU 1")
+    # the limit names what limits the GPUs: it leads, so the verdict says what the limit line says
+    assert s["diagnosis"][0] == s["ranks"]["limit"] and s["ranks"]["limit"]["subject"] in ("GPU 0", "GPU 1")
+    assert r.stdout.splitlines()[1].startswith("verdict: gpu-compute limits these GPUs")
     assert (tmp_path / "p" / "pinned-x2_gpus.png").stat().st_size > 10_000
     r = run_cli("-m", "nsys_transfer.analysis", str(h200["pinned"]), str(h200["streams"]), "--json", str(tmp_path / "b.json"))
     assert r.returncode == 0, r.stderr
@@ -202,9 +204,10 @@ def test_drain_reported_once_per_gap_across_ranks(x2):
         s = analyze(t).summary
     drain = next(c for c in s["gaps"]["covered_by"] if c["name"] == "drain outputs")
     assert 0.3 < drain["share"] <= 1.0
-    # the idle time inside it is the ranks' wait for their output workers (input-bound: the thread was blocked there)
-    finding = next(f for f in s["diagnosis"] if f["subject"] == "drain outputs")
+    # the idle time inside it is the ranks' wait for their output workers: output-bound, never input
+    finding = next(f for f in s["diagnosis"] if f["rule"] == "output-bound")
     assert "output workers" in finding["suggestion"] and finding["impact_fraction"] <= 1
+    assert "input-bound" not in {f["rule"] for f in s["diagnosis"]}
 
 
 def test_bad_inputs_for_several_traces_get_one_line(tmp_path, h200):

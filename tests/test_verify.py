@@ -30,7 +30,9 @@ def test_the_fix_is_faster_and_its_finding_resolved(tmp_path):
                "--json", out)
     assert r.returncode == 0, r.stderr
     first, last = verdicts(r.stdout)
-    assert first.startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH); new: none") and last == first
+    # pinned waits for no input (its one wait is after its last step: the drain's), so streams' input wait resolves
+    assert first.startswith("VERDICT: 1.65x faster; resolved: pageable-memcpy (DtoH), input-bound (get batch); "
+                            "new: none") and last == first
     assert first.endswith("the GPU is now the limit (gpu-bound)")
     doc = json.loads(out.read_text())
     assert doc["schema"] == "nsys-transfer.verify/1" and doc["exit_code"] == 0 and doc["gates"]["failed"] == []
@@ -50,7 +52,8 @@ def test_the_regression_fails_the_gates():
                "pageable-memcpy", "-q")
     assert r.returncode == 1, r.stderr
     lines = r.stdout.strip().splitlines()
-    assert lines[0] == "39% slower; resolved: none; new: pageable-memcpy (DtoH)"
+    assert lines[0] == ("39% slower; resolved: output-bound (output drain); new: pageable-memcpy (DtoH), input-bound "
+                        "(get batch)")
     assert "GATE FAILED: 39.3% slower, more than --fail-if-slower 5" in lines
     assert "GATE FAILED: new finding: pageable-memcpy (DtoH) (--fail-on-new pageable-memcpy)" in lines
     assert verify(H200 / "pinned.sqlite.xz", H200 / "streams.sqlite.xz", "-q").returncode == 0  # no gate asked
@@ -303,3 +306,15 @@ def test_the_verdict_never_says_the_gpu_is_the_limit_beside_a_new_stall(after_se
     assert line.endswith(said)
     assert ("new: input-bound" in line) == (after_severity == "medium")
     assert not ("new: input-bound" in line and "the GPU is now the limit" in line)
+def test_the_breakdown_chart_names_both_traces(tmp_path, monkeypatch):
+    """verify_breakdown.png (issue 49): each bar says its side and which trace it is, read from the artists."""
+    from click.testing import CliRunner
+    from nsys_transfer.analysis.cli.verify import main
+    from nsys_transfer.analysis.render import plots
+    drawn = {}
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    r = CliRunner().invoke(main, [str(H200 / "streams.sqlite.xz"), str(H200 / "pinned.sqlite.xz"), "-q", "--plots",
+                                  str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    ax = drawn["verify_breakdown.png"].axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["before: streams", "after: pinned"]

@@ -107,6 +107,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
             outputs.make_folder(plot_dir, "--plots")
         labels = ("before", "after")
         stems = [plot_stem_of(trace_in(p)) for p in (before, after)]
+        names = list(stems)
         if stems[0] == stems[1]:  # one program's two runs: each side's charts under its own name
             stems = [f"{label}_{stem}" for label, stem in zip(labels, stems)]
         sides = [load(p, step_regex, win, label, plot_dir, whole, stem)
@@ -125,7 +126,8 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         except TraceError as e:
             _fail(str(e))
     if plot_dir:
-        if _plots().plot_breakdown([s.summary for s in sides], ["before", "after"], plot_dir / "verify_breakdown.png",
+        named = [f"{label}: {stem}" for label, stem in zip(labels, names)]  # which trace each bar is, not only its side
+        if _plots().plot_breakdown([s.summary for s in sides], named, plot_dir / "verify_breakdown.png",
                                    title="where the GPU's time went") is None:
             (plot_dir / "verify_breakdown.png").unlink(missing_ok=True)  # an earlier run's: not this one's
             click.echo("verify: --plots: not drawn: verify_breakdown.png (no GPU activity in either trace)", err=True)

@@ -26,11 +26,16 @@ def one_trace(summary: dict, ranks: dict | None = None) -> dict:
     return _checked(doc, summary)
 
 
+DEFERRING_LIMIT = "fix the rank's own pipeline"  # rank-pipeline's suggestion where it names no cause (rules/ranks.py)
+
+
 def with_limit(findings: list[dict], limit: dict) -> list[dict]:
-    """The findings with the multi-GPU limit in its place by impact: after the capture-trust notes and every costlier
-    finding, before cheaper ones and the info notes."""
-    at = next((i for i, f in enumerate(findings) if f["rule"] != "incomplete-trace" and
-               (f["severity"] == "info" or f["impact_ns"] < limit["impact_ns"])), len(findings))
+    """The findings with the multi-GPU limit in its place: first after the capture-trust notes where it names what
+    limits the GPUs (so the verdict, the per-GPU lines and the limit line say one thing); by impact where it is a note
+    or defers to the trace's own diagnosis (rank-pipeline without a cause of its own)."""
+    leads = limit["severity"] != "info" and not limit["suggestion"].startswith(DEFERRING_LIMIT)
+    at = next((i for i, f in enumerate(findings) if f["rule"] not in ("incomplete-trace", "failed-run") and
+               (leads or f["severity"] == "info" or f["impact_ns"] < limit["impact_ns"])), len(findings))
     return [*findings[:at], limit, *findings[at:]]
 
 

@@ -11,10 +11,16 @@ from __future__ import annotations
 from nsys_transfer.analysis.sections.breakdown import CAUSE_LABELS
 
 # the idle causes, in sections/idle.py's order of precedence
-CAUSES = ("comm-wait", "mapping", "sleep", "input", "cpu-range", "host-sync", "launch", "cpu")
-CAUSE_COLORS = {"comm-wait": "#264653", "mapping": "#59405C", "sleep": "#C5B0D5", "input": "#2EC4B6",
+CAUSES = ("comm-wait", "mapping", "sleep", "drain", "input", "cpu-range", "host-sync", "launch", "cpu")
+CAUSE_COLORS = {"comm-wait": "#264653", "mapping": "#59405C", "sleep": "#C5B0D5", "drain": "#BCBD22",
+                "input": "#2EC4B6",
                 "cpu-range": "#9C755F", "host-sync": "#F28E2B", "launch": "#EDC948", "cpu": "#BAB0AC"}
-CPU_RANGE_LABEL = "idle: in an NVTX range"  # the legend's name of cpu-range; each range is named on its bar
+# the legend's name of each cause: the rule the text names for it (rules/gpu_idle.py, rules/output.py), so a colour in a
+# chart and a finding in the text say one name; cpu-range's bars name their range
+CAUSE_RULES = {"comm-wait": "comm-wait", "mapping": "memory-mapping-in-gaps", "sleep": "host-sleep",
+               "drain": "output-bound (drain)", "input": "input-bound", "cpu-range": "gpu-idle-cpu-bound, in a range",
+               "host-sync": "host-sync", "launch": "launch-bound", "cpu": "gpu-idle-cpu-bound, no range"}
+CPU_RANGE_LABEL = "idle: " + CAUSE_RULES["cpu-range"]
 # the GPU's own activity; 'other' is the rest: idle time no cause holds, and what a legend groups beyond its room
 KIND_COLORS = {"compute": "#4C72B0", "busy": "#A0BCE0", "memset": "#CCB974", "copy": "#8C8C8C", "other": "#D9D9D9"}
 DIRECTIONS = ("DtoH", "HtoD", "DtoD", "unified")
@@ -95,10 +101,8 @@ def part_key(label: str) -> str:
 
 def key_label(key: str) -> str:
     """What a legend calls a key."""
-    if key == "cpu-range":
-        return CPU_RANGE_LABEL
-    if key in CAUSE_LABELS:
-        return CAUSE_LABELS[key]
+    if key in CAUSE_RULES:
+        return f"idle: {CAUSE_RULES[key]}"
     direction, _, memory = key.partition("/")
     if direction in DIRECTION_COLORS:
         if direction == "unified":

@@ -325,19 +325,27 @@ def _per_gpu(ax, d: pd.DataFrame, many: bool) -> str:
     copied = list(dict.fromkeys(used))
     ax.legend([_box("compute"), *map(_box, copied)],
               ["kernels, % of steps", *(f"{palette.key_label(k)}, % of steps" for k in copied)], fontsize=7,
-              loc="upper right")
+              loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)  # below: never on a bar
     for i, (r, c) in enumerate([] if many else zip(d.itertuples(), compute)):
         ax.text(i - 0.2, 0 if pd.isna(c) else 100 * c, "n/a" if pd.isna(c) else f"{100 * c:.0f}", ha="center",
                 va="bottom", fontsize=7)
-        if r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps:
-            ax.text(i + 0.2, 100 * r.dtoh_busy_share, f"{r.dtoh_gbps:.0f} GB/s", ha="center", va="bottom", fontsize=7)
+        if r.dtoh_busy_share == r.dtoh_busy_share:  # each bar labelled with its own height; the rate under the GPU
+            ax.text(i + 0.2, 100 * r.dtoh_busy_share, f"{100 * r.dtoh_busy_share:.0f}", ha="center", va="bottom",
+                    fontsize=7)
     step = max(1, -(-len(d) // 16)) if many else 1
     ax.set_xticks(x[::step])
-    ax.set_xticklabels(d["gpu"][::step], fontsize=6 if many else 8, rotation=90 if many else 0)
+    ax.set_xticklabels(d["gpu"][::step] if many else [_gpu_tick(r) for r in d.itertuples()],
+                       fontsize=6 if many else 8, rotation=90 if many else 0)
     ax.set_ylim(0, 118)
     ax.set_ylabel("% of the GPU's steps")
     ax.set_title("Per GPU", fontsize=10)
     return max(copied, key=used.count) if copied else "DtoH"
+
+
+def _gpu_tick(r) -> str:
+    """A GPU's tick label: its name, and its DtoH rate where it copied (a rate, not the bar's height)."""
+    rate = r.dtoh_gbps is not None and r.dtoh_gbps == r.dtoh_gbps
+    return f"{r.gpu}\nDtoH {r.dtoh_gbps:.0f} GB/s" if rate else str(r.gpu)
 
 
 def _host_dtoh(ax, ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) -> None:

@@ -10,8 +10,11 @@ from nsys_transfer.analysis.common.schema import own_findings
 from nsys_transfer.analysis.comparison import finding_name
 
 
+MS = "{:,.1f} ms"  # every duration the text prints, and the report's table and charts print beside it (one format)
+
+
 def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.1f} ms"
+    return "-" if ns is None else MS.format(ns / 1e6)
 
 
 def _gbps(x) -> str:
@@ -136,7 +139,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
     L += finding_lines(findings, show_all)
     if g:  # what limits the program: the first thing read (after a warning that the trace is incomplete), and the last
         at = 1 + sum(1 for line in L[1:3] if line.startswith("!!"))  # after the failed-run and trust warnings
-        L.insert(at, wrapped(verdict_line(s["diagnosis"], s["window"].get("source", ""))))
+        L.insert(at, wrapped(verdict_line(s["diagnosis"], s["window"].get("source", ""),
+                                          (s.get("ranks") or {}).get("limit"))))
         L.append(L[at])
     return "\n".join(L)
 
@@ -150,9 +154,10 @@ def wrapped(line: str) -> str:
     return textwrap.fill(line, WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
-def verdict_line(findings: list[dict], source: str = "") -> str:
+def verdict_line(findings: list[dict], source: str = "", limit: dict | None = None) -> str:
     """One line that says what limits the program (in its steady state, where the window is that): the costliest
-    finding (the trust notes first), or that nothing costs a measurable share."""
+    finding (the trust notes first), or that nothing costs a measurable share. With several GPUs the multi-GPU limit
+    leads where it names the cause (schema.with_limit): said as what limits the GPUs, its cost being its own."""
     costed = [f for f in findings if f["severity"] != "info" or f["rule"] in ("failed-run", "incomplete-trace")]
     head = "verdict (steady state)" if source.startswith("steady state") else "verdict"
     if not costed:
@@ -165,6 +170,8 @@ def verdict_line(findings: list[dict], source: str = "") -> str:
         what = ("nsys says the trace may be incomplete" if f["evidence"].startswith(DOUBTFUL_PREFIX)
                 else "the trace is incomplete")
         return f"verdict: {what}: re-capture it before trusting any figure (see incomplete-trace)."
+    if f is limit or f == limit:
+        return f"{head}: {f['rule']} limits these GPUs (see limit below): {_first_clause(f['suggestion'])}."
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
     return (f"{head}: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
             f"{_first_clause(f['suggestion'])}.")
@@ -235,11 +242,18 @@ def _steps_lines(st: dict, say_none: bool, failed: bool = False) -> list[str]:
     ranges they could have been."""
     if st["count"]:
         return [f"steps: {st['count']} matching {st['regex']!r} ({st.get('source', 'given')}), "
-                f"{st['per_second']:.2f} steps/s, mean {_ms(st['mean_ns'])}"
+                f"{st['per_second']:.2f} steps/s{_period(st['per_second'])}, the step ranges {_ms(st['mean_ns'])} "
+                "on average on the CPU"
                 + (f", GPU idle {_ms(st['mean_gpu_idle_ns'])} per step" if st["mean_gpu_idle_ns"] is not None else "")
                 + ("; a failed run: not its throughput (its last step may be the one it failed in)" if failed else "")]
     return ["steps: none found (no NVTX range recurs with a counter: --step-regex names one); no per-step figures"] \
         if say_none else []
+
+
+def _period(per_second: float | None) -> str:
+    """' (X ms a step)': the time per step that the steps/s says, from that one figure (a step range on the CPU may
+    be much shorter than the period while the GPU works asynchronously)."""
+    return f" ({_ms(1e9 / per_second)} a step)" if per_second else ""
 
 
 def _setup_line(su: dict) -> str:

@@ -76,12 +76,18 @@ class WarmupInCapture(Rule[Context]):
         excess = first - rest
         if first < self.ratio * rest or excess < self.min_share * ctx.window_ns():
             return []
-        return [ctx.finding(self.id, 0, str(st["name"].iloc[0]),
-                            f"the first step took {ms(first)}, {first / rest:.1f} x the median of the others "
-                            f"({ms(rest)}): warm-up is inside the capture, and {ms(excess)} of the idle time above "
-                            "belongs to it", "capture the steady state: start the capture after a few steps "
-                            "(torch.cuda.profiler.start() with nsys --capture-range=cudaProfilerApi), or analyse from "
-                            "the second step on: --steps 1:", severity="info")]
+        said = (f"the first step took {ms(first)}, {first / rest:.1f} x the median of the others ({ms(rest)}): "
+                "warm-up is inside the capture")
+        if not ctx.summary.get("gpu"):  # no GPU work: no idle time, no --steps (a GPU window), no CUDA profiler API
+            return [ctx.finding(self.id, 0, str(st["name"].iloc[0]), f"{said}, and {ms(excess)} of the steps' time "
+                                "belongs to it", "capture the steady state: start the capture after the warm-up "
+                                "(nsys --delay=SECONDS), or time the program from its second step on",
+                                severity="info")]
+        start = ("torch.cuda.profiler.start()" if ctx.pytorch else "cudaProfilerStart()")
+        return [ctx.finding(self.id, 0, str(st["name"].iloc[0]), f"{said}, and {ms(excess)} of the idle time above "
+                            "belongs to it", f"capture the steady state: start the capture after a few steps ({start} "
+                            "with nsys --capture-range=cudaProfilerApi), or analyse from the second step on: "
+                            "--steps 1:", severity="info")]
 
 
 class ShortCapture(Rule[Context]):

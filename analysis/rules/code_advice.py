@@ -18,7 +18,7 @@ from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
 SITES_OF = {
     "gpu-idle-cpu-bound": ("cpu-range", "cpu"), "input-bound": ("input",), "host-sync": ("host-sync",),
     "launch-bound": ("launch",), "host-sleep": ("sleep",), "memory-mapping-in-gaps": ("mapping",),
-    "comm-wait": ("comm-wait",), "output-bound": ("cpu-range", "cpu", "input"),
+    "comm-wait": ("comm-wait",), "output-bound": ("cpu-range", "cpu", "input", "drain"),
 }
 COPY_RULES = ("pageable-memcpy", "sync-memcpy")
 MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS, roles.PER_ELEMENT, roles.INPUT, roles.ACCUMULATION)

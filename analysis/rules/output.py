@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN, QUEUE_OUTPUT
+from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, PIPELINE_DRAIN, QUEUE_OUTPUT
 from nsys_transfer.nsys_core.contracts import pipeline_pace
 
+from nsys_transfer.analysis.rules.advice import RANGE_FIXES
 from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
 
 PIPELINE_RANGES = (COPY_TO_CPU, QUEUE_OUTPUT, PIPELINE_DRAIN)  # fixes.OutputPipeline's own ranges
+DRAIN_RANGES = (PIPELINE_DRAIN, DRAIN_OUTPUTS)  # a wait inside these is for the output workers, in any program
 
 
 def uses_pipeline(ctx: Context) -> bool:
@@ -21,11 +23,19 @@ def uses_pipeline(ctx: Context) -> bool:
 
 
 def pipeline_waits(ctx: Context) -> pd.DataFrame:
-    """The idle attribution's input rows that are the loop waiting on its OutputPipeline (empty where it uses none)."""
+    """The idle attribution's input rows that are the loop waiting on its output side: on its OutputPipeline's ranges
+    (where it uses one), or inside a drain range (this toolkit's `drain outputs` too): never input time."""
     rows = idle_of(ctx, "input")
-    if rows.empty or not uses_pipeline(ctx):
-        return rows.iloc[0:0]
-    return rows[rows["subject"].isin(PIPELINE_RANGES)]
+    ranges = PIPELINE_RANGES if uses_pipeline(ctx) else DRAIN_RANGES
+    return rows[rows["subject"].isin(ranges)] if len(rows) else rows
+
+
+def output_waits(ctx: Context) -> pd.DataFrame:
+    """Every wait of the loop on its output side, by where it waited: pipeline_waits(), and the drain cause (waits
+    after the last step, sections/idle.py) counted as the drain whatever range held it."""
+    drain = idle_of(ctx, "drain")
+    drain = drain.assign(subject=PIPELINE_DRAIN) if len(drain) else drain
+    return pd.concat([pipeline_waits(ctx), drain]) if len(drain) else pipeline_waits(ctx)
 
 
 TAIL_BATCHES = 3  # without the pipeline's pace in the trace: a drain longer than this many batches of GPU time is a
@@ -50,11 +60,11 @@ class OutputBound(Rule[Context]):
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        rows = pipeline_waits(ctx)
+        rows = output_waits(ctx)
         if rows.empty:
             return []
         impact = int(rows["idle_ns"].sum())
-        by = rows.groupby("subject")["idle_ns"].sum()
+        by = rows.groupby(rows["subject"].replace({DRAIN_OUTPUTS: PIPELINE_DRAIN}))["idle_ns"].sum()
         submits = next((r["count"] for r in ctx.summary["nvtx"]["ranges"] if r["name"] == COPY_TO_CPU), 0)
         busy_ns = (ctx.summary.get("gpu") or {}).get("busy_ns") or 0
         gpu_rate = submits / (busy_ns / 1e9) if submits and busy_ns else None
@@ -64,19 +74,34 @@ class OutputBound(Rule[Context]):
                                                                 (QUEUE_OUTPUT, "handing a batch over"),
                                                                 (PIPELINE_DRAIN, "for the workers to drain"))
                           if k in by)
+        pipeline = uses_pipeline(ctx)
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) while the loop waited on its "
-              f"OutputPipeline: {waits}{pace}")
+              f"{'OutputPipeline' if pipeline else 'output side'}: {waits}{pace}")
         if not behind:
-            return [ctx.finding(self.id, impact, "OutputPipeline drain",
+            return [ctx.finding(self.id, impact, "OutputPipeline drain" if pipeline else "output drain",
                                 ev + ": the workers keep up, and this is the last outputs' post-processing after "
                                 "the GPU's last batch, paid once a run",
                                 "nothing to move in the steady state: a longer run spreads the tail; a shorter one "
                                 "hides it only with less CPU work per output", severity="low")]
-        return [ctx.finding(self.id, impact, "OutputPipeline workers", ev,
-                            "the output side sets the pace: process() in the workers is slower than the GPU: give the "
-                            "pipeline more workers (workers=N or workers=\"auto\", up to the idle cores), split= to "
-                            "share each batch across them, or less CPU work per output (the argmax or reduction on "
-                            "the GPU before submit(), a smaller dtype)")]
+        return [ctx.finding(self.id, impact, "OutputPipeline workers" if pipeline else "output workers", ev,
+                            self._fix(ctx, pipeline))]
+
+    @staticmethod
+    def _fix(ctx: Context, pipeline: bool) -> str:
+        """The output side's knobs: the OutputPipeline's, this toolkit's stages', or any program's."""
+        if pipeline:
+            return ("the output side sets the pace: process() in the workers is slower than the GPU: give the "
+                    "pipeline more workers (workers=N or workers=\"auto\", up to the idle cores), split= to "
+                    "share each batch across them, or less CPU work per output (the argmax or reduction on "
+                    "the GPU before submit(), a smaller dtype)")
+        if ctx.program.get("toolkit"):
+            return RANGE_FIXES[DRAIN_OUTPUTS][0]
+        return ctx.advice("the output side sets the pace: the post-processing after the GPU is slower than the GPU: "
+                          "more output workers (up to the idle cores), or less CPU work per output (the argmax or "
+                          "reduction on the GPU before the copy, a smaller dtype)",
+                          "the output side sets the pace: the host's work on each result is slower than the GPU: "
+                          "more host threads on it, or less host work per result (reduce on the GPU before the copy)",
+                          fix="output")
 
     @staticmethod
     def _rates(ctx: Context, submits: int, busy_ns: int, gpu_rate: float | None) -> tuple[str, float | None]:

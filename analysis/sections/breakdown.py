@@ -5,6 +5,7 @@ from __future__ import annotations
 
 CAUSE_LABELS = {"input": "idle: input-bound", "host-sync": "idle: host-sync", "launch": "idle: launches",
                 "mapping": "idle: memory mapping", "comm-wait": "idle: communication", "sleep": "idle: sleeping",
+                "drain": "idle: output drain",
                 "cpu": "idle: CPU work, no range"}
 
 DIRECTIONS = {"dtoh": "DtoH", "htod": "HtoD", "dtod": "DtoD"}

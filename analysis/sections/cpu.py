@@ -178,9 +178,11 @@ def gap_context(gap: dict, nvtx: pd.DataFrame, osrt: pd.DataFrame, launch_tid: i
 
 
 def steps_part(digest, nvtx: pd.DataFrame, copies: pd.DataFrame, passed, window, step_regex: str | None,
-               step_source: str, devices: int) -> Part:
+               step_source: str, devices: int, gpu_idle_ns: int | None = None) -> Part:
     """The `steps` section (the step ranges found by step_regex, each against its own GPU where several ran) and the
-    steps table; only the steps that start inside the window."""
+    steps table; only the steps that start inside the window. gpu_idle_ns: the GPUs' idle time in the window (every
+    idle nanosecond, between the step ranges too), which the idle per step spreads over the steps, as the steps/s
+    spreads the window: one figure for the text, the table and the idle chart (reports/charts.gaps)."""
     busy = passed.busy if passed is not None else None
     if not step_regex:
         step_table = pd.DataFrame(columns=["name", "start_ns", "end_ns", "duration_ns"])
@@ -195,7 +197,7 @@ def steps_part(digest, nvtx: pd.DataFrame, copies: pd.DataFrame, passed, window,
         start = step_table["start_ns"].to_numpy()
         step_table = step_table[(start >= window[0]) & (start < window[1])].reset_index(drop=True)
     n_steps = len(step_table)
-    idle_per_step = float(step_table["gpu_idle_ns"].mean()) if n_steps and "gpu_idle_ns" in step_table else None
+    idle_per_step = gpu_idle_ns / n_steps if n_steps and gpu_idle_ns is not None else None
     return Part({"regex": step_regex, "source": step_source, "count": n_steps,
                  "per_second": steps_per_second(step_table, window[1] if window else None),
                  "mean_ns": float(step_table["duration_ns"].mean()) if n_steps else None,
@@ -234,7 +236,15 @@ def _steps_draft(digest, nvtx_rows: pd.DataFrame, memcpy: Part, passed, window_n
                  gpu: Part) -> Part:
     """The steps (steps_part()) before the idle attribution gives their set-up figures."""
     return steps_part(digest, nvtx_rows, memcpy.tables["memcpy"], passed, window_ns, step_regex,
-                      step_source(step_regex, opts), len(gpu.summary["devices"]) if passed else 0)
+                      step_source(step_regex, opts), len(gpu.summary["devices"]) if passed else 0,
+                      gpu_idle_of(gpu.summary))
+
+
+def gpu_idle_of(gpu: dict | None) -> int | None:
+    """The GPUs' idle time in the window, summed over the devices (the `gpu` section); None without a GPU."""
+    if not gpu or not gpu.get("devices"):
+        return None
+    return int(sum(d["window_ns"] - d["busy_ns"] for d in gpu["devices"]))
 
 
 @declare("steps", needs=("steps_draft", "idle_part"), part=True)

@@ -11,6 +11,8 @@ Order of precedence, first match wins:
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
   sleep       the thread sleeps (nanosleep, clock_nanosleep, usleep: Python's time.sleep), or the scheduler has it off
               the CPU outside any call that says why (nsys --cpuctxsw): not working (subject: the deepest user range)
+  drain       the thread is blocked waiting (as for input) after its last step has ended: no input is wanted any more,
+              so it waits for the output side (its workers' backlog, a drain); subject: the deepest user range
   input       the thread is blocked waiting for other threads or processes (poll, futex, read, ...), outside CUDA calls;
               or, outside user ranges, the DataLoader's pin-memory thread waits for a batch its workers still make
   cpu-range   a long gap (>= min_gap) inside a user NVTX range (the deepest one; steps and PyTorch operator ranges
@@ -169,7 +171,8 @@ def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, 
 def _dominant(part: dict) -> tuple[str, str | None]:
     ranges = _ranked(part["range_time"])
     held = {("comm-wait", None): part["comm"], ("sleep", None): part["sleep"],
-            ("input", None): part["input"] + part["loader"], ("mapping", None): part["mapping"],
+            ("input", None): part["input"] + part["loader"], ("drain", None): part["drain"],
+            ("mapping", None): part["mapping"],
             ("host-sync", None): part["sync"], ("launch", None): part["launch"], ("cpu", None): part["cpu"]}
     if len(ranges):
         held[("cpu-range", str(ranges.index[0]))] = int(ranges.iloc[0])
@@ -193,6 +196,7 @@ class _Shared:
     edges: np.ndarray     # _range_edges()
     sample_times: np.ndarray  # the threads' CPU samples (sections/cpu_work.owners), sorted, and each one's owner
     sample_keys: np.ndarray
+    steps_end: int | None  # where the threads' last step range ends (None: no steps): later waits are the drain's
 
     @classmethod
     def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader, samples=None
@@ -204,7 +208,8 @@ class _Shared:
                    in_ranges=union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()),
                    op_ranges=Nesting.of(mine[operator]),
                    **_sync_arrays(_thread_rows(sync_calls, threads)),
-                   edges=_range_edges(mine, operator), **_sample_arrays(samples, threads))
+                   edges=_range_edges(mine, operator), **_sample_arrays(samples, threads),
+                   steps_end=_steps_end(mine, step_regex))
 
 
 def _segments(busy: Coverage | SpilledCoverage, window: tuple[int, int]):
@@ -249,6 +254,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     mapping_u, rest = intersect(rest, maps), subtract(rest, maps)
     sleep_u, rest = intersect(rest, sleeps), subtract(rest, sleeps)
     input_u, rest = intersect(rest, waits), subtract(rest, waits)
+    drain_u, input_u = _after(input_u, sh.steps_end), _before(input_u, sh.steps_end)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
     rest_short = subtract(rest, rest_long)
     range_u, rest_long = intersect(rest_long, sh.in_ranges), subtract(rest_long, sh.in_ranges)
@@ -262,7 +268,8 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     cpu_samples, range_samples = _sampled(sh, rest_long), _sampled(sh, range_u)
     return {"comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
             "sleep": total(sleep_u), "sleep_ranges": _family_time(sleep_u, sh.ranges, lo, hi),
-            "input": total(input_u), "loader": total(loader_u), "mapping": total(mapping_u),
+            "input": total(input_u), "loader": total(loader_u), "drain": total(drain_u),
+            "drain_ranges": _family_time(drain_u, sh.ranges, lo, hi), "mapping": total(mapping_u),
             "sync": total(sync_long) + total(sync_short),
             "launch": total(launch_u) + int((idle[1][plain] - idle[0][plain]).sum()), "cpu": total(rest_long),
             "cpu_after_sync": total(serialised),
@@ -273,6 +280,26 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
             "cpu_ops": _family_time(rest_long, sh.op_ranges, lo, hi),
             "cpu_samples": cpu_samples, "range_samples": range_samples,
             "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows)}
+
+
+def _steps_end(mine: pd.DataFrame, step_regex: str | None) -> int | None:
+    """Where the last step range of the threads (mine: _thread_ranges()) ends; None without steps."""
+    if not step_regex or mine.empty:
+        return None
+    steps = mine[matching(mine["name"], step_regex)]
+    return int(steps["end_ns"].max()) if len(steps) else None
+
+
+def _after(u: Union, t: int | None) -> Union:
+    """The part of u from t on (none when t is None)."""
+    if t is None:
+        return u[0][:0], u[1][:0]
+    return intersect(u, (np.array([t], np.int64), np.array([np.iinfo(np.int64).max], np.int64)))
+
+
+def _before(u: Union, t: int | None) -> Union:
+    """The part of u before t (all of it when t is None)."""
+    return u if t is None else subtract(u, _after(u, t))
 
 
 def _touching(osrt: pd.DataFrame | Frames, idle: Union, lo, hi) -> pd.DataFrame:
@@ -300,7 +327,8 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     rows = [("comm-wait", str(comm.index[0]) if len(comm) else None, t["comm"]),
             ("sleep", subject("sleep_ranges", t["sleep"]), t["sleep"]),
             ("input", subject("input_ranges", t["input"]), t["input"]),
-            ("input", "DataLoader", t["loader"]), ("mapping", None, t["mapping"])]
+            ("input", "DataLoader", t["loader"]), ("drain", subject("drain_ranges", t["drain"]), t["drain"]),
+            ("mapping", None, t["mapping"])]
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
     rows += [("input" if LOADER_RANGE.search(name) else "comm-wait" if COMM_RANGE.search(name) else "cpu-range", name,
               int(v)) for name, v in _ranked(summed["range_time"]).items()]
