@@ -263,16 +263,16 @@ def test_figures_change_in_points_and_from_near_zero_in_their_unit(tmp_path):
 
 
 def test_a_finding_has_one_name_whichever_trace_comes_first(tmp_path):
-    """baseline's input-bound waits in the DataLoader (medium), pinned's in poll (low): one finding paired by its
-    rule, named after the costlier side both ways, so the verdict of A -> B and of B -> A name the same thing."""
+    """baseline's input-bound waits in the DataLoader (medium), bufpool's in 'get batch' (low): one finding paired by
+    its rule, named after the costlier side both ways, so the verdict of A -> B and of B -> A name the same thing."""
     names = []
-    for i, pair in enumerate([("baseline", "pinned"), ("pinned", "baseline")]):
+    for i, pair in enumerate([("baseline", "bufpool"), ("bufpool", "baseline")]):
         r = verify(*(H200 / f"{p}.sqlite.xz" for p in pair), "--json", tmp_path / f"{i}.json")
         assert r.returncode == 0, r.stderr
         rows = json.loads((tmp_path / f"{i}.json").read_text())["findings"]
         (row,) = [f for f in rows if f["rule"] == "input-bound"]
         names.append(row["subject"])
-        assert {row["before_subject"], row["after_subject"]} == {"DataLoader", "poll"}
+        assert {row["before_subject"], row["after_subject"]} == {"DataLoader", "get batch"}
     assert names == ["DataLoader", "DataLoader"]
 
 

@@ -21,7 +21,11 @@ SITES_OF = {
     "comm-wait": ("comm-wait",), "output-bound": ("cpu-range", "cpu", "input", "drain"),
 }
 COPY_RULES = ("pageable-memcpy", "sync-memcpy")
-MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS, roles.PER_ELEMENT, roles.INPUT, roles.ACCUMULATION)
+SYNC_ROLES = (roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN)
+SYNC_SHARE = 0.3  # of the short gaps' sampled time at SYNC_ROLES lines: they, not the launches, leave the GPU idle
+LAUNCHING_ROLES = (roles.MODEL, roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN, roles.WEIGHTS)
+MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS, roles.PER_ELEMENT, roles.INPUT, roles.ACCUMULATION, roles.MODEL,
+                roles.TIMING_SYNC)
 
 
 def _advice(site: CodeSite) -> str | None:
@@ -48,6 +52,9 @@ def _advice(site: CodeSite) -> str | None:
                            "only the whole loop",
         roles.CACHE_CHURN: f"{at} empties PyTorch's memory cache every step, so the next step allocates with "
                            "cudaMalloc again: remove it from the loop",
+        roles.MODEL: f"{at} runs the model, and the host issues its kernels slower than the GPU runs them (Python "
+                     "and dispatch overhead between small kernels): capture the forward in a CUDA graph "
+                     "(`torch.compile(model, mode='reduce-overhead')`), or give each call more work (a larger batch)",
         roles.DISK: f"{at} writes to disk on the launching thread: hand the writes to a pool of threads or processes "
                     "(`concurrent.futures.ThreadPoolExecutor`) so the loop goes on launching",
     }.get(site.role)
@@ -58,24 +65,44 @@ def _site_for(finding: Finding, code: CodeLines) -> CodeSite | None:
         kind = finding.subject if finding.subject in ("DtoH", "HtoD", "DtoD") else None
         return code.top((kind,)) if kind else code.top(("DtoH", "HtoD"))
     causes = SITES_OF.get(finding.rule)
+    if finding.rule == "launch-bound":  # short gaps: the line that issues the small work, not one that ran nearby
+        return code.top(causes, roles=LAUNCHING_ROLES)
+    if finding.rule == "host-sync":  # a read's turnarounds: the short gaps too (sections/idle.py gives them whole)
+        return code.top(("host-sync", "launch"), roles=SYNC_ROLES)
     return code.top(causes) if causes else None
+
+
+def _yields_to_sync(finding: Finding, code: CodeLines) -> Finding:
+    """launch-bound whose short gaps are spent at the program's reads of GPU values and syncs (SYNC_ROLES hold at
+    least SYNC_SHARE of the sampled time in them) is host-sync: no CUDA graph can hold a loop that syncs."""
+    reads = code.sites(("launch",), roles=SYNC_ROLES)
+    share = sum(s.share for s in reads)
+    if finding.rule != "launch-bound" or share < SYNC_SHARE:
+        return finding
+    where = ", ".join(f"{s.place} `{s.code}`" for s in reads[:3])
+    return replace(finding, rule="host-sync", subject=reads[0].place, evidence=(
+        f"{finding.evidence}; {share:.0%} of the sampled time in those gaps is at the program's reads of GPU values "
+        f"and syncs ({where}): each drains the GPU, which then waits for the next small piece of work"))
 
 
 def _with_line(finding: Finding, site: CodeSite) -> Finding:
     advice = _advice(site)
-    if finding.rule == "launch-bound" and site.role not in (roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN):
+    if finding.rule == "launch-bound" and site.role not in SYNC_ROLES:
         advice = None  # short gaps while the line launches kernels: the rule's CUDA-graph advice stands
     suggestion = advice if advice else f"{finding.suggestion} (the line: {site.place} `{site.code}`)"
-    return replace(finding, suggestion=suggestion, line=site.as_dict())
+    subject = finding.subject
+    if finding.rule == "gpu-idle-cpu-bound" and (subject is None or ": " in subject):
+        subject = site.place  # the program's line names the work better than the CPU samples' innermost function
+    return replace(finding, suggestion=suggestion, line=site.as_dict(), subject=subject)
 
 
 def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
     """Findings whose lines do one job (the same role of MERGED_ROLES) as one: the costlier's, with both costs."""
     out: list[Finding] = []
-    for f in findings:
+    for f in sorted(findings, key=lambda x: -x.impact_ns):  # each merged into the costlier of its job
         role = (f.line or {}).get("role")
-        twin = next((g for g in out if role in MERGED_ROLES and (g.line or {}).get("role") == role
-                     and g.severity != "info" and f.severity != "info"), None)
+        twin = next((g for g in out if g.severity != "info" and f.severity != "info" and (
+            (role in MERGED_ROLES and (g.line or {}).get("role") == role) or g.rule == f.rule == "host-sync")), None)
         if twin is None:
             out.append(f)
             continue
@@ -95,6 +122,7 @@ def attach(findings: list[Finding], code: CodeLines | None, total_ns: int) -> li
         return findings
     lined = []
     for f in findings:
+        f = _yields_to_sync(f, code)
         site = _site_for(f, code) if f.severity != "info" else None
         lined.append(_with_line(f, site) if site is not None else f)
     return _merged(lined, total_ns)

@@ -30,6 +30,8 @@ TOP = 3            # lines kept per cause
 PATH_STEPS = 6     # frames shown between the loop's line and the work
 SHORT_GAPS = "launch"
 GROWTH_VISITS = 6  # visits needed to call a line's cost growing
+SIDE_BYTES = 64 * 1024  # a copy at a gap's edge this large carries a batch's input or output, not a scalar
+EDGE_NS = 2_000_000     # a DtoH copy that ended this close before a gap began it
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,23 @@ class CodeLines:
     source: str | None = None
     missing: str | None = None
 
-    def top(self, causes) -> CodeSite | None:
-        """The costliest line over these causes (idle causes or copy directions)."""
-        sites = [s for c in causes for s in self.by_cause.get(c, []) + self.by_copy.get(c, [])]
-        return max(sites, key=lambda s: s.ns) if sites else None
+    def sites(self, causes, roles=None) -> list[CodeSite]:
+        """The lines of these causes (idle causes or copy directions), of these roles where given, costliest first."""
+        found = [s for c in causes for s in self.by_cause.get(c, []) + self.by_copy.get(c, [])
+                 if roles is None or s.role in roles]
+        return sorted(found, key=lambda s: -s.ns)
+
+    def top(self, causes, roles=None) -> CodeSite | None:
+        """The costliest line of the role that holds the most of these causes' time (two lines that gather and
+        copy one input outweigh one that runs the model), of these roles where given."""
+        found = self.sites(causes, roles)
+        if not found:
+            return None
+        by_role: dict[str, int] = {}
+        for site in found:
+            by_role[site.role] = by_role.get(site.role, 0) + site.ns
+        role = max(by_role, key=lambda r: by_role[r])
+        return next(site for site in found if site.role == role)
 
     def summary(self) -> dict:
         """The section's JSON."""
@@ -113,8 +128,11 @@ def _stack_info(stack: tuple[int, ...], frames: list[Frame]) -> _Stack:
     if not user:
         return _Stack(-1, (), roles.role_of([frames[f] for f in stack], None))
     leaf = user[-1]
+    # the path starts at the loop's line: the program's frame that calls into a library first, or, where the work is
+    # the program's own functions all the way, the caller of the innermost (`postprocess(d, l)` -> its line)
     first_lib = next((i for i, f in enumerate(stack) if i > user[0] and not is_user(frames[f])), len(stack))
-    loop = max((i for i in user if i < first_lib), default=leaf)
+    callers = [i for i in user if i < first_lib and frames[stack[i]].function != "<module>"]
+    loop = callers[-2] if len(callers) >= 2 and callers[-1] == leaf else (callers[-1] if callers else leaf)
     shown, prev_user = [], True
     for i in range(loop, len(stack)):
         f = frames[stack[i]]
@@ -141,9 +159,10 @@ class _Sites:
             got = self.info[stack] = _stack_info(self.stacks.stacks[stack], self.stacks.frames)
         return got
 
-    def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: tuple | None = None) -> list[CodeSite]:
-        """The TOP lines by the time ns (one value per sample) the samples give them; gaps: the GPU's idle gaps
-        (starts, ends) this time lies in, one a step, whose share at each line says whether its cost grows."""
+    def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: "GapSides | None" = None) -> list[CodeSite]:
+        """The TOP lines by the time ns (one value per sample) the samples give them; gaps: the GPU's idle gaps this
+        time lies in, one a step: a line's share of each says whether its cost grows, and, for work of no role of its
+        own, what the copies around its gaps say it is for."""
         keep = ns > 0
         if not keep.any():
             return []
@@ -163,8 +182,10 @@ class _Sites:
             f = self.stacks.frames[int(fid)]
             mine_rows = s.iloc[df.loc[rows, "i"].to_numpy()]
             visits, growth = _visits(mine_rows, ns[df.loc[rows, "i"].to_numpy()], self.stacks.period_ns)
-            if gaps is not None and growth is None:
-                growth = _growth(_per_gap(mine_rows, gaps))
+            if gaps is not None:
+                per = _per_gap(mine_rows, gaps)
+                growth = growth or _growth(per[per > 0])
+                role = gaps.role(per) if role == roles.COMPUTE else role
             out.append(CodeSite(f.file, f.line, f.function, f.code, mine[best].path, str(role), int(g), g / total,
                                 visits, growth))
         return out
@@ -186,11 +207,51 @@ def _visits(samples: pd.DataFrame, ns: np.ndarray, period_ns: int) -> tuple[int,
     return visits, _growth(per)
 
 
-def _per_gap(samples: pd.DataFrame, gaps: tuple) -> np.ndarray:
-    """The ms of each gap the line's samples cover, in time order (gaps it never touches left out)."""
+def _per_gap(samples: pd.DataFrame, gaps: "GapSides") -> np.ndarray:
+    """The ms of each gap that the line's samples cover, in time order."""
     u = union(samples["start_ns"].to_numpy(), samples["end_ns"].to_numpy())
-    per = Coverage(*u).within(gaps[0], gaps[1]) / 1e6
-    return per[per > 0]
+    return Coverage(*u).within(gaps.start, gaps.end) / 1e6
+
+
+@dataclass(frozen=True)
+class GapSides:
+    """Idle gaps (disjoint, in time order) and the copies at their edges: a gap that ends with a large HtoD copy
+    waited for input being made; one that begins as a large DtoH copy ends waited on the output's handling."""
+    start: np.ndarray
+    end: np.ndarray
+    before_input: np.ndarray   # bool: the gap's next GPU operation is an HtoD copy of at least SIDE_BYTES
+    after_output: np.ndarray   # bool: a DtoH copy of at least SIDE_BYTES ended where the gap begins
+
+    @classmethod
+    def of(cls, gaps: pd.DataFrame, copies: pd.DataFrame | None) -> "GapSides":
+        """The gaps' edges, from the gap table's next operation and the copies' ends."""
+        g = gaps.sort_values("start_ns")
+        start, end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
+        none = np.zeros(len(g), bool)
+        if copies is None or copies.empty:
+            return cls(start, end, none, none)
+        big = copies[copies["bytes"].to_numpy() >= SIDE_BYTES]
+        htod = big[big["copy_kind"] == "HtoD"]
+        before = np.isin(g["next_correlation_id"].to_numpy(), htod["correlation_id"].to_numpy())
+        dtoh_ends = np.sort(big.loc[big["copy_kind"] == "DtoH", "end_ns"].to_numpy(np.int64))
+        i = np.searchsorted(dtoh_ends, start, side="right") - 1
+        after = (i >= 0) & (start - dtoh_ends[np.clip(i, 0, None)] <= EDGE_NS) if dtoh_ends.size else none
+        return cls(start, end, before, after)
+
+    def subset(self, keep: np.ndarray) -> "GapSides":
+        """The gaps where keep is True."""
+        return GapSides(self.start[keep], self.end[keep], self.before_input[keep], self.after_output[keep])
+
+    def role(self, per_gap: np.ndarray) -> str:
+        """Input where most of the line's gap time ends in an input copy, output where most follows an output's,
+        else host compute."""
+        total = float(per_gap.sum())
+        if total <= 0:
+            return roles.COMPUTE
+        into, out_of = float(per_gap[self.before_input].sum()), float(per_gap[self.after_output].sum())
+        if into > 0.5 * total and into > out_of:
+            return roles.INPUT
+        return roles.OUTPUT if out_of > 0.5 * total else roles.COMPUTE
 
 
 def _growth(per: np.ndarray) -> tuple[float, float] | None:
@@ -226,20 +287,18 @@ def _clip(samples: pd.DataFrame, window) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(samples["start_ns"].to_numpy(), lo, hi), np.clip(samples["end_ns"].to_numpy(), lo, hi)
 
 
-def _idle_lines(sites: _Sites, samples: pd.DataFrame, window, busy, gaps: pd.DataFrame, cause_of) -> dict:
+def _idle_lines(sites: _Sites, samples: pd.DataFrame, window, busy, gaps: GapSides, cause_of) -> dict:
     """{cause: lines} for the GPU's idle time in the window."""
     s, e = _clip(samples, window)
     idle = (e - s) - busy.within(s, e)
     out, long_idle = {}, np.zeros(len(samples), np.int64)
-    if len(gaps):
-        spans = list(zip(gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()))
-        causes = np.array([c for c, _ in cause_of(spans)], dtype=object)
+    if gaps.start.size:
+        causes = np.array([c for c, _ in cause_of(list(zip(gaps.start, gaps.end)))], dtype=object)
         for cause in dict.fromkeys(causes):
-            g = gaps[causes == cause]
-            gs, ge = union(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
-            ns = Coverage(gs, ge).within(s, e)
+            mine = gaps.subset(causes == cause)
+            ns = Coverage(*union(mine.start, mine.end)).within(s, e)
             long_idle += ns
-            out.setdefault(str(cause), []).extend(sites.rank(samples, ns, (gs, ge)))
+            out.setdefault(str(cause), []).extend(sites.rank(samples, ns, mine))
     short = np.maximum(idle - long_idle, 0)
     out.setdefault(SHORT_GAPS, []).extend(sites.rank(samples, short))
     return {c: sorted(v, key=lambda x: -x.ns)[:TOP] for c, v in out.items() if v}
@@ -252,7 +311,9 @@ def _copy_lines(sites: _Sites, samples: pd.DataFrame, window, copies: pd.DataFra
     s, e = _clip(samples, window)
     out = {}
     for kind, c in copies.groupby("copy_kind"):
-        ok = c["api_start_ns"].to_numpy() >= 0
+        # calls shorter than half a period fall between samples: a sample's line would be a neighbour's
+        ok = (c["api_start_ns"].to_numpy() >= 0) & (c["api_end_ns"].to_numpy() - c["api_start_ns"].to_numpy() >=
+                                                     sites.stacks.period_ns // 2)
         cs, ce = union(c["api_start_ns"].to_numpy()[ok], c["api_end_ns"].to_numpy()[ok])
         lines = sites.rank(samples, Coverage(cs, ce).within(s, e))
         if lines:
@@ -285,7 +346,8 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
     cause_of = (lambda spans: idle_part.gap_causes(dev, spans)) if idle_part is not None else \
         (lambda spans: [("cpu", None)] * len(spans))
     in_window = gaps[(gaps["start_ns"] < window[1]) & (gaps["end_ns"] > window[0])] if len(gaps) else gaps
-    return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, in_window, cause_of),
+    sides = GapSides.of(in_window, copies)
+    return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, sides, cause_of),
                      by_copy=_copy_lines(sites, mine, window, copies), source=source)
 
 

@@ -92,6 +92,18 @@ def short_symbol(symbol: str) -> str:
     return s if len(s) <= LABEL_CHARS else s[:LABEL_CHARS - 3] + "..."
 
 
+NAMELESS = re.compile(r"^(0x[0-9a-fA-F]+|\[unknown\]|)$")  # an address nsys could not resolve: no name for a cause
+
+
+def _first_named(symbols: np.ndarray, at: int, end: int) -> int:
+    """The frame at `at`, or where nsys left it nameless (a stripped libc memmove), the first named frame outward: the
+    function that called it (`PyBytes_FromStringAndSize`, numpy's `array_tobytes`) says what the work is."""
+    for j in range(at, end):
+        if not NAMELESS.match(str(symbols[j])):
+            return j
+    return at
+
+
 def owners(frames: pd.DataFrame) -> pd.DataFrame:
     """One row per sample of host.samples(): time_ns, global_tid, kind (KINDS, or OTHER), label (the owning frame's
     function) and library (its module's file name), in time order."""
@@ -121,6 +133,7 @@ def owners(frames: pd.DataFrame) -> pd.DataFrame:
         else:
             known = np.flatnonzero(kind[a:first_py] != "")
             chosen[i] = named[i] = a + known[0] if known.size else (first_py if first_py < b else a)
+        named[i] = _first_named(symbols, named[i], b)
     k = kind[chosen]
     return pd.DataFrame({"time_ns": frames["time_ns"].to_numpy()[starts],
                          "global_tid": frames["global_tid"].to_numpy()[starts],

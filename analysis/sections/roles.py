@@ -14,7 +14,9 @@ TIMING_SYNC, CACHE_CHURN, DISK, COMPUTE, MODEL = "timing sync", "allocation chur
 BY_CODE = (
     (CACHE_CHURN, re.compile(r"\bempty_cache\s*\(")),
     (TIMING_SYNC, re.compile(r"\bsynchronize\s*\(")),
-    (PER_ELEMENT, re.compile(r"\.item\s*\(\s*\)|\.tolist\s*\(\s*\)|\b(int|float|bool)\s*\([^)]*\[")),
+    # a scalar read of a tensor, or a Python branch on one (`if mask.sum() == 0:`, `if y in top5[i]:`): a copy and a sync
+    (PER_ELEMENT, re.compile(r"\.item\s*\(\s*\)|\.tolist\s*\(\s*\)|\b(int|float|bool)\s*\(\s*\w[\w.]*[\[(.]|"
+                             r"^\s*(if|elif|while)\b.*(\[|\.(sum|any|all|max|min|item)\s*\()")),
     (ACCUMULATION, re.compile(r"\bnp\.(concatenate|append|vstack|hstack|r_)\b|\bnumpy\.(concatenate|append)\b|"
                               r"\btorch\.(cat|vstack|hstack)\s*\(|\bpd\.concat\s*\(|\.loc\[\s*len\(")),
     (DISK, re.compile(r"\.save\s*\(|\.to_(csv|parquet|json)\s*\(|\bnp\.save|\btorch\.save\s*\(|\.write\s*\(|imwrite")),
@@ -22,7 +24,7 @@ BY_CODE = (
 )
 # (role, test of a frame's file, test of its function): any frame of the stack
 BY_FRAME = (
-    (WEIGHTS, re.compile(r"torch/nn/modules/module\.py$"), re.compile(r"^Module\.(to|cuda|cpu|_apply|half|float)$")),
+    (WEIGHTS, re.compile(r"torch/nn/modules/module\.py$"), re.compile(r"^Module\.(to|cuda|cpu|_apply|half|float)\b")),
     (INPUT, re.compile(r"torch/utils/data/|torchvision/(transforms|datasets|io)/|/datasets/"), None),
     (DISK, re.compile(r"/PIL/(Image|PngImagePlugin|JpegImagePlugin)\.py$"), re.compile(r"save|_save|encode")),
     (DISK, re.compile(r"/pandas/io/|/numpy/lib/_?npyio"), None),
@@ -32,7 +34,11 @@ BY_FRAME = (
 
 
 def role_of(stack: list[Frame], leaf: Frame | None) -> str:
-    """The role of a stack's work (outermost frame first; leaf: its innermost frame of the program's own code)."""
+    """The role of a stack's work (outermost frame first; leaf: its innermost frame of the program's own code). A
+    module's own move (`Module.to`) anywhere in the stack is its weights', whatever the line says (`blk.to("cpu")`)."""
+    role, file, function = BY_FRAME[0]
+    if any(file.search(f.file) and function.search(f.function) for f in stack):
+        return role
     if leaf is not None:
         for role, code in BY_CODE:
             if code.search(leaf.code):

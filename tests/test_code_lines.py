@@ -1,0 +1,68 @@
+"""The line in the program behind each finding, on real GPU captures of programs written by someone who had not read
+the rules (tests/programs/strangers, their answer key KEY.md written before any analysis was read), captured on an
+H100 with `nsys-transfer run`'s defaults: the trace, its Python stacks (BASE.pystacks.gz) and its run record."""
+import pytest
+
+from conftest import ROOT, run_cli
+from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.summary import analyze
+
+STRANGERS = ROOT / "tests" / "data" / "strangers"
+
+
+@pytest.fixture(scope="module")
+def summaries():
+    out = {}
+    for name in ("audio_mel", "offload_layers", "layer_timing"):
+        with Trace.open(STRANGERS / f"{name}_nsys2024.sqlite.xz") as t:
+            out[name] = analyze(t).summary
+    return out
+
+
+def costed(summary):
+    return [f for f in summary["diagnosis"] if f["severity"] != "info"]
+
+
+def test_input_made_on_the_launching_thread_is_named_at_its_line_with_input_advice(summaries):
+    """KEY: audio_mel.py:105 `feats = np.stack([log_mel(bank[k]) ...])`, numpy STFTs per clip, input prep. The gaps
+    the STFT fills end in the batch's HtoD copy, so the numpy work is input, not output handling."""
+    top = costed(summaries["audio_mel"])[0]
+    line = top["line"]
+    assert (line["file"].endswith("audio_mel.py"), line["line"], line["role"]) == (True, 46, "input")
+    assert "np.fft.rfft" in line["code"] and line["path"][0].startswith("audio_mel.py:105  feats = np.stack")
+    assert top["subject"] == "audio_mel.py:46"  # not the CPU samples' innermost numpy function
+    assert "num_workers" in top["suggestion"] and "outputs" not in top["suggestion"]
+
+
+def test_weights_moved_both_ways_every_step_get_weights_advice_not_an_output_pipeline(summaries):
+    """KEY: offload_layers.py:33/35 `blk.to(device)` ... `blk.to("cpu")` every step: the same weights both ways.
+    The pageable copies and the idle time at those lines are one job: one finding, carrying the costs."""
+    found = costed(summaries["offload_layers"])
+    top = found[0]
+    assert top["line"]["role"] == "weights" and top["line"]["line"] in (33, 35)
+    assert "keep the model on the GPU" in top["suggestion"] and "OutputPipeline" not in top["suggestion"]
+    assert [f["line"]["role"] for f in found if f["line"]].count("weights") == 1
+    assert "for the same weights work" in top["evidence"]
+
+
+def test_a_sync_to_time_each_layer_is_host_sync_with_events_advice_not_cuda_graphs(summaries):
+    """KEY: layer_timing.py:47-50 `sync(); s = time.time(); out = fn(*a); sync()` around each piece of the forward.
+    The short gaps follow those syncs: host-sync, named at torch.cuda.synchronize() in sync(), reached from timed()."""
+    top = costed(summaries["layer_timing"])[0]
+    assert top["rule"] == "host-sync" and top["line"]["role"] == "timing sync"
+    assert top["line"]["code"] == "torch.cuda.synchronize()" and "sync (layer_timing.py:43)" in top["line"]["path"]
+    assert "torch.cuda.Event" in top["suggestion"] and "CUDA graph" not in top["suggestion"]
+    assert not [f for f in costed(summaries["layer_timing"]) if f["rule"] == "launch-bound"]
+
+
+def test_the_text_shows_each_findings_line_and_path():
+    out = run_cli("-m", "nsys_transfer.analysis", str(STRANGERS / "audio_mel_nsys2024.sqlite.xz")).stdout
+    assert "      at audio_mel.py:46  spec = np.abs(np.fft.rfft(frames * WINDOW, axis=1)) ** 2" in out
+    assert "via audio_mel.py:105  feats = np.stack([log_mel(bank[k]) for k in idx])" in out
+
+
+def test_a_trace_without_stacks_names_no_line_and_says_how_to_get_them(h200):
+    with Trace.open(h200["baseline"]) as t:
+        s = analyze(t).summary
+    assert s["code"]["missing"].startswith("no Python stacks beside this trace")
+    assert all(f["line"] is None for f in s["diagnosis"])
