@@ -92,7 +92,7 @@ def short_symbol(symbol: str) -> str:
     return s if len(s) <= LABEL_CHARS else s[:LABEL_CHARS - 3] + "..."
 
 
-NAMELESS = re.compile(r"^(0x[0-9a-fA-F]+|\[unknown\]|)$")  # an address nsys could not resolve: no name for a cause
+NAMELESS = re.compile(r"^(0x[0-9a-fA-F]+|\[.*\]|)$")  # an address nsys could not resolve: no name for a cause
 
 
 def _first_named(symbols: np.ndarray, at: int, end: int) -> int:

@@ -38,6 +38,7 @@ class Sampler:
         self.fd = -1
         self.stop = threading.Event()
         self.me = 0
+        self.native: dict = {}   # thread ident -> OS thread id (the trace's tid)
 
     def start(self) -> None:
         """Open this process's file and start the sampling thread."""
@@ -64,20 +65,19 @@ class Sampler:
 
     def _sample(self) -> None:
         now = time.monotonic_ns()
-        native = {t.ident: t.native_id for t in threading.enumerate()}
-        main_ident = threading.main_thread().ident
-        for ident, frame in sys._current_frames().items():
-            if ident == self.me:
-                continue
-            tid = native.get(ident) or (os.getpid() if ident == main_ident else None)
-            if tid is None:
-                continue
-            self.lines.append(f"S {now} {tid} {self._stack(frame)}\n")
+        frames = sys._current_frames()
+        if any(ident not in self.native for ident in frames):  # a thread started since: look its OS id up once
+            self.native = {t.ident: t.native_id for t in threading.enumerate()}
+            self.native.setdefault(threading.main_thread().ident, os.getpid())
+        for ident, frame in frames.items():
+            tid = self.native.get(ident)
+            if ident != self.me and tid is not None:
+                self.lines.append(f"S {now} {tid} {self._stack(frame)}\n")
 
     def _stack(self, frame) -> int:
-        ids = []
+        ids, frame_id = [], self._frame
         while frame is not None and len(ids) < MAX_DEPTH:
-            ids.append(self._frame(frame.f_code, frame.f_lineno))
+            ids.append(frame_id(frame.f_code, frame.f_lineno))
             frame = frame.f_back
         key = tuple(reversed(ids))
         sid = self.stacks.get(key)
