@@ -36,6 +36,7 @@ class Side:
     workload: dict | None = None
     label: str = ""
     recorded: dict | None = None  # what nsys was asked to record (the run record beside the trace), if known
+    loop: dict | None = None      # the loop as the program runs it (cli/verify.py _loop; sections/loop.py), if read
 
 
 @dataclass
@@ -356,18 +357,26 @@ def finding_name(f: dict) -> str:
     return f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
 
 
-def verdict(speed: dict, rows: list[dict]) -> dict:
-    """One line: faster or slower by how much, which findings went, which came."""
-    b, a = speed["before"], speed["after"]
+def _pace(b: float | None, a: float | None) -> tuple[str, float | None]:
+    """'1.65x faster', '12% faster', 'about as fast (+1.0%)', '39% slower' or 'speed unknown', and after / before - 1."""
     change = a / b - 1 if b and a else None
     if change is None:
-        pace = "speed unknown"
-    elif abs(change) <= SAME_SPEED:
-        pace = f"about as fast ({100 * change:+.1f}%)"
-    elif change > 0:
-        pace = f"{a / b:.2f}x faster" if a / b >= 1.5 else f"{100 * change:.0f}% faster"
-    else:
-        pace = f"{100 * (1 - a / b):.0f}% slower"
+        return "speed unknown", None
+    if abs(change) <= SAME_SPEED:
+        return f"about as fast ({100 * change:+.1f}%)", change
+    if change > 0:
+        return (f"{a / b:.2f}x faster" if a / b >= 1.5 else f"{100 * change:.0f}% faster"), change
+    return f"{100 * (1 - a / b):.0f}% slower", change
+
+
+def verdict(speed: dict, rows: list[dict], whole_loop: dict | None = None) -> dict:
+    """One line: faster or slower by how much over the loop as the program runs it (whole_loop), with the steady
+    state's figure beside it ('in a longer run'); which findings went, which came. Without a loop, the steady state's."""
+    pace, change = _pace(speed["before"], speed["after"])
+    if whole_loop and whole_loop["change"] is not None:
+        steady_pace = pace
+        pace, change = _pace(whole_loop["before"], whole_loop["after"])
+        pace += " over the whole loop" + (f" (in a longer run: {steady_pace})" if steady_pace != pace else "")
     resolved = [finding_name(f) for f in rows if f["status"] == "resolved"]
     new = [finding_name(f) for f in rows if f["status"] == "new" and f["after_severity"] in ("high", "medium")]
     line = (f"{pace}; resolved: {', '.join(resolved) or 'none'}; new: {', '.join(new) or 'none'}")
@@ -406,12 +415,85 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     """The whole comparison (NotComparable when there is none to make)."""
     warnings = check_comparable(before, after)
     speed = throughput(before, after)
-    rows = findings(before, after, _work(before, after, speed))
-    v = verdict(speed, rows)
+    work = _work(before, after, speed)
+    rows = findings(before, after, work)
+    whole_loop = loop_speed(before, after, speed, work)
+    v = verdict(speed, rows, whole_loop)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
            "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": metrics(before, after, speed),
-           "findings": rows, "warnings": warnings, "gates": {"failed": failed, "fail_if_slower": fail_if_slower,
+           "loop": whole_loop, "findings": rows, "warnings": warnings, "gates": {"failed": failed, "fail_if_slower": fail_if_slower,
                                                              "fail_on_new": fail_on_new},
            "exit_code": 1 if failed else 0}
     return Comparison(doc, warnings)
+
+
+# nsys's cost per traced CUDA call is bounded by the cheapest calls' duration in the trace (sections/loop.py
+# CALL_FLOOR_QUANTILE: the call's own work plus the tracing's); a bias of the ratio below SAME_SPEED is not said
+def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | None:
+    """The loop as each program runs it (Side.loop): its throughput (the steady state's work plus its warm-up
+    iterations or steps, over first iteration to the last output's end), each side's set-up beyond the steady state
+    (warm-up before it, drain after it, ms), why the two figures differ, and nsys's own cost; None without both loops
+    or a steady-state throughput."""
+    lb, la = before.loop, after.loop
+    if not lb or not la or speed["before"] is None:
+        return None
+    nb, na, _ = work
+    rates = [_loop_rate(s, n) for s, n in ((before, nb), (after, na))]
+    sides = {label: {**side.loop, "per_second": rate, "unit": speed["unit"] if n else "1/s",
+                     "warmup_ms": _warmup_ms(side), "drain_ms": _drain_ms(side)}
+             for label, side, rate, n in (("before", before, rates[0], nb), ("after", after, rates[1], na))}
+    change = rates[1] / rates[0] - 1 if all(rates) else None
+    out = {"before": rates[0], "after": rates[1], "change": change, "sides": sides,
+           "why": _why_differ(sides, change, speed), "profiler_cost": profiler_cost(sides)}
+    return out
+
+
+def _loop_rate(side: Side, n: float | None) -> float | None:
+    """Work per second over the loop: the steady state's work and the warm-up's; 1/loop time where none is counted."""
+    ns = side.loop["duration_ns"]
+    if not ns:
+        return None
+    warmup = ((side.summary.get("setup") or {}).get("warmup") or {}).get("count") or 0
+    return (n + warmup) / (ns / 1e9) if n else 1e9 / ns
+
+
+def _warmup_ms(side: Side) -> float:
+    """The loop's part before the steady state: the first iterations' warm-up (cuDNN autotuning, module loading)."""
+    return max(0, side.summary["window"]["start_ns"] - side.loop["start_ns"]) / 1e6
+
+
+def _drain_ms(side: Side) -> float:
+    """The loop's part after the steady-state window (and the output pipeline's close it counts): work other threads
+    or processes did after it."""
+    w = side.summary["window"]
+    return max(0, side.loop["end_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)) / 1e6
+
+
+def _why_differ(sides: dict, change: float | None, speed: dict) -> str:
+    """One line: each side's set-up in ms, the part of the loop the steady state leaves out."""
+    said = "; ".join(f"{label}: {s['warmup_ms']:,.0f} ms of first iterations before the steady state, "
+                     f"{s['drain_ms']:,.0f} ms of work after it (until {s['end_from']})" for label, s in sides.items())
+    return f"the whole loop counts each side's set-up, which the steady state leaves out: {said}"
+
+
+def profiler_cost(sides: dict) -> dict:
+    """nsys's own cost from the CUDA calls it traced in each loop: at most the cheapest calls' duration a call (the
+    sides' larger floor), times the calls; the bias it can put on the ratio of the loops' times, and whether it is
+    large enough to say (over SAME_SPEED)."""
+    floors = [s["call_floor_ns"] for s in sides.values() if s["call_floor_ns"] is not None]
+    per_call = max(floors) if floors else None
+    b, a = sides["before"], sides["after"]
+    if per_call is None or not b["duration_ns"] or not a["duration_ns"]:
+        return {"per_call_ns": per_call, "bias": None, "said": None}
+    cost_b, cost_a = b["cuda_calls"] * per_call, a["cuda_calls"] * per_call
+    measured = b["duration_ns"] / a["duration_ns"]
+    unprofiled = max(1.0, b["duration_ns"] - cost_b) / max(1.0, a["duration_ns"] - cost_a)
+    bias = measured / unprofiled - 1
+    said = None
+    if abs(bias) > SAME_SPEED:
+        said = (f"nsys traced {b['cuda_calls']:,} CUDA calls before and {a['cuda_calls']:,} after; at up to "
+                f"{per_call / 1e3:.1f} us a call (the cheapest tenth's duration) that is {cost_b / 1e6:,.0f} and "
+                f"{cost_a / 1e6:,.0f} ms of the loops, and can make the speed-up {100 * abs(bias):.0f}% "
+                f"{'larger' if bias > 0 else 'smaller'} than unprofiled")
+    return {"per_call_ns": per_call, "before_ms": cost_b / 1e6, "after_ms": cost_a / 1e6, "bias": bias, "said": said}

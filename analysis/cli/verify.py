@@ -12,6 +12,8 @@ from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for, plot_stem_of
 from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.sections import loop
 from nsys_transfer.analysis.render.text import verify_report
 from nsys_transfer.analysis.rules.diagnosis import RULES
 from nsys_transfer.analysis.comparison import NotComparable, Side, verify
@@ -49,7 +51,19 @@ def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, 
                            tool="verify", plot_stem=plot_stem).summary
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
-    return Side(str(trace), summary, workload, label, _recorded(trace))
+    return Side(str(trace), summary, workload, label, _recorded(trace), None if whole or win else _loop(trace, summary))
+
+
+def _loop(trace: Path, summary: dict) -> dict | None:
+    """The loop as the program runs it (sections/loop.py), read from the trace again: first iteration to the end of the
+    last output's work, wherever it ran; None without GPU work."""
+    with Trace.open(trace) as t:
+        found = loop.of(t, summary)
+    if found is None:
+        return None
+    return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,
+            "start_from": found.start_from, "end_from": found.end_from, "gpu_end_ns": found.gpu_end_ns,
+            "cuda_calls": found.cuda_calls, "call_floor_ns": found.call_floor_ns}
 
 
 def _recorded(trace: Path) -> dict | None:

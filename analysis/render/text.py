@@ -432,6 +432,11 @@ def verify_report(doc: dict) -> str:
         if m.get("note"):
             lines.append(f"  ({m['note']})")
     lines.append(f"  throughput from {doc['metrics'][0]['source']}")
+    loop = doc.get("loop")
+    if loop:  # the headline's loop: why it differs from the steady state, and nsys's own cost where it can bias it
+        lines.append(f"  the verdict's speed-up: {loop['why']}")
+        if loop["profiler_cost"].get("said"):
+            lines.append(f"  profiler's cost: {loop['profiler_cost']['said']}")
     lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
     for f in doc["findings"]:
         # the verdict's `new:` names the high and medium ones; a low one is said to be low here, not left to contradict it

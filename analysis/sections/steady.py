@@ -37,6 +37,7 @@ class Steady:
     warmup_ns: list[int]
     period: int | None = None  # kernels per inferred iteration
     flushed: bool = False      # moved past the program's one early wait for its output pipeline (past_flush)
+    first_ns: int | None = None  # the first step's (or repeating iteration's) start, warm-up included: the loop's
 
 
 def warmup_count(durations: np.ndarray) -> int:
@@ -59,7 +60,7 @@ def from_steps(steps: pd.DataFrame) -> Steady | None:
     d = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
     k = warmup_count(d)
     return Steady(int(steps["start_ns"].iloc[k]), "steps", k, len(steps), float(np.median(d)),
-                  [int(x) for x in d[:k]])
+                  [int(x) for x in d[:k]], first_ns=int(steps["start_ns"].iloc[0]))
 
 
 def period(ids: np.ndarray) -> int | None:
@@ -108,7 +109,8 @@ def from_kernels(starts: np.ndarray, ids: np.ndarray) -> Steady | None:
         return None
     d = np.diff(begins)
     k = warmup_count(d)
-    return Steady(int(begins[k]), "kernel stream", k, int(d.size), float(np.median(d)), [int(x) for x in d[:k]], p)
+    return Steady(int(begins[k]), "kernel stream", k, int(d.size), float(np.median(d)), [int(x) for x in d[:k]], p,
+                  first_ns=int(begins[0]))
 
 
 def past_flush(found: Steady, begins: np.ndarray, drain_ends: np.ndarray) -> Steady:

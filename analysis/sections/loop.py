@@ -1,0 +1,134 @@
+"""The loop as the program runs it, read from the trace itself (issue 48): from the first iteration's start, warm-up
+included, to the end of the last output's work, wherever that work ran (worker threads and processes), and how many
+CUDA calls nsys traced in it (its own cost grows with them).
+
+    [imports, model load][it 0 (warm-up)][it 1][it 2] ... [last it][GPU's last op]..[workers' last work][exit]
+                         ^ start: the first iteration's launch                      ^ end
+
+The start is the first step range's start, else the launch of the first kernel of the repeating kernel stream
+(sections/steady.py), else the first GPU work's. The end is the latest of: the steady-state window's end (GPU work,
+steps, the output pipeline's drain and close), and the last activity (OS runtime call, NVTX range, CPU sample) of any
+thread but the launching one after the GPU's last operation, each process's cut at its exit. The launching thread's
+own calls after the GPU's end are the interpreter's exit (munmap, dlclose: seconds) and are left out; threads that
+only poll are idle, not working."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_transfer.analysis.load.span import gpu_span_estimate
+from nsys_transfer.analysis.sections import program, steady
+
+IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
+TID_BITS = 1 << 24  # nsys's globalTid: pid and tid in 24-bit fields
+EXIT_FLUSH = "CUDA profiling data flush on process exit"
+CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
+
+LAUNCH_OF_KERNEL = ("SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId IN "
+                    "(SELECT k.correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE k.start = {t})")
+LAUNCHING_THREAD = ("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY globalTid ORDER BY COUNT(*) DESC "
+                    "LIMIT 1")
+OSRT_AFTER = ('SELECT o.globalTid AS tid, o."end" AS end_ns, s.value AS name FROM OSRT_API o JOIN StringIds s ON '
+              's.id = o.nameId WHERE o."end" > {t}')
+NVTX_AFTER = 'SELECT globalTid AS tid, "end" AS end_ns FROM NVTX_EVENTS WHERE "end" > {t} AND globalTid IS NOT NULL'
+SAMPLES_AFTER = "SELECT globalTid AS tid, start AS end_ns FROM COMPOSITE_EVENTS WHERE start > {t}"
+PROCESS_EXITS = ("SELECT o.globalTid AS tid, o.start AS start_ns FROM PROFILER_OVERHEAD o JOIN StringIds s ON "
+                 f"s.id = o.nameId WHERE s.value = '{EXIT_FLUSH}'")
+CALLS_IN = 'SELECT "end" - start AS ns FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start >= {lo} AND "end" <= {hi}'
+
+
+@dataclass(frozen=True)
+class Loop:
+    """The loop's span (trace ns), what set each end, the GPU's last operation, and the CUDA calls traced in it."""
+    start_ns: int
+    start_from: str
+    end_ns: int
+    end_from: str
+    gpu_end_ns: int
+    cuda_calls: int
+    call_floor_ns: float | None  # the CALL_FLOOR_QUANTILE of their durations: a bound on nsys's cost per call
+
+    @property
+    def duration_ns(self) -> int:
+        """First iteration to the last output's end."""
+        return self.end_ns - self.start_ns
+
+
+def of(trace, summary: dict) -> Loop | None:
+    """The loop of an analysed trace (summary: its analysis); None without GPU work."""
+    span = gpu_span_estimate(trace)
+    if span is None or not summary.get("window", {}).get("end_ns"):
+        return None
+    start, start_from = first_iteration(trace, summary, span[0])
+    window_end = summary["window"]["end_ns"] + (summary["window"].get("teardown_ns") or 0)
+    end, end_from = last_work_end(trace, span[1])
+    if window_end >= end:
+        end, end_from = window_end, "the analysis window's end (GPU work, steps, output drain and close)"
+    calls = call_durations(trace, start, end)
+    floor = float(np.quantile(calls, CALL_FLOOR_QUANTILE)) if calls.size else None
+    return Loop(int(start), start_from, int(end), end_from, int(span[1]), int(calls.size), floor)
+
+
+def first_iteration(trace, summary: dict, first_gpu_ns: int) -> tuple[int, str]:
+    """Where the first iteration starts, warm-up included, and from what: the first step range; else the launch of
+    the repeating kernel stream's first kernel; else the first GPU work's launch."""
+    regex = summary["steps"].get("regex")
+    if regex and summary["steps"].get("count"):
+        nvtx = trace.host.nvtx
+        steps = nvtx[program.matching(nvtx["name"], regex)] if len(nvtx) else nvtx
+        if len(steps):
+            return int(steps["start_ns"].min()), "the first step's start"
+    starts, ids = trace.device.kernel_sequence(steady.SEQUENCE_LIMIT)
+    found = steady.from_kernels(starts, ids) if len(starts) else None
+    if found is not None:
+        return _launch_of(trace, found.first_ns), "the launch of the repeating kernel stream's first iteration"
+    return _launch_of(trace, first_gpu_ns), "the first GPU work's launch"
+
+
+def _launch_of(trace, kernel_start_ns: int) -> int:
+    """The CUDA call that launched the kernel starting then (its start), else the kernel's start."""
+    if not (trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") and trace.has("CUPTI_ACTIVITY_KIND_KERNEL")):
+        return int(kernel_start_ns)
+    launched = trace.one_row(LAUNCH_OF_KERNEL.format(t=int(kernel_start_ns)))[0]
+    return int(launched) if launched is not None and launched <= kernel_start_ns else int(kernel_start_ns)
+
+
+def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
+    """The end of the last work after the GPU's last operation in any thread but the launching one (OS runtime calls,
+    NVTX ranges, CPU samples), each process's cut at its exit; the GPU's end when none worked after it."""
+    main = trace.one_row(LAUNCHING_THREAD)[0] if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") else None
+    ends = []
+    if trace.has("OSRT_API"):
+        calls = trace.query(OSRT_AFTER.format(t=int(gpu_end_ns)))
+        working = calls.groupby("tid")["name"].agg(lambda n: not set(n) <= IDLE_CALLS)
+        calls = calls[calls["tid"].map(working).to_numpy(bool)] if len(calls) else calls
+        ends.append(("OS runtime calls", calls[["tid", "end_ns"]]))
+    if trace.has("NVTX_EVENTS"):
+        ends.append(("NVTX ranges", trace.query(NVTX_AFTER.format(t=int(gpu_end_ns)))))
+    if trace.has("COMPOSITE_EVENTS"):
+        ends.append(("CPU samples", trace.query(SAMPLES_AFTER.format(t=int(gpu_end_ns)))))
+    exits = _process_exits(trace)
+    best, said = int(gpu_end_ns), "the GPU's last operation"
+    for what, rows in ends:
+        rows = rows[(rows["tid"].to_numpy() != main) & (rows["tid"].to_numpy() % TID_BITS != 0)]
+        for tid, end in zip(rows["tid"].to_numpy(), rows["end_ns"].to_numpy()):
+            end = min(int(end), exits.get(int(tid) // TID_BITS, int(end)))
+            if end > best:
+                best, said = end, f"{what} of thread {int(tid) % TID_BITS} (process {int(tid) // TID_BITS % TID_BITS})"
+    return best, said
+
+
+def _process_exits(trace) -> dict[int, int]:
+    """When each process began to exit (nsys's flush at its exit), by its globalTid's process part."""
+    if not trace.has("PROFILER_OVERHEAD"):
+        return {}
+    rows = trace.query(PROCESS_EXITS)
+    return {int(t) // TID_BITS: int(s) for t, s in zip(rows["tid"], rows["start_ns"])}
+
+
+def call_durations(trace, lo: int, hi: int) -> np.ndarray:
+    """The durations of the CUDA API calls traced inside [lo, hi]."""
+    if not trace.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return np.zeros(0, np.int64)
+    return trace.query(CALLS_IN.format(lo=int(lo), hi=int(hi)))["ns"].to_numpy(np.int64)
