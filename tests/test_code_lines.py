@@ -66,3 +66,17 @@ def test_a_trace_without_stacks_names_no_line_and_says_how_to_get_them(h200):
         s = analyze(t).summary
     assert s["code"]["missing"].startswith("no Python stacks beside this trace")
     assert all(f["line"] is None for f in s["diagnosis"])
+
+
+def test_a_cost_is_called_growing_only_where_it_rises_along_a_line():
+    """The growth test itself (code_lines._growth), on the ms a step a line costs: a copy of an array that grows by
+    one batch each step rises linearly; a constant cost with noise, or one outlier, does not."""
+    import numpy as np
+    from nsys_transfer.analysis.sections.code_lines import _growth
+    steps = np.arange(30, dtype=float)
+    rising = 2.0 + 1.5 * steps + np.random.default_rng(0).normal(0, 2, 30)
+    start, end = _growth(rising)
+    assert start == pytest.approx(2.0, abs=2.5) and end == pytest.approx(2.0 + 1.5 * 29, rel=0.1)
+    assert _growth(20 + np.random.default_rng(1).normal(0, 3, 30)) is None
+    assert _growth(np.r_[np.full(29, 10.0), 200.0]) is None  # one slow step is an outlier, not growth
+    assert _growth(rising[:5]) is None  # too few steps to tell

@@ -160,6 +160,8 @@ def verdict_line(findings: list[dict], source: str = "", limit: dict | None = No
     leads where it names the cause (schema.with_limit): said as what limits the GPUs, its cost being its own."""
     costed = [f for f in findings if f["severity"] != "info" or f["rule"] in ("failed-run", "incomplete-trace")]
     head = "verdict (steady state)" if source.startswith("steady state") else "verdict"
+    if costed and ((costed[0].get("line") or {}).get("growth_ms")):
+        head = "verdict (a cost that grows: no steady state)"
     if not costed:
         return (f"{head}: nothing costs as much as 0.1% of the GPUs' time, so the program keeps its GPU fed: leave its "
                 "transfers as they are.")

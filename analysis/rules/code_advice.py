@@ -93,7 +93,11 @@ def _with_line(finding: Finding, site: CodeSite) -> Finding:
     subject = finding.subject
     if finding.rule == "gpu-idle-cpu-bound" and (subject is None or ": " in subject):
         subject = site.place  # the program's line names the work better than the CPU samples' innermost function
-    return replace(finding, suggestion=suggestion, line=site.as_dict(), subject=subject)
+    evidence = finding.evidence
+    if site.growth:  # a cost that rises with the step is no steady state: say so with its two ends
+        evidence += (f"; the work at {site.place} grows through the run: {site.growth[0]:,.1f} ms a step at the start, "
+                     f"{site.growth[1]:,.1f} ms at the end, so the window is no steady state")
+    return replace(finding, suggestion=suggestion, line=site.as_dict(), subject=subject, evidence=evidence)
 
 
 def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
