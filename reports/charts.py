@@ -176,9 +176,37 @@ def overlap(df, path):
     return save(fig, path)
 
 
+def last_step_view(analysis) -> tuple[int, int, int]:
+    """(start, end, ns between steps) of timelines.png's row: the time between the last two step ranges (the GPU
+    idles there in a program that prepares its batch between steps: multiproc's memory mapping), then the last step
+    and one step period from its start (an asynchronous step's range ends before its GPU work), within the window."""
+    st = analysis.tables["steps"].sort_values("start_ns")
+    last = st.iloc[-1]
+    start = int(last["start_ns"])
+    between = start - int(st["end_ns"].iloc[-2]) if len(st) > 1 else 0
+    between = max(between, 0)  # overlapping ranges: nothing between them
+    rate = analysis.summary["steps"]["per_second"]
+    period = int(1e9 / rate) if rate else int(last["duration_ns"])
+    end = start + max(int(last["duration_ns"]), period)
+    window_end = analysis.summary["window"].get("end_ns")
+    if window_end is not None:  # past the window nothing is analysed: no cause to draw, so no blank to show
+        end = max(int(last["end_ns"]), min(end, int(window_end)))
+    return start - between, end, between
+
+
+def _row_title(stage: str, last, between: int, span_ns: int, rate: float | None) -> str:
+    """What one row of timelines.png draws, and its own time scale."""
+    # back-to-back ranges (a launch's few microseconds apart) have nothing between them worth a word
+    before = f"{between / 1e6:,.0f} ms between steps, then " if between >= 5e5 else ""
+    period = f"; step period {1e3 / rate:,.0f} ms" if rate else ""
+    return (f"{stage}: {before}{last['name']} (range {last['duration_ns'] / 1e6:,.0f} ms{period})   "
+            f"[its own time scale: 0 to {span_ns / 1e6:,.0f} ms]")
+
+
 def timelines(items: list[tuple[str, object, object]], path) -> tuple[str | None, list[str]]:
-    """One steady step per stage, stacked, with its GPU idle gaps coloured by cause; each row on its own time scale
-    (steps differ 20x), said in its title. (path, or None when no stage has steps; the stages left out: no steps)."""
+    """One steady step per stage, stacked, with the time before it (since the step before) and its GPU idle gaps
+    coloured by cause; each row on its own time scale (steps differ 20x), said in its title. (path, or None when no
+    stage has steps; the stages left out: no steps)."""
     has_steps = lambda a: a.tables.get("steps") is not None and len(a.tables["steps"]) > 0  # noqa: E731
     drawn = [(s, a, t) for s, a, t in items if has_steps(a)]
     left = [s for s, a, _ in items if not has_steps(a)]
@@ -187,17 +215,11 @@ def timelines(items: list[tuple[str, object, object]], path) -> tuple[str | None
     n = len(drawn)
     fig, axes = plt.subplots(n, 1, figsize=(12, 2.2 * n + 0.4))
     for ax, (stage, analysis, trace) in zip(np.atleast_1d(axes), drawn):
-        st = analysis.tables["steps"]
-        last = st.sort_values("start_ns").iloc[-1]
+        last = analysis.tables["steps"].sort_values("start_ns").iloc[-1]
         nvtx = trace.host.nvtx
         tid = int(nvtx.loc[nvtx["name"] == last["name"], "global_tid"].iloc[0])
-        # an asynchronous step's range ends before its GPU work: show one step period (1 / steps per second)
-        rate = analysis.summary["steps"]["per_second"]
-        period = int(1e9 / rate) if rate else int(last["duration_ns"])
-        start = int(last["start_ns"])
-        end = start + max(int(last["duration_ns"]), period)
+        start, end, between = last_step_view(analysis)
         timeline(ax, trace.device.kernels_touching(start, end), analysis.tables["memcpy"], nvtx, start, end, tid,
-                 title=f"{stage}: {last['name']} (range {last['duration_ns'] / 1e6:,.0f} ms; "
-                       f"step period {period / 1e6:,.0f} ms)   [its own time scale: 0 to {(end - start) / 1e6:,.0f} ms]",
+                 title=_row_title(stage, last, between, end - start, analysis.summary["steps"]["per_second"]),
                  idle=idle_by_cause(analysis, (start, end)))
     return save(fig, path, dpi=100), left

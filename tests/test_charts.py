@@ -32,7 +32,7 @@ def _rgb(c) -> tuple[int, int, int]:
 
 def _axes_record(ax) -> dict:
     """What one axes draws: its legend (label, RGB), the RGB of every filled patch and collection, its bars
-    (x, width, height, RGB), its title and its place on the canvas (pixels)."""
+    (x, width, height, RGB), its broken bars (x0, x1, y0, RGB), its title and its place on the canvas (pixels)."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Rectangle
     legend = ax.get_legend()
@@ -43,10 +43,15 @@ def _axes_record(ax) -> dict:
         if isinstance(p, Rectangle) and p.get_facecolor()[3] > 0.5:
             drawn.add(_rgb(p.get_facecolor()))
             bars.append((p.get_x(), p.get_width(), p.get_height(), _rgb(p.get_facecolor())))
+    spans = []  # broken_barh's bars: (x0, x1, y0, RGB) each, in data units
     for c in ax.collections:
         if isinstance(c, PolyCollection):
             drawn |= {_rgb(f) for f in c.get_facecolors() if f[3] > 0.5}
-    return {"legend": entries, "drawn": drawn, "bars": bars, "xlim": ax.get_xlim(),
+            faces = c.get_facecolors()
+            for i, path in enumerate(c.get_paths()):
+                v = path.vertices
+                spans.append((v[:, 0].min(), v[:, 0].max(), v[:, 1].min(), _rgb(faces[i % len(faces)])))
+    return {"legend": entries, "drawn": drawn, "bars": bars, "spans": spans, "xlim": ax.get_xlim(),
             "title": " ".join(t for t in (ax.get_title("left"), ax.get_title()) if t),
             "extent": ax.get_window_extent().bounds}
 
@@ -370,3 +375,53 @@ def test_legends_name_each_cause_by_the_rule_the_text_names():
         label = palette.key_label(cause)
         rule = label.removeprefix("idle: ").split(" ")[0].rstrip(",")
         assert rule in rules and cause in SITES_OF[rule], (cause, label)
+
+
+def test_timelines_draw_the_idle_between_steps_by_its_cause(rendered):
+    """timelines.png (issue 49): multiproc's row starts where its next-to-last step ends, so the GPU's idle between
+    the two ranges is drawn: each gap of the row from its start to its end (clipped to the row), and the one between
+    the steps in memory mapping's colour, its largest cause in gaps.png; in the PNG too, as wide as it is long."""
+    from nsys_transfer.analysis.render import palette
+    path = rendered["report"] / "bundled" / "timelines.png"
+    ax = next(a for a in rendered["charts"][str(path.resolve())] if a["title"].startswith("multiproc:"))
+    a = rendered["analyses"]["multiproc"]
+    st = a.tables["steps"].sort_values("start_ns")
+    t0, step = int(st["end_ns"].iloc[-2]), int(st["start_ns"].iloc[-1])  # the time between the last two steps
+    assert f"{(step - t0) / 1e6:,.0f} ms between steps, then {st['name'].iloc[-1]}" in ax["title"]
+    t1 = t0 + ax["xlim"][1] * 1e6
+    g = a.tables["gaps"]
+    g = g[(g["end_ns"] > t0) & (g["start_ns"] < t1)]
+    want = sorted(((max(s, t0) - t0) / 1e6, (min(e, t1) - t0) / 1e6) for s, e in zip(g["start_ns"], g["end_ns"]))
+    row = sorted((x0, x1, rgb) for x0, x1, y0, rgb in ax["spans"] if y0 == 0)  # the row "GPU idle: cause"
+    assert np.allclose([(x0, x1) for x0, x1, _ in row], want, atol=1e-3), (row, want)
+    x0, x1, rgb = max(row, key=lambda r: r[1] - r[0])
+    assert rgb == palette.rgb("mapping") and x0 == 0 and x1 >= (step - t0) / 1e6, (x0, x1, rgb)
+    img = _pixels(path)
+    left, bottom, width, height = ax["extent"]
+    top = img.shape[0] - (bottom + height)  # the PNG's rows run down, the canvas's up
+    box = img[int(top) + 2:int(top + height) - 2, int(left) + 2:int(left + width) - 2]
+    columns = np.flatnonzero((box == np.array(rgb, dtype=np.uint8)).all(axis=2).any(axis=0))
+    assert abs(len(columns) / width - (x1 - x0) / ax["xlim"][1]) < 0.01, (len(columns), width)
+
+
+def test_a_timeline_draws_every_copy_of_the_steps_its_title_names(rendered):
+    """pinned_timeline.png (issue 49) says "all 3 steps": every copy those steps' CUDA calls made is drawn, from its
+    start to its end in its direction's and memory's colour, though an asynchronous step's DtoH lands long after its
+    range; and the title says how far past the ranges the chart runs."""
+    from nsys_transfer.analysis.render import palette
+    for stem in ("pinned", "pinned-long", "baseline", "multiproc"):
+        a = rendered["analyses"][stem]
+        ax = rendered["charts"][str((rendered["plots"] / f"{stem}_timeline.png").resolve())][0]
+        st = a.tables["steps"].sort_values("start_ns").iloc[-3:]
+        t0, end = int(st["start_ns"].iloc[0]), int(st["end_ns"].iloc[-1])
+        c = a.tables["memcpy"]
+        c = c[(c["api_start_ns"] >= t0) & (c["api_start_ns"] < end)]
+        assert len(c), stem
+        spans = {(round(x0, 3), round(x1, 3), rgb) for x0, x1, _, rgb in ax["spans"]}
+        for r in c.itertuples():
+            key = palette.copy_key(r.copy_kind, palette.host_memory(r.copy_kind, r.src_kind, r.dst_kind))
+            bar = (round((r.start_ns - t0) / 1e6, 3), round((r.end_ns - t0) / 1e6, 3), palette.rgb(key))
+            assert bar in spans, (stem, bar)
+        after = (ax["xlim"][1] * 1e6 - (end - t0)) / 1e6
+        assert after < 0.5 or f"and the {after:,.0f} ms after them" in ax["title"], (stem, ax["title"])
+    assert "their last copy's end" in rendered["charts"][str((rendered["plots"] / "pinned_timeline.png").resolve())][0]["title"]

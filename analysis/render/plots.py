@@ -140,8 +140,9 @@ def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
 
 
 def timeline_span(analysis, n_steps: int = 3) -> tuple[tuple[int, int], str] | None:
-    """(span, what it is in words) of the timeline: the last n_steps steps and as long again after them, within the
-    window (an asynchronous step's GPU work runs on past its range), else the window; None without a window."""
+    """(span, what it is in words) of the timeline: the last n_steps steps and as long again after them, or on to the
+    end of the last copy they made where that is later, within the window (an asynchronous step's GPU work runs on
+    past its range), else the window; None without a window."""
     steps, w = analysis.tables.get("steps"), analysis.summary["window"]
     span = step_span(steps, n_steps)
     if span is None:
@@ -155,9 +156,21 @@ def timeline_span(analysis, n_steps: int = 3) -> tuple[tuple[int, int], str] | N
     end = span[1]
     if "duration_ns" in w:
         end = max(span[1], min(w["end_ns"], span[1] + (span[1] - span[0])))
+    copies_end = launched_copies_end(analysis.tables.get("memcpy"), span)
+    if copies_end > end:  # "all 3 steps" holds their copies: an asynchronous step's land long after its range
+        end = min(copies_end, w.get("end_ns", copies_end))
+        return (span[0], end), what + f" and the {(end - span[1]) / 1e6:,.0f} ms after them, to their last copy's end"
     if end > span[1]:
         what += f" and the {(end - span[1]) / 1e6:,.0f} ms after them"
     return (span[0], end), what
+
+
+def launched_copies_end(copies: pd.DataFrame | None, span: tuple[int, int]) -> int:
+    """The end (ns) of the last copy whose CUDA call was made in the span; the span's start without one."""
+    if copies is None or copies.empty or "api_start_ns" not in copies:
+        return span[0]
+    ends = copies.loc[(copies["api_start_ns"] >= span[0]) & (copies["api_start_ns"] < span[1]), "end_ns"]
+    return int(ends.max()) if len(ends) else span[0]
 
 
 def plot_timeline(analysis, trace, path, n_steps: int = 3, name: str = ""):
