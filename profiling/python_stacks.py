@@ -8,13 +8,23 @@ import shutil
 from pathlib import Path
 
 SAMPLER_DIR = Path(__file__).resolve().parent / "stack_sampler"
-SUFFIX = ".pystacks.gz"
+SUFFIX = ".pystacks.gz"  # the reader's too (analysis/load/python_stacks.py imports nothing of this side: same text)
 DEFAULT_INTERVAL_MS = 10.0
 
 
 def stacks_path(base: Path) -> Path:
     """Where the packed stacks of the capture at base (without extension) go."""
     return base.with_name(base.name + SUFFIX)
+
+
+def fresh_folder(base: Path) -> Path:
+    """BASE.pystacks.d, empty, for this run's samplers; an older run's BASE.pystacks.gz or folder there is removed
+    first (a kill left it, or this run replaces that one), so the stacks beside the trace are this run's or none."""
+    folder = base.with_name(base.name + ".pystacks.d")
+    shutil.rmtree(folder, ignore_errors=True)
+    stacks_path(base).unlink(missing_ok=True)
+    folder.mkdir()
+    return folder
 
 
 def sampling_environment(env: dict, folder: Path, interval_ms: float) -> dict:
@@ -35,12 +45,16 @@ def pack(folder: Path, out: Path) -> Path | None:
         if not files:
             return None
         part = out.with_name(out.name + ".part")
-        with gzip.open(part, "wb", compresslevel=6) as gz:
-            for f in files:
-                with open(f, "rb") as src:
-                    shutil.copyfileobj(src, gz)
-                gz.write(b"\n")
-        os.replace(part, out)
+        try:
+            with gzip.open(part, "wb", compresslevel=6) as gz:
+                for f in files:
+                    with open(f, "rb") as src:
+                        shutil.copyfileobj(src, gz)
+                    gz.write(b"\n")
+            os.replace(part, out)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
         return out
     finally:
         shutil.rmtree(folder, ignore_errors=True)

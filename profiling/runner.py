@@ -5,6 +5,8 @@ import json
 import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,6 +18,7 @@ from pathlib import Path
 from nsys_transfer.nsys_core import nsys as nsys_tool
 from nsys_transfer.nsys_core.nsys import Nsys
 from nsys_transfer.nsys_core.nsys_messages import MessageSink
+from nsys_transfer.nsys_core.signals import sigterm_raising
 
 from nsys_transfer.profiling import python_stacks
 from nsys_transfer.profiling.checks import diagnose_profile_failure
@@ -47,7 +50,7 @@ class ProfileRequest:
     um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
 
 
-RUN_FILES = (".nsys-rep", ".sqlite", ".qdstrm", ".run.json")  # what a run writes beside its base
+RUN_FILES = (".nsys-rep", ".sqlite", ".qdstrm", ".run.json", python_stacks.SUFFIX)  # what a run writes beside its base
 
 
 def next_free_base(directory: Path, name: str, force: bool, number: bool = True) -> Path:
@@ -224,18 +227,25 @@ def profile_per_rank(nsys: Nsys, req: ProfileRequest, gpus: int, echo=None) -> d
 def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: list[Path], echo) -> dict:
     echo = echo if echo is not None else (lambda b: (sys.stderr.buffer.write(b), sys.stderr.flush()))
     t0 = time.time()
-    env, stacks_dir = req.env, None
-    if req.python_stacks_ms:
-        stacks_dir = bases[0].with_name(bases[0].name + ".pystacks.d")
-        stacks_dir.mkdir(exist_ok=True)
-        env = python_stacks.sampling_environment(req.env or dict(os.environ), stacks_dir, req.python_stacks_ms)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    python_stacks.stacks_path(bases[0]).unlink(missing_ok=True)  # an older run's, replaced: never read as this one's
+    stacks_dir = python_stacks.fresh_folder(bases[0]) if req.python_stacks_ms else None
+    env = python_stacks.sampling_environment(req.env or dict(os.environ), stacks_dir, req.python_stacks_ms) \
+        if stacks_dir else req.env
     lines: list[str] = []
     marks: dict = {}
     messages = MessageSink()
-    _stream(proc, lines, echo, marks, messages)
-    rc = proc.wait()
-    stacks = python_stacks.pack(stacks_dir, python_stacks.stacks_path(bases[0])) if stacks_dir else None
+    with sigterm_raising():  # a stop ends nsys and the program with us, and leaves no samples folder behind
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            _stream(proc, lines, echo, marks, messages)
+            rc = proc.wait()
+        except BaseException:
+            _stop_group(proc)
+            if stacks_dir:
+                shutil.rmtree(stacks_dir, ignore_errors=True)
+            raise
+        stacks = python_stacks.pack(stacks_dir, python_stacks.stacks_path(bases[0])) if stacks_dir else None
     t_end = time.time()
     profile_s = t_end - t0
     record = {"command": req.command, "nsys_command": args, "nsys": {"path": nsys.path, "version": nsys.version},
@@ -260,6 +270,20 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     # nsys's own warnings and errors from the capture, the import and the export (a lossy trace exports anyway)
     record["nsys_messages"] = messages.messages
     return record
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """nsys and the program it runs (its own process group), ended: SIGINT first, which nsys turns into a clean stop
+    of the capture, then SIGKILL after 5 s."""
+    for sig, wait_s in ((signal.SIGINT, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait_s)
+            return
+        except (ProcessLookupError, PermissionError):
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def export_sqlite(nsys: Nsys, rep: Path, out: Path | None = None, messages: MessageSink | None = None) -> Path:

@@ -95,3 +95,93 @@ def test_the_sampler_hands_over_to_the_programs_own_sitecustomize(tmp_path):
     assert r.returncode == 0 and "own sitecustomize ran" in r.stdout
     files = list(out.glob("*.stacks"))
     assert len(files) == 1 and sum(line.startswith("S ") for line in files[0].read_text().splitlines()) > 20
+
+
+def _sampled(tmp_path, code: str) -> list:
+    """The sampler alone (no nsys) on a small program: every S line of every process's file, as (pid, tid)."""
+    out = tmp_path / "stacks"
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(SAMPLER), "NSYS_TRANSFER_PYSTACKS": str(out),
+           "NSYS_TRANSFER_PYSTACKS_MS": "2"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = []
+    for f in out.glob("*.stacks"):
+        rows += [(int(f.stem), int(line.split()[2])) for line in f.read_text().splitlines() if line.startswith("S ")]
+    return rows, r.stdout
+
+
+def test_each_thread_is_sampled_under_its_own_os_id_though_idents_are_reused(tmp_path):
+    code = ("import threading, time\nids = []\n"
+            "def busy():\n    ids.append(threading.get_native_id()); t = time.time()\n"
+            "    while time.time() - t < 0.15: pass\n"
+            "for _ in range(3):\n    th = threading.Thread(target=busy); th.start(); th.join()\nprint(*ids)")
+    rows, out = _sampled(tmp_path, code)
+    tids = {tid for _, tid in rows}
+    assert set(map(int, out.split())) <= tids  # each of the three threads, one after another, under its own id
+
+
+def test_short_forked_workers_keep_their_samples(tmp_path):
+    code = ("import multiprocessing as mp, time\n"
+            "def work(_):\n    t = time.time()\n    while time.time() - t < 0.15: pass\n    return 1\n"
+            "if __name__ == '__main__':\n    with mp.get_context('fork').Pool(2) as p: print(sum(p.map(work, range(2))))")
+    rows, _ = _sampled(tmp_path, code)
+    pids = {pid for pid, _ in rows}
+    assert len(pids) >= 3  # the parent and both workers, though each worker ends by os._exit()
+
+
+def test_stacks_of_another_capture_are_not_read_as_this_ones(captured, tmp_path):
+    """A stacks file beside a trace that holds none of the trace's processes: one line, no line named from it."""
+    trace = tmp_path / "other.sqlite"
+    trace.write_bytes((ROOT / "tests" / "data" / "strangers" / "audio_mel_nsys2024.sqlite.xz").read_bytes())
+    trace = trace.rename(tmp_path / "other.sqlite.xz")
+    (tmp_path / "other.pystacks.gz").write_bytes(captured.with_name("lines.pystacks.gz").read_bytes())
+    with Trace.open(trace) as t:
+        s = analyze(t).summary
+    assert "another capture's" in s["code"]["missing"] and all(f["line"] is None for f in s["diagnosis"])
+
+
+def test_a_base_name_with_dots_finds_its_own_stacks(tmp_path):
+    for name in ("bs1.5.sqlite", "bs1.5.sqlite.xz", "bs1.5.nsys-rep"):
+        (tmp_path / "bs1.pystacks.gz").write_bytes(b"")
+        assert python_stacks.beside(tmp_path / name) is None  # not bs1's
+        (tmp_path / "bs1.5.pystacks.gz").write_bytes(b"")
+        assert python_stacks.beside(tmp_path / name) == tmp_path / "bs1.5.pystacks.gz"
+        (tmp_path / "bs1.5.pystacks.gz").unlink()
+
+
+def test_a_run_without_stacks_leaves_no_older_runs_stacks_beside_its_trace(nsys, tmp_path):
+    base = tmp_path / "again"
+    for ms in ("10", "0"):
+        r = run_cli("-m", "nsys_transfer.profiling", "run", "-o", str(base), "--trace", "nvtx,osrt", "--force",
+                    "--python-stacks-ms", ms, "--", sys.executable, "-c", "import time; time.sleep(0.3)", timeout=300)
+        assert r.returncode == 0, r.stderr[-1000:]
+    assert not list(tmp_path.glob("again.pystacks*"))
+
+
+def test_a_stopped_run_ends_nsys_and_the_program_and_leaves_no_samples_folder(nsys, tmp_path):
+    import signal
+    import time
+    pidfile = tmp_path / "prog.pid"
+    prog = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)"
+    run = subprocess.Popen([sys.executable, "-m", "nsys_transfer.profiling", "run", "-o", str(tmp_path / "stopped"),
+                            "--trace", "nvtx,osrt", "--", sys.executable, "-c", prog], cwd=ROOT,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not pidfile.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert pidfile.exists(), "the program never started"
+    time.sleep(0.5)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=30) != 0
+    program = int(pidfile.read_text())
+    for _ in range(50):  # nsys ends the program it runs as it stops
+        try:
+            os.kill(program, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(program, 9)
+        raise AssertionError("the program outlived the stopped run")
+    assert not (tmp_path / "stopped.pystacks.d").exists()

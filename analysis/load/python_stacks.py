@@ -2,7 +2,7 @@
 (profiling/stack_sampler/nsys_transfer_pystacks.py says how), on the trace's clock: which line of the program each
 thread was on, and for how long.
 
-A sample stands for the time since the one before it in its process (at most twice the period): the sampler reads
+A sample stands for the time since the sampler's instant before it in its process: the sampler reads
 the stacks with the GIL held, so a C call that holds the GIL delays the next sample until it returns, and that
 sample's stack is the line that made the call."""
 from __future__ import annotations
@@ -39,12 +39,23 @@ class PythonStacks:
     frames: list[Frame]
     period_ns: int
     path: Path
+    cut: bool = False  # the file ends mid-way (a damaged copy): the samples after the cut are missing
+
+    def of_processes(self, pids) -> "PythonStacks":
+        """The samples of these processes only (a trace's own: a stacks file beside it may be another capture's)."""
+        keep = self.samples["pid"].isin(list(pids)).to_numpy()
+        return PythonStacks(self.samples[keep].reset_index(drop=True), self.stacks, self.frames, self.period_ns,
+                            self.path, self.cut)
+
+
+TRACE_SUFFIXES = (".sqlite.xz", ".sqlite", ".nsys-rep")  # what `run` writes beside BASE; BASE may hold dots
 
 
 def beside(trace_source: str | Path) -> Path | None:
     """BASE.pystacks.gz beside the trace BASE.sqlite (or .sqlite.xz, .nsys-rep); None when there is none."""
     p = Path(trace_source)
-    candidate = p.with_name(p.name.split(".")[0] + SUFFIX)
+    base = next((p.name[: -len(x)] for x in TRACE_SUFFIXES if p.name.endswith(x)), p.name)
+    candidate = p.with_name(base + SUFFIX)
     return candidate if candidate.is_file() else None
 
 
@@ -101,11 +112,18 @@ def read(path: Path, session_utc_ns: int) -> PythonStacks:
                         proc.line(kind, rest)
                 except (ValueError, KeyError, IndexError):
                     continue  # a line cut by a kill: its process's later lines may still be whole
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as e:
         if not out.rows:
-            raise ValueError(f"{path}: not a readable Python stacks file ({e}); capture the program again") from None
+            raise ValueError(f"{path.name}: not a readable Python stacks file ({e}); capture the program again") \
+                from None
+        cut = True
+    else:
+        cut = False
+    if not out.rows:
+        raise ValueError(f"{path.name}: no Python stack samples in it (not a stacks file that nsys-transfer run "
+                         "wrote, or the program ended before its first sample); capture the program again")
     period = int(np.median(out.periods)) if out.periods else 10_000_000
-    return PythonStacks(_spans(out.rows, period), out.stacks, out.frames, period, path)
+    return PythonStacks(_spans(out.rows, period), out.stacks, out.frames, period, path, cut)
 
 
 def _spans(rows: list[tuple[int, int, int, int]], period: int) -> pd.DataFrame:

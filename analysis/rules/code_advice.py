@@ -24,8 +24,7 @@ COPY_RULES = ("pageable-memcpy", "sync-memcpy")
 SYNC_ROLES = (roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN)
 SYNC_SHARE = 0.3  # of the short gaps' sampled time at SYNC_ROLES lines: they, not the launches, leave the GPU idle
 LAUNCHING_ROLES = (roles.MODEL, roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN, roles.WEIGHTS)
-MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS, roles.PER_ELEMENT, roles.INPUT, roles.ACCUMULATION, roles.MODEL,
-                roles.TIMING_SYNC)
+MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS)  # a copy and the host's work on the same data: one job
 
 
 def _advice(site: CodeSite) -> str | None:
@@ -80,7 +79,7 @@ def _yields_to_sync(finding: Finding, code: CodeLines) -> Finding:
     if finding.rule != "launch-bound" or share < SYNC_SHARE:
         return finding
     where = ", ".join(f"{s.place} `{s.code}`" for s in reads[:3])
-    return replace(finding, rule="host-sync", subject=reads[0].place, evidence=(
+    return replace(finding, rule="host-sync", subject=None, evidence=(
         f"{finding.evidence}; {share:.0%} of the sampled time in those gaps is at the program's reads of GPU values "
         f"and syncs ({where}): each drains the GPU, which then waits for the next small piece of work"))
 
@@ -91,7 +90,8 @@ def _with_line(finding: Finding, site: CodeSite) -> Finding:
         advice = None  # short gaps while the line launches kernels: the rule's CUDA-graph advice stands
     suggestion = advice if advice else f"{finding.suggestion} (the line: {site.place} `{site.code}`)"
     subject = finding.subject
-    if finding.rule == "gpu-idle-cpu-bound" and (subject is None or ": " in subject):
+    if (finding.rule == "gpu-idle-cpu-bound" and (subject is None or ": " in subject)) or \
+            (finding.rule == "host-sync" and subject is None):
         subject = site.place  # the program's line names the work better than the CPU samples' innermost function
     evidence = finding.evidence
     if site.growth:  # a cost that rises with the step is no steady state: say so with its two ends
@@ -100,22 +100,33 @@ def _with_line(finding: Finding, site: CodeSite) -> Finding:
     return replace(finding, suggestion=suggestion, line=site.as_dict(), subject=subject, evidence=evidence)
 
 
+def _one_job(a: Finding, b: Finding) -> bool:
+    """Whether two findings are one job: their lines are one line; or a copy and the idle time, or the two directions'
+    copies, of one output's or one module's weights' handling; or both are the syncs."""
+    la, lb = a.line or {}, b.line or {}
+    if not la or not lb:
+        return a.rule == b.rule == "host-sync"
+    same_line = (la["file"], la["line"]) == (lb["file"], lb["line"])
+    a_copy = a.rule in COPY_RULES or b.rule in COPY_RULES
+    return same_line or a.rule == b.rule == "host-sync" or \
+        (a_copy and la["role"] == lb["role"] and la["role"] in MERGED_ROLES)
+
+
 def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
-    """Findings whose lines do one job (the same role of MERGED_ROLES) as one: the costlier's, with both costs."""
+    """Findings of one job (_one_job) as one: the costlier's, carrying both costs."""
     out: list[Finding] = []
     for f in sorted(findings, key=lambda x: -x.impact_ns):  # each merged into the costlier of its job
-        role = (f.line or {}).get("role")
-        twin = next((g for g in out if g.severity != "info" and f.severity != "info" and (
-            (role in MERGED_ROLES and (g.line or {}).get("role") == role) or g.rule == f.rule == "host-sync")), None)
+        twin = next((g for g in out if g.severity != "info" and f.severity != "info" and _one_job(g, f)), None)
         if twin is None:
             out.append(f)
             continue
         impact = twin.impact_ns + f.impact_ns
         share = impact / total_ns if total_ns else 0.0
+        where = f" at {f.line['file'].rsplit('/', 1)[-1]}:{f.line['line']}" if f.line else ""
         merged = replace(twin, impact_ns=impact, impact_fraction=round(min(share, 1.0), 4),
                          severity=severity_of(share),
-                         evidence=f"{twin.evidence}; and, for the same {role} work at {f.line['file'].rsplit('/', 1)[-1]}"
-                                  f":{f.line['line']}, {f.rule} ({ms(f.impact_ns)}): {f.evidence}")
+                         evidence=f"{twin.evidence}; and, for the same {(f.line or {}).get('role', 'work')} work{where}, "
+                                  f"{f.rule} ({ms(f.impact_ns)}): {f.evidence}")
         out[out.index(twin)] = merged
     return out
 

@@ -288,15 +288,18 @@ def _clip(samples: pd.DataFrame, window) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _idle_lines(sites: _Sites, samples: pd.DataFrame, window, busy, gaps: GapSides, cause_of) -> dict:
-    """{cause: lines} for the GPU's idle time in the window."""
+    """{cause: lines} for the GPU's idle time in the window, each instant's shared among the launching threads
+    sampled then (two threads do not give one idle millisecond twice)."""
     s, e = _clip(samples, window)
     idle = (e - s) - busy.within(s, e)
+    sharing = samples.groupby(["pid", "end_ns"])["tid"].transform("size").to_numpy(np.int64)
+    idle = idle // sharing
     out, long_idle = {}, np.zeros(len(samples), np.int64)
     if gaps.start.size:
         causes = np.array([c for c, _ in cause_of(list(zip(gaps.start, gaps.end)))], dtype=object)
         for cause in dict.fromkeys(causes):
             mine = gaps.subset(causes == cause)
-            ns = Coverage(*union(mine.start, mine.end)).within(s, e)
+            ns = Coverage(*union(mine.start, mine.end)).within(s, e) // sharing
             long_idle += ns
             out.setdefault(str(cause), []).extend(sites.rank(samples, ns, mine))
     short = np.maximum(idle - long_idle, 0)
@@ -333,8 +336,14 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
         stacks = python_stacks.read(path, trace.session_start_utc_ns)
     except ValueError as e:
         return CodeLines(missing=str(e))
+    pids = set(trace.host.threads["pid"].astype(int)) if len(trace.host.threads) else set()
+    stacks = stacks.of_processes(pids) if pids else stacks
+    if stacks.samples.empty:
+        return CodeLines(missing=f"{path.name} holds no sample of this trace's processes: it is another capture's; "
+                                 "trace the program again with `nsys-transfer run`")
     sites = _Sites(stacks)
-    source = f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms"
+    source = f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms" + \
+        (" (the file is cut short: the samples after the cut are missing)" if stacks.cut else "")
     if passed is None or not tids.get("all") or window is None:
         main = _main_thread_samples(stacks)
         ns = (main["end_ns"] - main["start_ns"]).to_numpy()

@@ -14,14 +14,19 @@ TIMING_SYNC, CACHE_CHURN, DISK, COMPUTE, MODEL = "timing sync", "allocation chur
 BY_CODE = (
     (CACHE_CHURN, re.compile(r"\bempty_cache\s*\(")),
     (TIMING_SYNC, re.compile(r"\bsynchronize\s*\(")),
-    # a scalar read of a tensor, or a Python branch on one (`if mask.sum() == 0:`, `if y in top5[i]:`): a copy and a sync
-    (PER_ELEMENT, re.compile(r"\.item\s*\(\s*\)|\.tolist\s*\(\s*\)|\b(int|float|bool)\s*\(\s*\w[\w.]*[\[(.]|"
-                             r"^\s*(if|elif|while)\b.*(\[|\.(sum|any|all|max|min|item)\s*\()")),
-    (ACCUMULATION, re.compile(r"\bnp\.(concatenate|append|vstack|hstack|r_)\b|\bnumpy\.(concatenate|append)\b|"
-                              r"\btorch\.(cat|vstack|hstack)\s*\(|\bpd\.concat\s*\(|\.loc\[\s*len\(")),
-    (DISK, re.compile(r"\.save\s*\(|\.to_(csv|parquet|json)\s*\(|\bnp\.save|\btorch\.save\s*\(|\.write\s*\(|imwrite")),
+    # a scalar read of a tensor, or a Python branch on one (`if mask.sum() == 0:`, `if y in top5[i]:`): a copy and a
+    # sync each; a branch on a dict or a number (`if cfg["debug"]:`, `int(args.n)`) is none
+    (PER_ELEMENT, re.compile(r"\.item\s*\(\s*\)|\.tolist\s*\(\s*\)|"
+                             r"\b(int|float|bool)\s*\([^)]*\.(sum|any|all|max|min|argmax|argmin|numel)\s*\(|"
+                             r"^\s*(if|elif|while)\b.*(\.(sum|any|all|item)\s*\(|\bin\s+\w+\[)")),
+    # an array that grows by copying itself: the name assigned is the first thing concatenated
+    (ACCUMULATION, re.compile(r"^\s*([\w.]+)\s*=\s*(np|numpy|torch|pd)\.(concatenate|append|vstack|hstack|cat|concat)"
+                              r"\s*\(\s*[\[(]?\s*\1\b|\.loc\[\s*len\(")),
+    (DISK, re.compile(r"\.save\s*\(|\.to_(csv|parquet|json)\s*\(|\bnp\.save|\btorch\.save\s*\(|imwrite")),
     (OUTPUT, re.compile(r"\.cpu\s*\(\s*\)|\.numpy\s*\(\s*\)|\.to\s*\(\s*['\"]cpu['\"]|device\s*=\s*['\"]cpu['\"]")),
 )
+IN_MODULE = re.compile(r"torch/nn/modules/module\.py$")
+LIBRARY_FRAME = re.compile(r"/(site|dist)-packages/|/lib/python\d\.\d+/")  # frame roles are a library's, never a file of the program's
 # (role, test of a frame's file, test of its function): any frame of the stack
 BY_FRAME = (
     (WEIGHTS, re.compile(r"torch/nn/modules/module\.py$"), re.compile(r"^Module\.(to|cuda|cpu|_apply|half|float)\b")),
@@ -39,11 +44,13 @@ def role_of(stack: list[Frame], leaf: Frame | None) -> str:
     role, file, function = BY_FRAME[0]
     if any(file.search(f.file) and function.search(f.function) for f in stack):
         return role
+    in_model = any(IN_MODULE.search(f.file) for f in stack)
     if leaf is not None:
         for role, code in BY_CODE:
-            if code.search(leaf.code):
+            # inside a module's forward a concatenation makes this step's activations, not an array that outlives it
+            if code.search(leaf.code) and not (role == ACCUMULATION and in_model):
                 return role
-    for frame in reversed(stack):  # the innermost library frame that says what the work is
+    for frame in reversed([f for f in stack if LIBRARY_FRAME.search(f.file)]):  # the innermost that says it
         for role, file, function in BY_FRAME:
             if file.search(frame.file) and (function is None or function.search(frame.function)):
                 return role

@@ -30,21 +30,20 @@ FLUSH_S = 0.2         # a process ended by os._exit() or a signal loses at most 
 class Sampler:
     """One process's sampler: started once, again in each forked child."""
 
-    def __init__(self, directory: str, interval_s: float):
-        self.directory, self.interval_s = directory, interval_s
+    def __init__(self, directory: str, interval_s: float, flush_s: float = FLUSH_S):
+        self.directory, self.interval_s, self.flush_s = directory, interval_s, flush_s
         self.frames: dict = {}   # (code, line) -> id
         self.stacks: dict = {}   # tuple of frame ids -> id
         self.lines: list[str] = []
         self.fd = -1
         self.stop = threading.Event()
         self.me = 0
-        self.native: dict = {}   # thread ident -> OS thread id (the trace's tid)
 
     def start(self) -> None:
         """Open this process's file and start the sampling thread."""
         pid = os.getpid()
         # a raw descriptor, no buffered file: a fork while this thread writes leaves the child no lock to wait on
-        self.fd = os.open(os.path.join(self.directory, f"{pid}.stacks"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.fd = os.open(os.path.join(self.directory, f"{pid}.stacks"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)  # an exec keeps the pid: the file goes on
         self.lines.append(f"H {pid} {time.monotonic_ns()} {time.time_ns()} {int(self.interval_s * 1e9)}\n")
         self.flush()
         t = threading.Thread(target=self._loop, name="nsys-transfer-pystacks", daemon=True)
@@ -59,18 +58,18 @@ class Sampler:
                 self._sample()
             except Exception:  # a sampler never breaks the program it watches
                 pass
-            if time.monotonic() - last_flush >= FLUSH_S:
+            if time.monotonic() - last_flush >= self.flush_s:
                 self.flush()
                 last_flush = time.monotonic()
 
     def _sample(self) -> None:
         now = time.monotonic_ns()
         frames = sys._current_frames()
-        if any(ident not in self.native for ident in frames):  # a thread started since: look its OS id up once
-            self.native = {t.ident: t.native_id for t in threading.enumerate()}
-            self.native.setdefault(threading.main_thread().ident, os.getpid())
+        # each time from the live threads: a thread's ident is reused by the next one started, its OS id is not
+        native = {t.ident: t.native_id for t in threading.enumerate()}
+        native.setdefault(threading.main_thread().ident, os.getpid())
         for ident, frame in frames.items():
-            tid = self.native.get(ident)
+            tid = native.get(ident)
             if ident != self.me and tid is not None:
                 self.lines.append(f"S {now} {tid} {self._stack(frame)}\n")
 
@@ -113,14 +112,14 @@ _sampler: Sampler | None = None
 _fork_hook = False
 
 
-def start_from_environment() -> None:
+def start_from_environment(flush_s: float = FLUSH_S) -> None:
     """Start sampling when NSYS_TRANSFER_PYSTACKS names a folder; again in each forked child (its own file)."""
     global _sampler, _fork_hook
     directory = os.environ.get(ENV_DIR)
     if not directory or _sampler is not None or not os.path.isdir(directory):
         return
     interval = float(os.environ.get(ENV_INTERVAL_MS) or 10) / 1000
-    _sampler = Sampler(directory, max(interval, 0.001))
+    _sampler = Sampler(directory, max(interval, 0.001), flush_s)
     _sampler.start()
     if not _fork_hook:
         os.register_at_fork(after_in_child=_restart_in_child)
@@ -133,7 +132,6 @@ def _restart_in_child() -> None:
     if old is not None and old.fd >= 0:
         old.lines = []  # the parent's unwritten lines are the parent's to write
         os.close(old.fd)
-    start_from_environment()
-    util = sys.modules.get("multiprocessing.util")
-    if _sampler is not None and util is not None:  # its workers leave by os._exit(), after its finalizers
-        util.Finalize(None, _sampler.close, exitpriority=100)
+    # a forked worker often ends by os._exit() (multiprocessing clears its finalizers right after the fork): write
+    # every sample as it is taken
+    start_from_environment(flush_s=0)

@@ -18,8 +18,10 @@ def _chain() -> None:
     try:
         sys.path[:] = [p for p in sys.path if p.rstrip("/") != here.rstrip("/")]
         importlib.import_module("sitecustomize")
-    except ImportError:
+    except ImportError as e:
         sys.modules["sitecustomize"] = me
+        if e.name != "sitecustomize":  # the program's own sitecustomize failed: its error, not ours to hide
+            raise
     finally:
         sys.path[:] = saved
 
