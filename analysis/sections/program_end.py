@@ -62,7 +62,7 @@ def _stderr_error(trace: Trace) -> str | None:
     except TraceError:
         return None
     for name, content in zip(streams["name"].astype(str), streams["content"]):
-        if name.endswith("stderr.log") and isinstance(content, str):
+        if isinstance(name, str) and name.endswith("stderr.log") and isinstance(content, str):  # NA stays NA
             error = ending_error(content)
             if error:
                 return error
