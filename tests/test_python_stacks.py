@@ -185,3 +185,12 @@ def test_a_stopped_run_ends_nsys_and_the_program_and_leaves_no_samples_folder(ns
         os.kill(program, 9)
         raise AssertionError("the program outlived the stopped run")
     assert not (tmp_path / "stopped.pystacks.d").exists()
+
+
+def test_the_samplers_thread_is_named_in_the_trace_and_left_out_of_the_programs_work(captured):
+    """Its waits and writes run on to each process's exit: verify's loop end must not take them for output work."""
+    from nsys_transfer.analysis.sections.loop import SAMPLER_THREAD, _profilers_threads
+    with Trace.open(captured.with_name("lines.sqlite")) as t:
+        names = set(t.host.threads["thread_name"].astype(str))
+        samplers = _profilers_threads(t)
+    assert SAMPLER_THREAD in names and len(samplers) >= 3  # the program and its two pool workers

@@ -23,6 +23,7 @@ from nsys_transfer.analysis.sections import program, steady
 IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
 TID_BITS = 1 << 24  # nsys's globalTid: pid and tid in 24-bit fields
 EXIT_FLUSH = "CUDA profiling data flush on process exit"
+SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack_sampler)
 CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
 
 LAUNCH_OF_KERNEL = ("SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId IN "
@@ -110,13 +111,24 @@ def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
         ends.append(("CPU samples", trace.query(SAMPLES_AFTER.format(t=int(gpu_end_ns)))))
     exits = _process_exits(trace)
     best, said = int(gpu_end_ns), "the GPU's last operation"
+    samplers = _profilers_threads(trace)
     for what, rows in ends:
-        rows = rows[(rows["tid"].to_numpy() != main) & (rows["tid"].to_numpy() % TID_BITS != 0)]
+        rows = rows[(rows["tid"].to_numpy() != main) & (rows["tid"].to_numpy() % TID_BITS != 0)
+                    & ~np.isin(rows["tid"].to_numpy(), samplers)]
         for tid, end in zip(rows["tid"].to_numpy(), rows["end_ns"].to_numpy()):
             end = min(int(end), exits.get(int(tid) // TID_BITS, int(end)))
             if end > best:
                 best, said = end, f"{what} of thread {int(tid) % TID_BITS} (process {int(tid) // TID_BITS % TID_BITS})"
     return best, said
+
+
+def _profilers_threads(trace) -> np.ndarray:
+    """The global ids of the threads the profiling added to the program (the Python stack sampler: its waits and
+    writes go on to the process's exit, and are no work of the program's)."""
+    threads = trace.host.threads
+    if threads.empty:
+        return np.zeros(0, np.int64)
+    return threads.loc[threads["thread_name"].astype(str) == SAMPLER_THREAD, "global_tid"].to_numpy(np.int64)
 
 
 def _process_exits(trace) -> dict[int, int]:

@@ -27,6 +27,18 @@ MAX_DEPTH = 80        # deeper frames (recursion) are cut from the outer end: th
 FLUSH_S = 0.2         # a process ended by os._exit() or a signal loses at most this much
 
 
+OS_THREAD_NAME = b"nsys-pystacks"  # what the trace's ThreadNames call this thread: the analysis leaves it out
+
+
+def _name_os_thread(name: bytes) -> None:
+    """Give this thread its OS name (Linux prctl PR_SET_NAME), so that a trace tells it from the program's own."""
+    try:
+        import ctypes  # noqa: PLC0415  (only in the sampling thread: a program that never samples never loads it)
+        ctypes.CDLL(None).prctl(15, name, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 class Sampler:
     """One process's sampler: started once, again in each forked child."""
 
@@ -52,6 +64,7 @@ class Sampler:
 
     def _loop(self) -> None:
         self.me = threading.get_ident()
+        _name_os_thread(OS_THREAD_NAME)
         last_flush = time.monotonic()
         while not self.stop.wait(self.interval_s):
             try:
