@@ -50,6 +50,7 @@ class Sampler:
         self.fd = -1
         self.stop = threading.Event()
         self.me = 0
+        self.last: dict = {}     # thread ident -> (innermost frame, its line, caller frame ids, stack id)
 
     def start(self) -> None:
         """Open this process's file and start the sampling thread."""
@@ -78,24 +79,38 @@ class Sampler:
     def _sample(self) -> None:
         now = time.monotonic_ns()
         frames = sys._current_frames()
-        # each time from the live threads: a thread's ident is reused by the next one started, its OS id is not
-        native = {t.ident: t.native_id for t in threading.enumerate()}
-        native.setdefault(threading.main_thread().ident, os.getpid())
+        live = getattr(threading, "_active", None)  # ident -> Thread; an ident is reused by the next thread started
+        if live is None:
+            live = {t.ident: t for t in threading.enumerate()}
+        main, pid, last, self.last = threading.main_thread().ident, os.getpid(), self.last, {}
         for ident, frame in frames.items():
-            tid = native.get(ident)
+            thread = live.get(ident)
+            tid = thread.native_id if thread is not None else (pid if ident == main else None)
             if ident != self.me and tid is not None:
-                self.lines.append(f"S {now} {tid} {self._stack(frame)}\n")
+                self.lines.append(f"S {now} {tid} {self._stack(ident, frame, last.get(ident))}\n")
 
-    def _stack(self, frame) -> int:
-        ids, frame_id = [], self._frame
-        while frame is not None and len(ids) < MAX_DEPTH:
-            ids.append(frame_id(frame.f_code, frame.f_lineno))
-            frame = frame.f_back
-        key = tuple(reversed(ids))
-        sid = self.stacks.get(key)
+    def _stack(self, ident, frame, before) -> int:
+        """The id of the thread's stack; where the innermost frame is the one sampled last time (a waiting thread, a
+        long call), its callers are too, and only its line is read again."""
+        line = frame.f_lineno
+        if before is not None and before[0] is frame:
+            callers, sid = before[2], (before[3] if before[1] == line else None)
+        else:
+            callers, sid = None, None
+        if callers is None:
+            callers, up = [], frame.f_back
+            while up is not None and len(callers) < MAX_DEPTH - 1:
+                callers.append(self._frame(up.f_code, up.f_lineno))
+                up = up.f_back
+            callers = tuple(reversed(callers))
         if sid is None:
-            sid = self.stacks[key] = len(self.stacks)
-            self.lines.append(f"K {sid} {','.join(map(str, key))}\n")
+            key = callers + (self._frame(frame.f_code, line),)
+            sid = self.stacks.get(key)
+            if sid is None:
+                sid = self.stacks[key] = len(self.stacks)
+                self.lines.append(f"K {sid} {','.join(map(str, key))}\n")
+        # the frame is held one period at most: the next sample replaces it, or drops it with its thread
+        self.last[ident] = (frame, line, callers, sid)
         return sid
 
     def _frame(self, code, line) -> int:
