@@ -11,7 +11,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "profiling", "stack_sampler"))
-import nsys_transfer_pystacks as sampler  # noqa: E402  (loaded by path, as the traced program loads it)
+import nsys_transfer_pystacks as sampler  # loaded by path, as the traced program loads it
 
 SAMPLES = 3000
 
