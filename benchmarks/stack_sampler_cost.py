@@ -1,4 +1,4 @@
-"""The stack sampler's own time per sample (profiling/stack_sampler), with the GIL held: the main thread 40 frames
+"""The stack sampler's own time per sample (profiling/stack-sampler), with the GIL held: the main thread 40 frames
 deep, 4 threads waiting 20 frames deep. Prints microseconds per sample; at the default 10 ms period, us / 100 is the
 percentage of one core.
 
@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "profiling", "stack_sampler"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "profiling", "stack-sampler"))
 import nsys_transfer_pystacks as sampler  # loaded by path, as the traced program loads it
 
 SAMPLES = 3000

@@ -44,7 +44,7 @@ capture() {
 
 timed() {
   local p=$1 mode=$2 env=() r
-  [ "$mode" = sampler ] && { mkdir -p /tmp/st-$p; env=(NSYS_TRANSFER_PYSTACKS=/tmp/st-$p PYTHONPATH=$PWD/profiling/stack_sampler:$PYTHONPATH); }
+  [ "$mode" = sampler ] && { mkdir -p /tmp/st-$p; env=(NSYS_TRANSFER_PYSTACKS=/tmp/st-$p PYTHONPATH=$PWD/profiling/stack-sampler:$PYTHONPATH); }
   # shellcheck disable=SC2046
   r=$(env "${env[@]}" timeout "${T_PROGRAM:-150}" $PY tests/programs/strangers/$p.py $(args_of "$p") 2>/dev/null | grep '^RESULT' | tail -1)
   echo "$p $mode ${r#RESULT }" | tee -a "$summary"

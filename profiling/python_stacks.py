@@ -1,4 +1,4 @@
-"""The program's Python stacks beside the trace: the sampler (stack_sampler/) started in every Python process of the
+"""The program's Python stacks beside the trace: the sampler (stack-sampler/) started in every Python process of the
 traced command, its files packed into one BASE.pystacks.gz once the program has ended."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-SAMPLER_DIR = Path(__file__).resolve().parent / "stack_sampler"
+SAMPLER_DIR = Path(__file__).resolve().parent / "stack-sampler"
 SUFFIX = ".pystacks.gz"  # the reader's too (analysis/load/python_stacks.py imports nothing of this side: same text)
 DEFAULT_INTERVAL_MS = 10.0
 

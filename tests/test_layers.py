@@ -16,7 +16,7 @@ LAYERS = ["nsys_core", "fixes", "workloads", "profiling", "analysis", "reports"]
 
 
 # files the traced program's own Python loads by path (PYTHONPATH), never imported as modules of the package
-NOT_MODULES = ROOT / "profiling" / "stack_sampler"
+NOT_MODULES = ROOT / "profiling" / "stack-sampler"
 
 
 def _layer_files() -> set[Path]:

@@ -14,7 +14,7 @@ from nsys_transfer.analysis.load import python_stacks
 from nsys_transfer.analysis.summary import analyze
 
 PROGRAM = ROOT / "tests" / "programs" / "cpu_lines.py"
-SAMPLER = ROOT / "profiling" / "stack_sampler"
+SAMPLER = ROOT / "profiling" / "stack-sampler"
 CONCAT = "index = np.concatenate([index, f])"
 
 

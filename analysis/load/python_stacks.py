@@ -1,5 +1,5 @@
 """The program's Python stacks, sampled by `nsys-transfer run` into BASE.pystacks.gz beside the trace
-(profiling/stack_sampler/nsys_transfer_pystacks.py says how), on the trace's clock: which line of the program each
+(profiling/stack-sampler/nsys_transfer_pystacks.py says how), on the trace's clock: which line of the program each
 thread was on, and for how long.
 
 A sample stands for the time since the sampler's instant before it in its process: the sampler reads

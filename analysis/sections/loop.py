@@ -23,7 +23,7 @@ from nsys_transfer.analysis.sections import program, steady
 IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
 TID_BITS = 1 << 24  # nsys's globalTid: pid and tid in 24-bit fields
 EXIT_FLUSH = "CUDA profiling data flush on process exit"
-SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack_sampler)
+SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack-sampler)
 CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
 
 LAUNCH_OF_KERNEL = ("SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId IN "
