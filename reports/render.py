@@ -91,7 +91,7 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
         if not mine and not also:
             out.append("No finding of note: nothing in this trace costs 2% of the window or more.")
         for d in mine:
-            out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n  *Fix:* {d['suggestion']}")
+            out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n{_line_md(d)}  *Fix:* {d['suggestion']}")
         if also:
             out.append(f"- also {', '.join(also)} (above, in several stages)")
         low = len(r["diagnosis"]) - len(shown(r["diagnosis"]))
@@ -147,8 +147,20 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
 
 
 def _finding_html(d: dict, where: str = "") -> str:
+    at = (f"<br><i>At:</i> <code>{html.escape(_place(d['line']))}  {html.escape(d['line']['code'])}</code> "
+          f"({html.escape(d['line']['role'])})" if d.get("line") else "")
     return (f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(where + _cost(d))}): {html.escape(d['evidence'])}."
-            f"<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>")
+            f"{at}<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>")
+
+
+def _place(line: dict) -> str:
+    return f"{line['file'].rsplit('/', 1)[-1]}:{line['line']}"
+
+
+def _line_md(d: dict) -> str:
+    """The program's line behind a finding, where its trace had the Python stacks (`code` section)."""
+    line = d.get("line")
+    return f"  *At:* `{_place(line)}  {line['code']}` ({line['role']})  \n" if line else ""
 
 
 def _table_html(md_table: str) -> str:

@@ -80,3 +80,15 @@ def test_a_cost_is_called_growing_only_where_it_rises_along_a_line():
     assert _growth(20 + np.random.default_rng(1).normal(0, 3, 30)) is None
     assert _growth(np.r_[np.full(29, 10.0), 200.0]) is None  # one slow step is an outlier, not growth
     assert _growth(rising[:5]) is None  # too few steps to tell
+
+
+def test_the_report_names_each_findings_line(tmp_path):
+    runs = tmp_path / "runs" / "audio"
+    runs.mkdir(parents=True)
+    for f in STRANGERS.glob("audio_mel_nsys2024.*"):
+        (runs / f.name).write_bytes(f.read_bytes())
+    r = run_cli("-m", "nsys_transfer.reports", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), timeout=600)
+    assert r.returncode == 0, r.stderr[-1000:]
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "*At:* `audio_mel.py:46  spec = np.abs(np.fft.rfft(frames * WINDOW, axis=1)) ** 2" in md
+    assert "<i>At:</i> <code>audio_mel.py:46" in (tmp_path / "out" / "report.html").read_text()
