@@ -1,14 +1,12 @@
-"""Read Nsight Systems SQLite exports and say what the GPU and the transfers did.
+"""Read Nsight Systems SQLite exports and say what the GPU and the transfers did: one call, analyze (facade.py),
+which returns a Result (result.py).
 
-    from nsys_transfer.analysis import Trace, summarize
-    with Trace.open("baseline.sqlite") as t:
-        report = summarize(t)
-    with Trace.open("rank0.sqlite") as a, Trace.open("rank1.sqlite") as b:
-        gpus = analyze_ranks([a, b]).summary      # every GPU side by side, and what limits them
+    from nsys_transfer.analysis import Options, analyze
+    report = analyze("baseline.sqlite").summary                 # the JSON document (docs/json-schema.md)
+    steady = analyze("baseline.sqlite", Options(whole=True))    # the options: summary.Options
+    gpus = analyze(["x.rank0.sqlite", "x.rank1.sqlite"]).ranks  # every GPU side by side, and what limits them
 """
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.summary import summarize
-from nsys_transfer.analysis.rank_summary import analyze_ranks
+from nsys_transfer.analysis.facade import (Options, Result, Trace, TraceError, analyze, analyze_runs)
+from nsys_transfer.analysis.result import NotComparable, Ranks, Side
 
-__all__ = ["Trace", "TraceError", "summarize", "analyze_ranks"]
+__all__ = ["analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Trace", "TraceError"]

@@ -36,7 +36,7 @@ class Side:
     workload: dict | None = None
     label: str = ""
     recorded: dict | None = None  # what nsys was asked to record (the run record beside the trace), if known
-    loop: dict | None = None      # the loop as the program runs it (cli/verify.py _loop; sections/loop.py), if read
+    loop: dict | None = None      # the loop as the program runs it (facade.side_of; sections/loop.py), if read
 
 
 @dataclass

@@ -20,6 +20,7 @@ from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_RE
 
 from nsys_transfer.analysis.sections import copies as cp
 from nsys_transfer.analysis.sections import cpu, gpu
+from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.device import KERNEL_TABLE
@@ -43,9 +44,9 @@ class RankOptions:
     the multi-GPU rules' thresholds (analysis/rules/ranks.py: GpuCompute.busy, HostDtohBandwidth.slowdown,
     OutputBacklog.backlog_steps). run: the workload's record (`python -m nsys_transfer.workloads --json`; `profile stage`
     writes <base>.workload.json), whose host_cpu says how busy the CPUs the ranks share were."""
-    min_gap_ns: int = 1_000_000
+    min_gap_ns: int = defaults.MIN_GAP_NS
     step_regex: str = DEFAULT_STEP_REGEX
-    bin_ns: int = 10_000_000
+    bin_ns: int = defaults.BIN_NS
     link_gbps: float = DEFAULT_LINK_GBPS
     probe: dict | None = None
     busy_threshold: float = GpuCompute.busy

@@ -10,6 +10,7 @@ from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rules import capture_checks
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
+from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common.schema import SCHEMA, Part
 from nsys_transfer.analysis.sections.base import declared
 from nsys_transfer.analysis.common.window_spec import Spec
@@ -18,12 +19,12 @@ from nsys_transfer.analysis.common.window_spec import Spec
 @dataclass
 class Options:
     """How to analyse one trace (analyze-trace's options); None means detect it from the trace."""
-    min_gap_ns: int = 1_000_000
+    min_gap_ns: int = defaults.MIN_GAP_NS
     step_regex: str | None = None       # None: detected from the NVTX names (cpu.detect_step_regex)
     window: tuple[int, int] | None = None
-    top: int = 10
-    pipeline_depth: int = 10
-    bin_ns: int = 10_000_000   # host DtoH bandwidth timeline
+    top: int = defaults.TOP
+    pipeline_depth: int = defaults.PIPELINE_DEPTH
+    bin_ns: int = defaults.BIN_NS   # host DtoH bandwidth timeline
     link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
     run_record: dict | None = None      # this toolkit's run record beside the trace, if any
     whole: bool = False                 # the whole capture, set-up and warm-up included (default: the steady state)
@@ -67,10 +68,3 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines")
 SECTION_ORDER = ("setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx", "code")  # the JSON's order (schema.KEYS)
 TABLE_ORDER = ("setup", "gpu", "memcpy", "steps", "kernels", "idle", "gaps", "nvtx")  # the order the tables were made in
-
-
-def summarize(trace: Trace, **kw) -> dict:
-    """The summary of analyze() with Options(**kw)."""
-    return analyze(trace, Options(**kw)).summary
-
-

@@ -11,10 +11,7 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis import Trace, TraceError
-from nsys_transfer.analysis.rules.capture_checks import verdict
-from nsys_transfer.analysis.sections.capture_figures import figures
-from nsys_transfer.analysis.rules.scaling import scaling_row
+from nsys_transfer.analysis.facade import TraceError, capture_verdict, gpu_names, scaling_row
 from nsys_transfer.analysis.cli.options import OneLineGroup
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
@@ -158,8 +155,7 @@ main.add_command(click.Command("stage", callback=stage.callback, params=stage.pa
 def _gpu_names(sqlite: Path) -> list[str]:
     """The GPUs the trace recorded, by name, for the run record."""
     try:
-        with Trace.open(sqlite) as t:
-            return sorted(set(t.device.gpus["name"].astype(str)))
+        return gpu_names(sqlite)
     except TraceError:
         return []
 
@@ -308,8 +304,7 @@ def _say_which_python(command) -> None:
 def _integrity(sqlite: Path) -> dict:
     """The trace's own consistency verdict (analysis/sections/capture_figures.py), without the figures, for the run record."""
     try:
-        with Trace.open(sqlite) as t:
-            a = verdict(figures(t))
+        a = capture_verdict(sqlite)
     except TraceError as e:
         return {"sqlite": str(sqlite), "verdict": None, "lost_fraction": None, "evidence": str(e)}
     return {"sqlite": str(sqlite), "verdict": a["verdict"], "lost_fraction": a["lost_fraction"],

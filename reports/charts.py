@@ -13,7 +13,7 @@ import pandas as pd
 from nsys_transfer.analysis.render import palette
 from nsys_transfer.analysis.render.text import MS
 from nsys_transfer.analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
-from nsys_transfer.analysis.sections.breakdown import time_breakdown
+from nsys_transfer.analysis.facade import time_breakdown
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 MEASURE = "#6C7A89"  # a figure of the whole stage (steps/s): no cause, no copy, so none of theirs

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.facade import NotComparable, Side, big_copies, scaling_row, verify
 from nsys_transfer.analysis.render.plots import plot_breakdown
 from nsys_transfer.analysis.render.text import verify_report as render_verify
-from nsys_transfer.analysis.rules.scaling import scaling_row
-from nsys_transfer.analysis.comparison import NotComparable, Side, verify
 from nsys_transfer.nsys_core.contracts import STAGES, gbps
 
 

@@ -9,15 +9,11 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load.inputs import read_record, run_record_beside
 from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers, chosen_executor, executor_options
+from nsys_transfer.analysis.facade import (Options, Trace, TraceError, analyze, analyze_runs, read_record,
+                                           run_record_beside, toolkit_record)
+from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.plots import plot_ranks
-from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.rank_summary import RankOptions, default_labels, merge_parts, part_of_path, trace_labels
-from nsys_transfer.analysis.summary import Options, analyze
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from nsys_transfer.reports import charts, render
@@ -144,7 +140,8 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
             opened.append(t)
             # the analysis analyze-trace gives by default (its steady state, each trace's own link unless --link-gbps
             # sets one): every figure the report prints is the one the text and the JSON print for that trace
-            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))))
+            # (a stage row reads the trace's own figures: GPUs are compared in the multi-GPU runs' section)
+            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))), compare_gpus=False)
             if link is None and (link_gbps or a.summary["trace"]["link"]["gbps"]):  # the chart's line: the traces' own
                 link = a.summary["trace"]["link"]
                 line_gbps = line_gbps or link_gbps or link["gbps"]
@@ -234,20 +231,16 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
     """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown. The traces
     of every run are analysed where `where` (an analysis.run.parallel executor) runs them, then merged run by run."""
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
-    calls, runs = [], []
-    for run, paths in multi.items():
-        opts = RankOptions(link_gbps=link_gbps, probe=probe, run=_run_beside(paths[0]))
-        labels = default_labels(1) if len(paths) == 1 else trace_labels([p.name for p in paths])
-        runs.append((run, opts, len(calls), len(paths)))
-        calls += [(p, label, opts) for p, label in zip(paths, labels)]
-    if calls:
-        with where as ex:  # a Dask cluster is reached (or started) before the first message
-            for i, (run, paths) in enumerate(multi.items(), 1):
-                click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
-                           f"({', '.join(p.name for p in paths)})", err=True)
-            parts = ex.map(part_of_path, calls)
-    for run, opts, first, n in runs:
-        r = merge_parts(parts[first:first + n], opts)
+    workloads = {run: _run_beside(paths[0]) for run, paths in multi.items()}
+
+    def started(ex) -> None:  # a Dask cluster is reached (or started) before the first message
+        for i, (run, paths) in enumerate(multi.items(), 1):
+            click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
+                       f"({', '.join(p.name for p in paths)})", err=True)
+    results = analyze_runs(multi, Options(link_gbps=link_gbps), probe=probe, workloads=workloads, where=where,
+                           on_start=started)
+    for run, result in results.items():
+        r = result.ranks
         rows += gpu_rows(run, r)
         verdicts[run] = r.summary["limit"]
         ranks_json[run] = r.summary

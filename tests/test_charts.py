@@ -60,7 +60,8 @@ def _axes_record(ax) -> dict:
 def rendered(tmp_path_factory):
     """Every chart drawn once: per trace (analyze-trace's --plots, in this process) and the report (compare-traces
     with two traces of a user's program and --bundled, into a folder an earlier report left files in)."""
-    from nsys_transfer.analysis.cli.analyze import analyze_path, options_for
+    from nsys_transfer.analysis.cli.analyze import analyze_file
+    from nsys_transfer.analysis.facade import options_for
     from nsys_transfer.analysis.render import plots
     from nsys_transfer.reports import charts
     from nsys_transfer.reports.compare_command import main as compare
@@ -92,9 +93,9 @@ def rendered(tmp_path_factory):
         mp.setattr(plots, "save", save)
         mp.setattr(charts, "save", save)
         for t in traces + public:
-            out["analyses"][t.name.split(".")[0]] = analyze_path(t, options_for(t, None, None), plot_dir=out["plots"])
+            out["analyses"][t.name.split(".")[0]] = analyze_file(t, options_for(t, None, None), plot_dir=out["plots"])
         # the whole capture: seg_logits_fixed's set-up maps memory while the GPU waits
-        out["analyses"]["whole"] = analyze_path(PAIR[1], options_for(PAIR[1], None, None, whole=True),
+        out["analyses"]["whole"] = analyze_file(PAIR[1], options_for(PAIR[1], None, None, whole=True),
                                                 plot_dir=out["whole"])
         try:
             compare.main([*map(str, PAIR), "--bundled", "--out", str(out["report"])], standalone_mode=False)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.cli.analyze import _analyze_one
+from nsys_transfer.analysis import Trace, facade
 from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule, fired
 from nsys_transfer.analysis.summary import Options, analyze
@@ -107,8 +106,7 @@ class Ahead(Rule[ranks.RankContext]):
 
 def _x2_limit() -> tuple[dict, list[str]]:
     """The multi-GPU limit of the 2-GPU capture as analyze-trace reports it, and the rules of its diagnosis."""
-    with Trace.open(X2) as t:
-        doc = _analyze_one(t, X2, Options(), None, None, None, None).summary
+    doc = facade.analyze(X2, Options()).summary
     return doc["ranks"]["limit"], [f["rule"] for f in doc["diagnosis"]]
 
 

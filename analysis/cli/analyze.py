@@ -7,26 +7,13 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
-
 from nsys_transfer.analysis.cli import options, window
+from nsys_transfer.analysis.facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, capture_verdict,
+                                           capture_record_beside, defaults, not_built_notice, options_for, read_record,
+                                           run_record_beside)
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.common import schema
-from nsys_transfer.analysis.cli.window import step_ranges
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load import btree
-from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.render.check_report import check_report
-from nsys_transfer.analysis.rules.capture_checks import verdict
-from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
-from nsys_transfer.analysis.sections.capture_figures import figures
-from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.run import parallel
-from nsys_transfer.analysis.rank_summary import RankOptions, analyze_ranks, merge_parts, part_of_path, trace_labels
 from nsys_transfer.analysis.render.text import ranks_report, text_report
-from nsys_transfer.analysis.summary import Options, analyze
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.common.window_spec import Spec
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -44,7 +31,7 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="write the summary JSON here (docs/json-schema.md)")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False, path_type=Path), help="write the tables as CSV into this folder")
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="write PNG charts into this folder")
-@click.option("--min-gap-ms", default=1.0, show_default=True, help="smallest idle gap reported")
+@click.option("--min-gap-ms", default=defaults.MIN_GAP_MS, show_default=True, help="smallest idle gap reported")
 @click.option("--step-regex", default=None, help="NVTX ranges that are steps (default: detected, e.g. 'Batch 7', 'step 12')")
 @click.option("--window", "window", default=None,
               help="analyse only START:END: trace ns, or times from the capture's start with a unit (1200ms:4500ms, "
@@ -54,8 +41,8 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
               help="analyse only these steps: FIRST:END, 0-based, END left out (3: skips the first three)")
 @click.option("--whole", is_flag=True, help="the verdict over the whole capture, set-up and warm-up included "
               "(default: the steady state, past them; `setup` says what they were)")
-@click.option("--top", default=10, show_default=True, help="rows in the top-N lists")
-@click.option("--pipeline-depth", default=10, show_default=True, help="for the short-capture rule")
+@click.option("--top", default=defaults.TOP, show_default=True, help="rows in the top-N lists")
+@click.option("--pipeline-depth", default=defaults.PIPELINE_DEPTH, show_default=True, help="for the short-capture rule")
 @click.option("--link-gbps", default=None, type=float,
               help="host link speed in GB/s (default: from the trace's GPU, its PCIe generation, and its fastest copy)")
 @click.option("--all", "show_all", is_flag=True, help="show low-impact findings too")
@@ -76,11 +63,11 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     also compares the GPUs and names the resource that limits them."""
     if check:
         return _check(traces)
-    if not quiet and btree.not_built_notice():
-        click.echo(btree.not_built_notice(), err=True)
+    if not quiet and not_built_notice():
+        click.echo(not_built_notice(), err=True)
     win = _checked_options(window, steps, whole, step_regex, traces, json_path, csv_dir, plot_dir, min_gap_ms=min_gap_ms, top=top,
                            pipeline_depth=pipeline_depth, link_gbps=link_gbps)
-    min_gap_ns = int(min_gap_ms * 1e6)  # the one conversion: every analysis below takes ns
+    min_gap_ns = defaults.ns_of_ms(min_gap_ms)  # every analysis below takes ns
     probe = _record("--probe", probe_path, "verdict", "a link-probe record",
                     "make one with `python -m nsys_transfer.workloads.linkprobe --json FILE` on the GPU machine")
     run = _record("--run", run_path or run_record_beside(traces[0]), "throughput", "a workload record",
@@ -98,8 +85,8 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         if given:
             _fail(f"{given[0]} applies to one trace's findings; with several traces the report compares the GPUs "
                   "(analyse one trace for its findings)")
-        return _main_ranks(traces, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet,
-                           where)
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, Options(min_gap_ns=min_gap_ns, step_regex=step_regex,
+                                                                          link_gbps=link_gbps), probe, run, quiet, where)
     trace = traces[0]
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
@@ -107,13 +94,12 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     opts = options_for(trace, step_regex, win, min_gap_ns, top=top, pipeline_depth=pipeline_depth, link_gbps=link_gbps,
                        whole=whole)
     try:
-        with Trace.open(trace) as t:
-            a = _analyze_one(t, trace, opts, probe, run, plot_dir, progress)
+        a = analyze_file(trace, opts, progress, plot_dir, probe=probe, workload=run)
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:
         _fail(f"{trace}: {e}")
-    _warn(a.summary.get("warnings"))
+    _warn(a.warnings)
     _save(a.summary, a.tables, json_path, csv_dir)
     if not quiet:
         click.echo(text_report(a.summary, show_all))
@@ -123,20 +109,18 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         progress("done")
 
 
-def options_for(trace: Path, step_regex: str | None, win: Spec | None, min_gap_ns: int = 1_000_000,
-                **kw) -> Options:
-    """The analysis options analyze-trace uses for one trace (verify uses the same for both of its traces)."""
-    return Options(min_gap_ns=min_gap_ns, step_regex=step_regex, window=None,
-                   run_record=toolkit_record(str(trace)), window_asked=win, **kw)
-
-
-def analyze_path(trace: Path, opts: Options, progress=None, plot_dir: Path | None = None,
-                 tool: str = "analyze-trace", plot_stem: str | None = None):
-    """One trace file's analysis, as analyze-trace makes it, and its charts when plot_dir is given (TraceError,
-    OSError on bad input); `tool` names the command in what it says about the charts, plot_stem starts their names
-    (default: the file's name up to its first dot)."""
+def analyze_file(trace: Path, opts: Options, progress=None, plot_dir: Path | None = None,
+                 tool: str = "analyze-trace", plot_stem: str | None = None, probe: dict | None = None,
+                 workload: dict | None = None) -> Result:
+    """One trace file's analysis (facade.analyze), as analyze-trace makes it, and its charts when plot_dir is given
+    (TraceError, OSError on bad input); `tool` names the command in what it says about the charts, plot_stem starts
+    their names (default: the file's name up to its first dot)."""
     with Trace.open(trace) as t:
-        return _analyze_one(t, trace, opts, None, None, plot_dir, progress, tool, plot_stem)
+        a = analyze(t, opts, probe=probe, workload=workload, progress=progress)
+        if plot_dir:
+            outputs.make_folder(plot_dir, "--plots")
+            _plot_one(a, t, plot_dir, plot_stem or plot_stem_of(trace), opts.min_gap_ns, tool)
+    return a
 
 
 def plot_stem_of(trace: Path) -> str:
@@ -144,34 +128,10 @@ def plot_stem_of(trace: Path) -> str:
     return trace.name.split(".")[0]
 
 
-def _analyze_one(t, trace: Path, opts: Options, probe, run, plot_dir, progress, tool: str = "analyze-trace",
-                 plot_stem: str | None = None):
-    """One trace's analysis; with several GPUs in it, their side-by-side comparison too; its charts."""
-    if opts.window_asked:
-        opts.window = window.resolve(opts.window_asked, t, step_ranges(t.host.nvtx, opts.step_regex))
-        window.check_has_activity(t, opts.window, opts.window_asked)
-    if t.path.stat().st_size >= LARGE_TRACE_BYTES:
-        return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
-    a = analyze(t, opts, progress)
-    link_gbps = a.summary["trace"]["link"]["gbps"]
-    ranks = None
-    if a.summary["gpu"] and len(a.summary["gpu"]["devices"]) > 1:
-        ranks = analyze_ranks([t], RankOptions(min_gap_ns=opts.min_gap_ns,
-                                               step_regex=a.summary["steps"]["regex"] or DEFAULT_STEP_REGEX,
-                                               link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run),
-                              progress=progress)
-        a.summary = schema.one_trace(a.summary, ranks.summary)
-        a.tables.update(_rank_tables(ranks))
-    if plot_dir:
-        outputs.make_folder(plot_dir, "--plots")
-        _plot_one(a, t, ranks, plot_dir, plot_stem or plot_stem_of(trace), opts.min_gap_ns, tool)
-    return a
-
-
 PLOT_KINDS = ("timeline", "gaps", "dtoh", "breakdown", "gpus")  # <stem>_<kind>.png, what --plots writes of a trace
 
 
-def _plot_one(a, t, ranks, plot_dir: Path, stem: str, min_gap_ns: int, tool: str) -> None:
+def _plot_one(a: Result, t: Trace, plot_dir: Path, stem: str, min_gap_ns: int, tool: str) -> None:
     """A trace's charts into plot_dir as <stem>_<kind>.png; a chart that would show nothing (no DtoH copy, no idle
     gap) is not drawn, said once on stderr, and its file from an earlier run removed: the folder holds this run's."""
     plots = _plots()
@@ -182,8 +142,8 @@ def _plot_one(a, t, ranks, plot_dir: Path, stem: str, min_gap_ns: int, tool: str
              "dtoh": plots.plot_dtoh(a, path["dtoh"], a.summary["trace"]["link"]["gbps"], name=stem),
              "breakdown": plots.plot_breakdown([a.summary], [stem], path["breakdown"],
                                                title=f"{stem}: where the GPU's time went"),
-             "gpus": plots.plot_ranks(ranks, path["gpus"], title=stem) if ranks is not None else None}
-    why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {min_gap_ns / 1e6:g} ms",
+             "gpus": plots.plot_ranks(a.ranks, path["gpus"], title=stem) if a.ranks is not None else None}
+    why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {defaults.ms_of_ns(min_gap_ns):g} ms",
            "dtoh": "no DtoH copies", "breakdown": "no GPU time to share out"}
     left = [f"{path[k].name} ({why[k]})" for k in PLOT_KINDS if drawn[k] is None and k in why]
     for k in PLOT_KINDS:
@@ -199,42 +159,34 @@ def _plots():
     return plots
 
 
-def _rank_tables(ranks) -> dict:
-    return {"gpus": ranks.devices, "dtoh_host_by_gpu": ranks.host, "dtoh_copies_by_gpu": ranks.copies,
-            "dtoh_contention": ranks.tables["contention"]}
-
-
-def _main_ranks(paths, json_path, csv_dir, plot_dir, min_gap_ns, step_regex, link_gbps, probe, run, quiet, where):
+def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, quiet, where):
     """Several traces (one per rank, say): every GPU side by side on one clock, each trace analysed where `where`
     (an analysis.run.parallel executor) runs it."""
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None
-    labels = trace_labels([p.name for p in paths])
-    opts = RankOptions(min_gap_ns=min_gap_ns, step_regex=step_regex or DEFAULT_STEP_REGEX,
-                       link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=run)
+
+    def started(ex) -> None:
+        if isinstance(ex, Dask) and not ex.local and any(not p.is_absolute() for p in paths):
+            click.echo("analyze-trace: note: the Dask workers read relative paths from their own working folder",
+                       err=True)
+        if progress:
+            progress(f"analysing {len(paths)} traces {ex.where}")
     try:
-        with where as ex:
-            if isinstance(ex, parallel.Dask) and not ex.local and any(not p.is_absolute() for p in paths):
-                click.echo("analyze-trace: note: the Dask workers read relative paths from their own working folder",
-                           err=True)
-            if progress:
-                progress(f"analysing {len(paths)} traces {ex.where}")
-            parts = ex.map(part_of_path, [(p, lb, opts) for p, lb in zip(paths, labels)], progress or (lambda m: None))
-        r = merge_parts(parts, opts, progress)
+        r = analyze(list(paths), opts, probe=probe, workload=run, progress=progress, where=where, on_start=started)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
             plots = _plots()
-            plots.plot_ranks(r, plot_dir / "gpus.png", title=f"{len(paths)} traces")
-            plots.plot_rank_heatmap(r, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
+            plots.plot_ranks(r.ranks, plot_dir / "gpus.png", title=f"{len(paths)} traces")
+            plots.plot_rank_heatmap(r.ranks, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:
         _fail(str(e))
     _warn(r.warnings)
-    _save(r.document(), _rank_tables(r), json_path, csv_dir)
+    _save(r.summary, r.tables, json_path, csv_dir)
     if not quiet:
-        click.echo(ranks_report(r.summary))
+        click.echo(ranks_report(r.ranks.summary))
 
 
 def _check(traces) -> None:
@@ -242,8 +194,7 @@ def _check(traces) -> None:
     trusted = True
     for path in traces:
         try:
-            with Trace.open(path) as t:
-                result = verdict(figures(t, pairs=True))
+            result = capture_verdict(path, pairs=True)
         except TraceError as e:
             _fail(str(e))
         except (OSError, MemoryError) as e:

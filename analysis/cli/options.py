@@ -12,8 +12,7 @@ import sys
 
 import click
 
-from nsys_transfer.analysis.run import parallel
-from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.analysis.facade import TraceError, cores, executor
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 
@@ -115,14 +114,14 @@ def executor_options(command):
              "see; local:N starts N workers here, on 127.0.0.1 only; needs pip install 'nsys-transfer[dask]'")(command)
     return click.option(
         "-j", "--jobs", type=int, default=None, metavar="N",
-        help=f"with several traces: analyse them in N worker processes (default: the cores, {parallel.cores()} here; "
+        help=f"with several traces: analyse them in N worker processes (default: the cores, {cores()} here; "
              "1: one after the other in this process). Each worker holds one trace's analysis at a time, so N "
              "workers need N x the memory of one trace's analysis")(command)
 
 
 def chosen_executor(jobs: int | None, dask: str | None, items: int):
-    """The executor --jobs and --dask ask for (parallel.executor): --jobs on the command line wins over a scheduler
-    address from DASK_SCHEDULER_ADDRESS; both on the command line are refused; the environment's address is not
+    """The executor --jobs and --dask ask for (analysis/run/parallel.executor): --jobs on the command line wins over a
+    scheduler address from DASK_SCHEDULER_ADDRESS; both on the command line are refused; the environment's address is not
     used (nor checked) for a single trace, which runs here. TraceError for a bad value."""
     from_env = dask and click.get_current_context().get_parameter_source("dask") == \
         click.core.ParameterSource.ENVIRONMENT
@@ -130,4 +129,4 @@ def chosen_executor(jobs: int | None, dask: str | None, items: int):
         raise TraceError("--jobs and --dask both say where the traces are analysed: give one")
     if from_env and (jobs is not None or items <= 1):
         dask = None
-    return parallel.executor(jobs, dask, items)
+    return executor(jobs, dask, items)

@@ -26,9 +26,8 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.cli.options import OneLineCommand
-from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.facade import Trace, TraceError
 from nsys_transfer.nsys_core.signals import STOPS, scratch_file
 
 SCRUBBED = "(scrubbed)"

@@ -8,15 +8,10 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis.cli import options, window
+from nsys_transfer.analysis.cli.analyze import _plots, analyze_file, plot_stem_of
+from nsys_transfer.analysis.facade import NotComparable, Side, TraceError, options_for, rule_ids, side_of, verify
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.cli.analyze import _plots, analyze_path, options_for, plot_stem_of
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.sections import loop
 from nsys_transfer.analysis.render.text import verify_report
-from nsys_transfer.analysis.rules.diagnosis import RULES
-from nsys_transfer.analysis.comparison import NotComparable, Side, verify
 
 TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")
 
@@ -47,32 +42,9 @@ def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, 
         click.echo(f"verify: analysing {label}: {trace}", err=True)
     # the steady state on both sides, as the user's own clock after a warm-up: each side's set-up (a fix's buffers
     # and workers) is its own, and the window runs to the end of the last output, wherever the fix moved that work
-    summary = analyze_path(trace, options_for(trace, step_regex, win, whole=whole), plot_dir=plot_dir,
-                           tool="verify", plot_stem=plot_stem).summary
-    rec_path = run_record_beside(trace)
-    workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
-    return Side(str(trace), summary, workload, label, _recorded(trace), None if whole or win else _loop(trace, summary))
-
-
-def _loop(trace: Path, summary: dict) -> dict | None:
-    """The loop as the program runs it (sections/loop.py), read from the trace again: first iteration to the end of the
-    last output's work, wherever it ran; None without GPU work."""
-    with Trace.open(trace) as t:
-        found = loop.of(t, summary)
-    if found is None:
-        return None
-    return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,
-            "start_from": found.start_from, "end_from": found.end_from, "gpu_end_ns": found.gpu_end_ns,
-            "cuda_calls": found.cuda_calls, "call_floor_ns": found.call_floor_ns}
-
-
-def _recorded(trace: Path) -> dict | None:
-    """What nsys was asked to record, from the run record beside the trace; None without one (or an older one)."""
-    capture = capture_record_beside(trace)
-    try:
-        return read_record(capture, "recorded", "a run record", "")["recorded"] if capture else None
-    except TraceError:
-        return None
+    result = analyze_file(trace, options_for(trace, step_regex, win, whole=whole), plot_dir=plot_dir, tool="verify",
+                          plot_stem=plot_stem)
+    return side_of(trace, result, label, read_loop=not (whole or win))
 
 
 def check_rule_names(fail_on_new: str | None) -> None:
@@ -80,7 +52,7 @@ def check_rule_names(fail_on_new: str | None) -> None:
     if fail_on_new is None:
         return
     names = [r.strip() for r in fail_on_new.split(",") if r.strip()]
-    known = sorted(r.id for r in RULES)
+    known = rule_ids()
     unknown = [n for n in names if n not in known and n != "any"]
     if unknown or not names:
         shown = f"no rule {', '.join(map(repr, unknown))}" if unknown else "no rule"

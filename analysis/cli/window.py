@@ -1,4 +1,5 @@
-"""`--window` and `--steps`: the span a user asks for, as a user says it, turned into trace ns.
+"""`--window` and `--steps`: the span a user asks for, as a user says it, parsed into a Spec (the facade resolves it
+against the trace, in trace ns: sections/window.resolve_asked).
 
     --window 8771928647:13472651983   trace ns (whole numbers: what the JSON's `window` holds)
     --window 1200ms:4500ms            from the capture's start: the session start the export records (trace time 0),
@@ -14,15 +15,8 @@ from __future__ import annotations
 import math
 import re
 
-import pandas as pd
-
-from nsys_transfer.analysis.sections.cpu import detect_step_regex
-from nsys_transfer.analysis.sections.program import matching
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load import span
-from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.cli.options import MAX_NS
-from nsys_transfer.analysis.common.window_spec import Spec
+from nsys_transfer.analysis.facade import Spec, TraceError
 
 UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
@@ -84,63 +78,3 @@ def parse_steps(text: str | None) -> Spec | None:
     if a is not None and b is not None and b <= a:
         raise TraceError(f"--steps {text}: END must be after FIRST")
     return Spec(text, "--steps", a, b, steps=True)
-
-
-def step_ranges(nvtx: pd.DataFrame, regex: str | None) -> pd.DataFrame:
-    """The step ranges in start order (the given regex, else the detected one), for --steps."""
-    regex = regex or detect_step_regex(nvtx)
-    if not regex or nvtx.empty:
-        return pd.DataFrame(columns=["start_ns", "end_ns"])
-    st = nvtx[matching(nvtx["name"], regex)]
-    return st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
-
-
-def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
-    """The span in trace ns; step_ranges: the trace's steps (start_ns, end_ns in order) for --steps."""
-    if spec.steps:
-        n = len(step_ranges)
-        if not n:
-            raise TraceError(f"--steps {spec.text}: no steps found in this trace (--step-regex names them); use "
-                             "--window instead")
-        chosen = step_ranges.iloc[slice(spec.start, spec.end)]
-        if chosen.empty:
-            raise TraceError(f"--steps {spec.text}: the trace has {n} steps (0 to {n - 1})")
-        return int(chosen["start_ns"].min()), int(chosen["end_ns"].max())
-    first, last = span.capture_start(trace), span.capture_end(trace)
-    if first is None or last is None:
-        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
-    origin_ns, _ = span.origin(trace)
-    base = (origin_ns or 0) if spec.relative else 0
-    lo = base + int(spec.start) if spec.start is not None else first
-    hi = base + int(spec.end) if spec.end is not None else last
-    if hi <= lo:
-        said = ("starts after this trace's last GPU operation or NVTX range" if spec.start is not None and lo >= last
-                else "ends before this trace's first GPU operation or NVTX range" if spec.end is not None and hi <= first
-                else "ends before it starts in this trace")
-        raise TraceError(f"{spec.flag} {spec.text}: {said}; " + where_it_runs(trace, first, last, spec))
-    return lo, hi
-
-
-def where_it_runs(trace, lo: int, hi: int, spec: Spec | None, what: str = "its GPU operations and NVTX ranges") -> str:
-    """"<what> run from A to B ms from the session start (--window Ams:Bms covers them)": the trace's own span, in
-    the form the user gave (times from the origin with a unit, or trace ns), and a window of this trace to try."""
-    origin_ns, origin_name = span.origin(trace)
-    if spec is not None and spec.relative and origin_ns is not None:
-        a, b = (lo - origin_ns) / 1e6, (hi - origin_ns) / 1e6
-        return (f"{what} run from {a:,.1f} to {b:,.1f} ms from the {origin_name} (--window "
-                f"{math.floor(a)}ms:{math.ceil(b)}ms covers them)")
-    return f"{what} run from {lo} to {hi} ns (--window {lo}:{hi} covers them)"
-
-
-def check_has_activity(trace, win: tuple[int, int], spec: Spec | None = None) -> None:
-    """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is
-    (in the user's own terms: spec, the window as asked)."""
-    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets) if len(df)]
-    if any(df.overlaps(*win) if isinstance(df, SpilledOps) else
-           bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
-        return
-    if not frames:
-        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
-    lo, hi = min(int(df["start_ns"].min()) for df in frames), max(int(df["end_ns"].max()) for df in frames)
-    asked = f"{spec.flag} {spec.text}" if spec is not None else f"--window {win[0]}:{win[1]}"
-    raise TraceError(f"{asked}: no GPU activity inside it; " + where_it_runs(trace, lo, hi, spec, "this trace's GPU operations"))

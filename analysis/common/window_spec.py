@@ -1,5 +1,6 @@
 """The span a user asked for (`--window`, `--steps`), as given: the one value every layer may hold. cli/window.py
-parses it from the command line and turns it into trace ns; summary.py names it in the `window` section's `source`."""
+parses it from the command line, sections/window.py turns it into trace ns (once, in the facade); summary.py names
+it in the `window` section's `source`."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,13 +1,20 @@
 """The `window` section and what the other sections read inside it: the reads that start first, the NVTX ranges and
-the step ranges, the steady state (sections/steady.py), the GPU rows inside the window and the window itself."""
+the step ranges, the steady state (sections/steady.py), the GPU rows inside the window and the window itself; and the
+window a user asked for (--window, --steps, parsed by cli/window.py) in trace ns, resolved once by the facade."""
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import PIPELINE_CLOSE, PIPELINE_DRAIN
 
+from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.analysis.common.window_spec import Spec
+from nsys_transfer.analysis.load import span
 from nsys_transfer.analysis.load.device import digest_of
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
+from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.common.schema import Part, json_rows
@@ -169,3 +176,73 @@ def _named(nvtx: pd.DataFrame, name: str) -> pd.DataFrame:
     """The start and end of every range of that name (none without ranges)."""
     return nvtx.loc[(nvtx["name"] == name).to_numpy(), ["start_ns", "end_ns"]] if len(nvtx) else \
         pd.DataFrame({"start_ns": [], "end_ns": []}, dtype="int64")
+
+
+# --- the window the user asked for (--window, --steps), in trace ns --------------------------------------------
+
+def resolve_asked(trace: Trace, spec: Spec, step_regex: str | None) -> tuple[int, int]:
+    """The window the user asked for (cli/window.py parsed it) in this trace's ns, checked to hold GPU activity:
+    TraceError in the user's own terms when it names no span of the trace or an empty one."""
+    win = resolve(spec, trace, step_ranges(trace.host.nvtx, step_regex))
+    check_has_activity(trace, win, spec)
+    return win
+
+
+def step_ranges(nvtx: pd.DataFrame, regex: str | None) -> pd.DataFrame:
+    """The step ranges in start order (the given regex, else the detected one), for --steps."""
+    regex = regex or detect_step_regex(nvtx)
+    if not regex or nvtx.empty:
+        return pd.DataFrame(columns=["start_ns", "end_ns"])
+    st = nvtx[program.matching(nvtx["name"], regex)]
+    return st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
+
+
+def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
+    """The span in trace ns; step_ranges: the trace's steps (start_ns, end_ns in order) for --steps."""
+    if spec.steps:
+        n = len(step_ranges)
+        if not n:
+            raise TraceError(f"--steps {spec.text}: no steps found in this trace (--step-regex names them); use "
+                             "--window instead")
+        chosen = step_ranges.iloc[slice(spec.start, spec.end)]
+        if chosen.empty:
+            raise TraceError(f"--steps {spec.text}: the trace has {n} steps (0 to {n - 1})")
+        return int(chosen["start_ns"].min()), int(chosen["end_ns"].max())
+    first, last = span.capture_start(trace), span.capture_end(trace)
+    if first is None or last is None:
+        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
+    origin_ns, _ = span.origin(trace)
+    base = (origin_ns or 0) if spec.relative else 0
+    lo = base + int(spec.start) if spec.start is not None else first
+    hi = base + int(spec.end) if spec.end is not None else last
+    if hi <= lo:
+        said = ("starts after this trace's last GPU operation or NVTX range" if spec.start is not None and lo >= last
+                else "ends before this trace's first GPU operation or NVTX range" if spec.end is not None and hi <= first
+                else "ends before it starts in this trace")
+        raise TraceError(f"{spec.flag} {spec.text}: {said}; " + where_it_runs(trace, first, last, spec))
+    return lo, hi
+
+
+def where_it_runs(trace, lo: int, hi: int, spec: Spec | None, what: str = "its GPU operations and NVTX ranges") -> str:
+    """"<what> run from A to B ms from the session start (--window Ams:Bms covers them)": the trace's own span, in
+    the form the user gave (times from the origin with a unit, or trace ns), and a window of this trace to try."""
+    origin_ns, origin_name = span.origin(trace)
+    if spec is not None and spec.relative and origin_ns is not None:
+        a, b = (lo - origin_ns) / 1e6, (hi - origin_ns) / 1e6
+        return (f"{what} run from {a:,.1f} to {b:,.1f} ms from the {origin_name} (--window "
+                f"{math.floor(a)}ms:{math.ceil(b)}ms covers them)")
+    return f"{what} run from {lo} to {hi} ns (--window {lo}:{hi} covers them)"
+
+
+def check_has_activity(trace, win: tuple[int, int], spec: Spec | None = None) -> None:
+    """A user window with no GPU operation in it would give 0/0 figures: refuse it, saying where the activity is
+    (in the user's own terms: spec, the window as asked)."""
+    frames = [df for df in (trace.device.kernel_digest.ops, trace.device.memcpys, trace.device.memsets) if len(df)]
+    if any(df.overlaps(*win) if isinstance(df, SpilledOps) else
+           bool(((df["end_ns"] > win[0]) & (df["start_ns"] < win[1])).any()) for df in frames):
+        return
+    if not frames:
+        raise TraceError(f"{trace.source}: --window applies to GPU activity and this trace has none; leave it out")
+    lo, hi = min(int(df["start_ns"].min()) for df in frames), max(int(df["end_ns"].max()) for df in frames)
+    asked = f"{spec.flag} {spec.text}" if spec is not None else f"--window {win[0]}:{win[1]}"
+    raise TraceError(f"{asked}: no GPU activity inside it; " + where_it_runs(trace, lo, hi, spec, "this trace's GPU operations"))

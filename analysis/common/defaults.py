@@ -1,0 +1,21 @@
+"""Each analysis option's default and unit conversion, in one place: the one-trace Options (summary.py), the several-GPU
+RankOptions (rank_summary.py) and the command lines (cli/analyze.py) read them here."""
+from __future__ import annotations
+
+MIN_GAP_MS = 1.0          # --min-gap-ms: the shortest GPU idle gap counted, in ms on the command line
+BIN_NS = 10_000_000       # the host DtoH timeline's bin
+TOP = 10                  # --top: rows in each top-N list
+PIPELINE_DEPTH = 10       # --pipeline-depth: output buffers in the pipeline, for the short-capture rule
+
+
+def ns_of_ms(ms: float) -> int:
+    """A command line's ms as the analysis takes it, in ns (--min-gap-ms): the one conversion."""
+    return int(ms * 1e6)
+
+
+def ms_of_ns(ns: float) -> float:
+    """ns as the command line says them, in ms (what `--min-gap-ms` was given as)."""
+    return ns / 1e6
+
+
+MIN_GAP_NS = ns_of_ms(MIN_GAP_MS)

@@ -1,0 +1,177 @@
+"""The one door into the analysis: analyze() takes a trace (a path or an open Trace) or several (one per rank) and the
+options, and returns a Result (result.py) that the text and JSON renderers, the charts, verify and the reports render.
+It resolves the window the user asked for (--window, --steps) and compares the GPUs, of one trace or of several.
+
+The command lines (analysis/cli, nsys_transfer/cli.py) and the reports import only this module and the result types
+(`nsys_transfer.analysis` re-exports both); pyproject.toml's import contracts hold them to it."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
+
+from nsys_transfer.analysis.common import defaults, schema
+from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
+from nsys_transfer.analysis.common.window_spec import Spec
+from nsys_transfer.analysis.comparison import NotComparable, Side, verify
+from nsys_transfer.analysis.load.btree import not_built_notice
+from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
+from nsys_transfer.analysis.load.trace import Trace
+from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
+                                                 part_of_path, trace_labels)
+from nsys_transfer.analysis.result import Result
+from nsys_transfer.analysis.rules import capture_checks
+from nsys_transfer.analysis.rules.diagnosis import RULES
+from nsys_transfer.analysis.rules.scaling import scaling_row
+from nsys_transfer.analysis.run import parallel
+from nsys_transfer.analysis.run.parallel import Dask, cores, executor
+from nsys_transfer.analysis.sections import loop, window
+from nsys_transfer.analysis.sections.breakdown import time_breakdown
+from nsys_transfer.analysis.sections.capture_figures import figures
+from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.sections.program import toolkit_record
+from nsys_transfer.analysis.summary import Options
+from nsys_transfer.analysis.summary import analyze as analyze_sections
+
+__all__ = [
+    "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",
+    "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
+    "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
+    "executor", "cores", "Dask", "not_built_notice",
+]
+
+
+def analyze(traces: Path | str | Trace | list, opts: Options | None = None, *, probe: dict | None = None,
+            workload: dict | None = None, progress: Callable[[str], None] | None = None, compare_gpus: bool = True,
+            where=None, on_start: Callable[[object], None] | None = None) -> Result:
+    """The analysis of one trace (a path or an open Trace) or of several (a list of paths: one run's traces, one per
+    rank, a single multi-GPU trace too), as analyze-trace makes it; TraceError, OSError on bad input.
+
+    One trace: its sections and findings over the window opts asks for (opts.window_asked, resolved here) or its
+    steady state; with several GPUs in it and compare_gpus, their side-by-side comparison too (`ranks`). Several
+    traces: every GPU side by side on one clock, each trace analysed where `where` (an analysis.run.parallel
+    executor; default: one after the other here) runs it. probe: a link-probe record; workload: the workload's own
+    record (python -m nsys_transfer.workloads --json), both for the GPUs' comparison."""
+    if isinstance(traces, list):
+        return analyze_runs({"": traces}, opts, probe=probe, workloads={"": workload}, progress=progress, where=where,
+                            on_start=on_start)[""]
+    if isinstance(traces, Trace):
+        return _one(traces, opts or Options(), probe, workload, progress, compare_gpus)
+    with Trace.open(traces) as t:
+        return _one(t, opts or Options(), probe, workload, progress, compare_gpus)
+
+
+def _one(t: Trace, opts: Options, probe, workload, progress, compare_gpus: bool) -> Result:
+    """One open trace's Result (analyze)."""
+    if opts.window_asked:  # the one place the asked window becomes trace ns
+        opts = replace(opts, window=window.resolve_asked(t, opts.window_asked, opts.step_regex))
+    if t.path.stat().st_size >= LARGE_TRACE_BYTES:
+        return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
+    a = analyze_sections(t, opts, progress)
+    summary, tables, ranks = a.summary, a.tables, None
+    if compare_gpus and summary["gpu"] and len(summary["gpu"]["devices"]) > 1:
+        ranks = analyze_ranks([t], rank_options(opts, summary["steps"]["regex"], summary["trace"]["link"]["gbps"],
+                                                probe, workload), progress=progress)
+        summary = schema.one_trace(summary, ranks.summary)
+        tables = {**tables, **rank_tables(ranks)}
+    return Result(summary, tables, a.gap_causes, ranks, list(summary.get("warnings") or []))
+
+
+def analyze_runs(runs: dict[str, list], opts: Options | None = None, *, probe: dict | None = None,
+                 workloads: dict[str, dict | None] | None = None, progress: Callable[[str], None] | None = None,
+                 where=None, on_start: Callable[[object], None] | None = None) -> dict[str, Result]:
+    """Several runs' traces (run -> its trace paths), each run's GPUs side by side on one clock: every trace analysed
+    where `where` runs it, in one go, then merged run by run. on_start(executor) is called once the executor is
+    ready, before the work (what the command line says about it). workloads: each run's workload record."""
+    opts = opts or Options()
+    calls, order = [], []
+    for run, paths in runs.items():
+        ropts = rank_options(opts, opts.step_regex, opts.link_gbps, probe, (workloads or {}).get(run))
+        labels = default_labels(1) if len(paths) == 1 else trace_labels([Path(p).name for p in paths])
+        order.append((run, ropts, len(calls), len(paths)))
+        calls += [(p, label, ropts) for p, label in zip(paths, labels)]
+    if not calls:
+        return {}
+    with where or parallel.executor(1, None, len(calls)) as ex:
+        if on_start:
+            on_start(ex)
+        parts = ex.map(part_of_path, calls, progress or (lambda msg: None))
+    out = {}
+    for run, ropts, first, n in order:
+        r = merge_parts(parts[first:first + n], ropts, progress)
+        out[run] = Result(r.document(), rank_tables(r), None, r, r.warnings)
+    return out
+
+
+def rank_options(opts: Options, step_regex: str | None, link_gbps: float | None, probe: dict | None = None,
+                 workload: dict | None = None) -> RankOptions:
+    """The GPUs' comparison's options from the one-trace ones: one home for what both take (the smallest gap, the
+    bin), one trace's GPUs or several traces'. step_regex and link_gbps: the steps and the link speed (one trace: the
+    ones its analysis used; several: the options'), the defaults where None."""
+    return RankOptions(min_gap_ns=opts.min_gap_ns, step_regex=step_regex or DEFAULT_STEP_REGEX, bin_ns=opts.bin_ns,
+                       link_gbps=link_gbps or DEFAULT_LINK_GBPS, probe=probe, run=workload)
+
+
+def rank_tables(ranks: Ranks) -> dict:
+    """The GPUs' comparison's tables, by their --csv names."""
+    return {"gpus": ranks.devices, "dtoh_host_by_gpu": ranks.host, "dtoh_copies_by_gpu": ranks.copies,
+            "dtoh_contention": ranks.tables["contention"]}
+
+
+def options_for(trace: Path, step_regex: str | None = None, win: Spec | None = None,
+                min_gap_ns: int = defaults.MIN_GAP_NS, **kw) -> Options:
+    """The options analyze-trace analyses a trace file with (verify uses the same for both of its traces): the window
+    as asked (resolved by analyze) and this toolkit's run record beside the trace."""
+    return Options(min_gap_ns=min_gap_ns, step_regex=step_regex, window=None,
+                   run_record=toolkit_record(str(trace)), window_asked=win, **kw)
+
+
+def capture_verdict(path, pairs: bool = False) -> dict:
+    """The trace's own consistency verdict and figures (rules/capture_checks.py); pairs: the per-pair figures too
+    (--check). TraceError, OSError on bad input."""
+    with Trace.open(path) as t:
+        return capture_checks.verdict(figures(t, pairs=pairs))
+
+
+def gpu_names(path) -> list[str]:
+    """The GPUs the trace recorded, by name, sorted (TraceError, OSError on bad input)."""
+    with Trace.open(path) as t:
+        return sorted(set(t.device.gpus["name"].astype(str)))
+
+
+def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
+    """One side of verify: the trace's analysis, the workload record and the run record beside it, and (read_loop)
+    the loop as the program runs it, read from the trace again."""
+    rec_path = run_record_beside(trace)
+    workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
+    return Side(str(trace), result.summary, workload, label, _recorded(trace),
+                _loop(trace, result.summary) if read_loop else None)
+
+
+def _loop(trace: Path, summary: dict) -> dict | None:
+    """The loop as the program runs it (sections/loop.py), read from the trace again: first iteration to the end of the
+    last output's work, wherever it ran; None without GPU work."""
+    with Trace.open(trace) as t:
+        found = loop.of(t, summary)
+    if found is None:
+        return None
+    return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,
+            "start_from": found.start_from, "end_from": found.end_from, "gpu_end_ns": found.gpu_end_ns,
+            "cuda_calls": found.cuda_calls, "call_floor_ns": found.call_floor_ns}
+
+
+def _recorded(trace: Path) -> dict | None:
+    """What nsys was asked to record, from the run record beside the trace; None without one (or an older one)."""
+    capture = capture_record_beside(trace)
+    try:
+        return read_record(capture, "recorded", "a run record", "")["recorded"] if capture else None
+    except TraceError:
+        return None
+
+
+def rule_ids() -> list[str]:
+    """Every rule's id, sorted (what --fail-on-new may name)."""
+    return sorted(r.id for r in RULES)
