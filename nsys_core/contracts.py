@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+# The program's Python stacks beside a trace BASE.sqlite: BASE + this (profiling writes it, the analysis reads it)
+PYSTACKS_SUFFIX = ".pystacks.gz"
+
 # The workload stages, in the order the article (and every report table) walks them.
 STAGES = ("naive-input", "baseline", "multiproc", "bufpool", "async", "streams", "pinned", "ceiling")
 # The order `bench` runs them: the ceiling first (it is the yardstick), then the article's order.

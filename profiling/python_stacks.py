@@ -7,8 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
+from nsys_transfer.nsys_core.contracts import PYSTACKS_SUFFIX
+
 SAMPLER_DIR = Path(__file__).resolve().parent / "stack-sampler"
-SUFFIX = ".pystacks.gz"  # the reader's too (analysis/load/python_stacks.py imports nothing of this side: same text)
+SUFFIX = PYSTACKS_SUFFIX
 DEFAULT_INTERVAL_MS = 10.0
 
 
@@ -17,12 +19,21 @@ def stacks_path(base: Path) -> Path:
     return base.with_name(base.name + SUFFIX)
 
 
-def fresh_folder(base: Path) -> Path:
-    """BASE.pystacks.d, empty, for this run's samplers; an older run's BASE.pystacks.gz or folder there is removed
-    first (a kill left it, or this run replaces that one), so the stacks beside the trace are this run's or none."""
-    folder = base.with_name(base.name + ".pystacks.d")
-    shutil.rmtree(folder, ignore_errors=True)
+def folder_of(base: Path) -> Path:
+    """BASE.pystacks.d: where the samplers of one run write, one file a process, until pack()."""
+    return base.with_name(base.name + ".pystacks.d")
+
+
+def forget(base: Path) -> None:
+    """An older run's stacks at base removed (a kill left its folder, or this run replaces it), so the stacks beside
+    the trace are this run's or none."""
+    shutil.rmtree(folder_of(base), ignore_errors=True)
     stacks_path(base).unlink(missing_ok=True)
+
+
+def fresh_folder(base: Path) -> Path:
+    """BASE.pystacks.d, made empty for this run's samplers (after forget())."""
+    folder = folder_of(base)
     folder.mkdir()
     return folder
 

@@ -227,7 +227,7 @@ def profile_per_rank(nsys: Nsys, req: ProfileRequest, gpus: int, echo=None) -> d
 def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: list[Path], echo) -> dict:
     echo = echo if echo is not None else (lambda b: (sys.stderr.buffer.write(b), sys.stderr.flush()))
     t0 = time.time()
-    python_stacks.stacks_path(bases[0]).unlink(missing_ok=True)  # an older run's, replaced: never read as this one's
+    python_stacks.forget(bases[0])  # an older run's stacks are never read as this one's
     stacks_dir = python_stacks.fresh_folder(bases[0]) if req.python_stacks_ms else None
     env = python_stacks.sampling_environment(req.env or dict(os.environ), stacks_dir, req.python_stacks_ms) \
         if stacks_dir else req.env

@@ -6,7 +6,7 @@ import html
 import pandas as pd
 
 from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP
+from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP, site_place
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
 
 # the palette's keys the charts draw, named once in the HTML report's colour key
@@ -147,20 +147,16 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
 
 
 def _finding_html(d: dict, where: str = "") -> str:
-    at = (f"<br><i>At:</i> <code>{html.escape(_place(d['line']))}  {html.escape(d['line']['code'])}</code> "
+    at = (f"<br><i>At:</i> <code>{html.escape(site_place(d['line']))}  {html.escape(d['line']['code'])}</code> "
           f"({html.escape(d['line']['role'])})" if d.get("line") else "")
     return (f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(where + _cost(d))}): {html.escape(d['evidence'])}."
             f"{at}<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>")
 
 
-def _place(line: dict) -> str:
-    return f"{line['file'].rsplit('/', 1)[-1]}:{line['line']}"
-
-
 def _line_md(d: dict) -> str:
     """The program's line behind a finding, where its trace had the Python stacks (`code` section)."""
     line = d.get("line")
-    return f"  *At:* `{_place(line)}  {line['code']}` ({line['role']})  \n" if line else ""
+    return f"  *At:* `{site_place(line)}  {line['code']}` ({line['role']})  \n" if line else ""
 
 
 def _table_html(md_table: str) -> str:

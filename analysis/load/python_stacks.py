@@ -8,6 +8,7 @@ sample's stack is the line that made the call."""
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +16,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-SUFFIX = ".pystacks.gz"
+from nsys_transfer.nsys_core.contracts import PYSTACKS_SUFFIX
+
+SUFFIX = PYSTACKS_SUFFIX
 CAPTURE_HINT = ("capture it with `nsys-transfer run -o BASE -- python PROGRAM` (or `make trace`), which samples the "
                 "Python stacks by default into BASE.pystacks.gz beside the trace")
+
+
+# a library's, Python's own, or the profiling's (this toolkit, its sampler, the fixes library): not the program's
+LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python\d\.\d+/|^<|/nsys_transfer/|nsys_transfer_pystacks|"
+                     r"/fixes/(pipeline|workers|copier|slots|prefetch|pace|lifetime|delivery|checksums|scalars|ranges|"
+                     r"tree|errors)\.py$")
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,21 @@ class Frame:
     line: int
     function: str
     code: str
+
+    @property
+    def in_program(self) -> bool:
+        """Whether the frame is the program's own code (not a library's, not Python's, not the profiling's)."""
+        return not LIBRARY.search(self.file)
+
+    @property
+    def place(self) -> str:
+        """`main.py:31`."""
+        return place_of(self.file, self.line)
+
+
+def place_of(file: str, line: int) -> str:
+    """A line as a person names it: `main.py:31`."""
+    return f"{Path(file).name}:{line}"
 
 
 @dataclass

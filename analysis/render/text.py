@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
+from nsys_transfer.analysis.load.python_stacks import place_of
 from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
@@ -51,11 +52,16 @@ def finding_lines(findings: list[dict], show_all: bool = False) -> list[str]:
     return L
 
 
+def site_place(site: dict) -> str:
+    """A finding's or the code section's line (its JSON), as a person names it: `main.py:31`."""
+    return place_of(site["file"], site["line"])
+
+
 def code_line(site: dict | None, indent: str = "      ") -> list[str]:
     """`at main.py:31  for x, y in loader`, and the way the work is reached from it, where a finding has its line."""
     if not site:
         return []
-    place = f"{site['file'].rsplit('/', 1)[-1]}:{site['line']}"
+    place = site_place(site)
     out = [f"{indent}at {place}  {site['code']}  ({site['role']}, {100 * site['share']:.0f}% of the sampled time here)"]
     if len(site["path"]) > 1:
         out.append(f"{indent}   via " + " -> ".join(site["path"]))
@@ -72,8 +78,8 @@ def code_section_lines(code: dict | None) -> list[str]:
         return []
     out = [f"where the main thread's time went, line by line ({code['source']}):"]
     for site in code["cpu"]:
-        out.append(f"  {_ms(site['ns'])} ({100 * site['share']:.0f}%)  {site['file'].rsplit('/', 1)[-1]}:"
-                   f"{site['line']}  {site['code']}  [{site['role']}]")
+        out.append(f"  {_ms(site['ns'])} ({100 * site['share']:.0f}%)  {site_place(site)}  {site['code']}  "
+                   f"[{site['role']}]")
         if site.get("growth_ms"):
             a, b = site["growth_ms"]
             out.append(f"      growing: {a:,.1f} ms a call at the start of the run, {b:,.1f} ms at the end")

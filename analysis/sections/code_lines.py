@@ -8,7 +8,6 @@ of the program's own code (not a library's, not Python's); the path is how the l
 launching thread (a CPU-only capture), the main thread's time is given to its lines, idle or not."""
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 
@@ -19,13 +18,10 @@ from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.load import python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks
+from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks, place_of
 from nsys_transfer.analysis.sections import roles
 from nsys_transfer.analysis.sections.base import declare
 
-LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python\d\.\d+/|^<|/nsys_transfer/|nsys_transfer_pystacks|"
-                     r"/fixes/(pipeline|workers|copier|slots|prefetch|pace|lifetime|delivery|checksums|scalars|ranges|"
-                     r"tree|errors)\.py$")
 TOP = 3            # lines kept per cause
 PATH_STEPS = 6     # frames shown between the loop's line and the work
 SHORT_GAPS = "launch"
@@ -54,7 +50,7 @@ class CodeSite:
     @property
     def place(self) -> str:
         """`main.py:31`."""
-        return f"{os.path.basename(self.file)}:{self.line}"
+        return place_of(self.file, self.line)
 
     def as_dict(self) -> dict:
         """The site as JSON."""
@@ -100,11 +96,6 @@ class CodeLines:
                 "cpu": [s.as_dict() for s in self.cpu]}
 
 
-def is_user(frame: Frame) -> bool:
-    """Whether a frame is the program's own code (not a library, not Python's, not the profiler's)."""
-    return not LIBRARY.search(frame.file)
-
-
 def _package(file: str) -> str:
     m = re.search(r"/(?:site|dist)-packages/([A-Za-z0-9_]+)", file)
     return m.group(1) if m else "python"
@@ -112,7 +103,7 @@ def _package(file: str) -> str:
 
 def label(frame: Frame) -> str:
     """A frame as a person names it: `Images.__getitem__ (main.py:17)`, `_BaseDataLoaderIter.__next__ (torch)`."""
-    where = f"{os.path.basename(frame.file)}:{frame.line}" if is_user(frame) else _package(frame.file)
+    where = frame.place if frame.in_program else _package(frame.file)
     return f"{frame.function} ({where})"
 
 
@@ -124,21 +115,21 @@ class _Stack:
 
 
 def _stack_info(stack: tuple[int, ...], frames: list[Frame]) -> _Stack:
-    user = [i for i, f in enumerate(stack) if is_user(frames[f])]
+    user = [i for i, f in enumerate(stack) if frames[f].in_program]
     if not user:
         return _Stack(-1, (), roles.role_of([frames[f] for f in stack], None))
     leaf = user[-1]
     # the path starts at the loop's line: the program's frame that calls into a library first, or, where the work is
     # the program's own functions all the way, the caller of the innermost (`postprocess(d, l)` -> its line)
-    first_lib = next((i for i, f in enumerate(stack) if i > user[0] and not is_user(frames[f])), len(stack))
+    first_lib = next((i for i, f in enumerate(stack) if i > user[0] and not frames[f].in_program), len(stack))
     callers = [i for i in user if i < first_lib and frames[stack[i]].function != "<module>"]
     loop = callers[-2] if len(callers) >= 2 and callers[-1] == leaf else (callers[-1] if callers else leaf)
     shown, prev_user = [], True
     for i in range(loop, len(stack)):
         f = frames[stack[i]]
-        if is_user(f) or prev_user or i == len(stack) - 1:  # user frames, each library entry, and the innermost
-            shown.append(label(f) if i != loop else f"{os.path.basename(f.file)}:{f.line}  {f.code}")
-        prev_user = is_user(f)
+        if f.in_program or prev_user or i == len(stack) - 1:  # user frames, each library entry, and the innermost
+            shown.append(label(f) if i != loop else f"{f.place}  {f.code}")
+        prev_user = f.in_program
     if len(shown) > PATH_STEPS:
         shown = [*shown[:PATH_STEPS - 1], "...", shown[-1]]
     leaf_frame = frames[stack[leaf]]

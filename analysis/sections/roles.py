@@ -26,7 +26,6 @@ BY_CODE = (
     (OUTPUT, re.compile(r"\.cpu\s*\(\s*\)|\.numpy\s*\(\s*\)|\.to\s*\(\s*['\"]cpu['\"]|device\s*=\s*['\"]cpu['\"]")),
 )
 IN_MODULE = re.compile(r"torch/nn/modules/module\.py$")
-LIBRARY_FRAME = re.compile(r"/(site|dist)-packages/|/lib/python\d\.\d+/")  # frame roles are a library's, never a file of the program's
 # (role, test of a frame's file, test of its function): any frame of the stack
 BY_FRAME = (
     (WEIGHTS, re.compile(r"torch/nn/modules/module\.py$"), re.compile(r"^Module\.(to|cuda|cpu|_apply|half|float)\b")),
@@ -50,7 +49,7 @@ def role_of(stack: list[Frame], leaf: Frame | None) -> str:
             # inside a module's forward a concatenation makes this step's activations, not an array that outlives it
             if code.search(leaf.code) and not (role == ACCUMULATION and in_model):
                 return role
-    for frame in reversed([f for f in stack if LIBRARY_FRAME.search(f.file)]):  # the innermost that says it
+    for frame in reversed([f for f in stack if not f.in_program]):  # a library's frames, the innermost that says it
         for role, file, function in BY_FRAME:
             if file.search(frame.file) and (function is None or function.search(frame.function)):
                 return role
