@@ -90,19 +90,9 @@ def code_section_lines(code: dict | None) -> list[str]:
 
 def text_report(s: dict, show_all: bool = False) -> str:
     """The analysis summary as the plain-text report (all findings with show_all)."""
-    L = []
     t = s["trace"]
-    gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
-    L.append(f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})")
-    integ = t.get("integrity") or {}
-    if (t.get("program_end") or {}).get("failed"):
-        L.append(failed_run_line(t["program_end"]))
-    if integ.get("verdict") == "lossy":
-        L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
-                 "count only what was recorded.")
-    elif integ.get("verdict") == "doubtful":
-        L.append(f"!! POSSIBLY INCOMPLETE TRACE: {integ.get('evidence', 'nsys questions the capture')} The figures "
-                 "below count only what nsys recorded.")
+    failed = bool((t.get("program_end") or {}).get("failed"))
+    L = _header_lines(t, failed)
     L += _window_lines(s["window"])
     if s.get("setup"):
         L += _setup_section_lines(s["setup"])
@@ -112,7 +102,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
     link = t.get("link") or {}
     if link.get("gbps"):
         L.append(f"host link: {link['gbps']:.1f} GB/s ({link['source']})")
-    L += _steps_lines(st, bool(g and s["nvtx"]["count"]), failed=bool((t.get("program_end") or {}).get("failed")))
+    L += _steps_lines(st, bool(g and s["nvtx"]["count"]), failed=failed)
     if st.get("setup"):
         L.append(_setup_line(st["setup"]))
     gp = s["gaps"]
@@ -149,6 +139,22 @@ def text_report(s: dict, show_all: bool = False) -> str:
                                           (s.get("ranks") or {}).get("limit"))))
         L.append(L[at])
     return "\n".join(L)
+
+
+def _header_lines(t: dict, failed: bool) -> list[str]:
+    """The trace and its GPUs, then the warnings read before any figure: a failed run, an incomplete trace."""
+    gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
+    L = [f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})"]
+    integ = t.get("integrity") or {}
+    if failed:
+        L.append(failed_run_line(t["program_end"]))
+    if integ.get("verdict") == "lossy":
+        L.append(f"!! INCOMPLETE TRACE: {integ.get('evidence', 'the capture lost CUDA events')} The GPU figures below "
+                 "count only what was recorded.")
+    elif integ.get("verdict") == "doubtful":
+        L.append(f"!! POSSIBLY INCOMPLETE TRACE: {integ.get('evidence', 'nsys questions the capture')} The figures "
+                 "below count only what nsys recorded.")
+    return L
 
 
 WIDTH = 118  # a verdict longer than this goes on over indented lines, each cut between words
