@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.span import gpu_span_estimate
 from nsys_transfer.analysis.sections import program, steady
 
 IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
-TID_BITS = 1 << 24  # nsys's globalTid: pid and tid in 24-bit fields
+TID_BITS = 1 << 24  # nsys's globalTid: its thread part is the low 24 bits (frames.pid_of reads the process part)
 EXIT_FLUSH = "CUDA profiling data flush on process exit"
 SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack-sampler)
 CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
@@ -116,9 +117,9 @@ def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
         rows = rows[(rows["tid"].to_numpy() != main) & (rows["tid"].to_numpy() % TID_BITS != 0)
                     & ~np.isin(rows["tid"].to_numpy(), samplers)]
         for tid, end in zip(rows["tid"].to_numpy(), rows["end_ns"].to_numpy()):
-            end = min(int(end), exits.get(int(tid) // TID_BITS, int(end)))
+            end = min(int(end), exits.get(int(pid_of(int(tid))), int(end)))
             if end > best:
-                best, said = end, f"{what} of thread {int(tid) % TID_BITS} (process {int(tid) // TID_BITS % TID_BITS})"
+                best, said = end, f"{what} of thread {int(tid) % TID_BITS} (process {pid_of(int(tid))})"
     return best, said
 
 
@@ -132,11 +133,11 @@ def _profilers_threads(trace) -> np.ndarray:
 
 
 def _process_exits(trace) -> dict[int, int]:
-    """When each process began to exit (nsys's flush at its exit), by its globalTid's process part."""
+    """When each process began to exit (nsys's flush at its exit), by its pid."""
     if not trace.has("PROFILER_OVERHEAD"):
         return {}
     rows = trace.query(PROCESS_EXITS)
-    return {int(t) // TID_BITS: int(s) for t, s in zip(rows["tid"], rows["start_ns"])}
+    return {int(pid_of(int(t))): int(s) for t, s in zip(rows["tid"], rows["start_ns"])}
 
 
 def call_durations(trace, lo: int, hi: int) -> np.ndarray:
