@@ -5,8 +5,11 @@
 # alone (its cost). One tarball a program in OUT (the device tool brings back 8 files of 16 MiB); scrub there.
 #
 #   bash benchmarks/strangers.sh capture|time [PROGRAM ...]     (default: every program in tests/programs/strangers)
+#   bash benchmarks/strangers.sh pair ORIGINAL:FIXED ...         (issue 48: both timed unprofiled, alternately, REPEAT
+#        times, then both captured the way the README asks for verify (RUN_OPTS), and verify's text kept beside)
 # Environment: NSYS_BUNDLE (a tarball of Nsight Systems, unpacked to /tmp), PYTHON (python3), OUT (out/strangers),
-#   ARGS_<program> (its arguments, e.g. ARGS_det_nms="--batches 20"), T_PROGRAM (seconds, 150), REPEAT (time: 2)
+#   ARGS_<program> (its arguments, e.g. ARGS_det_nms="--batches 20"; a fixed program without its own takes its
+#   original's), T_PROGRAM (seconds, 150), REPEAT (time, pair: 2), RUN_OPTS (nsys-transfer run's options for capture)
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 what=${1:-capture}; shift || true
@@ -21,14 +24,14 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 progs=("$@")
 [ ${#progs[@]} -gt 0 ] || mapfile -t progs < <(ls tests/programs/strangers/*.py | xargs -n1 basename | sed 's/\.py$//')
 summary=$OUT/summary.txt; : > "$summary"
-args_of() { local v="ARGS_$1"; echo "${!v:-}"; }
+args_of() { local v="ARGS_$1" o="ARGS_${2:-}"; echo "${!v:-${!o:-}}"; }
 
 capture() {
   local p=$1 t0 rc
   t0=$(date +%s)
-  # shellcheck disable=SC2046
-  timeout "${T_PROGRAM:-150}" $PY -m nsys_transfer run -o "$RUNS/$p" --force -- $PY tests/programs/strangers/$p.py \
-    $(args_of "$p") > "$OUT/text/$p.console" 2>&1
+  # shellcheck disable=SC2046,SC2086
+  timeout "${T_PROGRAM:-150}" $PY -m nsys_transfer run -o "$RUNS/$p" --force ${RUN_OPTS:-} -- $PY \
+    tests/programs/strangers/$p.py $(args_of "$p" "${2:-}") > "$OUT/text/$p.console" 2>&1
   rc=$?
   if [ -f "$RUNS/$p.sqlite" ]; then  # compressed here, scrubbed where it is read (scrub-trace), one tarball each
     if command -v xz >/dev/null; then xz -T0 -3 -c "$RUNS/$p.sqlite" > "$RUNS/${p}_nsys2024.sqlite.xz"
@@ -46,16 +49,26 @@ timed() {
   local p=$1 mode=$2 env=() r
   [ "$mode" = sampler ] && { mkdir -p /tmp/st-$p; env=(NSYS_TRANSFER_PYSTACKS=/tmp/st-$p PYTHONPATH=$PWD/profiling/stack-sampler:$PYTHONPATH); }
   # shellcheck disable=SC2046
-  r=$(env "${env[@]}" timeout "${T_PROGRAM:-150}" $PY tests/programs/strangers/$p.py $(args_of "$p") 2>/dev/null | grep '^RESULT' | tail -1)
+  r=$(env "${env[@]}" timeout "${T_PROGRAM:-150}" $PY tests/programs/strangers/$p.py $(args_of "$p" "${3:-}") 2>/dev/null | grep '^RESULT' | tail -1)
   echo "$p $mode ${r#RESULT }" | tee -a "$summary"
   rm -rf /tmp/st-$p
 }
 
+pair() {  # ORIGINAL:FIXED
+  local a=${1%%:*} b=${1##*:}
+  for _ in $(seq "${REPEAT:-2}"); do timed "$a" plain; timed "$b" plain "$a"; done
+  capture "$a"; capture "$b" "$a"
+  [ -f "$RUNS/$a.sqlite" ] && [ -f "$RUNS/$b.sqlite" ] &&
+    $PY -m nsys_transfer verify "$RUNS/$a.sqlite" "$RUNS/$b.sqlite" > "$OUT/text/$a.verify" 2>&1
+  echo "$a -> $b verify: $(head -1 "$OUT/text/$a.verify" 2>/dev/null | cut -c1-200)" | tee -a "$summary"
+}
+
 for p in "${progs[@]}"; do
   case $what in
+    pair) pair "$p" ;;
     capture) capture "$p" ;;
     time) for _ in $(seq "${REPEAT:-2}"); do timed "$p" plain; timed "$p" sampler; done ;;
-    *) echo "strangers.sh: capture or time" >&2; exit 2 ;;
+    *) echo "strangers.sh: capture, time or pair" >&2; exit 2 ;;
   esac
 done
 cat "$summary"
