@@ -56,7 +56,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
               for name, df in parts[k].tables.items()}
     say("diagnosing")
     info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
-    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth, made["code_lines"]))
+    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth, made["code_lines"], opts.min_gap_ns))
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)

@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 import pandas as pd
 
-
+from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.rules.advice import FIXES
 from nsys_transfer.analysis.sections.code_lines import CodeLines
 
@@ -53,11 +53,13 @@ def make_finding(rule: str, impact_ns, window_ns: int, subject, evidence: str, s
 
 @dataclass
 class Context:
-    """What the rules read: the summary, its tables and the pipeline depth of this toolkit's workloads."""
+    """What the rules read: the summary, its tables, the options they take (the pipeline depth of this toolkit's
+    workloads, the shortest idle gap counted) and the program's lines."""
     summary: dict
     tables: dict
-    pipeline_depth: int = 10
+    pipeline_depth: int = defaults.PIPELINE_DEPTH
     code: CodeLines | None = None  # the program's lines behind the idle time and copies (sections/code_lines.py)
+    min_gap_ns: int = defaults.MIN_GAP_NS  # --min-gap-ms, as the analysis took it: the long gaps' floor
 
     @property
     def copies(self) -> pd.DataFrame:

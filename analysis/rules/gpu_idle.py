@@ -84,7 +84,7 @@ class GpuIdleCpuBound(Rule[Context]):
                 continue
             if subject and is_operator_range(subject):
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was inside the PyTorch op "
+                      f"{ms(ctx.min_gap_ns)} while the launching thread was inside the PyTorch op "
                       f"'{subject}' (outside any range of the program's own)")
                 out.append(ctx.finding(self.id, ns, subject, ev, OPERATOR_FIXES.get(subject, (
                     f"the op '{subject}' keeps the CPU busy while the GPU waits: look for host-side work in it "
@@ -92,14 +92,14 @@ class GpuIdleCpuBound(Rule[Context]):
             elif subject:
                 sampled = sampled_owner(ctx, "range_samples") if not any(f.subject for f in out) else None
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'" +
+                      f"{ms(ctx.min_gap_ns)} while the launching thread ran '{subject}'" +
                       (f"; {samples_text(sampled)}" if sampled else ""))
                 out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
             elif sampled_owner(ctx, "cpu_samples"):
                 out.append(self._sampled(ctx, ns))
             else:
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was busy outside any NVTX "
+                      f"{ms(ctx.min_gap_ns)} while the launching thread was busy outside any NVTX "
                       "range and not waiting for a CUDA call" + after_sync_text(ctx))
                 out.append(ctx.finding(self.id, ns, None, ev, serialised_fix(ctx, ns, ctx.advice(
                     "mark the loop's phases with NVTX ranges (torch.cuda.nvtx.range) to see which CPU work the GPU "
@@ -119,7 +119,7 @@ class GpuIdleCpuBound(Rule[Context]):
         top = next((f for f in s["functions"] if f["kind"] == kind and f["share"] >= 0.5 * top["share"] and
                     (f["function"].startswith("torch.") or "at::native::" in f["function"])), top)
         ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-              f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread computed outside any NVTX range; "
+              f"{ms(ctx.min_gap_ns)} while the launching thread computed outside any NVTX range; "
               + samples_text(s) + after_sync_text(ctx))
         fix = WORK_FIXES.get(kind)
         if fix is None:
@@ -170,7 +170,7 @@ def cpu_after_sync_ns(ctx: Context) -> int:
 def after_sync_text(ctx: Context) -> str:
     """How much of the CPU work came right after a synchronising call returned (the sync serialises it)."""
     ns = cpu_after_sync_ns(ctx)
-    if ns < 0.5 * ctx.summary["gaps"]["threshold_ns"]:
+    if ns < 0.5 * ctx.min_gap_ns:
         return ""
     return (f"; {ms(ns)} of it right after a synchronising call returned (the sync emptied the GPU's queue before "
             "this work: it serialises it, the work itself holds the GPU)")
@@ -276,7 +276,7 @@ class LaunchBound(Rule[Context]):
         launch = (f"; each launch call costs the launching thread {us(info['launch_api_ns'] / calls)} (mean of the "
                   f"capture's {calls:,})" if calls else "")
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
-              f"{ms(ctx.summary['gaps']['threshold_ns'])} between GPU operations (kernels, copies, memsets): "
+              f"{ms(ctx.min_gap_ns)} between GPU operations (kernels, copies, memsets): "
               f"{k['count']:,} kernels{per}, median {us(k['median_ns'] or 0)}{launch}")
         graphs = (k.get("graphs") or {}).get("share_of_kernel_time") or 0
         if graphs >= 0.5:  # the advice the trace shows is already taken: name what is left instead
