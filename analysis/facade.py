@@ -24,7 +24,7 @@ from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ran
                                                  part_of_path, trace_labels)
 from nsys_transfer.analysis.result import Result
 from nsys_transfer.analysis.rules import capture_checks
-from nsys_transfer.analysis.rules.diagnosis import RULES
+from nsys_transfer.analysis.rules import diagnosis
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.run import parallel
 from nsys_transfer.analysis.run.parallel import Dask, cores, executor
@@ -174,4 +174,4 @@ def _recorded(trace: Path) -> dict | None:
 
 def rule_ids() -> list[str]:
     """Every rule's id, sorted (what --fail-on-new may name)."""
-    return sorted(r.id for r in RULES)
+    return sorted({r.id for r in diagnosis.rules()})

@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 import pandas as pd
 
 from nsys_transfer.analysis.common import defaults
+from nsys_transfer.analysis.common.idle_causes import IdleCause
 from nsys_transfer.analysis.rules.advice import FIXES
 from nsys_transfer.analysis.sections.code_lines import CodeLines
 
@@ -200,14 +201,11 @@ def calls_text(calls: dict, n: int = 3) -> str:
     return ", ".join(f"{k} {ms(v)}" for k, v in list(calls.items())[:n])
 
 
-STEADY_CAUSES = ("host-sync", "launch", "mapping")  # costs of each step: counted inside the steps (summary.setup)
-
-
-def idle_of(ctx: Context, cause: str) -> pd.DataFrame:
+def idle_of(ctx: Context, cause: IdleCause) -> pd.DataFrame:
     """The idle attribution's rows of one cause; for the per-step causes, those inside the steps where the set-up
     before them is reported apart."""
-    t = ctx.tables.get("idle_steps") if cause in STEADY_CAUSES and "idle_steps" in ctx.tables else ctx.idle
-    return t[t["cause"] == cause] if len(t) else t
+    t = ctx.tables.get("idle_steps") if cause.per_step and "idle_steps" in ctx.tables else ctx.idle
+    return t[t["cause"] == cause.name] if len(t) else t
 
 
 def idle_by_subject(rows: pd.DataFrame, missing: str = "") -> pd.Series:
