@@ -29,6 +29,7 @@ from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.run import parallel
 from nsys_transfer.analysis.run.parallel import Dask, cores, executor
 from nsys_transfer.analysis.sections import loop, window
+from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.copies import big_copies
@@ -75,7 +76,7 @@ def _one(t: Trace, opts: Options, probe, workload, progress, compare_gpus: bool)
     if compare_gpus and summary["gpu"] and len(summary["gpu"]["devices"]) > 1:
         ranks = analyze_ranks([t], rank_options(opts, summary["steps"]["regex"], summary["trace"]["link"]["gbps"],
                                                 probe, workload), progress=progress)
-        summary = schema.one_trace(summary, ranks.summary)
+        summary = schema.one_trace(summary, section_keys(), ranks.summary)
         tables = {**tables, **rank_tables(ranks)}
     return Result(summary, tables, a.gap_causes, ranks, list(summary.get("warnings") or []))
 

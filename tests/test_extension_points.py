@@ -3,14 +3,18 @@ place, and show in a real trace's answer: each is added here as a toy, in the te
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis import Trace, facade
 from nsys_transfer.analysis.common import idle_causes
 from nsys_transfer.analysis.common.idle_causes import INPUT, IdleCause
+from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.render import palette
 from nsys_transfer.analysis.rules import diagnosis
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule
+from nsys_transfer.analysis.sections import base
+from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.summary import analyze
 
@@ -77,3 +81,29 @@ def test_a_new_rule_is_one_class(monkeypatch, before):
     monkeypatch.setattr(diagnosis, "RULES", [*diagnosis.RULES, StepNote()])
     found = [f for f in _analysis().summary["diagnosis"] if f["rule"] == "step-note"]
     assert [f["evidence"] for f in found] == [f"{before['steps']['count'] or 0} steps, gaps from 1000000 ns"]
+
+
+X2 = ROOT / "reports" / "data" / "h200x2" / "pinned-x2.sqlite.xz"  # one capture of two GPUs: the multi-GPU path
+
+
+def test_a_new_section_is_one_declaration_on_one_gpu_and_on_several(before):
+    """A toy section placed by its own declaration (between `kernels` and `nvtx`): in the JSON of a one-GPU trace and
+    of a two-GPU one, whose document is checked against the schema too."""
+    @declare("copy_share", needs=("memcpy", "kernels"), part=True, json_at=75, tables_at=75)
+    def copy_share(memcpy: Part, kernels: Part) -> Part:
+        copy = sum(memcpy.summary[k]["total_ns"] for k in ("dtoh", "htod", "dtod"))
+        return Part({"copy_ns": copy, "kernel_ns": kernels.summary["total_ns"]},
+                    {"copy_share": pd.DataFrame({"ns": [copy]})})
+    try:
+        one = facade.analyze(TRACE)
+        two = facade.analyze(X2)
+    finally:
+        base.remove("copy_share")
+    for r in (one, two):
+        keys = list(r.summary)
+        assert keys[keys.index("kernels") + 1:keys.index("nvtx")] == ["copy_share"]
+        assert r.summary["copy_share"]["kernel_ns"] == r.summary["kernels"]["total_ns"]
+    assert two.ranks is not None and len(two.summary["ranks"]["gpus"]) == 2
+    names = list(one.tables)
+    assert names.index("copy_share") == names.index("nvtx_summary") - 1  # its tables before nvtx's (at 80)
+    assert "copy_share" not in base.section_keys() and facade.analyze(TRACE).summary == before

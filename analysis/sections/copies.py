@@ -149,7 +149,7 @@ def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream
 
 
 @declare("memcpy", needs=("trace", "memcpys", "copy_kernels", "kernel_time", "digest", "window_ns", "opts",
-                          "kernels_recorded", "say"), part=True)
+                          "kernels_recorded", "say"), part=True, json_at=30, tables_at=30)
 def _memcpy(trace, memcpys: pd.DataFrame, copy_kernels, kernel_time, digest, window_ns, opts, kernels_recorded: bool,
             say) -> Part:
     """The `memcpy` section; the runtime calls it joined are let go after it (a long capture's millions of calls)."""

@@ -161,7 +161,7 @@ def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
     return int(close["end_ns"].max()) - end_ns if len(close) else None
 
 
-@declare("nvtx", needs=("nvtx_rows", "narrowed", "opts"), part=True)
+@declare("nvtx", needs=("nvtx_rows", "narrowed", "opts"), part=True, json_at=80, tables_at=80)
 def _nvtx(nvtx_rows: pd.DataFrame, narrowed, opts) -> Part:
     """The `nvtx` section: the NVTX ranges inside the window by name."""
     shown = nvtx_rows if narrowed is None else overlapping(nvtx_rows, narrowed)
