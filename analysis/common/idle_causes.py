@@ -97,3 +97,8 @@ def names() -> tuple[str, ...]:
 def added() -> list[IdleCause]:
     """The causes attributed by their OS calls alone (`calls`), in the order of precedence."""
     return [c for c in CAUSES if c.calls is not None]
+
+
+def added_calls() -> list[tuple[str, re.Pattern]]:
+    """(name, the OS calls' pattern) of each of the added() causes."""
+    return [(c.name, c.calls) for c in CAUSES if c.calls is not None]

@@ -252,7 +252,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     after_sync = _turnaround(waited, sh.sync_ends, sh.sync_starts)  # the sync's cost; past it, the thread's next work
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
-    added = {c.name: _calls(mine, c.calls)[0] for c in idle_causes.added()}
+    added = {name: _calls(mine, calls)[0] for name, calls in idle_causes.added_calls()}
     plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm,
                                                                                 sleeps, *added.values()))))
     judged: Union = (idle[0][~plain], idle[1][~plain])

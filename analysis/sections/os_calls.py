@@ -78,7 +78,7 @@ def waited_names(trace: Trace) -> dict[int, str]:
     """{string id: name} of the OS calls idle.attribute judges by: waits, mappings, sleeps, and the calls of the idle
     causes declared by them (common/idle_causes.py)."""
     out: dict[int, str] = {}
-    for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS, *(c.calls for c in idle_causes.added())):
+    for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS, *(calls for _, calls in idle_causes.added_calls())):
         out |= trace.osrt.names(pattern)
     return out
 
