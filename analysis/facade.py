@@ -24,11 +24,12 @@ from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ran
                                                  part_of_path, trace_labels)
 from nsys_transfer.analysis.result import Result
 from nsys_transfer.analysis.rules import capture_checks
-from nsys_transfer.analysis.rules.diagnosis import RULES
+from nsys_transfer.analysis.rules import diagnosis
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.run import parallel
 from nsys_transfer.analysis.run.parallel import Dask, cores, executor
 from nsys_transfer.analysis.sections import loop, window
+from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.copies import big_copies
@@ -75,7 +76,7 @@ def _one(t: Trace, opts: Options, probe, workload, progress, compare_gpus: bool)
     if compare_gpus and summary["gpu"] and len(summary["gpu"]["devices"]) > 1:
         ranks = analyze_ranks([t], rank_options(opts, summary["steps"]["regex"], summary["trace"]["link"]["gbps"],
                                                 probe, workload), progress=progress)
-        summary = schema.one_trace(summary, ranks.summary)
+        summary = schema.one_trace(summary, section_keys(), ranks.summary)
         tables = {**tables, **rank_tables(ranks)}
     return Result(summary, tables, a.gap_causes, ranks, list(summary.get("warnings") or []))
 
@@ -174,4 +175,4 @@ def _recorded(trace: Path) -> dict | None:
 
 def rule_ids() -> list[str]:
     """Every rule's id, sorted (what --fail-on-new may name)."""
-    return sorted(r.id for r in RULES)
+    return sorted({r.id for r in diagnosis.rules()})

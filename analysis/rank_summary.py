@@ -28,6 +28,7 @@ from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.common.schema import json_rows, several_traces
+from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.hosts import HostLoad, host_loads
 from nsys_transfer.analysis.sections.sharing import gbps_of
 from nsys_transfer.analysis.load.frames import pid_of
@@ -71,7 +72,7 @@ class Ranks:
 
     def document(self) -> dict:
         """The JSON document of several traces (schema.several_traces): the comparison and its limit."""
-        return several_traces(self.summary, self.warnings)
+        return several_traces(self.summary, self.warnings, section_keys())
 
 
 # --- pure functions -------------------------------------------------------------------------------------------

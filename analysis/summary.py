@@ -11,8 +11,9 @@ from nsys_transfer.analysis.rules import capture_checks
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
 from nsys_transfer.analysis.common import defaults
+from nsys_transfer.analysis.common import schema
 from nsys_transfer.analysis.common.schema import SCHEMA, Part
-from nsys_transfer.analysis.sections.base import declared
+from nsys_transfer.analysis.sections.base import declared, section_keys, table_keys
 from nsys_transfer.analysis.common.window_spec import Spec
 
 
@@ -50,21 +51,17 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     made = schedule.run(sections, {"trace": trace, "opts": opts, "say": say}, keep=KEPT)
     parts: dict[str, Part] = {s.name: made[s.name] for s in sections if s.part}
     info = made["trace_info"]
-    out = {"schema": SCHEMA, "trace": info, "window": made["window"],
-           **{k: parts[k].summary for k in (*SECTION_ORDER, *sorted(set(parts) - set(SECTION_ORDER)))}}
-    tables = {name: df for k in (*TABLE_ORDER, *sorted(set(parts) - set(TABLE_ORDER)))
-              for name, df in parts[k].tables.items()}
+    out = {"schema": SCHEMA, "trace": info, "window": made["window"], **{k: parts[k].summary for k in section_keys()}}
+    tables = {name: df for k in table_keys() for name, df in parts[k].tables.items()}
     say("diagnosing")
     info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
-    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth, made["code_lines"]))
+    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth, made["code_lines"], opts.min_gap_ns))
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
     idle_part = made["idle_part"]
-    return Analysis(out, tables, idle_part.gap_causes if idle_part else None)
+    return Analysis(schema.one_trace(out, section_keys()), tables, idle_part.gap_causes if idle_part else None)
 
 
 # what analyze() reads of the sections' values beside their Parts
 KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines")
-SECTION_ORDER = ("setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx", "code")  # the JSON's order (schema.KEYS)
-TABLE_ORDER = ("setup", "gpu", "memcpy", "steps", "kernels", "idle", "gaps", "nvtx")  # the order the tables were made in

@@ -1,5 +1,7 @@
 """`nsys-transfer ...` (also `python -m nsys_transfer.profiling ...`, `profile-stage`): profile the workloads or any command with
-Nsight Systems, or measure them unprofiled. Parse, call, print: no logic here."""
+Nsight Systems, or measure them unprofiled. The command lines: parse the options, check what a run needs before it
+starts (a GPU, nsys, a free output name, a program that can start), call the profiling and analysis layers, print; the
+capture itself is profiling/runner.py's, the trace's reading the analysis's (through its facade)."""
 from __future__ import annotations
 
 import json
@@ -103,7 +105,7 @@ def where():
 @click.option("--per-rank", is_flag=True, help="with --gpus N: one nsys session and trace per rank (.rank0, .rank1, ...)")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.argument("workload_args", nargs=-1, type=click.UNPROCESSED)
-def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, strict, workload_args):
+def profile_command(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_rank, strict, workload_args):
     """Trace one workload STAGE under nsys; extra args go to `python -m nsys_transfer.workloads`. Writes <base>.run.json (the
     profiling run record: nsys, files, checks, integrity) beside <base>.workload.json (the workload's own record)."""
     if stage not in STAGES:
@@ -149,8 +151,10 @@ def stage(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, gpus, per_
 
 
 # `stage`: the command's first name (Make targets and scripts use it), kept working, not listed
-main.add_command(click.Command("stage", callback=stage.callback, params=stage.params, help=stage.help, hidden=True,
+main.add_command(click.Command("stage", callback=profile_command.callback, params=profile_command.params,
+                               help=profile_command.help, hidden=True,
                                context_settings={"ignore_unknown_options": True}))
+
 
 def _gpu_names(sqlite: Path) -> list[str]:
     """The GPUs the trace recorded, by name, for the run record."""

@@ -115,10 +115,10 @@ def gaps(stages: list[str], summaries: list[dict], path):
     if d.empty:
         return None
     weights = d.sum().to_dict()
-    named, folded = palette.legend_keys({k: weights[k] for k in palette.CAUSES + ("other",) if k in weights})
+    named, folded = palette.legend_keys({k: weights[k] for k in palette.causes() + ("other",) if k in weights})
     fig, ax = plt.subplots(figsize=(9, 3.8))
     x, bottom = np.arange(len(d)), np.zeros(len(d))
-    for key in [k for k in palette.CAUSES + ("other",) if k in d]:
+    for key in [k for k in palette.causes() + ("other",) if k in d]:
         shown = "other" if key in folded else key
         ax.bar(x, d[key], bottom=bottom, color=palette.color(shown), lw=0)
         bottom += d[key].to_numpy()

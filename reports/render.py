@@ -10,7 +10,7 @@ from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP, site_place
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
 
 # the palette's keys the charts draw, named once in the HTML report's colour key
-KEY_SHOWN = ("compute", "busy", "DtoH", "DtoH/Pageable", "HtoD", "HtoD/Pageable", "DtoD", "unified", *palette.CAUSES,
+KEY_SHOWN = ("compute", "busy", "DtoH", "DtoH/Pageable", "HtoD", "HtoD/Pageable", "DtoD", "unified", *palette.causes(),
              "other")
 
 

@@ -370,12 +370,12 @@ def test_legends_name_each_cause_by_the_rule_the_text_names():
     """A cause's legend entry names the rule whose finding the text gives for it (issue 49)."""
     from nsys_transfer.analysis.render import palette
     from nsys_transfer.analysis.rules.diagnosis import RULES
-    from nsys_transfer.analysis.rules.code_advice import SITES_OF
+    from nsys_transfer.analysis.rules.code_advice import sites_of
     rules = {r.id for r in RULES}
-    for cause in palette.CAUSES:
+    for cause in palette.causes():
         label = palette.key_label(cause)
         rule = label.removeprefix("idle: ").split(" ")[0].rstrip(",")
-        assert rule in rules and cause in SITES_OF[rule], (cause, label)
+        assert rule in rules and cause in sites_of(rule), (cause, label)
 
 
 def test_timelines_draw_the_idle_between_steps_by_its_cause(rendered):

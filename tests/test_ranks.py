@@ -13,11 +13,13 @@ from nsys_transfer.analysis.rank_summary import RankOptions, analyze_ranks, conc
 from nsys_transfer.analysis.rules import ranks as rank_rules
 from nsys_transfer.analysis import rank_summary as ranks_mod
 from nsys_transfer.analysis.rules.ranks import RANK_RULES
-from nsys_transfer.analysis.common.schema import KEYS, SCHEMA, TRACE_SECTIONS
+from nsys_transfer.analysis.common.schema import SCHEMA, keys, trace_sections
+from nsys_transfer.analysis.sections.base import section_keys
 from conftest import ROOT, run_cli
 
 X2 = ROOT / "reports" / "data" / "h200x2"
 PROBE = json.loads((X2 / "probe.json").read_text())
+KEYS, TRACE_SECTIONS = keys(section_keys()), trace_sections(section_keys())
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,13 @@ docs/json-schema.md."""
 import re
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.common.schema import KEYS, SCHEMA, TRACE_SECTIONS, one_trace, several_traces
+from nsys_transfer.analysis.common.schema import SCHEMA, keys, one_trace, several_traces, trace_sections
+from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.summary import analyze
 from conftest import ROOT
 
 DOC = ROOT / "docs" / "json-schema.md"
+KEYS, TRACE_SECTIONS = keys(section_keys()), trace_sections(section_keys())
 
 
 def documented_top_level_keys() -> list[str]:
@@ -26,11 +28,11 @@ def test_one_trace_document_has_every_key(h200):
     with Trace.open(h200["baseline"]) as t:
         s = analyze(t).summary
     assert list(s) == list(KEYS) and s["schema"] == SCHEMA and s["ranks"] is None
-    assert one_trace(s) == s
+    assert one_trace(s, section_keys()) == s
 
 
 def test_several_traces_document_has_every_key():
     ranks = {"traces": [], "limit": {"rule": "not-concurrent"}}
-    doc = several_traces(ranks, ["a.sqlite: w"])
+    doc = several_traces(ranks, ["a.sqlite: w"], section_keys())
     assert list(doc) == list(KEYS) and all(doc[k] is None for k in TRACE_SECTIONS)
     assert doc["diagnosis"] == [ranks["limit"]] and doc["ranks"] is ranks and doc["warnings"] == ["a.sqlite: w"]

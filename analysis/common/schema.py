@@ -1,29 +1,39 @@
-"""The JSON that `analyze-trace --json` writes (docs/json-schema.md), defined once: its id and its top-level keys.
+"""The JSON that `analyze-trace --json` writes (docs/json-schema.md), defined once: its id and its frame of top-level
+keys, around the sections' Parts (each declares its place with itself: sections/base.section_keys, which the callers
+pass here as `sections`).
 
-One schema for one trace and for several: every document has every key of KEYS, in that order. One trace fills the
-TRACE_SECTIONS; `ranks` holds the multi-GPU comparison when the trace has several GPUs (null with one). Several traces
-(one per rank) leave the TRACE_SECTIONS null (the traces are listed in `ranks.traces`) and fill `ranks`. `diagnosis`
-holds the findings: one trace's rules, then the multi-GPU limit when there is one (it is also `ranks.limit`).
+One schema for one trace and for several: every document has every key of keys(sections), in that order. One trace
+fills the trace_sections(); `ranks` holds the multi-GPU comparison when the trace has several GPUs (null with one).
+Several traces (one per rank) leave the trace_sections() null (the traces are listed in `ranks.traces`) and fill
+`ranks`. `diagnosis` holds the findings: one trace's rules, then the multi-GPU limit when there is one (it is also
+`ranks.limit`). Every document is checked against its keys (one_trace, several_traces), one GPU or several.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 SCHEMA = "nsys-transfer.analysis/2"
-# the sections that describe one trace: null in a document about several traces
-TRACE_SECTIONS = ("trace", "window", "setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx", "code")
-KEYS = ("schema", *TRACE_SECTIONS, "diagnosis", "warnings", "ranks")
 
 
-def one_trace(summary: dict, ranks: dict | None = None) -> dict:
+def trace_sections(sections: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys that describe one trace (null in a document about several traces): `trace`, `window` and the Parts."""
+    return ("trace", "window", *sections)
+
+
+def keys(sections: tuple[str, ...]) -> tuple[str, ...]:
+    """Every top-level key of a document, in order, around the Parts' keys (sections/base.section_keys)."""
+    return ("schema", *trace_sections(sections), "diagnosis", "warnings", "ranks")
+
+
+def one_trace(summary: dict, sections: tuple[str, ...], ranks: dict | None = None) -> dict:
     """One trace's document: its sections as they are; with several GPUs, their comparison under `ranks` and its limit
-    finding after the trace's own."""
-    doc = {key: summary.get(key) for key in KEYS}
+    finding after the trace's own. ValueError on a key outside the schema."""
+    doc = {key: summary.get(key) for key in keys(sections)}
     doc["schema"] = SCHEMA
     if ranks is not None:
         doc["ranks"] = ranks
         doc["diagnosis"] = with_limit(summary["diagnosis"], ranks["limit"])
-    return _checked(doc, summary)
+    return _checked(doc, summary, sections)
 
 
 DEFERRING_LIMIT = "fix the rank's own pipeline"  # rank-pipeline's suggestion where it names no cause (rules/ranks.py)
@@ -39,10 +49,11 @@ def with_limit(findings: list[dict], limit: dict) -> list[dict]:
     return [*findings[:at], limit, *findings[at:]]
 
 
-def several_traces(ranks: dict, warnings: list[str]) -> dict:
+def several_traces(ranks: dict, warnings: list[str], sections: tuple[str, ...]) -> dict:
     """Several traces' document: no one-trace sections, the comparison under `ranks`, its limit as the diagnosis."""
-    return {"schema": SCHEMA, **dict.fromkeys(TRACE_SECTIONS), "diagnosis": [ranks["limit"]], "warnings": warnings,
-            "ranks": ranks}
+    doc = {"schema": SCHEMA, **dict.fromkeys(trace_sections(sections)), "diagnosis": [ranks["limit"]],
+           "warnings": warnings, "ranks": ranks}
+    return _checked(doc, doc, sections)
 
 
 def own_findings(doc: dict) -> list[dict]:
@@ -51,8 +62,8 @@ def own_findings(doc: dict) -> list[dict]:
     return [f for f in doc.get("diagnosis") or [] if f != limit]
 
 
-def _checked(doc: dict, summary: dict) -> dict:
-    unknown = set(summary) - set(KEYS)
+def _checked(doc: dict, summary: dict, sections: tuple[str, ...]) -> dict:
+    unknown = set(summary) - set(keys(sections))
     if unknown:
         raise ValueError(f"keys outside the schema {SCHEMA} (analysis/common/schema.py): {sorted(unknown)}")
     return doc

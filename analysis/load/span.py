@@ -2,20 +2,24 @@
 that times "from the capture's start" (`--window 1.5s:`, the header's ms) count from."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 SESSION_START = "session start"
 FIRST_EVENT = "first GPU operation or NVTX range"
 
 
-def origin(trace) -> tuple[int | None, str]:
-    """(trace ns, name) of the capture's start: the session start where the export records one
-    (TARGET_INFO_SESSION_START_TIME: the UTC instant of trace time 0, from which nsys counts every timestamp; the
-    set-up before the first GPU operation, 1.4 s and more, then counts), else its first GPU operation or NVTX range
-    (capture_start: exports of nsys 2020, which record no session start); None without either."""
+def origin(trace, first_event: Callable[[], int | None] | None = None) -> tuple[int | None, str]:
+    """(trace ns, name) of the capture's start, the one origin of every time "from the capture's start": the session
+    start where the export records one (TARGET_INFO_SESSION_START_TIME: the UTC instant of trace time 0, from which
+    nsys counts every timestamp; the set-up before the first GPU operation, 1.4 s and more, then counts), else its
+    first GPU operation or NVTX range (capture_start: exports of nsys 2020, which record no session start); None
+    without either. first_event: that first event where the caller has read it already (the window section reads it
+    before the device pass may write over the kernel times); capture_start(trace) without it."""
     if trace.session_start_utc_ns is not None:
         return 0, SESSION_START
-    return capture_start(trace), FIRST_EVENT
+    return (first_event or (lambda: capture_start(trace)))(), FIRST_EVENT
 
 
 def capture_start(trace) -> int | None:

@@ -8,19 +8,16 @@ written on the bar, never told by a colour of its own.
 """
 from __future__ import annotations
 
-from nsys_transfer.analysis.sections.breakdown import CAUSE_LABELS
+from nsys_transfer.analysis.common import idle_causes
 
-# the idle causes, in sections/idle.py's order of precedence
-CAUSES = ("comm-wait", "mapping", "sleep", "drain", "input", "cpu-range", "host-sync", "launch", "cpu")
-CAUSE_COLORS = {"comm-wait": "#264653", "mapping": "#59405C", "sleep": "#C5B0D5", "drain": "#BCBD22",
-                "input": "#2EC4B6",
-                "cpu-range": "#9C755F", "host-sync": "#F28E2B", "launch": "#EDC948", "cpu": "#BAB0AC"}
-# the legend's name of each cause: the rule the text names for it (rules/gpu_idle.py, rules/output.py), so a colour in a
-# chart and a finding in the text say one name; cpu-range's bars name their range
-CAUSE_RULES = {"comm-wait": "comm-wait", "mapping": "memory-mapping-in-gaps", "sleep": "host-sleep",
-               "drain": "output-bound (drain)", "input": "input-bound", "cpu-range": "gpu-idle-cpu-bound, in a range",
-               "host-sync": "host-sync", "launch": "launch-bound", "cpu": "gpu-idle-cpu-bound, no range"}
-CPU_RANGE_LABEL = "idle: " + CAUSE_RULES["cpu-range"]
+
+def causes() -> tuple[str, ...]:
+    """The idle causes' keys, in sections/idle.py's order of precedence (each one's colour and legend name are
+    declared with it, common/idle_causes.py: the legend names the rule the text names for it, so a colour in a chart
+    and a finding in the text say one name; cpu-range's bars name their range)."""
+    return idle_causes.names()
+
+
 # the GPU's own activity; 'other' is the rest: idle time no cause holds, and what a legend groups beyond its room
 KIND_COLORS = {"compute": "#4C72B0", "busy": "#A0BCE0", "memset": "#CCB974", "copy": "#8C8C8C", "other": "#D9D9D9"}
 DIRECTIONS = ("DtoH", "HtoD", "DtoD", "unified")
@@ -61,8 +58,9 @@ def host_memory(copy_kind: str, src_kind: str, dst_kind: str) -> str:
 
 def color(key: str) -> str:
     """The colour (#RRGGBB) of a palette key: a cause, a kind, a direction, or 'direction/memory kind'."""
-    if key in CAUSE_COLORS:
-        return CAUSE_COLORS[key]
+    cause = idle_causes.by_name(key)
+    if cause is not None:
+        return cause.color
     if key in KIND_COLORS:
         return KIND_COLORS[key]
     direction, _, memory = key.partition("/")
@@ -81,16 +79,14 @@ def rgb(key: str) -> tuple[int, int, int]:
     return rgb_of(color(key))
 
 
-_LABEL_CAUSE = {label: cause for cause, label in CAUSE_LABELS.items()}
-
-
 def part_key(label: str) -> str:
     """The palette key of a part of sections/breakdown.time_breakdown (and of an idle gap's label in the timeline):
     'kernels' compute, 'DtoH (Pinned)' a copy, 'idle: input-bound' its cause, "idle: in 'get batch'" cpu-range."""
     if label == "kernels":
         return "compute"
-    if label in _LABEL_CAUSE:
-        return _LABEL_CAUSE[label]
+    cause = next((c.name for c in idle_causes.CAUSES if c.label == label), None)
+    if cause is not None:
+        return cause
     if label.startswith("idle: in ") or label == "idle: CPU work":
         return "cpu-range"
     if label.startswith("idle"):
@@ -101,8 +97,9 @@ def part_key(label: str) -> str:
 
 def key_label(key: str) -> str:
     """What a legend calls a key."""
-    if key in CAUSE_RULES:
-        return f"idle: {CAUSE_RULES[key]}"
+    cause = idle_causes.by_name(key)
+    if cause is not None:
+        return f"idle: {cause.legend_name}"
     direction, _, memory = key.partition("/")
     if direction in DIRECTION_COLORS:
         if direction == "unified":
@@ -115,7 +112,7 @@ def key_label(key: str) -> str:
 
 def keys() -> list[str]:
     """Every key the palette gives a colour of its own, each once."""
-    return [*CAUSES, *KIND_COLORS, *DIRECTIONS,
+    return [*causes(), *KIND_COLORS, *DIRECTIONS,
             *(f"{d}/{m}" for d in SHADED for m in MEMORY_KINDS if MEMORY_SHADE[m])]
 
 

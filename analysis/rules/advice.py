@@ -1,5 +1,7 @@
-"""The advice the rules give, as data: the fix for each NVTX range of this toolkit's own workloads, for the ranges
-of the fixes library (nsys_transfer.fixes) in a user's program, per rule for PyTorch programs, and per operator range."""
+"""The advice several rules share, as data: the fix for each NVTX range of this toolkit's own workloads, for the
+ranges of the fixes library (nsys_transfer.fixes) in a user's program, the drop-in fixes for PyTorch programs, and per
+operator range. A rule's own advice is written in the rule, beside its measure (rules/gpu_idle.py, copy.py, ...); an
+idle cause's generic advice with the cause (common/idle_causes.py)."""
 from __future__ import annotations
 
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PIPELINE_DRAIN, PROCESS_OUTPUT, QUEUE_OUTPUT

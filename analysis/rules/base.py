@@ -8,7 +8,8 @@ from typing import Generic, TypeVar
 
 import pandas as pd
 
-
+from nsys_transfer.analysis.common import defaults
+from nsys_transfer.analysis.common.idle_causes import IdleCause
 from nsys_transfer.analysis.rules.advice import FIXES
 from nsys_transfer.analysis.sections.code_lines import CodeLines
 
@@ -53,11 +54,13 @@ def make_finding(rule: str, impact_ns, window_ns: int, subject, evidence: str, s
 
 @dataclass
 class Context:
-    """What the rules read: the summary, its tables and the pipeline depth of this toolkit's workloads."""
+    """What the rules read: the summary, its tables, the options they take (the pipeline depth of this toolkit's
+    workloads, the shortest idle gap counted) and the program's lines."""
     summary: dict
     tables: dict
-    pipeline_depth: int = 10
+    pipeline_depth: int = defaults.PIPELINE_DEPTH
     code: CodeLines | None = None  # the program's lines behind the idle time and copies (sections/code_lines.py)
+    min_gap_ns: int = defaults.MIN_GAP_NS  # --min-gap-ms, as the analysis took it: the long gaps' floor
 
     @property
     def copies(self) -> pd.DataFrame:
@@ -198,14 +201,11 @@ def calls_text(calls: dict, n: int = 3) -> str:
     return ", ".join(f"{k} {ms(v)}" for k, v in list(calls.items())[:n])
 
 
-STEADY_CAUSES = ("host-sync", "launch", "mapping")  # costs of each step: counted inside the steps (summary.setup)
-
-
-def idle_of(ctx: Context, cause: str) -> pd.DataFrame:
+def idle_of(ctx: Context, cause: IdleCause) -> pd.DataFrame:
     """The idle attribution's rows of one cause; for the per-step causes, those inside the steps where the set-up
     before them is reported apart."""
-    t = ctx.tables.get("idle_steps") if cause in STEADY_CAUSES and "idle_steps" in ctx.tables else ctx.idle
-    return t[t["cause"] == cause] if len(t) else t
+    t = ctx.tables.get("idle_steps") if cause.per_step and "idle_steps" in ctx.tables else ctx.idle
+    return t[t["cause"] == cause.name] if len(t) else t
 
 
 def idle_by_subject(rows: pd.DataFrame, missing: str = "") -> pd.Series:

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from nsys_transfer.analysis.common import idle_causes
+from nsys_transfer.analysis.common.idle_causes import CPU, CPU_RANGE, INPUT
 from nsys_transfer.analysis.load.python_stacks import place_of
 from nsys_transfer.analysis.rules.base import Finding, ms, severity_of
 from nsys_transfer.analysis.sections import roles
 from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
 
-# which of the code section's lines stand behind each rule's time: idle causes (sections/idle.py) or copy directions
-SITES_OF = {
-    "gpu-idle-cpu-bound": ("cpu-range", "cpu"), "input-bound": ("input",), "host-sync": ("host-sync",),
-    "launch-bound": ("launch",), "host-sleep": ("sleep",), "memory-mapping-in-gaps": ("mapping",),
-    "comm-wait": ("comm-wait",), "output-bound": ("cpu-range", "cpu", "input", "drain"),
-}
+# the output side's rule stands behind the CPU work and the waits of the loop too (its workers' post-processing, its
+# hand-off), beside its own cause, the drain
+ALSO_SITES_OF = {"output-bound": (CPU_RANGE.name, CPU.name, INPUT.name)}
+
+
+def sites_of(rule: str) -> tuple[str, ...]:
+    """Which of the code section's lines stand behind a rule's idle time: the idle causes it reports
+    (common/idle_causes.py), and ALSO_SITES_OF's; none for a rule of no idle cause."""
+    return (*ALSO_SITES_OF.get(rule, ()), *(c.name for c in idle_causes.CAUSES if c.rule == rule))
+
+
 COPY_RULES = ("pageable-memcpy", "sync-memcpy")
 SYNC_ROLES = (roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACHE_CHURN)
 SYNC_SHARE = 0.3  # of the short gaps' sampled time at SYNC_ROLES lines: they, not the launches, leave the GPU idle
@@ -64,7 +71,7 @@ def _site_for(finding: Finding, code: CodeLines) -> CodeSite | None:
     if finding.rule in COPY_RULES:
         kind = finding.subject if finding.subject in ("DtoH", "HtoD", "DtoD") else None
         return code.top((kind,)) if kind else code.top(("DtoH", "HtoD"))
-    causes = SITES_OF.get(finding.rule)
+    causes = sites_of(finding.rule)
     if finding.rule == "launch-bound":  # short gaps: the line that issues the small work, not one that ran nearby
         return code.top(causes, roles=LAUNCHING_ROLES)
     if finding.rule == "host-sync":  # a read's turnarounds: the short gaps too (sections/idle.py gives them whole)

@@ -14,7 +14,8 @@ rules count copy time, which is GPU time spent copying, not idle time.
 from __future__ import annotations
 
 from nsys_transfer.analysis.rules.capture import FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
-from nsys_transfer.analysis.rules.gpu_idle import CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound, LaunchBound, MemoryMappingInGaps
+from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound,
+                                                  LaunchBound, MemoryMappingInGaps, generic_rules)
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
 from nsys_transfer.analysis.rules import code_advice
@@ -22,18 +23,24 @@ from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 
 
 # every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here (and in the docs'
-# table, docs/json-schema.md, which tests/test_rule_registry.py holds to this list)
+# table, docs/json-schema.md, which tests/test_rule_registry.py holds to this list); an idle cause declared without a
+# rule of its own (common/idle_causes.py) gets the generic one, after these (rules())
 RULES: list[Rule[Context]] = [
     FailedRun(), IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
     HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
     WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
+def rules() -> list[Rule[Context]]:
+    """The rules diagnose() applies, in order: RULES, then the generic rule of each idle cause that has none there."""
+    return [*RULES, *generic_rules({rule.id for rule in RULES})]
+
+
 def diagnose(ctx: Context) -> list[dict]:
     """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
     NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
     floor = NOISE_SHARE * ctx.gpu_time_ns()
-    fired_ = list(fired(RULES, ctx))
+    fired_ = list(fired(rules(), ctx))
     first = {id(f) for rule, f in fired_ if rule.first}
     lined = code_advice.attach([f for _, f in fired_], ctx.code, ctx.gpu_time_ns())
     found = [(id(f) in first, f) for f in lined if f.severity == "info" or id(f) in first or f.impact_ns >= floor]

@@ -1,4 +1,5 @@
-"""Rules about GPU idle time, one per cause the idle attribution (sections/idle.py) gives it, and the GPU-bound
+"""Rules about GPU idle time, one per cause the idle attribution (sections/idle.py) gives it (common/idle_causes.py
+declares the causes: a cause without a rule of its own here gets the generic one, IdleRule.generic), and the GPU-bound
 verdict when little idle time is left."""
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import re
 
 import pandas as pd
 
-from nsys_transfer.analysis.common import cuda_api
+from nsys_transfer.analysis.common import cuda_api, idle_causes
+from nsys_transfer.analysis.common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, HOST_SYNC, INPUT, LAUNCH, MAPPING,
+                                                       SLEEP, IdleCause)
 from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
@@ -15,18 +18,65 @@ from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, us, ca
 from nsys_transfer.analysis.rules.output import pipeline_waits
 
 
-class InputBound(Rule[Context]):
-    """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
-    while the DataLoader's pin-memory thread waits for batches its workers are still making."""
-    id = "input-bound"
+class IdleRule(Rule[Context]):
+    """A rule about the idle time of its causes (the first one's rule is its id): check() hands their attribution's
+    rows, where there are any, and the idle time they hold to findings()."""
+    causes: tuple[IdleCause, ...]
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "causes" in vars(cls):
+            cls.id = cls.causes[0].rule
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        rows = idle_of(ctx, "input")
-        rows = rows[~rows.index.isin(pipeline_waits(ctx).index)]  # the output side's waits are output-bound's
-        if rows.empty:
-            return []
-        impact = int(rows["idle_ns"].sum())
+        rows = self.rows(ctx)
+        return [] if rows.empty else self.findings(ctx, rows, int(rows["idle_ns"].sum()))
+
+    def rows(self, ctx: Context) -> pd.DataFrame:
+        """The idle attribution's rows this rule judges: its causes'."""
+        parts = [idle_of(ctx, c) for c in self.causes]
+        return parts[0] if len(parts) == 1 else pd.concat(parts)
+
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The findings on these rows (not empty), which hold `impact` ns of idle time."""
+        raise NotImplementedError
+
+    @staticmethod
+    def generic(cause: IdleCause) -> "IdleRule":
+        """The rule of a cause without one of its own: the idle time, where the launching thread was, and the cause's
+        fix."""
+        return type(f"Idle_{cause.name}", (GenericIdleRule,), {"causes": (cause,), "__doc__": cause.doc})()
+
+
+class GenericIdleRule(IdleRule):
+    """The finding of a declared cause that has no rule of its own (common/idle_causes.py): its time and its fix."""
+
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """One finding: the cause's idle time, its subject the range holding most of it."""
+        cause = self.causes[0]
+        by = idle_by_subject(rows)
+        ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) with {cause.doc}")
+        return [ctx.finding(self.id, impact, by.index[0] or None, ev, cause.fix)]
+
+
+def generic_rules(taken: set[str]) -> list[IdleRule]:
+    """The generic rule of each declared cause whose rule id no rule in `taken` has, in the causes' order."""
+    return [IdleRule.generic(c) for c in idle_causes.CAUSES if c.rule not in taken]
+
+
+class InputBound(IdleRule):
+    """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
+    while the DataLoader's pin-memory thread waits for batches its workers are still making."""
+    causes = (INPUT,)
+
+    def rows(self, ctx: Context) -> pd.DataFrame:
+        """The input cause's rows but the output side's waits (output-bound's)."""
+        rows = idle_of(ctx, INPUT)
+        return rows[~rows.index.isin(pipeline_waits(ctx).index)]
+
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The one finding: the idle time, what the thread waited in, and the producers."""
         by_subject = idle_by_subject(rows)
         calls = calls_of(ctx, "input_calls")
         starved = sum(d.get("loader_starved_ns", 0) for d in devices(ctx).values())
@@ -66,17 +116,17 @@ class InputBound(Rule[Context]):
                           "cudaMemcpyAsync on a second stream)")
 
 
-class GpuIdleCpuBound(Rule[Context]):
+class GpuIdleCpuBound(IdleRule):
     """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
     finding per range), or outside any range."""
-    id = "gpu-idle-cpu-bound"
+    causes = (CPU_RANGE, CPU)
     min_share = 0.005  # of the window: below this a range is noise
 
-    def check(self, ctx: Context) -> list[Finding]:
-        """This rule's findings for the analysis; empty when it does not fire."""
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """One finding per range family that holds at least min_share of the window, and one for the time outside
+        ranges."""
         out, win = [], ctx.gpu_time_ns()
-        rows = pd.concat([idle_of(ctx, "cpu-range"), idle_of(ctx, "cpu")])
-        if rows.empty or not win:
+        if not win:
             return []
         for subject, g in rows.groupby(rows["subject"].fillna(""), sort=False):
             ns = int(g["idle_ns"].sum())
@@ -84,7 +134,7 @@ class GpuIdleCpuBound(Rule[Context]):
                 continue
             if subject and is_operator_range(subject):
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was inside the PyTorch op "
+                      f"{ms(ctx.min_gap_ns)} while the launching thread was inside the PyTorch op "
                       f"'{subject}' (outside any range of the program's own)")
                 out.append(ctx.finding(self.id, ns, subject, ev, OPERATOR_FIXES.get(subject, (
                     f"the op '{subject}' keeps the CPU busy while the GPU waits: look for host-side work in it "
@@ -92,14 +142,14 @@ class GpuIdleCpuBound(Rule[Context]):
             elif subject:
                 sampled = sampled_owner(ctx, "range_samples") if not any(f.subject for f in out) else None
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread ran '{subject}'" +
+                      f"{ms(ctx.min_gap_ns)} while the launching thread ran '{subject}'" +
                       (f"; {samples_text(sampled)}" if sampled else ""))
                 out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
             elif sampled_owner(ctx, "cpu_samples"):
                 out.append(self._sampled(ctx, ns))
             else:
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-                      f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was busy outside any NVTX "
+                      f"{ms(ctx.min_gap_ns)} while the launching thread was busy outside any NVTX "
                       "range and not waiting for a CUDA call" + after_sync_text(ctx))
                 out.append(ctx.finding(self.id, ns, None, ev, serialised_fix(ctx, ns, ctx.advice(
                     "mark the loop's phases with NVTX ranges (torch.cuda.nvtx.range) to see which CPU work the GPU "
@@ -119,7 +169,7 @@ class GpuIdleCpuBound(Rule[Context]):
         top = next((f for f in s["functions"] if f["kind"] == kind and f["share"] >= 0.5 * top["share"] and
                     (f["function"].startswith("torch.") or "at::native::" in f["function"])), top)
         ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-              f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread computed outside any NVTX range; "
+              f"{ms(ctx.min_gap_ns)} while the launching thread computed outside any NVTX range; "
               + samples_text(s) + after_sync_text(ctx))
         fix = WORK_FIXES.get(kind)
         if fix is None:
@@ -170,7 +220,7 @@ def cpu_after_sync_ns(ctx: Context) -> int:
 def after_sync_text(ctx: Context) -> str:
     """How much of the CPU work came right after a synchronising call returned (the sync serialises it)."""
     ns = cpu_after_sync_ns(ctx)
-    if ns < 0.5 * ctx.summary["gaps"]["threshold_ns"]:
+    if ns < 0.5 * ctx.min_gap_ns:
         return ""
     return (f"; {ms(ns)} of it right after a synchronising call returned (the sync emptied the GPU's queue before "
             "this work: it serialises it, the work itself holds the GPU)")
@@ -194,16 +244,12 @@ def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
     return f"{sync}; {fix}" if first else f"{fix}; {sync}"
 
 
-class MemoryMappingInGaps(Rule[Context]):
+class MemoryMappingInGaps(IdleRule):
     """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
-    id = "memory-mapping-in-gaps"
+    causes = (MAPPING,)
 
-    def check(self, ctx: Context) -> list[Finding]:
-        """This rule's findings for the analysis; empty when it does not fire."""
-        rows = idle_of(ctx, "mapping")
-        if rows.empty:
-            return []
-        impact = int(rows["idle_ns"].sum())
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The one finding: the mapping calls and the time in them."""
         calls = calls_of(ctx, "mapping_calls")
         ev = (f"while the GPU was idle the launching process spent {ms(impact)} ({ctx.share_of_window(impact)}) in "
               f"memory-mapping calls ({calls_text(calls, 4)})")
@@ -215,19 +261,18 @@ class MemoryMappingInGaps(Rule[Context]):
             "bufpool"))]
 
 
-class HostSync(Rule[Context]):
+class HostSync(IdleRule):
     """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
     issued the next work."""
-    id = "host-sync"
+    causes = (HOST_SYNC,)
 
-    def check(self, ctx: Context) -> list[Finding]:
-        """This rule's findings for the analysis; empty when it does not fire."""
-        rows = idle_of(ctx, "host-sync")
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The one finding, where the launching thread made synchronising calls: their count, names and cost."""
         info = ctx.summary.get("idle") or {}
-        if rows.empty or not info.get("sync_calls"):
+        if not info.get("sync_calls"):
             return []
         setup = ctx.summary["steps"].get("setup") or {}
-        impact, n = int(rows["idle_ns"].sum()), int(setup.get("sync_calls_in_steps", info["sync_calls"]))
+        n = int(setup.get("sync_calls_in_steps", info["sync_calls"]))
         names = ctx.tables.get("sync_names", pd.Series(dtype="int64"))
         top = ", ".join(f"{cuda_api.base_name(k)} x{v}" for k, v in names.head(3).items()) if len(names) else f"{n} calls"
         steps = ctx.steps()
@@ -253,21 +298,19 @@ class HostSync(Rule[Context]):
             "the results, e.g. once per time step")]
 
 
-class LaunchBound(Rule[Context]):
+class LaunchBound(IdleRule):
     """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
-    id = "launch-bound"
+    causes = (LAUNCH,)
     # a launch costs the host 5-50 us (PyTorch eager: its op dispatch too): a median kernel longer than this keeps
     # the queue ahead of the host, and short gaps between such kernels are not a launch problem. Launch-bound traces
     # here: median 1.4-25 us (hf generate, Lightning, cuDF, CloverLeaf); the rest 200 us to 136 ms.
     short_kernel_ns = 50_000
 
-    def check(self, ctx: Context) -> list[Finding]:
-        """This rule's findings for the analysis; empty when it does not fire."""
-        rows = idle_of(ctx, "launch")
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The one finding, where the median kernel is short: the short gaps, the kernels and the launch cost."""
         k = ctx.summary["kernels"]
-        if rows.empty or not k["count"] or (k["median_ns"] or 0) > self.short_kernel_ns:
+        if not k["count"] or (k["median_ns"] or 0) > self.short_kernel_ns:
             return []
-        impact = int(rows["idle_ns"].sum())
         info = ctx.summary.get("idle") or {}
         gaps = sum(d.get("short_idle_intervals", 0) for d in devices(ctx).values())
         steps = ctx.steps()
@@ -276,7 +319,7 @@ class LaunchBound(Rule[Context]):
         launch = (f"; each launch call costs the launching thread {us(info['launch_api_ns'] / calls)} (mean of the "
                   f"capture's {calls:,})" if calls else "")
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
-              f"{ms(ctx.summary['gaps']['threshold_ns'])} between GPU operations (kernels, copies, memsets): "
+              f"{ms(ctx.min_gap_ns)} between GPU operations (kernels, copies, memsets): "
               f"{k['count']:,} kernels{per}, median {us(k['median_ns'] or 0)}{launch}")
         graphs = (k.get("graphs") or {}).get("share_of_kernel_time") or 0
         if graphs >= 0.5:  # the advice the trace shows is already taken: name what is left instead
@@ -297,17 +340,13 @@ class LaunchBound(Rule[Context]):
             "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
 
 
-class HostSleep(Rule[Context]):
+class HostSleep(IdleRule):
     """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
     computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
-    id = "host-sleep"
+    causes = (SLEEP,)
 
-    def check(self, ctx: Context) -> list[Finding]:
-        """This rule's findings for the analysis; empty when it does not fire."""
-        rows = idle_of(ctx, "sleep")
-        if rows.empty:
-            return []
-        impact = int(rows["idle_ns"].sum())
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The one finding: the sleep and the range it slept in."""
         by = idle_by_subject(rows)
         where = f" inside '{by.index[0]}'" if by.index[0] else ""
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "
@@ -321,17 +360,13 @@ class HostSleep(Rule[Context]):
             "sleep-polling with an event or condition variable, and queue the next GPU work before any wait"))]
 
 
-class CommWait(Rule[Context]):
+class CommWait(IdleRule):
     """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
     collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
-    id = "comm-wait"
+    causes = (COMM_WAIT,)
 
-    def check(self, ctx: Context) -> list[Finding]:
-        """This rule's findings for the analysis; empty when it does not fire."""
-        rows = idle_of(ctx, "comm-wait")
-        if rows.empty:
-            return []
-        impact = int(rows["idle_ns"].sum())
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """The one finding: the calls or ranges it waited in."""
         by = idle_by_subject(rows, "?")
         inside = ", ".join(f"{name} {ms(ns)}" for name, ns in by.head(4).items())
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the launching "

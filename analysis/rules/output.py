@@ -8,6 +8,7 @@ import pandas as pd
 from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, PIPELINE_DRAIN, QUEUE_OUTPUT
 from nsys_transfer.nsys_core.contracts import pipeline_pace
 
+from nsys_transfer.analysis.common.idle_causes import DRAIN, INPUT
 from nsys_transfer.analysis.rules.advice import RANGE_FIXES
 from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
 
@@ -25,7 +26,7 @@ def uses_pipeline(ctx: Context) -> bool:
 def pipeline_waits(ctx: Context) -> pd.DataFrame:
     """The idle attribution's input rows that are the loop waiting on its output side: on its OutputPipeline's ranges
     (where it uses one), or inside a drain range (this toolkit's `drain outputs` too): never input time."""
-    rows = idle_of(ctx, "input")
+    rows = idle_of(ctx, INPUT)
     ranges = PIPELINE_RANGES if uses_pipeline(ctx) else DRAIN_RANGES
     return rows[rows["subject"].isin(ranges)] if len(rows) else rows
 
@@ -33,7 +34,7 @@ def pipeline_waits(ctx: Context) -> pd.DataFrame:
 def output_waits(ctx: Context) -> pd.DataFrame:
     """Every wait of the loop on its output side, by where it waited: pipeline_waits(), and the drain cause (waits
     after the last step, sections/idle.py) counted as the drain whatever range held it."""
-    drain = idle_of(ctx, "drain")
+    drain = idle_of(ctx, DRAIN)
     drain = drain.assign(subject=PIPELINE_DRAIN) if len(drain) else drain
     return pd.concat([pipeline_waits(ctx), drain]) if len(drain) else pipeline_waits(ctx)
 

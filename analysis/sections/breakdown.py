@@ -3,17 +3,15 @@ kernels by direction and host memory, and the idle time by its one cause (analys
 alone, so a chart of it and the figures beside it cannot disagree."""
 from __future__ import annotations
 
-CAUSE_LABELS = {"input": "idle: input-bound", "host-sync": "idle: host-sync", "launch": "idle: launches",
-                "mapping": "idle: memory mapping", "comm-wait": "idle: communication", "sleep": "idle: sleeping",
-                "drain": "idle: output drain",
-                "cpu": "idle: CPU work, no range"}
+from nsys_transfer.analysis.common import idle_causes
 
 DIRECTIONS = {"dtoh": "DtoH", "htod": "HtoD", "dtod": "DtoD"}
 
 
 def cause_label(cause: str, subject: str | None) -> str:
-    """The chart label of an idle cause: its name, or for idle time inside a user range, the range."""
-    return CAUSE_LABELS.get(cause) or (f"idle: in '{subject}'" if subject else "idle: CPU work")
+    """The chart label of an idle cause (common/idle_causes.py), or for idle time inside a user range, the range."""
+    declared = idle_causes.by_name(cause)
+    return (declared.label if declared else None) or (f"idle: in '{subject}'" if subject else "idle: CPU work")
 
 
 def main_kind(d: dict) -> str | None:

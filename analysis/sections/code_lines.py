@@ -359,6 +359,6 @@ def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, 
     return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies)
 
 
-@declare("code", needs=("code_lines",), part=True)
+@declare("code", needs=("code_lines",), part=True, json_at=90)
 def _code(code_lines: CodeLines) -> Part:
     return Part(code_lines.summary(), {})

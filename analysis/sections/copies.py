@@ -6,6 +6,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import gbps
 
+from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.frames import process_keys
 from nsys_transfer.analysis.common.schema import Part
@@ -81,7 +82,7 @@ def big_copies(copies: pd.DataFrame, kind: str = "DtoH", min_fraction: float = 0
 
 
 def host_bandwidth(copies: pd.DataFrame, window: tuple[int, int], kind: str = "DtoH",
-                   bin_ns: int = 10_000_000, max_bins: int = 200_000) -> pd.DataFrame:
+                   bin_ns: int = defaults.BIN_NS, max_bins: int = 200_000) -> pd.DataFrame:
     """Bytes moving between host and devices per time bin, summed over every device of the trace.
 
     Each copy's bytes are spread evenly over its duration; the cumulative bytes are piecewise linear between copy
@@ -148,7 +149,7 @@ def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream
 
 
 @declare("memcpy", needs=("trace", "memcpys", "copy_kernels", "kernel_time", "digest", "window_ns", "opts",
-                          "kernels_recorded", "say"), part=True)
+                          "kernels_recorded", "say"), part=True, json_at=30, tables_at=30)
 def _memcpy(trace, memcpys: pd.DataFrame, copy_kernels, kernel_time, digest, window_ns, opts, kernels_recorded: bool,
             say) -> Part:
     """The `memcpy` section; the runtime calls it joined are let go after it (a long capture's millions of calls)."""

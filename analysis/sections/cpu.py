@@ -247,7 +247,7 @@ def gpu_idle_of(gpu: dict | None) -> int | None:
     return int(sum(d["window_ns"] - d["busy_ns"] for d in gpu["devices"]))
 
 
-@declare("steps", needs=("steps_draft", "idle_part"), part=True)
+@declare("steps", needs=("steps_draft", "idle_part"), part=True, json_at=40, tables_at=40)
 def _steps(steps_draft: Part, idle_part) -> Part:
     """The `steps` section, with the set-up figures of the idle attribution (sections/idle_summary.py)."""
     if idle_part is not None:
@@ -256,7 +256,7 @@ def _steps(steps_draft: Part, idle_part) -> Part:
 
 
 @declare("gaps", needs=("gaps_table", "tids", "gap_calls", "nvtx_rows", "step_regex", "opts", "steps_draft", "say"),
-         part=True)
+         part=True, json_at=50, tables_at=70)
 def _gaps(gaps_table: pd.DataFrame, tids: dict, gap_calls, nvtx_rows: pd.DataFrame, step_regex: str | None, opts,
           steps_draft: Part, say) -> Part:
     say("finding what the CPU did during gaps")

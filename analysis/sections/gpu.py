@@ -366,6 +366,6 @@ def _gaps_table(passed: DevicePass | None) -> pd.DataFrame:
     return passed.gaps if passed is not None else idle_gaps(GpuOps({}), (0, 1), 1)
 
 
-@declare("gpu", needs=("trace", "passed", "kernels_recorded"), part=True)
+@declare("gpu", needs=("trace", "passed", "kernels_recorded"), part=True, json_at=20, tables_at=20)
 def _gpu(trace: Trace, passed: DevicePass | None, kernels_recorded: bool) -> Part:
     return part(passed.util, trace.device.gpus, kernels_recorded) if passed else Part(None, {})

@@ -5,7 +5,9 @@ thread was doing at that instant, so no time is counted twice.
     thread   [launch]  poll()  [sync][Python]  [ 'process output' range ]
                         ^input  ^host-sync      ^cpu-range (deepest user NVTX range)
 
-Order of precedence, first match wins:
+Order of precedence, first match wins (common/idle_causes.py declares the causes, in this order, with their names,
+rules, labels and colours; a cause declared there with `calls` claims the idle time in those OS calls of the launching
+threads at its place in the order, with no code here):
   comm-wait   the thread is inside an MPI call (nsys --trace=mpi); a user range named after one (MPI_Send) or after a
               collective (all_reduce, nccl...) counts so too, in place of cpu-range
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
@@ -31,6 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nsys_transfer.analysis.common import idle_causes
+from nsys_transfer.analysis.common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, DRAIN, HOST_SYNC, INPUT, LAUNCH,
+                                                       MAPPING, SLEEP)
 from nsys_transfer.analysis.common.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
                                               union)
 from nsys_transfer.analysis.sections import cpu_work
@@ -170,12 +175,13 @@ def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, 
 
 def _dominant(part: dict) -> tuple[str, str | None]:
     ranges = _ranked(part["range_time"])
-    held = {("comm-wait", None): part["comm"], ("sleep", None): part["sleep"],
-            ("input", None): part["input"] + part["loader"], ("drain", None): part["drain"],
-            ("mapping", None): part["mapping"],
-            ("host-sync", None): part["sync"], ("launch", None): part["launch"], ("cpu", None): part["cpu"]}
+    held = {(COMM_WAIT.name, None): part["comm"], (SLEEP.name, None): part["sleep"],
+            (INPUT.name, None): part["input"] + part["loader"], (DRAIN.name, None): part["drain"],
+            (MAPPING.name, None): part["mapping"],
+            **{(c.name, None): part[_added_key(c)] for c in idle_causes.added()},
+            (HOST_SYNC.name, None): part["sync"], (LAUNCH.name, None): part["launch"], (CPU.name, None): part["cpu"]}
     if len(ranges):
-        held[("cpu-range", str(ranges.index[0]))] = int(ranges.iloc[0])
+        held[(CPU_RANGE.name, str(ranges.index[0]))] = int(ranges.iloc[0])
     return max(held, key=held.get)
 
 
@@ -246,14 +252,18 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     after_sync = _turnaround(waited, sh.sync_ends, sh.sync_starts)  # the sync's cost; past it, the thread's next work
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
+    added = {name: _calls(mine, calls)[0] for name, calls in idle_causes.added_calls()}
     plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm,
-                                                                                sleeps))))
+                                                                                sleeps, *added.values()))))
     judged: Union = (idle[0][~plain], idle[1][~plain])
 
-    comm_u, rest = intersect(judged, comm), subtract(judged, comm)
-    mapping_u, rest = intersect(rest, maps), subtract(rest, maps)
-    sleep_u, rest = intersect(rest, sleeps), subtract(rest, sleeps)
-    input_u, rest = intersect(rest, waits), subtract(rest, waits)
+    # the causes a thread's calls show, in their order of precedence: each takes its calls' part of what is left
+    by_calls = {COMM_WAIT.name: comm, MAPPING.name: maps, SLEEP.name: sleeps, INPUT.name: waits, **added}
+    claimed, rest = {}, judged
+    for cause in idle_causes.CAUSES:
+        if cause.name in by_calls:
+            claimed[cause.name], rest = intersect(rest, by_calls[cause.name]), subtract(rest, by_calls[cause.name])
+    comm_u, mapping_u, sleep_u, input_u = (claimed[c.name] for c in (COMM_WAIT, MAPPING, SLEEP, INPUT))
     drain_u, input_u = _after(input_u, sh.steps_end), _before(input_u, sh.steps_end)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
     rest_short = subtract(rest, rest_long)
@@ -279,7 +289,13 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
             "range_time": _family_time(range_u, sh.ranges, lo, hi),
             "cpu_ops": _family_time(rest_long, sh.op_ranges, lo, hi),
             "cpu_samples": cpu_samples, "range_samples": range_samples,
-            "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows)}
+            "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows),
+            **{_added_key(c): total(claimed[c.name]) for c in idle_causes.added()}}
+
+
+def _added_key(cause) -> str:
+    """A declared cause's total in a segment's part (a key no built-in total has)."""
+    return f"cause:{cause.name}"
 
 
 def _steps_end(mine: pd.DataFrame, step_regex: str | None) -> int | None:
@@ -324,16 +340,17 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
         ranked = _ranked(summed[key])
         return str(ranked.index[0]) if len(ranked) and ranked.iloc[0] >= 0.5 * time else None
     comm = _ranked(summed["comm_calls"])
-    rows = [("comm-wait", str(comm.index[0]) if len(comm) else None, t["comm"]),
-            ("sleep", subject("sleep_ranges", t["sleep"]), t["sleep"]),
-            ("input", subject("input_ranges", t["input"]), t["input"]),
-            ("input", "DataLoader", t["loader"]), ("drain", subject("drain_ranges", t["drain"]), t["drain"]),
-            ("mapping", None, t["mapping"])]
+    rows = [(COMM_WAIT.name, str(comm.index[0]) if len(comm) else None, t["comm"]),
+            (SLEEP.name, subject("sleep_ranges", t["sleep"]), t["sleep"]),
+            (INPUT.name, subject("input_ranges", t["input"]), t["input"]),
+            (INPUT.name, "DataLoader", t["loader"]), (DRAIN.name, subject("drain_ranges", t["drain"]), t["drain"]),
+            (MAPPING.name, None, t["mapping"])]
+    rows += [(c.name, None, t[_added_key(c)]) for c in idle_causes.added()]
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
-    rows += [("input" if LOADER_RANGE.search(name) else "comm-wait" if COMM_RANGE.search(name) else "cpu-range", name,
-              int(v)) for name, v in _ranked(summed["range_time"]).items()]
-    rows += [("host-sync", None, t["sync"]), ("launch", None, t["launch"]),
-             ("cpu", subject("cpu_ops", t["cpu"]), t["cpu"])]
+    rows += [(INPUT.name if LOADER_RANGE.search(name) else COMM_WAIT.name if COMM_RANGE.search(name) else
+              CPU_RANGE.name, name, int(v)) for name, v in _ranked(summed["range_time"]).items()]
+    rows += [(HOST_SYNC.name, None, t["sync"]), (LAUNCH.name, None, t["launch"]),
+             (CPU.name, subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
     details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
                "input_calls": _named(summed["input_calls"]), "mapping_calls": _named(summed["mapping_calls"]),

@@ -158,7 +158,7 @@ def _idle_part(trace, passed, window_ns, tids: dict, os_waits, nvtx_rows: pd.Dat
                 launch_stats.result)
 
 
-@declare("idle", needs=("idle_part",), part=True)
+@declare("idle", needs=("idle_part",), part=True, json_at=60, tables_at=60)
 def _idle(idle_part: IdlePart | None) -> Part:
     """The `idle` section."""
     return Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})

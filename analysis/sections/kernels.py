@@ -37,6 +37,6 @@ def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
             "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
 
 
-@declare("kernels", needs=("digest", "opts", "trace"), part=True)
+@declare("kernels", needs=("digest", "opts", "trace"), part=True, json_at=70, tables_at=50)
 def _kernels(digest: KernelDigest, opts, trace) -> Part:
     return part(digest, opts.top, trace.device.full_kernel_names, trace.device.graph_kernels)

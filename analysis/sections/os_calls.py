@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nsys_transfer.analysis.common import idle_causes
 from nsys_transfer.analysis.sections import cpu, idle
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.load.frames import pid_of
@@ -74,9 +75,10 @@ def spilled_wait_calls(trace: Trace) -> Frames:
 
 
 def waited_names(trace: Trace) -> dict[int, str]:
-    """{string id: name} of the OS calls idle.attribute judges by: waits, mappings, sleeps."""
+    """{string id: name} of the OS calls idle.attribute judges by: waits, mappings, sleeps, and the calls of the idle
+    causes declared by them (common/idle_causes.py)."""
     out: dict[int, str] = {}
-    for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS):
+    for pattern in (idle.WAIT_CALLS, idle.MAPPING_CALLS, idle.SLEEP_CALLS, *(calls for _, calls in idle_causes.added_calls())):
         out |= trace.osrt.names(pattern)
     return out
 

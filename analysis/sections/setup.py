@@ -120,7 +120,7 @@ def _draft(trace, steady, first_event: int | None, nvtx_rows: pd.DataFrame, step
     return part(trace, steady, first_event, nvtx_rows, step_regex) if steady and window_ns else None
 
 
-@declare("setup", needs=("setup_draft", "samples"), part=True)
+@declare("setup", needs=("setup_draft", "samples"), part=True, json_at=10, tables_at=10)
 def _setup(setup_draft: dict | None, samples: pd.DataFrame | None) -> Part:
     """The `setup` section: the set-up with its share of the launching threads' CPU samples."""
     if setup_draft is not None and samples is not None:

@@ -15,7 +15,7 @@ from nsys_transfer.analysis.load import span
 from nsys_transfer.analysis.load.device import digest_of
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import SpilledOps
-from nsys_transfer.analysis.load.span import FIRST_EVENT, SESSION_START, capture_start, gpu_span_estimate
+from nsys_transfer.analysis.load.span import capture_start, gpu_span_estimate
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.common.schema import Part, json_rows
 from nsys_transfer.analysis.sections import gpu, os_calls, program, setup, steady
@@ -45,16 +45,29 @@ def _nvtx_rows(trace: Trace) -> pd.DataFrame:
 
 @declare("step_regex", needs=("nvtx_rows", "opts"))
 def _step_regex(nvtx_rows: pd.DataFrame, opts) -> str | None:
-    # from every thread's ranges: the launching thread is known only after a scan of the runtime table, which the
-    # window (widened to the steps) cannot wait for
-    return opts.step_regex or detect_step_regex(nvtx_rows)
+    return step_regex_of(nvtx_rows, opts.step_regex)
 
 
 @declare("step_rows", needs=("nvtx_rows", "step_regex"))
 def _step_rows(nvtx_rows: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
+    return step_rows_of(nvtx_rows, step_regex)
+
+
+def step_regex_of(nvtx: pd.DataFrame, given: str | None) -> str | None:
+    """The steps' regex, the one step detection (the analysis's and --steps'): the given one, else detected from
+    every thread's ranges (the launching thread is known only after a scan of the runtime table, which the window,
+    widened to the steps, cannot wait for)."""
+    return given or detect_step_regex(nvtx)
+
+
+def step_rows_of(nvtx: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
     """The step ranges (every column of the NVTX ranges) matched by step_regex; none without one."""
-    nvtx = nvtx_rows
     return nvtx[program.matching(nvtx["name"], step_regex)] if step_regex and len(nvtx) else nvtx.iloc[0:0]
+
+
+def step_spans(step_rows: pd.DataFrame) -> pd.DataFrame:
+    """The steps' start_ns and end_ns, in start order."""
+    return step_rows[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
 
 
 @declare("steady", needs=("trace", "step_rows", "opts"))
@@ -63,7 +76,7 @@ def _steady(trace: Trace, step_rows: pd.DataFrame, opts) -> steady.Steady | None
     is about the steady state: past the set-up and warm-up, unless the user asked for a window (None then)."""
     if opts.window is not None or opts.whole:
         return None
-    st = step_rows[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
+    st = step_spans(step_rows)
     trace.background.wait("device.memcpys")  # their span is part of the capture's
     return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace),
                          _drains(trace.host.nvtx)["end_ns"].to_numpy())
@@ -131,7 +144,7 @@ def part(trace: Trace, window_ns, opts, first_event: int | None, steady) -> dict
                  "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
     lo, hi = window_ns
     asked = opts.window_asked
-    origin_ns, origin_name = (0, SESSION_START) if trace.session_start_utc_ns is not None else (first_event, FIRST_EVENT)
+    origin_ns, origin_name = span.origin(trace, lambda: first_event)
     out = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
            "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
            setup.window_source(steady) if steady else "first to last GPU operation or step range",
@@ -148,7 +161,7 @@ def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
     return int(close["end_ns"].max()) - end_ns if len(close) else None
 
 
-@declare("nvtx", needs=("nvtx_rows", "narrowed", "opts"), part=True)
+@declare("nvtx", needs=("nvtx_rows", "narrowed", "opts"), part=True, json_at=80, tables_at=80)
 def _nvtx(nvtx_rows: pd.DataFrame, narrowed, opts) -> Part:
     """The `nvtx` section: the NVTX ranges inside the window by name."""
     shown = nvtx_rows if narrowed is None else overlapping(nvtx_rows, narrowed)
@@ -183,18 +196,10 @@ def _named(nvtx: pd.DataFrame, name: str) -> pd.DataFrame:
 def resolve_asked(trace: Trace, spec: Spec, step_regex: str | None) -> tuple[int, int]:
     """The window the user asked for (cli/window.py parsed it) in this trace's ns, checked to hold GPU activity:
     TraceError in the user's own terms when it names no span of the trace or an empty one."""
-    win = resolve(spec, trace, step_ranges(trace.host.nvtx, step_regex))
+    nvtx = trace.host.nvtx
+    win = resolve(spec, trace, step_spans(step_rows_of(nvtx, step_regex_of(nvtx, step_regex))))
     check_has_activity(trace, win, spec)
     return win
-
-
-def step_ranges(nvtx: pd.DataFrame, regex: str | None) -> pd.DataFrame:
-    """The step ranges in start order (the given regex, else the detected one), for --steps."""
-    regex = regex or detect_step_regex(nvtx)
-    if not regex or nvtx.empty:
-        return pd.DataFrame(columns=["start_ns", "end_ns"])
-    st = nvtx[program.matching(nvtx["name"], regex)]
-    return st[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
 
 
 def resolve(spec: Spec, trace, step_ranges: pd.DataFrame) -> tuple[int, int]:
