@@ -15,6 +15,7 @@ REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
 STEP_RATIO = 2.0       # step counts further apart than this: warned
 NEAR_ZERO_RATIO = 100.0  # before under 1% of after: near zero, the change said in the unit, not in percent
 WORK_TOLERANCE = 0.10  # without steps, the two GPU windows compare only when the kernels' counts agree this well
+BACKLOG_ITERATIONS = 2.0  # output work past the steady window longer than this many iterations: a backlog, counted
 # findings that say what limits a program that has nothing left to fix: reaching them is the aim, not a regression
 LIMITS = {"gpu-bound"}
 # rules whose subject is what the finding is about (a copy direction, a range): never paired across subjects
@@ -141,9 +142,27 @@ def throughput(before: Side, after: Side) -> dict:
         return {"before": 1e9 / db, "after": 1e9 / da, "unit": "1/s",
                 "source": f"the GPU windows ({db / 1e9:.2f} s and {da / 1e9:.2f} s for {kb:,} and {ka:,} kernels: "
                           "the same work" + _no_steps(before, after) + ")"}
+    if kb and ka and db and da and _same_kernel_mix(before.summary, after.summary):
+        return {"before": kb / (db / 1e9), "after": ka / (da / 1e9), "unit": "kernels/s",
+                "source": f"the kernels each GPU ran a second ({kb:,} in {db / 1e9:.2f} s and {ka:,} in "
+                          f"{da / 1e9:.2f} s: the same kernels in the same shares, so the same work a kernel)" +
+                          _no_steps(before, after)}
     return {"before": None, "after": None, "unit": None,
             "source": f"unknown: {_no_steps(before, after)[2:]}, no workload records, no repeating kernel stream in "
                       f"both, and the two GPU windows ran different work ({kb:,} and {ka:,} kernels)"}
+
+
+def _same_kernel_mix(b: dict, a: dict) -> bool:
+    """Whether the two windows ran the same kernels in the same shares of their count (the top kernels' names, each
+    share within WORK_TOLERANCE): then kernels a second measure the same work on both sides."""
+    tb, ta = (_kernel_shares(s) for s in (b, a))
+    return bool(tb) and tb.keys() == ta.keys() and all(abs(tb[k] - ta[k]) <= WORK_TOLERANCE for k in tb)
+
+
+def _kernel_shares(s: dict) -> dict[str, float]:
+    """Each top kernel's share of the window's kernel count."""
+    n = s["kernels"].get("count") or 0
+    return {k["name"]: k["count"] / n for k in s["kernels"].get("top") or [] if n and k.get("count")}
 
 
 def _steady(s: dict) -> bool:
@@ -417,6 +436,7 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     speed = throughput(before, after)
     work = _work(before, after, speed)
     rows = findings(before, after, work)
+    speed = with_backlog(before, after, speed, work)
     whole_loop = loop_speed(before, after, speed, work)
     v = verdict(speed, rows, whole_loop)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
@@ -428,8 +448,11 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     return Comparison(doc, warnings)
 
 
-# nsys's cost per traced CUDA call is bounded by the cheapest calls' duration in the trace (sections/loop.py
-# CALL_FLOOR_QUANTILE: the call's own work plus the tracing's); a bias of the ratio below SAME_SPEED is not said
+# nsys's cost per traced CUDA call: the cheapest calls' duration in the trace (sections/loop.py CALL_FLOOR_QUANTILE)
+# shows only the part inside the call's own timestamps, so it is taken with NSYS_CALL_COST_NS as a floor, what nsys
+# 2024.2 cost a call on an H200 (2026-12-05, docs/benchmarks.md: a loop of 230,000 traced calls, `.item()` reads, ran
+# 1.9-3.7 us a call slower than unprofiled); a bias of the ratio below SAME_SPEED is not said
+NSYS_CALL_COST_NS = 2_000
 def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | None:
     """The loop as each program runs it (Side.loop): its throughput (the steady state's work plus its warm-up
     iterations or steps, over first iteration to the last output's end), each side's set-up beyond the steady state
@@ -446,6 +469,29 @@ def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | No
     change = rates[1] / rates[0] - 1 if all(rates) else None
     out = {"before": rates[0], "after": rates[1], "change": change, "sides": sides,
            "why": _why_differ(sides, change, speed), "profiler_cost": profiler_cost(sides)}
+    return out
+
+
+def with_backlog(before: Side, after: Side, speed: dict, work: tuple) -> dict:
+    """The steady state's rates with each side's backlog: output work (worker processes, threads) that ran on past the
+    steady window for longer than BACKLOG_ITERATIONS of its iterations is work the loop handed on faster than it was
+    done, and grows with the run (the workers are the limit), so a longer run keeps it: counted in that side's rate,
+    and said. A shorter tail (the last output's post-processing) is set-up, left to the whole loop."""
+    if speed["before"] is None or not (before.loop and after.loop):
+        return speed
+    out, said = dict(speed), []
+    for label, side, n in (("before", before, work[0]), ("after", after, work[1])):
+        rate, drain_s = speed[label], _drain_ms(side) / 1e3
+        if not rate:
+            continue
+        units = n or ((side.summary["kernels"].get("count") or 0) if speed["unit"] == "kernels/s" else 1)
+        span_s = units / rate  # the steady window the rate stands for; without a count, the window is one iteration
+        if drain_s > BACKLOG_ITERATIONS * span_s / (n or 1):
+            out[label] = units / (span_s + drain_s)
+            said.append(f"{side.label or label}'s output work ran {drain_s:,.2f} s past its loop's GPU work, a backlog "
+                        f"(more than {BACKLOG_ITERATIONS:g} iterations' time) that a longer run keeps: counted")
+    if said:
+        out["source"] = speed["source"] + "; " + "; ".join(said)
     return out
 
 
@@ -478,11 +524,11 @@ def _why_differ(sides: dict, change: float | None, speed: dict) -> str:
 
 
 def profiler_cost(sides: dict) -> dict:
-    """nsys's own cost from the CUDA calls it traced in each loop: at most the cheapest calls' duration a call (the
-    sides' larger floor), times the calls; the bias it can put on the ratio of the loops' times, and whether it is
+    """nsys's own cost from the CUDA calls it traced in each loop: the cheapest calls' duration a call (the sides'
+    larger floor, at least NSYS_CALL_COST_NS), times the calls; the bias it can put on the ratio of the loops' times, and whether it is
     large enough to say (over SAME_SPEED)."""
     floors = [s["call_floor_ns"] for s in sides.values() if s["call_floor_ns"] is not None]
-    per_call = max(floors) if floors else None
+    per_call = max(*floors, NSYS_CALL_COST_NS) if floors else None
     b, a = sides["before"], sides["after"]
     if per_call is None or not b["duration_ns"] or not a["duration_ns"]:
         return {"per_call_ns": per_call, "bias": None, "said": None}
@@ -492,8 +538,9 @@ def profiler_cost(sides: dict) -> dict:
     bias = measured / unprofiled - 1
     said = None
     if abs(bias) > SAME_SPEED:
-        said = (f"nsys traced {b['cuda_calls']:,} CUDA calls before and {a['cuda_calls']:,} after; at up to "
-                f"{per_call / 1e3:.1f} us a call (the cheapest tenth's duration) that is {cost_b / 1e6:,.0f} and "
+        how = "the cheapest tenth's duration" if per_call > NSYS_CALL_COST_NS else "as measured for nsys 2024.2"
+        said = (f"nsys traced {b['cuda_calls']:,} CUDA calls before and {a['cuda_calls']:,} after; at about "
+                f"{per_call / 1e3:.1f} us a call ({how}) that is {cost_b / 1e6:,.0f} and "
                 f"{cost_a / 1e6:,.0f} ms of the loops, and can make the speed-up {100 * abs(bias):.0f}% "
                 f"{'larger' if bias > 0 else 'smaller'} than unprofiled")
     return {"per_call_ns": per_call, "before_ms": cost_b / 1e6, "after_ms": cost_a / 1e6, "bias": bias, "said": said}

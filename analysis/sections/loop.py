@@ -8,15 +8,18 @@ CUDA calls nsys traced in it (its own cost grows with them).
 The start is the first step range's start, else the launch of the first kernel of the repeating kernel stream
 (sections/steady.py), else the first GPU work's. The end is the latest of: the steady-state window's end (GPU work,
 steps, the output pipeline's drain and close), and the last activity (OS runtime call, NVTX range, CPU sample) of any
-thread but the launching one after the GPU's last operation, each process's cut at its exit. The launching thread's
-own calls after the GPU's end are the interpreter's exit (munmap, dlclose: seconds) and are left out; threads that
-only poll are idle, not working."""
+thread but the launching one after the GPU's last operation, each process's cut at its exit, and the launching thread's
+last Python stack sample still in the program's own code (its Python stacks beside the trace: the last batch's
+post-processing, the wait for the workers). Its OS calls after the GPU's end are the interpreter's exit (munmap,
+dlclose: seconds) and are left out, and so is any thread's work after that last sample (the program's clock has
+stopped: multiprocessing's resource tracker, exit handlers); threads that only poll are idle, not working."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_transfer.analysis.load import python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.span import gpu_span_estimate
 from nsys_transfer.analysis.sections import program, steady
@@ -97,8 +100,9 @@ def _launch_of(trace, kernel_start_ns: int) -> int:
 
 
 def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
-    """The end of the last work after the GPU's last operation in any thread but the launching one (OS runtime calls,
-    NVTX ranges, CPU samples), each process's cut at its exit; the GPU's end when none worked after it."""
+    """The end of the last work after the GPU's last operation: the launching thread's last Python stack in the
+    program's own code, and any other thread's OS runtime calls, NVTX ranges and CPU samples, each process's cut at its
+    exit and at that last stack; the GPU's end when none worked after it."""
     main = trace.one_row(LAUNCHING_THREAD)[0] if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") else None
     ends = []
     if trace.has("OSRT_API"):
@@ -112,15 +116,38 @@ def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
         ends.append(("CPU samples", trace.query(SAMPLES_AFTER.format(t=int(gpu_end_ns)))))
     exits = _process_exits(trace)
     best, said = int(gpu_end_ns), "the GPU's last operation"
+    own = _program_code_end(trace, main, gpu_end_ns)
+    if own is not None and own > best:
+        best, said = own, "the launching thread's last Python stack in the program's own code"
+    last = own if own is not None and own > gpu_end_ns else None  # no work counts once the program's own code is done
     samplers = _profilers_threads(trace)
     for what, rows in ends:
         rows = rows[(rows["tid"].to_numpy() != main) & (rows["tid"].to_numpy() % TID_BITS != 0)
                     & ~np.isin(rows["tid"].to_numpy(), samplers)]
         for tid, end in zip(rows["tid"].to_numpy(), rows["end_ns"].to_numpy()):
             end = min(int(end), exits.get(int(pid_of(int(tid))), int(end)))
+            end = min(end, last) if last is not None else end
             if end > best:
                 best, said = end, f"{what} of thread {int(tid) % TID_BITS} (process {pid_of(int(tid))})"
     return best, said
+
+
+def _program_code_end(trace, main: int | None, after_ns: int) -> int | None:
+    """The end of the launching thread's last Python stack sample after after_ns with a frame of the program's own code
+    (the last output's post-processing, the join of its workers; the interpreter's exit has none); None without the
+    stacks beside the trace."""
+    path = python_stacks.beside(trace.source)
+    if main is None or path is None or trace.session_start_utc_ns is None:
+        return None
+    try:
+        stacks = python_stacks.read(path, trace.session_start_utc_ns)
+    except ValueError:
+        return None
+    s = stacks.samples
+    mine = s[(s["pid"] == pid_of(int(main))) & (s["tid"] == int(main) % TID_BITS) & (s["end_ns"] > after_ns)]
+    own = [any(stacks.frames[f].in_program for f in stacks.stacks[k]) for k in mine["stack"]]
+    ends = mine["end_ns"].to_numpy()[np.asarray(own, bool)] if len(mine) else mine["end_ns"].to_numpy()
+    return int(ends.max()) if ends.size else None
 
 
 def _profilers_threads(trace) -> np.ndarray:
