@@ -38,6 +38,8 @@ MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS)  # a copy and the host's work on th
 def _advice(site: CodeSite) -> str | None:
     """The change for the line's role, naming the line; None where the rule's own advice is the better one."""
     at = f"{site.place} (`{site.code}`)"
+    if site.role == roles.MODEL and site.threads > 1:
+        return _batch_the_requests(site, at)
     return {
         roles.INPUT: f"{at} prepares the input on the launching thread: move that work into DataLoader worker "
                      "processes (`DataLoader(..., num_workers=8, pin_memory=True, persistent_workers=True)`), or do "
@@ -67,6 +69,17 @@ def _advice(site: CodeSite) -> str | None:
     }.get(site.role)
 
 
+def _batch_the_requests(site: CodeSite, at: str) -> str:
+    """A model run by several threads in turn, each with its own small input (a server's request threads): the
+    kernels are small because each call is one request's, which no CUDA graph changes; batching the calls does."""
+    caller = f", called at {site.path[0].split('  ')[0]}" if site.path and not site.path[0].startswith(site.place) \
+        else ""
+    return (f"{at}{caller} runs the model on {site.threads} threads in turn, one request a call, so its kernels are "
+            "too small to keep the GPU busy: batch the requests, the threads putting their inputs on a queue and one "
+            "thread taking what is waiting, running the model once on the padded batch and handing each result back "
+            "through a `concurrent.futures.Future`")
+
+
 def _site_for(finding: Finding, code: CodeLines) -> CodeSite | None:
     if finding.rule in COPY_RULES:
         kind = finding.subject if finding.subject in ("DtoH", "HtoD", "DtoD") else None
@@ -94,7 +107,8 @@ def _yields_to_sync(finding: Finding, code: CodeLines) -> Finding:
 
 def _with_line(finding: Finding, site: CodeSite) -> Finding:
     advice = _advice(site)
-    if finding.rule == "launch-bound" and site.role not in SYNC_ROLES:
+    if finding.rule == "launch-bound" and site.role not in SYNC_ROLES and not (site.role == roles.MODEL
+                                                                                and site.threads > 1):
         advice = None  # short gaps while the line launches kernels: the rule's CUDA-graph advice stands
     suggestion = advice if advice else f"{finding.suggestion} (the line: {site.place} `{site.code}`)"
     subject = finding.subject

@@ -35,7 +35,7 @@ class CodeSite:
     """One line of the program and the time given to it: file, line, function and source text; path: how the loop's
     line reaches the work (labels, outermost first); role: what the work is for (roles.ROLES); ns: the time;
     share: of the time the samples give to any line for this cause; growth: (ms a visit at the start, at the end)
-    where the line's cost grows with the run, else None."""
+    where the line's cost grows with the run, else None; threads: how many threads were sampled at it."""
     file: str
     line: int
     function: str
@@ -46,6 +46,7 @@ class CodeSite:
     share: float
     visits: int = 0
     growth: tuple[float, float] | None = None
+    threads: int = 1  # how many threads' samples were at the line (a server's request threads: several)
 
     @property
     def place(self) -> str:
@@ -56,7 +57,7 @@ class CodeSite:
         """The site as JSON."""
         return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,
                 "path": list(self.path), "role": self.role, "ns": self.ns, "share": round(self.share, 3),
-                "visits": self.visits,
+                "visits": self.visits, "threads": self.threads,
                 "growth_ms": None if self.growth is None else [round(self.growth[0], 2), round(self.growth[1], 2)]}
 
 
@@ -177,8 +178,9 @@ class _Sites:
                 per = _per_gap(mine_rows, gaps)
                 growth = growth or _growth(per[per > 0])
                 role = gaps.role(per) if role == roles.COMPUTE else role
+            threads = len(mine_rows[["pid", "tid"]].drop_duplicates())
             out.append(CodeSite(f.file, f.line, f.function, f.code, mine[best].path, str(role), int(g), g / total,
-                                visits, growth))
+                                visits, growth, threads))
         return out
 
 

@@ -66,6 +66,19 @@ def _calls(osrt: pd.DataFrame, pattern: re.Pattern) -> tuple[Union, pd.DataFrame
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()), rows
 
 
+def _every_thread(u: Union, rows: pd.DataFrame, mine: pd.DataFrame) -> Union:
+    """u (the union of rows: calls) cut to the instants when every launching thread that made such a call in the
+    segment (mine: their calls) is in one: with several launching threads (a server's request threads taking turns
+    at a lock), one waits while another launches, and that instant is the launch's, not a wait's."""
+    threads = pd.unique(mine["global_tid"]) if len(mine) else []
+    if len(threads) < 2:
+        return u
+    for t in threads:
+        own = rows[rows["global_tid"] == t]
+        u = intersect(u, union(own["start_ns"].to_numpy(), own["end_ns"].to_numpy()))
+    return u
+
+
 def _name_time(u: Union, rows: pd.DataFrame) -> pd.Series:
     """Time of `u` inside the calls of each name, by name (calls of one thread do not overlap)."""
     if rows.empty or u[0].size == 0:
@@ -244,7 +257,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     comm, comm_rows = _calls(mine, COMM_CALLS)
     sleeps, _ = _calls(mine, SLEEP_CALLS)
     off, _ = _calls(mine, OFF_CPU)
-    waits = subtract(waits, sh.in_cuda)
+    waits = subtract(_every_thread(waits, wait_rows, mine), sh.in_cuda)
     # off the CPU outside any call that says why (a wait, a mapping, a CUDA call): asleep all the same
     off = subtract(subtract(subtract(off, sh.in_cuda), waits), maps)
     sleeps = union(*(np.concatenate(x) for x in zip(sleeps, off)))

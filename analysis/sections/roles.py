@@ -14,14 +14,16 @@ TIMING_SYNC, CACHE_CHURN, DISK, COMPUTE, MODEL = "timing sync", "allocation chur
 BY_CODE = (
     (CACHE_CHURN, re.compile(r"\bempty_cache\s*\(")),
     (TIMING_SYNC, re.compile(r"\bsynchronize\s*\(")),
+    # an array that grows by copying itself: the name assigned is the first thing concatenated, or a table enlarged
+    # by one row; before the scalar reads, which such a line may also hold (`df.loc[len(df)] = [int(x.argmax())]`) on
+    # host arrays: the copy of the whole table grows with the run, the reads do not
+    (ACCUMULATION, re.compile(r"^\s*([\w.]+)\s*=\s*(np|numpy|torch|pd)\.(concatenate|append|vstack|hstack|cat|concat)"
+                              r"\s*\(\s*[\[(]?\s*\1\b|\.loc\[\s*len\(")),
     # a scalar read of a tensor, or a Python branch on one (`if mask.sum() == 0:`, `if y in top5[i]:`): a copy and a
     # sync each; a branch on a dict or a number (`if cfg["debug"]:`, `int(args.n)`) is none
     (PER_ELEMENT, re.compile(r"\.item\s*\(\s*\)|\.tolist\s*\(\s*\)|"
                              r"\b(int|float|bool)\s*\([^)]*\.(sum|any|all|max|min|argmax|argmin|numel)\s*\(|"
                              r"^\s*(if|elif|while)\b.*(\.(sum|any|all|item)\s*\(|\bin\s+\w+\[)")),
-    # an array that grows by copying itself: the name assigned is the first thing concatenated
-    (ACCUMULATION, re.compile(r"^\s*([\w.]+)\s*=\s*(np|numpy|torch|pd)\.(concatenate|append|vstack|hstack|cat|concat)"
-                              r"\s*\(\s*[\[(]?\s*\1\b|\.loc\[\s*len\(")),
     (DISK, re.compile(r"\.save\s*\(|\.to_(csv|parquet|json)\s*\(|\bnp\.save|\btorch\.save\s*\(|imwrite")),
     (OUTPUT, re.compile(r"\.cpu\s*\(\s*\)|\.numpy\s*\(\s*\)|\.to\s*\(\s*['\"]cpu['\"]|device\s*=\s*['\"]cpu['\"]")),
 )
