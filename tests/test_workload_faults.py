@@ -59,11 +59,14 @@ def _start_long_run(stage: str = "bufpool"):
     while "step 1/" not in line and time.time() < deadline and p.poll() is None:
         line = p.stderr.readline()
     assert "step 1/" in line, "the run did not start"
+    named = ["loader-worker-0", "output-worker-0", "output-worker-1", "output-worker-2"]
     deadline = time.time() + 20
-    while len(_children(p.pid)) < 4 and time.time() < deadline:  # the loader worker starts with the first batch
+    # the loader worker starts with the first batch, and a worker names itself only once it runs (on a loaded machine,
+    # a moment after it exists): wait for the four names
+    while sorted(_children(p.pid).values()) != named and time.time() < deadline:
         time.sleep(0.1)
     kids = _children(p.pid)
-    assert sorted(kids.values()) == ["loader-worker-0", "output-worker-0", "output-worker-1", "output-worker-2"], kids
+    assert sorted(kids.values()) == named, kids
     return p, kids
 
 
