@@ -144,7 +144,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
 def _header_lines(t: dict, failed: bool) -> list[str]:
     """The trace and its GPUs, then the warnings read before any figure: a failed run, an incomplete trace."""
     gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
-    L = [f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})"]
+    made_by = t["nsys_version"] if str(t["nsys_version"]).startswith("torch.profiler") else f"nsys {t['nsys_version']}"
+    L = [f"{t['path']}  ({made_by}; GPUs: {gpus})"]
     integ = t.get("integrity") or {}
     if failed:
         L.append(failed_run_line(t["program_end"]))

@@ -1,0 +1,65 @@
+"""A small inference loop profiled with torch.profiler the way its users do it (schedule, with_stack=True,
+record_function ranges, ProfilerStep#N from prof.step()), with its outputs read back on the CPU (.numpy()) each step.
+For the tests of the Kineto reader on real traces: recorded on the CPU by the tests, on a GPU by hand (--device
+cuda), and the same program traced under nsys (--no-profiler) for the two-profilers agreement test.
+
+usage: python tests/programs/kineto_loop.py OUT.json[.gz] [--device cpu|cuda] [--steps 8] [--batch 16] [--no-profiler]
+"""
+import argparse
+import time
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def model_of(device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                               torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(8), torch.nn.Flatten(),
+                               torch.nn.Linear(32 * 64, 10)).to(device).eval()
+
+
+def postprocess(logits):
+    scores = logits.numpy()  # the output read back on the CPU, in the loop
+    return float(np.sort(scores, axis=1)[:, -3:].sum())
+
+
+def one_step(model, device, batch, size):
+    with record_function("get batch"):
+        x = torch.rand(batch, 3, size, size).to(device)
+    with record_function("compute"), torch.no_grad():
+        y = model(x)
+    with record_function("process output"):
+        return postprocess(y.cpu())
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--no-profiler", action="store_true", help="run the same loop unprofiled (for nsys)")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    model, total = model_of(args.device), 0.0
+    t0 = time.perf_counter()
+    if args.no_profiler:
+        for _ in range(args.steps):
+            total += one_step(model, args.device, args.batch, args.size)
+    else:
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
+        # the five lines of the README's "torch.profiler traces"
+        with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=args.steps - 2),
+                     with_stack=True, on_trace_ready=lambda prof: prof.export_chrome_trace(args.out)) as prof:
+            for _ in range(args.steps):
+                total += one_step(model, args.device, args.batch, args.size)
+                prof.step()
+    print(f"RESULT steps={args.steps} total={total:.3f} wall_s={time.perf_counter() - t0:.2f}")
+
+
+if __name__ == "__main__":
+    main()
