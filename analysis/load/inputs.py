@@ -31,6 +31,9 @@ def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
         raise TraceError(f"{path}: not a regular file (a pipe, socket or device); give the path of an nsys export "
                          "(.sqlite, .sqlite.xz) or report (.nsys-rep) on disk")
     if path.stat().st_size == 0:
+        if path.name.endswith(kineto.NAMES):
+            raise TraceError(f"{path}: the file is empty; record the torch.profiler trace again (its "
+                             "on_trace_ready writes it when the profiler's schedule ends)")
         return path, str(path)
     with open(path, "rb") as f:
         head = f.read(16)

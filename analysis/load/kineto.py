@@ -38,6 +38,7 @@ from nsys_transfer.analysis.common.errors import TraceError
 
 VERSION = "kineto-1"  # the conversion's version: the cache keys its files by it (load/cache.py)
 GZIP_MAGIC = b"\x1f\x8b"
+NAMES = (".json", ".json.gz", ".json.gzip")  # how torch.profiler's traces are named (the content decides, not this)
 MARKER_TABLE = "KINETO_TRACE"
 HOST_EVENTS = "KINETO_HOST_EVENTS"
 PYTHON, CPU_OP = 0, 1  # KINETO_HOST_EVENTS.kind
@@ -94,8 +95,8 @@ WHAT_IS_MISSING = ("a torch.profiler trace holds no OS runtime calls and no CPU 
 
 
 def is_json(head: bytes) -> bool:
-    """Whether a file's first bytes (after a gzip header's decompression) begin a JSON object."""
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+    """Whether a file's first bytes (after a gzip header's decompression) begin a JSON object or array."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"["))
 
 
 def looks_like_json(path: Path) -> bool:
@@ -107,7 +108,7 @@ def looks_like_json(path: Path) -> bool:
             with gzip.open(path, "rb") as g:
                 return is_json(g.read(64))
         except (OSError, EOFError, zlib.error):
-            return path.name.endswith((".json.gz", ".json.gzip"))  # a damaged one: convert() words it
+            return path.name.endswith(NAMES)  # a damaged one: convert() words it
     return is_json(head)
 
 
@@ -294,7 +295,8 @@ def convert(path: Path, out: Path) -> None:
 
 
 def _short(e: Exception) -> str:
-    return " ".join(str(e).split())[:160] or type(e).__name__
+    """The parser's or gzip's message, its first line (ijson's goes on to quote the damaged bytes)."""
+    return " ".join(str(e).strip().split("\n")[0].split())[:120] or type(e).__name__
 
 
 def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
