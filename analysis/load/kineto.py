@@ -143,10 +143,6 @@ class _Strings:
         return got
 
 
-def _ns(value) -> int:
-    return int(round(float(value) * 1000.0))
-
-
 def _int(value, default: int = -1) -> int:
     try:
         return int(value)
@@ -167,31 +163,43 @@ class _Converter:
         self.strings = _Strings()
         self.rows: dict[str, list[tuple]] = {t: [] for t in STAGED}
         self.thread_names: dict[int, str] = {}
-        self.cpu_pids: dict[int, int] = {}  # OS pid -> events seen: the process the profiler ran in
+        self.cpu_pids: dict[int, int] = {}  # OS pid -> its threads seen: the process the profiler ran in
+        self.tids: dict[tuple, int] = {}
         self.counts = {"events": 0, "skipped": 0}
 
     def add(self, e: dict) -> None:
-        """One trace event."""
+        """One trace event. The host's calls come first: with with_stack=True they are most of a trace's events (the
+        conversion's time is this function's, per event)."""
         self.counts["events"] += 1
-        ph = e.get("ph")
-        if ph == "M":
-            if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
+        if e.get("ph") != "X":
+            if e.get("ph") == "M" and e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
                 self.thread_names[global_tid(e.get("pid"), e.get("tid"))] = str(e["args"].get("name", ""))
             return
-        if ph != "X" or "ts" not in e:
-            return
-        cat, name, args = e.get("cat"), str(e.get("name", "")), e.get("args") or {}
         try:
-            start = _ns(e["ts"])
-            end = start + max(_ns(e.get("dur", 0)), 0)
-        except (TypeError, ValueError):
+            start = round(float(e["ts"]) * 1000.0)
+            end = start + max(round(float(e.get("dur", 0)) * 1000.0), 0)
+        except (KeyError, TypeError, ValueError, OverflowError):
             self.counts["skipped"] += 1
             return
-        if cat == "kernel":
+        cat, name, args, ids = e.get("cat"), e.get("name"), e.get("args") or {}, self.strings.ids
+        if not isinstance(name, str):
+            name = str(name)
+        name_id = ids.get(name) or self.strings.id(name)
+        if cat == "python_function":
+            call_from = args.get("CallFrom")
+            self._put(HOST_EVENTS, (start, end, self._tid(e), PYTHON, _int(args.get("Python id"), None),
+                                    _int(args.get("Python parent id"), None), name_id,
+                                    (ids.get(call_from) or self.strings.id(str(call_from))) if call_from else None))
+        elif cat == "cpu_op" and not name.startswith("ProfilerStep#"):
+            self._put(HOST_EVENTS, (start, end, self._tid(e), CPU_OP, None, None, name_id, None))
+        elif cat == "kernel":
             self._put("CUPTI_ACTIVITY_KIND_KERNEL", (
                 start, end, _int(args.get("device", e.get("pid"))), _int(args.get("stream", e.get("tid"))),
-                _int(args.get("correlation")), None, self.strings.id(name), self.strings.id(short_name(name)),
+                _int(args.get("correlation")), None, name_id, self.strings.id(short_name(name)),
                 *_dims(args.get("grid")), *_dims(args.get("block"))))
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            self._put("CUPTI_ACTIVITY_KIND_RUNTIME", (start, end, self._tid(e), _int(args.get("correlation")),
+                                                      name_id))
         elif cat == "gpu_memcpy":
             m = MEMCPY_NAME.match(name)
             kind, src, dst = (m.group(1), m.group(2), m.group(3)) if m else ("Unknown", "Unknown", "Unknown")
@@ -203,23 +211,18 @@ class _Converter:
             self._put("CUPTI_ACTIVITY_KIND_MEMSET", (
                 start, end, _int(args.get("device", e.get("pid"))), _int(args.get("stream", e.get("tid"))),
                 _int(args.get("correlation")), None, _int(args.get("bytes"), 0), 2))
-        elif cat in ("cuda_runtime", "cuda_driver"):
-            self._put("CUPTI_ACTIVITY_KIND_RUNTIME", (start, end, self._tid(e), _int(args.get("correlation")),
-                                                      self.strings.id(name)))
-        elif cat == "user_annotation" or name.startswith("ProfilerStep#"):
+        elif cat == "user_annotation" or name.startswith("ProfilerStep#"):  # a cpu_op in PyTorch before 2.1
             self._put("NVTX_EVENTS", (start, end, NVTX_PUSHPOP, name, self._tid(e)))
-        elif cat == "python_function":
-            call_from = args.get("CallFrom")
-            self._put(HOST_EVENTS, (start, end, self._tid(e), PYTHON, _int(args.get("Python id"), None),
-                                    _int(args.get("Python parent id"), None), self.strings.id(name),
-                                    self.strings.id(str(call_from)) if call_from else None))
-        elif cat == "cpu_op":
-            self._put(HOST_EVENTS, (start, end, self._tid(e), CPU_OP, None, None, self.strings.id(name), None))
 
     def _tid(self, e: dict) -> int:
-        pid = _int(e.get("pid"), 0)
-        self.cpu_pids[pid] = self.cpu_pids.get(pid, 0) + 1
-        return global_tid(pid, e.get("tid"))
+        """The event's globalTid, made once per (pid, tid)."""
+        key = (e.get("pid"), e.get("tid"))
+        got = self.tids.get(key)
+        if got is None:
+            got = self.tids[key] = global_tid(*key)
+            pid = _int(key[0], 0)
+            self.cpu_pids[pid] = self.cpu_pids.get(pid, 0) + 1
+        return got
 
     def _put(self, table: str, row: tuple) -> None:
         rows = self.rows[table]
@@ -318,7 +321,9 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
     for name, cols in STAGED.items():
         shifted = ", ".join(f"{c} - {origin}" if c in ("start", '"end"') else
                             f"{pid << 24}" if c == "globalPid" else c for c in cols)
-        con.execute(f"INSERT INTO {name} ({', '.join(cols)}) SELECT {shifted} FROM staged_{name} ORDER BY start")
+        # in start order, an enclosing range before the ranges it holds (nsys's order; load/kineto_stacks.py reads on it)
+        con.execute(f"INSERT INTO {name} ({', '.join(cols)}) SELECT {shifted} FROM staged_{name} "
+                    'ORDER BY start, "end" DESC')
         con.execute(f"DROP TABLE staged_{name}")
         if con.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is None:
             con.execute(f"DROP TABLE {name}")  # as nsys leaves out a table it has no rows for

@@ -23,10 +23,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nsys_transfer.analysis.load.btree import In
 from nsys_transfer.analysis.load.kineto import HOST_EVENTS, PYTHON
 from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks
 
 GRID_NS = 1_000_000  # 1 ms: finer than the sampler's 10 ms, a few thousand samples a second a thread
+MAX_DEPTH = 1024     # calls deep: past Python's own default recursion limit
 NAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<function>.*)$")
 BUILTIN_METHOD = re.compile(r"^<built-in method (?P<name>\S+) of ")
 BUILTIN_FUNCTION = re.compile(r"^<built-in function (?P<name>[^>]+)>")
@@ -39,22 +41,24 @@ def read(trace) -> PythonStacks:
     """The trace's Python stacks on its own clock; ValueError saying why there are none."""
     if not trace.has(HOST_EVENTS):
         raise ValueError(NO_STACKS)
-    ev = trace.reader.int_columns(HOST_EVENTS, {"start": "start", "end": '"end"', "tid": "globalTid", "id": "pyId",
-                                                "parent": "parentId", "name": "nameId", "call_from": "callFromId"},
-                                  f"WHERE kind = {PYTHON}")
+    # read in chunks (a 2 GB trace holds millions of calls), in the table's order: by start, an enclosing call first
+    ev = trace.reader.table_columns(HOST_EVENTS, {"start": "start", "end": '"end"', "tid": "globalTid", "id": "pyId",
+                                                  "parent": "parentId", "name": "nameId", "call_from": "callFromId"},
+                                    (In("kind", (PYTHON,)),))
     if ev.empty:
         raise ValueError(NO_STACKS)
-    ev = ev.sort_values(["tid", "start", "end"], ascending=[True, True, False], ignore_index=True)
     parent = _parent_rows(ev["id"].to_numpy(), ev["parent"].to_numpy())
     names = trace.strings(np.unique(np.concatenate([ev["name"].to_numpy(), ev["call_from"].to_numpy()])))
-    frames = _Frames(names, ev, parent)
-    rows = []
-    for tid, g in ev.groupby("tid", sort=True):
-        rows.append(_thread_samples(int(tid), g.index.to_numpy(), ev, parent, frames))
+    chains = _Chains(names, ev["name"].to_numpy(), ev["call_from"].to_numpy(), parent)
+    tids = ev["tid"].to_numpy()
+    by_thread = np.argsort(tids, kind="stable")  # each thread's calls, still in start order
+    bounds = np.flatnonzero(np.diff(tids[by_thread])) + 1
+    rows = [_thread_samples(int(tids[part[0]]), part, ev["start"].to_numpy(), ev["end"].to_numpy(), parent, chains)
+            for part in np.split(by_thread, bounds) if len(part)]
     samples = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     if samples.empty:
         raise ValueError(NO_STACKS)
-    return PythonStacks(samples, frames.stacks, frames.frames, GRID_NS, Path(trace.source))
+    return PythonStacks(samples, chains.stacks, chains.frames, GRID_NS, Path(trace.source))
 
 
 def _parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
@@ -66,73 +70,86 @@ def _parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
     return np.where(found, order[at], -1)
 
 
-def _thread_samples(tid: int, rows: np.ndarray, ev: pd.DataFrame, parent: np.ndarray, frames: "_Frames"
-                    ) -> pd.DataFrame:
-    """One thread's samples on the grid: at each instant, the innermost call open then."""
-    starts, ends = ev["start"].to_numpy(), ev["end"].to_numpy()
+def _thread_samples(tid: int, rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, parent: np.ndarray,
+                    chains: "_Chains") -> pd.DataFrame:
+    """One thread's samples on the grid: at each instant, the innermost call open then (rows: the thread's calls in
+    start order)."""
     lo, hi = int(starts[rows].min()), int(ends[rows].max())
     t = np.arange((lo // GRID_NS + 1) * GRID_NS, hi + 1, GRID_NS, dtype=np.int64)
     at = np.searchsorted(starts[rows], t, side="right") - 1  # the last call begun by t, on this thread
     at = np.where(at >= 0, rows[np.clip(at, 0, None)], -1)
-    for _ in range(1024):  # up its callers until one is still open at t (the depth of the deepest stack)
+    for _ in range(MAX_DEPTH):  # up its callers until one is still open at t
         closed = (at >= 0) & (ends[np.clip(at, 0, None)] <= t)
         if not closed.any():
             break
         at[closed] = parent[at[closed]]
     keep = at >= 0
     t, at = t[keep], at[keep]
-    stack = np.array([frames.stack_of(int(i)) for i in at], dtype=np.int64)
+    stack = np.array([chains.stack_of(int(i)) for i in at], dtype=np.int64)
     pid, os_tid = (tid >> 24) & 0xFFFFFF, tid & 0xFFFFFF
     return pd.DataFrame({"start_ns": t - GRID_NS, "end_ns": t, "pid": np.full(len(t), pid, np.int64),
                          "tid": np.full(len(t), os_tid, np.int64), "stack": stack})
 
 
-class _Frames:
-    """Frames and stacks, each made once: a stack per innermost call, a frame per (place, what it called)."""
+class _Chains:
+    """Stacks and frames, each made once. A call's chain (its callers and itself) is interned by (its caller's chain,
+    its name, where it was called from): the same stack reached again and again, step after step, by calls of
+    other ids, is made once. A chain's stack is its callers' frames, each at the line it called from, and its own."""
 
-    def __init__(self, names: dict[int, str], ev: pd.DataFrame, parent: np.ndarray):
-        self.names, self.parent = names, parent
-        self.name_ids, self.call_from = ev["name"].to_numpy(), ev["call_from"].to_numpy()
+    def __init__(self, names: dict[int, str], name_ids: np.ndarray, call_from: np.ndarray, parent: np.ndarray):
+        self.names, self.name_ids, self.call_from, self.parent = names, name_ids, call_from, parent
         self.frames: list[Frame] = []
         self.stacks: list[tuple[int, ...]] = []
         self._frame_ids: dict[Frame, int] = {}
-        self._stack_ids: dict[int, int] = {}
-        self._stack_index: dict[tuple[int, ...], int] = {}
-        self.program = self._program_files(ev)
+        self._chain_of_row: dict[int, int] = {}
+        self._chains: dict[tuple[int, int, int], int] = {}
+        self._callers: list[tuple[int, ...]] = []   # per chain: its callers' frames, each at the line it called from
+        self._last: list[tuple[int, int]] = []       # per chain: its own call's (name id, call-from id)
+        self._stack: dict[int, int] = {}             # chain -> stack index
+        self.program = self._program_files(name_ids, parent)
 
-    def _program_files(self, ev: pd.DataFrame) -> set[str]:
-        """The files of the outermost calls (the script the program started from)."""
-        roots = np.flatnonzero(self.parent < 0)
+    def _program_files(self, name_ids: np.ndarray, parent: np.ndarray) -> set[str]:
+        """The files of the outermost calls at module level (the script the program started from)."""
         out = set()
-        for i in roots[:1000]:
-            m = NAME.match(self.names.get(int(self.name_ids[i]), ""))
+        for i in np.unique(name_ids[parent < 0])[:1000]:
+            m = NAME.match(self.names.get(int(i), ""))
             if m and m["function"] == "<module>":
                 out.add(m["file"])
         return out
 
     def stack_of(self, row: int) -> int:
         """The stack index of the calls open at the innermost call `row`."""
-        got = self._stack_ids.get(row)
-        if got is not None:
-            return got
-        chain = [row]
-        while self.parent[chain[-1]] >= 0 and len(chain) < 1024:
-            chain.append(int(self.parent[chain[-1]]))
-        chain.reverse()  # outermost first
-        ids = []
-        for k, i in enumerate(chain):
-            callee = chain[k + 1] if k + 1 < len(chain) else None
-            ids.append(self._frame(i, callee))
-        key = tuple(ids)
-        got = self._stack_index.get(key)
+        chain = self._chain(row)
+        got = self._stack.get(chain)
         if got is None:
-            got = self._stack_index[key] = len(self.stacks)
-            self.stacks.append(key)
-        self._stack_ids[row] = got
+            name_id, _ = self._last[chain]
+            got = self._stack[chain] = len(self.stacks)
+            self.stacks.append((*self._callers[chain], self._frame(name_id, None, None)))
         return got
 
-    def _frame(self, row: int, callee: int | None) -> int:
-        name = self.names.get(int(self.name_ids[row]), "?")
+    def _chain(self, row: int) -> int:
+        path = []
+        while row >= 0 and row not in self._chain_of_row and len(path) < MAX_DEPTH:
+            path.append(row)
+            row = int(self.parent[row])
+        chain = self._chain_of_row.get(row, -1) if row >= 0 else -1
+        for r in reversed(path):  # outermost first
+            key = (chain, int(self.name_ids[r]), int(self.call_from[r]))
+            got = self._chains.get(key)
+            if got is None:
+                got = self._chains[key] = len(self._last)
+                callers = ()
+                if chain >= 0:  # the caller's frame, at the line this call was made from, calling it
+                    caller_name, _ = self._last[chain]
+                    callers = (*self._callers[chain], self._frame(caller_name, key[2], key[1]))
+                self._callers.append(callers)
+                self._last.append((key[1], key[2]))
+            self._chain_of_row[r] = chain = got
+        return chain
+
+    def _frame(self, name_id: int, call_from: int | None, callee: int | None) -> int:
+        """A frame of the call named name_id; where it called `callee` (a name id), at the line call_from says."""
+        name = self.names.get(name_id, "?")
         m = NAME.match(name)
         # not `file(line): function`: a built-in (`<built-in method numpy of ...>`) or torch's marker of a module's
         # call (`nn.Module: Conv2d_1`): no file of the program's
@@ -140,10 +157,10 @@ class _Frames:
             (name if name.startswith("<") else f"<{name}>", 0, _builtin(name))
         code = ""
         if callee is not None:
-            where = self.names.get(int(self.call_from[callee]), "")
+            where = self.names.get(call_from, "") if call_from is not None and call_from >= 0 else ""
             if ":" in where and where.rsplit(":", 1)[1].isdigit():
                 line = int(where.rsplit(":", 1)[1])
-            code = f"calls {_callee(self.names.get(int(self.name_ids[callee]), '?'))}"
+            code = f"calls {_callee(self.names.get(callee, '?'))}"
         frame = Frame(self._path(file), line, function, code)
         got = self._frame_ids.get(frame)
         if got is None:
