@@ -79,7 +79,7 @@ def test_a_recorded_trace_gets_the_analysis(recorded, cache, tmp_path, kind):
     # the line: the model's call, reached from the loop, from the python_function events
     top = s["code"]["cpu"][0]
     assert (Path(top["file"]).name, top["line"]) == ("kineto_loop.py", _line_of("y = model(x)")), top
-    assert top["role"] == "model" and top["share"] > 0.5
+    assert top["role"] == "model" and top["share"] > 0.4
     assert any("one_step" in step for step in top["path"]), top["path"]
     assert all(math.isfinite(x) and x >= 0 for x in _numbers(s["steps"])), s["steps"]
 

@@ -126,7 +126,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
     k = s["kernels"]
     L += _kernel_lines(k)
     if s["nvtx"]["count"]:
-        L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
+        ranges = "record_function ranges" if s["trace"].get("profiler") == "torch.profiler" else "NVTX ranges"
+        L.append(f"{ranges} (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
     L += code_section_lines(s.get("code"))
     findings = own_findings(s)  # the multi-GPU limit is ranks_report's
