@@ -208,15 +208,38 @@ def test_two_profilers_one_verdict(cache, tmp_path):
     assert k["steps"]["mean_ns"] == pytest.approx(n["steps"]["mean_ns"], rel=0.30)
 
 
+# two runs of tests/programs/kineto_min.py on an H100 (10 steps each; torch 2.11, whose traces record no call sites)
+GPU_RUNS = [KINETO_DATA / "kineto_min_gpu.pt.trace.json.gz", KINETO_DATA / "kineto_min_gpu_b.pt.trace.json.gz"]
+FEATURES = 64 * 32 * 128 * 128 * 4  # bytes of the feature map each step reads back
+
+
+def test_a_gpu_trace_gets_the_verdict_and_the_line(cache, tmp_path):
+    """The loop reads a 134 MB feature map back into pageable memory and labels it on the CPU while the GPU waits:
+    the verdict is that CPU work, named at its line, and each copy is the feature map, waited for (`.cpu()`)."""
+    _, s = _analyse(GPU_RUNS[0], cache, tmp_path)
+    events = json.loads(gzip.decompress(GPU_RUNS[0].read_bytes()))["traceEvents"]
+    dtoh = [e for e in events if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"]]
+    assert _verdict(s) == "gpu-idle-cpu-bound"
+    top = s["diagnosis"][0]
+    assert top["line"]["file"] == "kineto_min.py" and top["line"]["role"] == "output", top["line"]
+    assert "argmax" in top["line"]["code"]
+    d = s["memcpy"]["dtoh"]
+    assert d["count"] == len(dtoh) == s["steps"]["count"] and d["bytes"] == FEATURES * len(dtoh)
+    assert d["kinds"] == {"Pageable": len(dtoh)} and d["sync"] == len(dtoh)  # cudaMemcpyAsync + cudaStreamSynchronize
+    assert d["total_ns"] == pytest.approx(sum(e["dur"] for e in dtoh) * 1000, abs=len(dtoh))
+    assert s["trace"]["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert "records no call sites" in s["code"]["source"]
+
+
 def test_verify_takes_kineto_traces_on_both_sides(cache, tmp_path):
-    kineto, _ = _gpu_pair()
-    after = tmp_path / "after.pt.trace.json.gz"
-    shutil.copyfile(kineto, after)
     out = tmp_path / "verify.json"
-    proc = run_cli("-m", "nsys_transfer", "verify", str(kineto), str(after), "--json", str(out), env=cache)
+    proc = run_cli("-m", "nsys_transfer", "verify", *map(str, GPU_RUNS), "--json", str(out), env=cache)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["verdict"]["line"]
+    assert doc["verdict"]["new"] == [] and doc["verdict"]["resolved"] == []  # the same program twice
+    throughput = next(m for m in doc["metrics"] if m["key"] == "throughput")
+    assert throughput["before"] > 0 and throughput["after"] > 0
+    assert abs(throughput["change"]) < 0.5  # the same program twice
 
 
 def test_the_conversion_is_nsys_s_tables_and_nothing_made_up(recorded, cache, monkeypatch):

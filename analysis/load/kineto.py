@@ -9,6 +9,7 @@ read (load/device.py, calls.py, host.py), so that every section, rule, chart and
     cat cuda_runtime, cuda_driver       -> CUPTI_ACTIVITY_KIND_RUNTIME start, end, globalTid, correlationId, nameId
     cat user_annotation (record_function), ProfilerStep#N -> NVTX_EVENTS (push/pop ranges of their thread)
     cat python_function, cpu_op         -> KINETO_HOST_EVENTS (the program's call tree: load/kineto_stacks.py)
+    cudaStreamSynchronize & co.         -> CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (which calls are waits: _waits)
     ph "M" thread_name                  -> ThreadNames;  deviceProperties -> TARGET_INFO_GPU
     baseTimeNanoseconds                 -> TARGET_INFO_SESSION_START_TIME (UTC of the trace's time 0)
 
@@ -36,7 +37,7 @@ import ijson
 
 from nsys_transfer.analysis.common.errors import TraceError
 
-VERSION = "kineto-1"  # the conversion's version: the cache keys its files by it (load/cache.py)
+VERSION = "kineto-2"  # the conversion's version: the cache keys its files by it (load/cache.py)
 GZIP_MAGIC = b"\x1f\x8b"
 NAMES = (".json", ".json.gz", ".json.gzip")  # how torch.profiler's traces are named (the content decides, not this)
 MARKER_TABLE = "KINETO_TRACE"
@@ -328,7 +329,23 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
         if con.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is None:
             con.execute(f"DROP TABLE {name}")  # as nsys leaves out a table it has no rows for
     _metadata(con, conv, header, origin)
+    _waits(con)
     con.commit()
+
+
+def _waits(con: sqlite3.Connection) -> None:
+    """CUPTI_ACTIVITY_KIND_SYNCHRONIZATION from the synchronize calls: of that table the loaders read only which
+    correlation ids are waits (load/calls.py: a copy followed by a wait is a synchronous one), and Kineto records a
+    wait as its CUDA call (cudaStreamSynchronize, cudaDeviceSynchronize, ...), whose times and ids these rows are."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master")}:
+        return
+    con.execute('CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start INTEGER NOT NULL, "end" INTEGER NOT NULL, '
+                "correlationId INTEGER, globalPid INTEGER)")
+    con.execute('INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION SELECT r.start, r."end", r.correlationId, '
+                "(r.globalTid >> 24) << 24 FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN StringIds AS s "
+                "ON s.id = r.nameId WHERE s.value LIKE 'cu%Synchronize%'")
+    if con.execute("SELECT 1 FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION LIMIT 1").fetchone() is None:
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
 
 
 def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: int) -> None:

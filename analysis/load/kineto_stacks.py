@@ -61,6 +61,13 @@ def read(trace) -> PythonStacks:
     return PythonStacks(samples, chains.stacks, chains.frames, GRID_NS, Path(trace.source))
 
 
+def has_call_sites(trace) -> bool:
+    """Whether the trace's Python calls say where each was called from (`CallFrom`, newer PyTorch): without it a
+    caller's line is its function's first line, as Kineto names the function."""
+    return trace.has(HOST_EVENTS) and trace.one_row(f"SELECT 1 FROM {HOST_EVENTS} WHERE kind = {PYTHON} AND "
+                                                    "callFromId IS NOT NULL LIMIT 1") is not None
+
+
 def _parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
     """Each event's caller as a row index (-1: none recorded)."""
     order = np.argsort(ids, kind="stable")
