@@ -96,12 +96,23 @@ WHAT_IS_MISSING = ("a torch.profiler trace holds no OS runtime calls and no CPU 
 
 
 def is_json(head: bytes) -> bool:
-    """Whether a file's first bytes (after a gzip header's decompression) begin a JSON object or array."""
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"["))
+    """Whether a file's first bytes (after a gzip header's decompression) begin a JSON object (`{"` or `{}`) or
+    array (`[{`, `[]`, `["`, `[1`): two characters, so that random bytes are seldom taken for JSON."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    rest = text[1:].lstrip(b" \t\r\n")[:1]
+    if text[:1] == b"{":
+        return rest in (b'"', b"}")
+    return text[:1] == b"[" and (rest in (b"{", b"[", b'"', b"]", b"-", b"t", b"f", b"n") or rest.isdigit())
+
+
+NSYS_NAMES = (".sqlite", ".sqlite.xz", ".nsys-rep", ".qdrep")  # named as an nsys trace: read as one, whatever it holds
 
 
 def looks_like_json(path: Path) -> bool:
-    """Whether the file is JSON or gzip-compressed JSON, by its first bytes (never by its name alone)."""
+    """Whether the file is JSON or gzip-compressed JSON, by its first bytes (never by its name alone); a file named as
+    an nsys trace is one (its checks then word what is wrong with it)."""
+    if path.name.endswith(NSYS_NAMES):
+        return False
     with open(path, "rb") as f:
         head = f.read(64)
     if head.startswith(GZIP_MAGIC):
