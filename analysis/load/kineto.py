@@ -92,7 +92,8 @@ STAGED = {
 }
 GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 WHAT_IS_MISSING = ("a torch.profiler trace holds no OS runtime calls and no CPU samples of other threads (Nsight "
-                   "Systems records them): idle causes that need them read 'unknown'")
+                   "Systems records them): idle time they would explain (input waits, sleeps, memory mapping) is "
+                   "said to be computing or waiting in the OS, unknown which")
 
 
 def is_json(head: bytes) -> bool:
