@@ -6,10 +6,12 @@ cuda), and the same program traced under nsys (--no-profiler) for the two-profil
 
 usage: python tests/programs/kineto_loop.py OUT.json[.gz] [--device cpu|cuda] [--steps 8] [--batch 16] [--size 64]
                                           [--no-profiler]
-the two-profilers pair (on a GPU machine, same arguments both times):
-    python tests/programs/kineto_loop.py kineto_loop_gpu.pt.trace.json.gz --device cuda --steps 12 --batch 64 --size 128
-    nsys-transfer run -o kineto_loop_gpu -- python tests/programs/kineto_loop.py - --device cuda --steps 12 --batch 64 \
-        --size 128 --no-profiler
+the two-profilers pair for tests/test_kineto.py (on a GPU machine with nsys, from the checkout, same arguments):
+    python tests/programs/kineto_loop.py tests/data/kineto/kineto_loop_gpu.pt.trace.json.gz --device cuda --steps 12 \
+        --batch 64 --size 128
+    nsys-transfer run -o /tmp/kineto_loop_gpu -- python tests/programs/kineto_loop.py - --device cuda --steps 12 \
+        --batch 64 --size 128 --no-profiler
+    scrub-trace /tmp/kineto_loop_gpu.sqlite tests/data/kineto/kineto_loop_gpu.sqlite.xz
 """
 import argparse
 import contextlib
