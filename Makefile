@@ -51,7 +51,7 @@ EDITABLE := --config-settings editable_mode=compat
 PIP      := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Compat editable installs" $(BIN)/python -m pip
 
 $(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
-	@echo "installing nsys-transfer and pandas, numpy, matplotlib, click into $(VENV) (a minute or so the first time)"
+	@echo "installing nsys-transfer and pandas, numpy, matplotlib, click, ijson into $(VENV) (a minute or so the first time)"
 	$(PIP) install -q -e . $(EDITABLE)
 	@touch $@
 

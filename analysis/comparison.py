@@ -51,8 +51,29 @@ def _gpus(s: dict) -> list[str]:
     return [g.get("name") or "?" for g in s["trace"].get("gpus") or []]
 
 
+PROFILERS = {"nsys": "an Nsight Systems export", "torch.profiler": "a torch.profiler trace"}
+
+
+def check_same_profiler(kinds: dict[str, str]) -> None:
+    """NotComparable when the traces (name -> "nsys" or "torch.profiler") were not all recorded by one profiler: the
+    two record different things (OS runtime calls, CPU samples, the cost of profiling) and their figures differ by
+    more than any fix, so a verdict across them would be the profilers' difference."""
+    first = next(iter(kinds.items()), None)
+    other = next(((n, k) for n, k in kinds.items() if first and k != first[1]), None)
+    if first and other:
+        raise NotComparable(f"{first[0]} is {PROFILERS.get(first[1], first[1])} and {other[0]} "
+                            f"{PROFILERS.get(other[1], other[1])}: the two profilers record and time different "
+                            "things; profile both the same way (both with nsys, or both with torch.profiler)")
+
+
+def profiler_of(summary: dict) -> str:
+    """What recorded the trace behind an analysis summary: the trace section's `profiler`, nsys where absent."""
+    return summary["trace"].get("profiler") or "nsys"
+
+
 def check_comparable(before: Side, after: Side) -> list[str]:
     """NotComparable when the two cannot be compared; else the warnings to print."""
+    check_same_profiler({"before": profiler_of(before.summary), "after": profiler_of(after.summary)})
     for side in (before, after):
         end = side.summary["trace"].get("program_end") or {}
         if end.get("failed"):  # a failed run's speed is no speed: never a verdict of faster or slower

@@ -16,8 +16,9 @@ from nsys_transfer.analysis.common import defaults, schema
 from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.common.window_spec import Spec
-from nsys_transfer.analysis.comparison import NotComparable, Side, verify
+from nsys_transfer.analysis.comparison import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
+from nsys_transfer.analysis.load import kineto
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
@@ -41,7 +42,7 @@ __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
-    "executor", "cores", "Dask", "not_built_notice",
+    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler",
 ]
 
 
@@ -171,6 +172,13 @@ def _recorded(trace: Path) -> dict | None:
         return read_record(capture, "recorded", "a run record", "")["recorded"] if capture else None
     except TraceError:
         return None
+
+
+def profiler_of(path) -> str:
+    """What recorded the trace file, from its first bytes (nothing converted): "torch.profiler" for a Kineto JSON
+    (gzip-compressed or not), else "nsys"; OSError where it cannot be read."""
+    p = Path(path)
+    return "torch.profiler" if p.is_file() and p.stat().st_size and kineto.looks_like_json(p) else "nsys"
 
 
 def rule_ids() -> list[str]:

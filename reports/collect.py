@@ -9,7 +9,11 @@ from nsys_transfer.nsys_core.contracts import STAGES
 
 BUNDLED = Path(__file__).resolve().parent / "data" / "h200"
 ORDER = list(STAGES)
-TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".nsys-rep")
+# torch.profiler's traces: the names tensorboard_trace_handler gives them are found in folders; a .json given by
+# name is read too (a folder's other .json files are records: bench.json, x.run.json)
+KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+TRACE_SUFFIXES = (".sqlite", ".sqlite.xz", ".nsys-rep", *KINETO_SUFFIXES)
+GIVEN_SUFFIXES = (*TRACE_SUFFIXES, ".json", ".json.gz")
 BUNDLED_GPUS = Path(__file__).resolve().parent / "data" / "h200x2"
 MULTI_GPU = re.compile(r"-x(\d+)(?:gpu)?$")      # one torchrun trace: `make profile GPUS=N` names it <stage>-x<N>gpu
 RANK_FILE = re.compile(r"^(.*)\.rank(\d+)$")     # per-rank traces: <name>.rank0, .rank1, ...
@@ -28,7 +32,7 @@ def _stage_of(path: Path) -> tuple[str, int]:
 
 def _bare(path: Path) -> str:
     name = path.name
-    for suf in TRACE_SUFFIXES:
+    for suf in (*KINETO_SUFFIXES, *GIVEN_SUFFIXES):  # the longest first: x.pt.trace.json -> x
         if name.endswith(suf):
             return name[: -len(suf)]
     return name
@@ -60,10 +64,11 @@ def _trace_files(paths: list[Path]) -> list[Path]:
             raise ReportInputError(f"{p}: no such file or folder")
         if p.is_dir():
             files += [f for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)]
-        elif p.name.endswith(TRACE_SUFFIXES):
+        elif p.name.endswith(GIVEN_SUFFIXES):
             files.append(p)
         else:
-            raise ReportInputError(f"{p}: not a trace (.sqlite, .sqlite.xz or .nsys-rep) or a folder of them")
+            raise ReportInputError(f"{p}: not a trace (.sqlite, .sqlite.xz, .nsys-rep, or a torch.profiler "
+                                   ".json[.gz]) or a folder of them")
     return files
 
 

@@ -10,8 +10,9 @@ import click
 import pandas as pd
 
 from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers, chosen_executor, executor_options
-from nsys_transfer.analysis.facade import (Options, Trace, TraceError, analyze, analyze_runs, read_record,
-                                           run_record_beside, toolkit_record)
+from nsys_transfer.analysis.facade import (NotComparable, Options, Trace, TraceError, analyze, analyze_runs,
+                                           check_same_profiler, profiler_of, read_record, run_record_beside,
+                                           toolkit_record)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.plots import plot_ranks
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
@@ -56,8 +57,12 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path, bundled, jobs, dask)
         outputs.check_destination(out_dir, "--out", folder=True)
         mine = _inputs(paths, bench_path, probe_path, jobs, dask)
         theirs = _inputs([], None, None, jobs, dask) if bundled and paths else None
+        check_same_profiler({str(p): profiler_of(p) for p in [*mine.traces.values(), *(
+            p for run in mine.multi.values() for p in run)]})
     except (ReportInputError, TraceError) as e:
         _fail(str(e))
+    except NotComparable as e:
+        _fail(f"not comparable: {e}")
     if not mine.traces and not mine.multi:
         _fail("no traces to compare")
     click.echo(f"compare-traces: reporting {_listed(mine)} into {out_dir}"

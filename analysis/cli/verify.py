@@ -9,7 +9,8 @@ import click
 
 from nsys_transfer.analysis.cli import options, window
 from nsys_transfer.analysis.cli.analyze import _plots, analyze_file, plot_stem_of
-from nsys_transfer.analysis.facade import NotComparable, Side, TraceError, options_for, rule_ids, side_of, verify
+from nsys_transfer.analysis.facade import (NotComparable, Side, TraceError, check_same_profiler, options_for,
+                                           profiler_of, rule_ids, side_of, verify)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.text import verify_report
 
@@ -92,6 +93,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
         labels = ("before", "after")
+        check_same_profiler({label: profiler_of(trace_in(p)) for label, p in zip(labels, (before, after))})
         stems = [plot_stem_of(trace_in(p)) for p in (before, after)]
         names = list(stems)
         if stems[0] == stems[1]:  # one program's two runs: each side's charts under its own name

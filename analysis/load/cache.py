@@ -51,10 +51,11 @@ def max_bytes() -> int:
     return int(float(m.group(1)) * UNITS[m.group(2).upper()])
 
 
-def content_key(src: Path) -> str:
-    """A key of the input's content that reads at most 2 MiB of it: its size and its first and last MiB."""
+def content_key(src: Path, salt: str = "") -> str:
+    """A key of the input's content that reads at most 2 MiB of it: its size and its first and last MiB (and the
+    salt: the version of a conversion, so that a changed converter never serves an older entry)."""
     size = src.stat().st_size
-    h = hashlib.sha1(str(size).encode())
+    h = hashlib.sha1(str(size).encode() + salt.encode())
     with open(src, "rb") as f:
         h.update(f.read(EDGE))
         if size > EDGE:
@@ -63,11 +64,12 @@ def content_key(src: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def cached(src: Path, make: Callable[[Path], None]) -> Path:
+def cached(src: Path, make: Callable[[Path], None], salt: str = "") -> Path:
     """The cache entry for src, made by make(temporary path) where it is missing; the rest of the cache trimmed to
-    its bound afterwards. make raises TraceError (or anything) to say it failed: nothing is kept then."""
+    its bound afterwards. make raises TraceError (or anything) to say it failed: nothing is kept then. salt: see
+    content_key."""
     root = cache_dir()
-    out = root / f"{content_key(src)}.sqlite"
+    out = root / f"{content_key(src, salt)}.sqlite"
     if out.exists():
         os.utime(out)  # used now: evicted last
     else:

@@ -1,7 +1,8 @@
-"""Turn what the user gave (.sqlite, .sqlite.xz, .nsys-rep) into a local SQLite path, never touching theirs.
+"""Turn what the user gave (.sqlite, .sqlite.xz, .nsys-rep, or a torch.profiler trace .json[.gz]) into a local SQLite
+path, never touching theirs.
 
-Compressed traces are decompressed, and reports exported, into the cache (analysis/load/cache.py), so a second run of the
-same trace is instant.
+Compressed traces are decompressed, reports exported, and torch.profiler traces converted (load/kineto.py) into the
+cache (analysis/load/cache.py), so a second run of the same trace is instant.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
+from nsys_transfer.analysis.load import kineto
 from nsys_transfer.analysis.load.cache import cached
 from nsys_transfer.analysis.common.errors import TraceError
 
@@ -21,13 +23,17 @@ REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how a .nsys-rep begins (seen f
 
 
 def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
-    """(a local SQLite path to open, the path to show the user) for a .sqlite, .sqlite.xz or .nsys-rep."""
+    """(a local SQLite path to open, the path to show the user) for a .sqlite, .sqlite.xz, .nsys-rep or a
+    torch.profiler trace (JSON, gzip-compressed or not: told by its content)."""
     if not path.exists() or path.is_dir():
         return path, str(path)  # Trace's checks word these cases
     if not path.is_file():
         raise TraceError(f"{path}: not a regular file (a pipe, socket or device); give the path of an nsys export "
                          "(.sqlite, .sqlite.xz) or report (.nsys-rep) on disk")
     if path.stat().st_size == 0:
+        if path.name.endswith(kineto.NAMES):
+            raise TraceError(f"{path}: the file is empty; record the torch.profiler trace again (its "
+                             "on_trace_ready writes it when the profiler's schedule ends)")
         return path, str(path)
     with open(path, "rb") as f:
         head = f.read(16)
@@ -35,6 +41,8 @@ def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
         return cached(path, lambda tmp: _decompress_xz(path, tmp)), str(path)
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         return cached(path, lambda tmp: _export_report(path, tmp, nsys)), str(path)
+    if kineto.looks_like_json(path):
+        return cached(path, lambda tmp: kineto.convert(path, tmp), salt=kineto.VERSION), str(path)
     return path, str(path)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load import sql, validate
+from nsys_transfer.analysis.load import kineto, sql, validate
 from nsys_transfer.analysis.load.background import Background
 from nsys_transfer.analysis.load.calls import CudaCalls
 from nsys_transfer.analysis.load.device import DeviceTables
@@ -38,7 +38,8 @@ from nsys_transfer.analysis.load.validate import check_sqlite_file
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
-ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API"}
+ACTIVITY_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS", "OSRT_API",
+                   kineto.HOST_EVENTS}  # a torch.profiler trace's Python calls alone: its CPU-only program, line by line
 
 
 class Trace:
@@ -64,6 +65,8 @@ class Trace:
         self.device, self.calls = DeviceTables(self), CudaCalls(self)
         self.host, self.osrt = HostTables(self), OsRuntime(self)
         self._check_nsys_export()
+        if self.profiler == "torch.profiler":
+            self.warnings.append(kineto.WHAT_IS_MISSING)  # said once, in the warnings of the text and the JSON
 
     def _drop_empty_runtime(self) -> None:
         """An emptied CUDA API table reads as an absent one: every figure that needs its rows then says so once."""
@@ -203,6 +206,12 @@ class Trace:
             if self.has(table):
                 return dict(self.connection().execute(sql.META.format(table=table)).fetchall())
         return {}
+
+    @property
+    def profiler(self) -> str:
+        """What recorded the trace: "nsys" (an Nsight Systems export) or "torch.profiler" (a Kineto trace, converted
+        by load/kineto.py)."""
+        return "torch.profiler" if kineto.MARKER_TABLE in self.tables else "nsys"
 
     @cached_property
     def nsys_version(self) -> str:

@@ -109,7 +109,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if g:
         L.append(f"idle gaps >= {_ms(gp['threshold_ns'])}: {gp['count']}, total {_ms(gp['total_ns'])}")
         for c in gp["covered_by"][:3]:
-            L.append(f"    {100 * c['share']:.0f}% of gap time inside NVTX '{c['name']}' on the launching thread")
+            L.append(f"    {100 * c['share']:.0f}% of gap time inside {_range_word(s)} '{c['name']}' on the launching "
+                     "thread")
     for key, label in (("dtoh", "DtoH"), ("htod", "HtoD")):
         m = s["memcpy"][key]
         if m["count"]:
@@ -126,7 +127,7 @@ def text_report(s: dict, show_all: bool = False) -> str:
     k = s["kernels"]
     L += _kernel_lines(k)
     if s["nvtx"]["count"]:
-        L.append("NVTX ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
+        L.append(f"{_range_word(s)} ranges (total): " + ", ".join(f"{r['name']} {_ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
     L += code_section_lines(s.get("code"))
     findings = own_findings(s)  # the multi-GPU limit is ranks_report's
@@ -141,10 +142,16 @@ def text_report(s: dict, show_all: bool = False) -> str:
     return "\n".join(L)
 
 
+def _range_word(s: dict) -> str:
+    """What the trace's ranges are: torch.profiler's record_function ranges, nsys's NVTX ranges."""
+    return "record_function" if s["trace"].get("profiler") == "torch.profiler" else "NVTX"
+
+
 def _header_lines(t: dict, failed: bool) -> list[str]:
     """The trace and its GPUs, then the warnings read before any figure: a failed run, an incomplete trace."""
     gpus = ", ".join(sorted({g.get("name") or "?" for g in t["gpus"]})) or "none listed"
-    L = [f"{t['path']}  (nsys {t['nsys_version']}; GPUs: {gpus})"]
+    made_by = t["nsys_version"] if str(t["nsys_version"]).startswith("torch.profiler") else f"nsys {t['nsys_version']}"
+    L = [f"{t['path']}  ({made_by}; GPUs: {gpus})"]
     integ = t.get("integrity") or {}
     if failed:
         L.append(failed_run_line(t["program_end"]))

@@ -147,6 +147,8 @@ class GpuIdleCpuBound(IdleRule):
                 out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
             elif sampled_owner(ctx, "cpu_samples"):
                 out.append(self._sampled(ctx, ns))
+            elif ctx.summary["trace"].get("profiler") == "torch.profiler":
+                out.append(self._unknown_work(ctx, ns))
             else:
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
                       f"{ms(ctx.min_gap_ns)} while the launching thread was busy outside any NVTX "
@@ -159,6 +161,18 @@ class GpuIdleCpuBound(IdleRule):
                     "for, or sample the CPU (nsys --sample=process-tree); then move that work off the launching thread "
                     "or overlap it with GPU work"))))
         return out
+
+    def _unknown_work(self, ctx: Context, ns: int) -> Finding:
+        """A torch.profiler trace's idle time outside any range and any CUDA call: it holds no OS runtime calls, so
+        whether the thread computed or waited in the OS is unknown, and said so (never guessed)."""
+        ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
+              f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was outside any record_function "
+              "range and any CUDA call: computing or waiting in the OS, which a torch.profiler trace cannot tell "
+              "(it records no OS runtime calls)" + after_sync_text(ctx))
+        return ctx.finding(self.id, ns, None, ev, serialised_fix(ctx, ns, (
+            "wrap the loop's phases in torch.profiler.record_function ranges to see which one the GPU waits for "
+            "(with_stack=True names its line), or trace the program with nsys-transfer run, which records the OS "
+            "calls; then move that work off the launching thread or overlap it with GPU work")))
 
     def _sampled(self, ctx: Context, ns: int) -> Finding:
         """The finding for CPU work outside any range that the CPU samples name: its owner is the subject."""

@@ -16,7 +16,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.common.schema import Part
-from nsys_transfer.analysis.load import python_stacks
+from nsys_transfer.analysis.load import kineto_stacks, python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks, place_of
 from nsys_transfer.analysis.sections import roles
@@ -319,23 +319,20 @@ def _copy_lines(sites: _Sites, samples: pd.DataFrame, window, copies: pd.DataFra
 
 def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part, copies) -> CodeLines:
     """The section's value for one trace."""
-    path = python_stacks.beside(trace.source)
-    if path is None:
-        return CodeLines(missing=f"no Python stacks beside this trace, so no finding names its line; "
-                                 f"{python_stacks.CAPTURE_HINT}")
-    if trace.session_start_utc_ns is None:
-        return CodeLines(missing=f"{path.name}: the trace has no session start to put the stacks on its clock")
-    try:
-        stacks = python_stacks.read(path, trace.session_start_utc_ns)
-    except ValueError as e:
-        return CodeLines(missing=str(e))
+    got = _stacks(trace)
+    if isinstance(got, CodeLines):
+        return got
+    stacks, path = got, got.path
     pids = set(trace.host.threads["pid"].astype(int)) if len(trace.host.threads) else set()
     stacks = stacks.of_processes(pids) if pids else stacks
     if stacks.samples.empty:
         return CodeLines(missing=f"{path.name} holds no sample of this trace's processes: it is another capture's; "
                                  "trace the program again with `nsys-transfer run`")
     sites = _Sites(stacks)
-    source = f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms" + \
+    source = (f"{path.name}: its Python calls (torch.profiler, with_stack=True), read every {stacks.period_ns / 1e6:g} ms"
+              + ("" if kineto_stacks.has_call_sites(trace) else
+                 "; this PyTorch records no call sites, so a line is its function's first line")
+              if trace.profiler == "torch.profiler" else f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms") + \
         (" (the file is cut short: the samples after the cut are missing)" if stacks.cut else "")
     if passed is None or not tids.get("all") or window is None:
         main = _main_thread_samples(stacks)
@@ -351,6 +348,26 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
     sides = GapSides.of(in_window, copies)
     return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, sides, cause_of),
                      by_copy=_copy_lines(sites, mine, window, copies), source=source)
+
+
+def _stacks(trace) -> PythonStacks | CodeLines:
+    """The trace's Python stacks: a torch.profiler trace's own calls (load/kineto_stacks.py), else the stacks file
+    beside an nsys trace; CodeLines saying why there are none otherwise."""
+    if trace.profiler == "torch.profiler":
+        try:
+            return kineto_stacks.read(trace)
+        except ValueError as e:
+            return CodeLines(missing=str(e))
+    path = python_stacks.beside(trace.source)
+    if path is None:
+        return CodeLines(missing=f"no Python stacks beside this trace, so no finding names its line; "
+                                 f"{python_stacks.CAPTURE_HINT}")
+    if trace.session_start_utc_ns is None:
+        return CodeLines(missing=f"{path.name}: the trace has no session start to put the stacks on its clock")
+    try:
+        return python_stacks.read(path, trace.session_start_utc_ns)
+    except ValueError as e:
+        return CodeLines(missing=str(e))
 
 
 @declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "say"))

@@ -36,6 +36,9 @@ def part(trace: Trace) -> dict:
     if calls:
         gpu, why = "no GPU work", (f"the program made {calls:,} CUDA API calls but no GPU operation is in the trace "
                                    "(the integrity verdict says whether nsys recorded them all)")
+    elif not len(trace.device.gpus) and trace.profiler == "torch.profiler":
+        gpu, why = "none", ("no GPU was used (torch.profiler recorded no GPU: its activities had no "
+                            "ProfilerActivity.CUDA, or the machine has none)")
     elif not len(trace.device.gpus):
         gpu, why = "none", "no GPU was used (the machine it ran on has no NVIDIA GPU: nsys found none" + (
             ", no NVIDIA driver)" if system.get("NvDriverVersion") == "0" else ")")
@@ -49,8 +52,10 @@ def part(trace: Trace) -> dict:
     python = bool(command) and bool(PYTHON.match(PurePath(command).name))
     who = (f"the {'Python ' if python else ''}program `{program}`" if program else "the program")
     cpu = gpu in ("none", "unused")
+    shows = ("its steps, record_function ranges and Python lines" if trace.profiler == "torch.profiler" else
+             "its steps, NVTX ranges and OS runtime calls")
     line = (f"{'CPU-only capture' if cpu else 'No GPU work in this trace'}: {why}, so no transfer can be measured; "
-            f"it shows {who}{' on the CPU' if cpu else ''}: its steps, NVTX ranges and OS runtime calls")
+            f"it shows {who}{' on the CPU' if cpu else ''}: {shows}")
     return {"gpu": gpu, "program": program, "python": python, "line": line}
 
 

@@ -30,6 +30,8 @@ def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: p
     info["link"] = host_link(trace.device.gpus, memcpy.tables["memcpy"], opts.link_gbps)
     info["program"] = program.describe(trace.host.threads, nvtx_rows, digest.names(), opts.run_record)
     info["program_end"] = program_end.outcome(trace)  # a failed run is said first, never read as a result
+    if trace.profiler != "nsys":  # an nsys export's section stays as it was (its stored answers byte for byte)
+        info["profiler"] = trace.profiler
     return info
 
 
