@@ -167,15 +167,11 @@ def test_one_side_of_each_profiler_is_refused(recorded, cache, tmp_path, command
 # --- GPU traces recorded on the GPU machine: the same program under both profilers --------------------------------
 
 KINETO_DATA = ROOT / "tests" / "data" / "kineto"
-GPU_KINETO = KINETO_DATA / "kineto_loop_gpu.pt.trace.json.gz"  # kineto_loop.py --device cuda (its docstring's pair)
-GPU_NSYS = KINETO_DATA / "kineto_loop_gpu.sqlite.xz"            # the same, --no-profiler, under nsys-transfer run
-
-
-def _gpu_pair():
-    if not (GPU_KINETO.is_file() and GPU_NSYS.is_file()):
-        pytest.skip(f"no GPU recordings in {KINETO_DATA} ({GPU_KINETO.name} and {GPU_NSYS.name}: "
-                    "tests/programs/kineto_loop.py's docstring says how to record them)")
-    return GPU_KINETO, GPU_NSYS
+# tests/programs/profiled_loop.py on an H200 (2026-12-05, torch 2.11): its --torch-profiler run (the profiler's five
+# lines, batches 2-6 recorded) and its plain run under `nsys-transfer run`, for each post-processing; RESULTS.txt holds
+# the program's own clock unprofiled and under each profiler
+PAIRS = {post: (KINETO_DATA / f"profiled_loop_{post}_torch.pt.trace.json.gz",
+                KINETO_DATA / f"profiled_loop_{post}_nsys2024.sqlite.xz") for post in ("numpy", "items")}
 
 
 def _verdict(s: dict) -> str | None:
@@ -183,29 +179,33 @@ def _verdict(s: dict) -> str | None:
     return next((f["rule"] for f in s["diagnosis"] if f["severity"] != "info"), None)
 
 
-def test_two_profilers_one_verdict(cache, tmp_path):
+@pytest.mark.parametrize("post", sorted(PAIRS))
+def test_two_profilers_one_verdict(cache, tmp_path, post):
     """One program, two profilers, one verdict; the figures of their steady states agree within these tolerances
     (separate runs of one deterministic program on one machine):
-      bytes a copy, each direction, and the host memory kind: exact (the same tensors, recorded by CUPTI under both);
-      a DtoH copy's mean duration: 25% (the same copy, timed by CUPTI under both; the runs' host memory differs);
-      the GPU's utilisation: 0.10 absolute (kernel times are CUPTI's under both, the step's length is not);
-      the mean step: 30% (torch.profiler's with_stack=True records every Python call of the launching thread, nsys's
-      stack sampler costs 2-6%: the host side's speed is the profilers' cost as much as the program's).
-    Kineto's microseconds cost nothing here: its timestamps carry three decimals, so each is within 1 ns of nsys's
-    unit (test_times_are_kineto_s_to_the_nanosecond)."""
-    kineto, nsys = _gpu_pair()
+      the GPU's kernel time an iteration: 2% (kernels are timed by CUPTI under both: 9.17 and 9.16 ms here);
+      bytes a copy, each direction: 1% (the same tensors);
+      a HtoD copy's mean duration: 25% (the same pageable copy, timed by CUPTI under both; the runs' host memory
+      differs), and its host memory kind: the same.
+    The host's pace is each profiler's own cost, not the reader's, so the step and the GPU's busy share are not held
+    to each other: a step took 38.5 ms under nsys (its program's own clock said 38.6) and 24.4 ms under torch.profiler,
+    against 17-18 ms unprofiled (RESULTS.txt). Kineto's microseconds cost nothing here: its timestamps carry three
+    decimals, so each is within 1 ns of nsys's unit (test_times_are_kineto_s_to_the_nanosecond)."""
+    kineto, nsys = PAIRS[post]
     _, k = _analyse(kineto, cache, tmp_path)
     _, n = _analyse(nsys, cache, tmp_path)
-    assert _verdict(k) == _verdict(n) is not None
+    assert _verdict(k) == _verdict(n) == "launch-bound"
+    k_iterations = k["steps"]["count"]  # ProfilerStep#N
+    n_iterations = n["kernels"]["count"] / n["setup"]["warmup"]["kernels_per_iteration"]  # the repeating kernel stream
+    assert k["kernels"]["total_ns"] / k_iterations == pytest.approx(n["kernels"]["total_ns"] / n_iterations, rel=0.02)
     for way in ("dtoh", "htod"):
         kc, nc = k["memcpy"][way], n["memcpy"][way]
         assert bool(kc["count"]) == bool(nc["count"]), way
         if kc["count"]:
-            assert kc["bytes"] / kc["count"] == nc["bytes"] / nc["count"], way
-            assert set(kc["kinds"]) == set(nc["kinds"]), way
-    assert k["memcpy"]["dtoh"]["mean_ns"] == pytest.approx(n["memcpy"]["dtoh"]["mean_ns"], rel=0.25)
-    assert k["gpu"]["utilization"] == pytest.approx(n["gpu"]["utilization"], abs=0.10)
-    assert k["steps"]["mean_ns"] == pytest.approx(n["steps"]["mean_ns"], rel=0.30)
+            assert kc["bytes"] / kc["count"] == pytest.approx(nc["bytes"] / nc["count"], rel=0.01), way
+    kh, nh = k["memcpy"]["htod"], n["memcpy"]["htod"]
+    assert kh["kinds"] == {"Pageable": kh["count"]} and nh["kinds"] == {"Pageable": nh["count"]}
+    assert kh["total_ns"] / kh["count"] == pytest.approx(nh["total_ns"] / nh["count"], rel=0.25)
 
 
 # two runs of tests/programs/kineto_min.py on an H100 (10 steps each; torch 2.11, whose traces record no call sites)
@@ -267,3 +267,18 @@ def test_compare_traces_takes_kineto_traces(recorded, cache, tmp_path):
     assert all(r["steps_per_s"] and r["steps_per_s"] > 0 for r in rows), rows
     proc = run_cli("-m", "nsys_transfer", "verify", str(recorded["chrome"]), str(recorded["tensorboard"]), env=cache)
     assert proc.returncode == 2 and "CPU-only" in proc.stderr and "profiler" not in proc.stderr, proc.stderr
+
+
+def test_without_call_sites_the_line_is_its_function_never_a_wrong_line(cache, tmp_path):
+    """PyTorch 2.11 records no call sites: Kineto names `run` after the line it was at when the profiler started
+    (`profiled_loop.py(58): run`, its prof.step()), not where it called the model (line 54, as the nsys capture of the
+    same program says from its own stacks). The finding names the function, `profiled_loop.py, in run()`, and no line."""
+    kineto, nsys = PAIRS["numpy"]
+    proc, k = _analyse(kineto, cache, tmp_path)
+    _, n = _analyse(nsys, cache, tmp_path)
+    text = proc.stdout
+    kl, nl = k["diagnosis"][0]["line"], n["diagnosis"][0]["line"]
+    assert (Path(nl["file"]).name, nl["line"], nl["function"]) == ("profiled_loop.py", 54, "run")
+    assert (Path(kl["file"]).name, kl["line"], kl["function"]) == ("profiled_loop.py", 0, "run")
+    assert kl["role"] == nl["role"] == "model"
+    assert "at profiled_loop.py, in run()" in text and "profiled_loop.py:58" not in text

@@ -5,7 +5,8 @@ Kineto records every Python call as an event with its enter and exit times, its 
 (KINETO_HOST_EVENTS, written by load/kineto.py): an exact call tree, not samples. It is read on a grid of GRID_NS:
 at each instant, the innermost call open on the thread and its callers are the stack, and the sample stands for the
 GRID_NS before it, as a sampled stack stands for the time since the sampler's instant before. The line of each
-caller is where it made the call (the callee's CallFrom, PyTorch 2.1 and later; the function's line before that).
+caller is where it made the call (the callee's CallFrom, recorded by newer PyTorch); where the trace does not say
+(PyTorch 2.11 records none), the line is unknown (0) and the place names the function instead.
 Kineto records no source text: a line's text says what it called there (`calls .numpy()`), which is what the roles
 read (sections/roles.py).
 
@@ -63,7 +64,7 @@ def read(trace) -> PythonStacks:
 
 def has_call_sites(trace) -> bool:
     """Whether the trace's Python calls say where each was called from (`CallFrom`, newer PyTorch): without it a
-    caller's line is its function's first line, as Kineto names the function."""
+    caller's line is unknown, and its place names its function."""
     return trace.has(HOST_EVENTS) and trace.one_row(f"SELECT 1 FROM {HOST_EVENTS} WHERE kind = {PYTHON} AND "
                                                     "callFromId IS NOT NULL LIMIT 1") is not None
 
@@ -165,8 +166,9 @@ class _Chains:
         code = ""
         if callee is not None:
             where = self.names.get(call_from, "") if call_from is not None and call_from >= 0 else ""
-            if ":" in where and where.rsplit(":", 1)[1].isdigit():
-                line = int(where.rsplit(":", 1)[1])
+            # without the call's site the caller's line is unknown (0): Kineto's name holds its function's first
+            # line, or, for a call already open when the profiler started, the line it was at then
+            line = int(where.rsplit(":", 1)[1]) if ":" in where and where.rsplit(":", 1)[1].isdigit() else 0
             code = f"calls {_callee(self.names.get(callee, '?'))}"
         frame = Frame(self._path(file), line, function, code)
         got = self._frame_ids.get(frame)

@@ -45,12 +45,15 @@ class Frame:
     @property
     def place(self) -> str:
         """`main.py:31`."""
-        return place_of(self.file, self.line)
+        return place_of(self.file, self.line, self.function)
 
 
-def place_of(file: str, line: int) -> str:
-    """A line as a person names it: `main.py:31`."""
-    return f"{Path(file).name}:{line}"
+def place_of(file: str, line: int, function: str = "") -> str:
+    """A line as a person names it: `main.py:31`; `main.py, in run()` where the line is unknown (0: a torch.profiler
+    trace that records no call sites)."""
+    if line > 0 or not function:
+        return f"{Path(file).name}:{line}"
+    return f"{Path(file).name}, in {function}()"
 
 
 @dataclass

@@ -54,7 +54,7 @@ def finding_lines(findings: list[dict], show_all: bool = False) -> list[str]:
 
 def site_place(site: dict) -> str:
     """A finding's or the code section's line (its JSON), as a person names it: `main.py:31`."""
-    return place_of(site["file"], site["line"])
+    return place_of(site["file"], site["line"], site.get("function", ""))
 
 
 def code_line(site: dict | None, indent: str = "      ") -> list[str]:

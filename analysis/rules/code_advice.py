@@ -144,7 +144,7 @@ def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
             continue
         impact = twin.impact_ns + f.impact_ns
         share = impact / total_ns if total_ns else 0.0
-        where = f" at {place_of(f.line['file'], f.line['line'])}" if f.line else ""
+        where = f" at {place_of(f.line['file'], f.line['line'], f.line.get('function', ''))}" if f.line else ""
         merged = replace(twin, impact_ns=impact, impact_fraction=round(min(share, 1.0), 4),
                          severity=severity_of(share),
                          evidence=f"{twin.evidence}; and, for the same {(f.line or {}).get('role', 'work')} work{where}, "

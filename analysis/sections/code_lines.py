@@ -51,7 +51,7 @@ class CodeSite:
     @property
     def place(self) -> str:
         """`main.py:31`."""
-        return place_of(self.file, self.line)
+        return place_of(self.file, self.line, self.function)
 
     def as_dict(self) -> dict:
         """The site as JSON."""
@@ -331,7 +331,7 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
     sites = _Sites(stacks)
     source = (f"{path.name}: its Python calls (torch.profiler, with_stack=True), read every {stacks.period_ns / 1e6:g} ms"
               + ("" if kineto_stacks.has_call_sites(trace) else
-                 "; this PyTorch records no call sites, so a line is its function's first line")
+                 "; this PyTorch records no call sites, so a call's line is named by its function (main.py, in run())")
               if trace.profiler == "torch.profiler" else f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms") + \
         (" (the file is cut short: the samples after the cut are missing)" if stacks.cut else "")
     if passed is None or not tids.get("all") or window is None:
