@@ -282,3 +282,21 @@ def test_without_call_sites_the_line_is_its_function_never_a_wrong_line(cache, t
     assert (Path(kl["file"]).name, kl["line"], kl["function"]) == ("profiled_loop.py", 0, "run")
     assert kl["role"] == nl["role"] == "model"
     assert "at profiled_loop.py, in run()" in text and "profiled_loop.py:58" not in text
+
+
+@pytest.mark.parametrize("trace, code", [("profiled_loop_numpy_nsys2024.sqlite.xz", 0),
+                                         ("profiled_loop_numpy_torch.pt.trace.json.gz", 2)])
+def test_without_ijson_nsys_traces_still_work_and_a_kineto_trace_says_what_to_install(tmp_path, trace, code):
+    """ijson reads torch.profiler traces only: `nsys-transfer run` and every nsys analysis import the analysis but
+    need it not (the GPU machine had no ijson; `run` failed at import before it was made lazy)."""
+    script = ("import sys; sys.modules['ijson'] = None; sys.argv = ['analyze-trace', sys.argv[1]]; "
+              "from nsys_transfer.analysis.cli.analyze import main; main()")
+    env = {**os.environ, "NSYS_TRANSFER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}  # none converted
+    proc = run_cli("-c", script, str(KINETO_DATA / trace), env=env)
+    assert proc.returncode == code, proc.stderr
+    if code:
+        assert proc.stderr.strip().endswith("needs the ijson package, which is not installed; install it "
+                                            "(`pip install ijson`, or `make install`) and run again")
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    else:
+        assert "verdict" in proc.stdout

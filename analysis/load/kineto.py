@@ -33,7 +33,10 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import ijson
+try:
+    import ijson
+except ImportError:  # only a torch.profiler trace needs it: nsys captures and their analysis run without it
+    ijson = None
 
 from nsys_transfer.analysis.common.errors import TraceError
 
@@ -290,6 +293,9 @@ def _events(path: Path) -> Iterator[dict]:
 def convert(path: Path, out: Path) -> None:
     """Write the Kineto trace at path as an SQLite file at out (a new file); TraceError on bad input."""
     source = str(path)
+    if ijson is None:
+        raise TraceError(f"{source}: reading a torch.profiler trace needs the ijson package, which is not installed; "
+                         "install it (`pip install ijson`, or `make install`) and run again")
     try:
         header, has_events = _header(path)
         if not has_events:
