@@ -18,19 +18,19 @@ class UnifiedMemory(Rule[Context]):
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        u = ctx.summary["memcpy"].get("unified")
-        od = (u or {}).get("on_demand") or {}
-        if not od.get("count"):
+        u = ctx.facts.copies.unified
+        od = u.on_demand if u else None
+        if u is None or od is None:
             return []
-        dirs = ", ".join(f"{label} {u[k]['on_demand']:,}" for k, label in (("htod", "to the GPU"), ("dtoh", "to the host"),
-                                                                          ("dtod", "between GPUs"))
-                         if u.get(k, {}).get("on_demand"))
-        ev = (f"{od['count']:,} unified-memory migrations ({dirs}) moved {gb(od['bytes'])} on demand, "
-              f"{size(od['median_bytes'])} at a time (the median), over {ms(od['gpu_ns'])} of GPU time "
-              f"({ctx.share_of_window(od['gpu_ns'])}); kernels ran during {ms(od['kernel_overlap_ns'])} of it, "
-              "stalled on each page fault" + ("" if u["cause_recorded"] else " (the export records no causes: "
-                                               "every migration is taken as on demand)"))
-        return [ctx.finding(self.id, od["gpu_ns"], "managed memory", ev, ctx.advice(
+        by = u.on_demand_by_direction
+        dirs = ", ".join(f"{label} {by[k]:,}" for k, label in (("htod", "to the GPU"), ("dtoh", "to the host"),
+                                                              ("dtod", "between GPUs")) if k in by)
+        ev = (f"{od.count:,} unified-memory migrations ({dirs}) moved {gb(od.bytes)} on demand, "
+              f"{size(od.median_bytes)} at a time (the median), over {ms(od.gpu_ns)} of GPU time "
+              f"({ctx.share_of_window(od.gpu_ns)}); kernels ran during {ms(od.kernel_overlap_ns)} of it, "
+              "stalled on each page fault" + ("" if u.cause_recorded else " (the export records no causes: "
+                                              "every migration is taken as on demand)"))
+        return [ctx.finding(self.id, od.gpu_ns, "managed memory", ev, ctx.advice(
             "managed tensors migrate page by page on first touch: keep the model's tensors in device memory "
             "(.to('cuda')) and bring results back with .to('cpu', non_blocking=True) into pinned buffers; where managed "
             "memory stays, prefetch it ahead of use (cudaMemPrefetchAsync to the GPU before the step, to the host before "
@@ -78,7 +78,7 @@ class PageableMemcpy(Rule[Context]):
                 "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
                 "bufpool", fix="output"))
         n_async = int((pg["sync"] == False).sum())  # noqa: E712
-        compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # KernelDigest.compute_stream of every kernel
+        compute = ctx.facts.copies.compute_stream  # KernelDigest.compute_stream of every kernel
         side = compute is not None and bool((pg["stream"] != compute).all())
         if n_async:
             ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712
@@ -129,7 +129,7 @@ class NoCopyComputeOverlap(Rule[Context]):
         """This rule's findings for the analysis; empty when it does not fire."""
         d = big_copies(ctx.copies, "DtoH")
         d = d[(d["sync"] == False) & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
-        compute = ctx.summary["memcpy"].get("compute_stream")
+        compute = ctx.facts.copies.compute_stream
         if d.empty or compute is None:
             return []
         overlap = d["overlap_ns"].sum() / max(d["duration_ns"].sum(), 1)
