@@ -314,3 +314,35 @@ def _copies(m: dict | None) -> Copies:
     if not m:
         return Copies()
     return Copies(m["dtoh"]["count"], m.get("compute_stream"), _unified(m["unified"]) if m.get("unified") else None)
+
+
+# --- what the multi-GPU and scaling rules read (rules/ranks.py) besides the per-GPU rows ---------------------------
+
+@dataclass(frozen=True)
+class HostDtoh:
+    """One host's DtoH copies as the host sees them (sections/hosts.py): the peak and mean GB/s over its GPUs'
+    span, and the capacity they share with where that figure comes from."""
+    peak_gbps: float
+    mean_gbps: float
+    capacity_gbps: float
+    capacity_source: str
+
+    @staticmethod
+    def of(summary: dict) -> HostDtoh:
+        """The figures of a host's DtoH summary (sections/hosts.HostLoad.summary)."""
+        return HostDtoh(summary["peak_gbps"], summary["mean_gbps"], summary["capacity_gbps"],
+                        summary["capacity_source"])
+
+
+@dataclass(frozen=True)
+class CpuLoad:
+    """How busy the CPUs the ranks share were over a run (a run record's host_cpu): how many, the busy share and
+    the busy cores."""
+    cpus: int
+    busy: float
+    busy_cores: float
+
+    @staticmethod
+    def of(host_cpu: dict | None) -> CpuLoad | None:
+        """The figures of a run record's host_cpu; None without one."""
+        return CpuLoad(host_cpu["cpus"], host_cpu["busy"], host_cpu["busy_cores"]) if host_cpu else None
