@@ -3,7 +3,7 @@ diagnosis rule reads (the analysis's typed facts, rules/facts.py, and the option
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Generic, TypeVar
 
 import pandas as pd
@@ -12,7 +12,7 @@ from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common.idle_causes import IdleCause
 from nsys_transfer.analysis.rules.advice import FIXES
 from nsys_transfer.analysis.rules.facts import Facts, Idle, Program
-from nsys_transfer.analysis.sections.code_lines import CodeLines
+from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 
@@ -33,11 +33,13 @@ class Finding:
     subject: str | None
     evidence: str
     suggestion: str
-    line: dict | None = None  # the program's line behind it (rules/code_advice.py; sections/code_lines.CodeSite)
+    line: CodeSite | None = None  # the program's line behind it (rules/code_advice.py)
 
     def as_dict(self) -> dict:
-        """The finding as a JSON-able dict."""
-        return asdict(self)
+        """The finding as a JSON-able dict (its line as the code section writes a line)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["line"] = self.line.as_dict() if self.line else None
+        return out
 
 
 def severity_of(share: float) -> str:
