@@ -11,6 +11,9 @@ class FailedRun(Rule[Context]):
     """The program failed (a non-zero exit status in its run record, or a traceback that ended its stderr in the
     trace): its steps, throughput and findings are those of a run that did not finish, so this comes first."""
     id = "failed-run"
+    fires_when = ("`trace.program_end.failed`: the program exited with a non-zero status (run record) or died of an "
+                  "exception (its stderr in the trace) (0, high, first)")
+    suggests = "fix the program's error and trace it again"
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
@@ -35,6 +38,9 @@ class IncompleteTrace(Rule[Context]):
     """The capture lost a large part of its CUDA events, or nsys itself says it may have (verdict doubtful): every
     other figure is then in question, so this comes first."""
     id = "incomplete-trace"
+    fires_when = ("`trace.integrity.verdict` is `lossy`: the capture lost CUDA events, or `doubtful`: nsys says it "
+                  "may have (0, high, first)")
+    suggests = "re-capture with an nsys that supports the driver"
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
@@ -64,6 +70,11 @@ class WarmupInCapture(Rule[Context]):
     """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
     allocator growth) is inside the capture and inflates every finding above."""
     id = "warmup-in-capture"
+    fires_when = ("the first of at least 3 steps takes >= {rule.ratio:g} x the median of the others "
+                  "(`WarmupInCapture.ratio`) and its excess is >= {rule.min_share:.0%} of the window (`min_share`) "
+                  "(info; subject: the first step)")
+    suggests = ("start the capture after a few steps (`torch.cuda.profiler.start()` with nsys "
+                "`--capture-range=cudaProfilerApi`), or `--steps 1:`")
     ratio = 2.0          # first step against the median of the others
     min_share = 0.05     # of the window
 
@@ -93,6 +104,8 @@ class WarmupInCapture(Rule[Context]):
 class ShortCapture(Rule[Context]):
     """Fewer captured steps than the pipeline depth: every buffer starts free, so back-pressure cannot show."""
     id = "short-capture"
+    fires_when = "this toolkit's trace with fewer steps than `--pipeline-depth` (info)"
+    suggests = "capture more steps"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
@@ -110,6 +123,8 @@ class ShortCapture(Rule[Context]):
 class NvtxMissing(Rule[Context]):
     """No NVTX ranges: idle time cannot be tied to the program's phases."""
     id = "nvtx-missing"
+    fires_when = "no NVTX ranges (info)"
+    suggests = "add ranges"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""

@@ -15,6 +15,9 @@ class UnifiedMemory(Rule[Context]):
     """Managed memory moved on demand: every page fault stalls a kernel (or the host thread) while the driver moves
     the page. Impact: the GPU time the on-demand migrations span; prefetched migrations cost nothing here."""
     id = "unified-memory"
+    fires_when = "on-demand unified-memory migrations (`memcpy.unified.on_demand`); impact: the GPU time they span"
+    suggests = ("cudaMemPrefetchAsync both ways, cudaMemAdvise, or device memory and explicit copies into pinned "
+                "buffers")
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
@@ -44,6 +47,11 @@ class UnifiedMemory(Rule[Context]):
 class PageableMemcpy(Rule[Context]):
     """Large copies to or from pageable host memory: staged through a driver buffer, slower, never truly async."""
     id = "pageable-memcpy"
+    fires_when = ("copies >= 1 MB (and >= half the largest) to/from pageable memory: HtoD (time above the link rate),"
+                  " DtoH fresh pages < {rule.fresh_gbps:g} GB/s (time above a quarter of the link), DtoH reused (time"
+                  " above the link; on a side stream with async calls: the copy time not hidden under kernels)")
+    suggests = ("pin the input (baseline); reuse buffers (bufpool); pin + non_blocking (async); `share_memory_()` "
+                "dropped the pinning: `cudaHostRegister` (pinned)")
     fresh_gbps = 4.0        # below this a DtoH copy into pageable memory is paying page faults on fresh pages
     pageable_share = 0.25   # reused pageable memory runs at about a quarter of the link (H200: 13.8 of 55 GB/s)
 
@@ -103,6 +111,9 @@ class SyncMemcpy(Rule[Context]):
     """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
     pageable-memcpy's)."""
     id = "sync-memcpy"
+    fires_when = ("large DtoH copies into pinned memory waited for by the issuing thread (wait time); pageable ones "
+                  "block anyway and belong to `pageable-memcpy`")
+    suggests = "`non_blocking=True` + CUDA events (async)"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
@@ -123,6 +134,9 @@ class SyncMemcpy(Rule[Context]):
 class NoCopyComputeOverlap(Rule[Context]):
     """Asynchronously issued DtoH copies that never run while kernels do, because they share the compute stream."""
     id = "no-copy-compute-overlap"
+    fires_when = ("asynchronously issued large DtoH copies, mostly on the compute stream, overlapping kernels < "
+                  "{rule.min_overlap:.0%} (copy time not overlapped)")
+    suggests = "own copy stream + `record_stream` (streams)"
     min_overlap = 0.10
 
     def check(self, ctx: Context) -> list[Finding]:

@@ -48,7 +48,10 @@ class IdleRule(Rule[Context]):
     def generic(cause: IdleCause) -> "IdleRule":
         """The rule of a cause without one of its own: the idle time, where the launching thread was, and the cause's
         fix."""
-        return type(f"Idle_{cause.name}", (GenericIdleRule,), {"causes": (cause,), "__doc__": cause.doc})()
+        said = {"fires_when": f"idle cause `{cause.name}`: {cause.doc}", "suggests": cause.fix}
+        return type(f"Idle_{cause.name}", (GenericIdleRule,), {"causes": (cause,), "__doc__": cause.doc,
+                                                               **{k: v.replace("{", "{{").replace("}", "}}")
+                                                                  for k, v in said.items()}})()
 
 
 class GenericIdleRule(IdleRule):
@@ -71,6 +74,10 @@ class InputBound(IdleRule):
     """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
     while the DataLoader's pin-memory thread waits for batches its workers are still making."""
     causes = (INPUT,)
+    fires_when = ("idle cause `input` (that idle time); names the enclosing range and the DataLoader workers "
+                  "(`pt_data_worker`)")
+    suggests = ("DataLoader `num_workers`, `persistent_workers`, `prefetch_factor`, cheaper samples (GPU decode); "
+                "CUDA: produce ahead, double buffering")
 
     def rows(self, ctx: Context) -> pd.DataFrame:
         """The input cause's rows but the output side's waits (output-bound's)."""
@@ -123,6 +130,11 @@ class GpuIdleCpuBound(IdleRule):
     """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
     finding per range), or outside any range."""
     causes = (CPU_RANGE, CPU)
+    fires_when = ("idle causes `cpu-range` (one finding per range family) and `cpu` (subject null), each >= "
+                  "{rule.min_share:.1%} of the window")
+    suggests = ("move that work off the launching thread or queue GPU work before it; toolkit ranges: `process "
+                "output` (multiproc), `copy to CPU`/`queue output` (bufpool), `get batch` (baseline); unlabelled: add"
+                " NVTX ranges or CPU sampling")
     min_share = 0.005  # of the window: below this a range is noise
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
@@ -249,6 +261,8 @@ def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
 class MemoryMappingInGaps(IdleRule):
     """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
     causes = (MAPPING,)
+    fires_when = "idle cause `mapping`"
+    suggests = "allocate once, reuse (bufpool)"
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the mapping calls and the time in them."""
@@ -267,6 +281,9 @@ class HostSync(IdleRule):
     """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
     issued the next work."""
     causes = (HOST_SYNC,)
+    fires_when = "idle cause `host-sync` (the idle after the syncs); evidence: syncs per step, time blocked"
+    suggests = ("drop per-step `.item()`/`.cpu()`/`.tolist()`/`if tensor`; async copies + events; CUDA: no "
+                "synchronize in the loop")
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding, where the launching thread made synchronising calls: their count, names and cost."""
@@ -303,6 +320,10 @@ class HostSync(IdleRule):
 class LaunchBound(IdleRule):
     """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
     causes = (LAUNCH,)
+    fires_when = ("idle cause `launch` (gaps < `--min-gap-ms` between GPU operations) and a median kernel of at most "
+                  "{rule.short_kernel_ns:,} ns (longer kernels keep the queue ahead of the host); evidence: kernels "
+                  "per step, median kernel, launch calls")
+    suggests = "CUDA graphs / `torch.compile(mode=\"reduce-overhead\")`, fusion, larger batches"
     # a launch costs the host 5-50 us (PyTorch eager: its op dispatch too): a median kernel longer than this keeps
     # the queue ahead of the host, and short gaps between such kernels are not a launch problem. Launch-bound traces
     # here: median 1.4-25 us (hf generate, Lightning, cuDF, CloverLeaf); the rest 200 us to 136 ms.
@@ -346,6 +367,10 @@ class HostSleep(IdleRule):
     """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
     computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
     causes = (SLEEP,)
+    fires_when = ("idle cause `sleep`: the launching thread sleeps while the GPU idles; subject: the range it sleeps "
+                  "in")
+    suggests = ("keep what it waits for resident or prefetch it on another thread; wait on an event instead of "
+                "sleep-polling")
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the sleep and the range it slept in."""
@@ -366,6 +391,8 @@ class CommWait(IdleRule):
     """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
     collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
     causes = (COMM_WAIT,)
+    fires_when = "idle cause `comm-wait`; subject: the MPI call or range holding most of it"
+    suggests = "overlap: non-blocking MPI_Isend/MPI_Irecv or an async collective on its own stream, CUDA-aware MPI"
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the calls or ranges it waited in."""
@@ -387,6 +414,10 @@ class GpuBound(Rule[Context]):
     """The kernels fill the GPU: what limits the program is its GPU work itself, named by its top kernels (their
     precision and library where the names say them), whatever transfer findings stand beside it."""
     id = "gpu-bound"
+    fires_when = ("kernels run at least {rule.min_compute:.0%} of the window (on average over the GPUs); impact: the "
+                  "kernel time; evidence: the top kernels with their precision and library")
+    suggests = ("less GPU work per result: lower precision (autocast bf16, TF32), tensor cores, `channels_last`, "
+                "fusion, larger batches; FP64 named where the top kernel is FP64")
     min_compute = 0.8  # of the window, on average over the GPUs: kernels running this much of the time
     low_precision = ("FP16", "BF16", "FP8", "INT8")
 

@@ -57,6 +57,13 @@ class OutputBound(Rule[Context]):
     or the drain; named with the GPU's pace against what the workers can take, and the knobs that move the latter.
     Workers that keep up leave only the last outputs' tail at the end: a low finding, not the pace."""
     id = "output-bound"
+    fires_when = ("idle cause `input` inside the fixes library's OutputPipeline ranges (`copy to CPU`: back-pressure "
+                  "in submit(), `output pipeline: drain`) of a program that uses it; evidence: the GPU's pace "
+                  "(batches per second of GPU time) against the outputs' over the window and what the workers can "
+                  "take (the pipeline's `output pipeline: N workers, M ms of work a batch` range); workers that keep "
+                  "up (or, without that range, a drain under 3 batches of GPU time and no back-pressure): severity "
+                  "low, subject `OutputPipeline drain`, the last outputs' tail (`analysis/rules/output.py`)")
+    suggests = "more workers, `split=`, less CPU work per output (the reduction on the GPU before submit())"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""

@@ -43,6 +43,9 @@ class GpuCompute(Rule["RankContext"]):
     throughput. With several hosts: every host is compute-bound; one host whose GPUs wait is judged by the other
     rules, as the limiting host, however busy the others are."""
     id = "gpu-compute"
+    fires_when = ("every GPU's kernels >= {rule.busy:.0%} of its window (`GpuCompute.busy`; several hosts: every host"
+                  " compute-bound), no backlog")
+    suggests = "a cheaper model per batch, or more GPUs"
     exclusive = True
     busy = 0.85  # the least busy GPU's kernel share of its window
 
@@ -62,6 +65,9 @@ class HostDtohBandwidth(Rule["RankContext"]):
     """The GPUs wait while their DtoH copies run below `slowdown` of their solo rate whenever another GPU copies: the
     host's DtoH bandwidth, which they share, saturates."""
     id = "host-dtoh-bandwidth"
+    fires_when = ("GPUs not compute-bound and copies below {rule.slowdown:g} x their solo rate while another GPU "
+                  "copies (`HostDtohBandwidth.slowdown`)")
+    suggests = "fewer bytes, staggered copies, NUMA-local buffers"
     exclusive = True
     slowdown = 0.85  # copies while others copy, against their solo rate
 
@@ -82,6 +88,9 @@ class HostCpu(Rule["RankContext"]):
     """The run record's CPUs, which the ranks share, are at least `busy` busy: while every rank's outputs are backlogged
     behind busy GPUs, or while the GPUs wait and no shared copy is slowed."""
     id = "host-cpu"
+    fires_when = ("the run record's CPUs >= {rule.busy:.0%} busy (`HostCpu.busy`) while every rank's outputs are "
+                  "backlogged behind busy GPUs, or while the GPUs wait and no shared copy is slowed")
+    suggests = "more cores, or less CPU work per output"
     exclusive = True
     busy = 0.9  # the run record's host_cpu.busy over the run
 
@@ -110,6 +119,10 @@ class OutputBacklog(Rule["RankContext"]):
     """The GPUs are busy but every rank still drains its outputs at least `backlog_steps` step periods after its last
     step, and the CPUs are not known to be saturated: the output side is slower than the GPUs."""
     id = "output-backlog"
+    fires_when = ("every GPU's kernels >= 85% of its window and every rank still drains its outputs >= "
+                  "{rule.backlog_steps:g} step periods (`OutputBacklog.backlog_steps`) after its last step, the CPUs "
+                  "not known saturated")
+    suggests = "more output workers if cores are free, else less work per output"
     exclusive = True
     backlog_steps = 2.0  # the least backlogged rank's drain over its step period
 
@@ -128,6 +141,9 @@ class RankPipeline(Rule["RankContext"]):
     """The GPUs wait, nothing shared is slowed and the CPUs are not known to be saturated: the limit is inside each
     rank's own pipeline."""
     id = "rank-pipeline"
+    fires_when = ("GPUs wait, nothing shared is slowed, the CPUs not known saturated; \"its outputs land in pageable "
+                  "memory\" below half the DtoH bytes pinned")
+    suggests = "pin the output buffers (stage pinned), else the rank's own diagnosis"
     exclusive = True
     pinned_share = 0.5  # below this share of DtoH bytes into pinned memory, the outputs land in pageable memory
 
@@ -147,6 +163,8 @@ class RankPipeline(Rule["RankContext"]):
 class SingleGpu(Rule["RankContext"]):
     """One GPU in the trace(s): nothing is shared (info)."""
     id = "single-gpu"
+    fires_when = "one GPU in the trace(s) (info)"
+    suggests = "analyze-trace's diagnosis"
     exclusive = True
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -160,6 +178,8 @@ class SingleGpu(Rule["RankContext"]):
 class NotConcurrent(Rule["RankContext"]):
     """Separate traces whose captures do not overlap in time: what the GPUs share cannot be seen (info)."""
     id = "not-concurrent"
+    fires_when = "separate traces whose captures do not overlap in time (info)"
+    suggests = "record the ranks together"
     exclusive = True
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -354,6 +374,8 @@ class ScalingContext:
 class Scales(Rule[ScalingContext]):
     """N GPUs give at least `efficiency` x N x one GPU's throughput (or the single run measured nothing) (info)."""
     id = "scales"
+    fires_when = "efficiency >= {rule.efficiency:g} (`Scales.efficiency`), or no single-GPU figure (info)"
+    suggests = "`scales (>= {rule.efficiency:g} x N x single)`"
     exclusive = True
     efficiency = 0.9
 
@@ -368,6 +390,8 @@ class Scales(Rule[ScalingContext]):
 class ScalingHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency while the N-GPU run's CPUs are at least HostCpu.busy busy: the host's cores."""
     id = "host-cpu"
+    fires_when = "the N-GPU run's CPUs >= {rule.busy:.0%} busy (`ScalingHostCpu.busy`, the same as `HostCpu.busy`)"
+    suggests = "`host CPU cores: B of C busy (P%) with N GPUs`"
     exclusive = True
     busy = HostCpu.busy
 
@@ -385,6 +409,8 @@ class ScalingHostCpu(Rule[ScalingContext]):
 class NotHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency with CPUs to spare (or unmeasured): the cause is in the ranks, which the traces show."""
     id = "not-host-cpu"
+    fires_when = "otherwise"
+    suggests = "`not the host CPUs (P% busy): see the traces' per-GPU rows`"
     exclusive = True
 
     def check(self, ctx: ScalingContext) -> list[Finding]:
