@@ -36,6 +36,11 @@ class ProgramEnd:
     error: str | None
     source: str | None
 
+    @staticmethod
+    def of(end: dict) -> ProgramEnd:
+        """The outcome as the trace section's JSON gives it (`trace.program_end`)."""
+        return ProgramEnd(end.get("failed"), end.get("exit_code"), end.get("error"), end.get("source"))
+
 
 @dataclass(frozen=True)
 class Integrity:
@@ -249,7 +254,7 @@ def _program(p: dict | None) -> Program:
 
 
 def _program_end(e: dict | None) -> ProgramEnd | None:
-    return ProgramEnd(e.get("failed"), e.get("exit_code"), e.get("error"), e.get("source")) if e else None
+    return ProgramEnd.of(e) if e else None
 
 
 def _cpu_only(c: dict | None) -> CpuOnly | None:
