@@ -1,7 +1,8 @@
-"""`nsys-transfer ...` (also `python -m nsys_transfer.profiling ...`, `profile-stage`): profile the workloads or any command with
-Nsight Systems, or measure them unprofiled. The command lines: parse the options, check what a run needs before it
-starts (a GPU, nsys, a free output name, a program that can start), call the profiling and analysis layers, print; the
-capture itself is profiling/runner.py's, the trace's reading the analysis's (through its facade)."""
+"""`nsys-transfer ...` (also `python -m nsys_transfer.profiling ...`): profile the workloads or any command with Nsight
+Systems, or measure them unprofiled. The command lines: parse the options, check what a run needs before it starts (a
+GPU, nsys, a free output name, a program that can start), call the profiling and analysis layers, print (a line on
+stderr after the name of the command that says it: say, fail); the capture itself is profiling/runner.py's, the
+trace's reading the analysis's (through its facade)."""
 from __future__ import annotations
 
 import json
