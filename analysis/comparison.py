@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from nsys_transfer.analysis.load.validate import NO_API_ROWS
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
+from nsys_transfer.analysis.rules.facts import ProgramEnd
 from nsys_transfer.analysis.sections.breakdown import host_memory, main_kind
 
 SCHEMA = "nsys-transfer.verify/1"
@@ -77,7 +78,7 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     for side in (before, after):
         end = side.summary["trace"].get("program_end") or {}
         if end.get("failed"):  # a failed run's speed is no speed: never a verdict of faster or slower
-            raise NotComparable(f"{side.path} is of a failed run: {failed_run_evidence(end)}; fix the program, "
+            raise NotComparable(f"{side.path} is of a failed run: {failed_run_evidence(ProgramEnd.of(end))}; fix the program, "
                                 "then trace it again before comparing")
     for side in (before, after):
         integ = side.summary["trace"].get("integrity") or {}

@@ -27,8 +27,8 @@ from nsys_transfer.analysis.result import Result
 from nsys_transfer.analysis.rules import capture_checks
 from nsys_transfer.analysis.rules import diagnosis
 from nsys_transfer.analysis.rules.scaling import scaling_row
-from nsys_transfer.analysis.run import parallel
-from nsys_transfer.analysis.run.parallel import Dask, cores, executor
+from nsys_transfer.analysis.executors import parallel
+from nsys_transfer.analysis.executors.parallel import Dask, cores, executor
 from nsys_transfer.analysis.sections import loop, window
 from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
@@ -54,7 +54,7 @@ def analyze(traces: Path | str | Trace | list, opts: Options | None = None, *, p
 
     One trace: its sections and findings over the window opts asks for (opts.window_asked, resolved here) or its
     steady state; with several GPUs in it and compare_gpus, their side-by-side comparison too (`ranks`). Several
-    traces: every GPU side by side on one clock, each trace analysed where `where` (an analysis.run.parallel
+    traces: every GPU side by side on one clock, each trace analysed where `where` (an analysis.executors.parallel
     executor; default: one after the other here) runs it. probe: a link-probe record; workload: the workload's own
     record (python -m nsys_transfer.workloads --json), both for the GPUs' comparison."""
     if isinstance(traces, list):

@@ -26,6 +26,7 @@ from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.device import KERNEL_TABLE
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import SpilledOps
+from nsys_transfer.analysis.rules.facts import CpuLoad, HostDtoh
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.common.schema import json_rows, several_traces
 from nsys_transfer.analysis.sections.base import section_keys
@@ -255,7 +256,8 @@ def bin_busy(busy: Coverage, window: tuple[int, int], bin_ns: int) -> pd.DataFra
 
 def _rank_context(devices: pd.DataFrame, top: HostLoad, hosts: int, opts: RankOptions, concurrent: bool):
     """What the multi-GPU rules read, with this run's thresholds: the limiting host's DtoH figures (top)."""
-    return RankContext(devices, top.contention, top.summary, opts.run, concurrent, opts.busy_threshold,
+    cpu = CpuLoad.of((opts.run or {}).get("host_cpu"))
+    return RankContext(devices, top.contention, HostDtoh.of(top.summary), cpu, concurrent, opts.busy_threshold,
                        opts.slowdown_threshold, opts.backlog_steps, hosts=hosts, host_name=top.name,
                        host_devices=devices[devices["trace"].isin(top.traces)] if hosts > 1 else None)
 

@@ -10,6 +10,7 @@ from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rules import capture_checks
 from nsys_transfer.analysis.rules.base import Context
 from nsys_transfer.analysis.rules.diagnosis import diagnose
+from nsys_transfer.analysis.rules.facts import Facts
 from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common import schema
 from nsys_transfer.analysis.common.schema import SCHEMA, Part
@@ -55,7 +56,7 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     tables = {name: df for k in table_keys() for name, df in parts[k].tables.items()}
     say("diagnosing")
     info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
-    out["diagnosis"] = diagnose(Context(out, tables, opts.pipeline_depth, made["code_lines"], opts.min_gap_ns))
+    out["diagnosis"] = diagnose(Context(Facts.of(out, tables), opts.pipeline_depth, made["code_lines"], opts.min_gap_ns))
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)

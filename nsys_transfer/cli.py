@@ -1,7 +1,8 @@
-"""`nsys-transfer ...` (also `python -m nsys_transfer.profiling ...`, `profile-stage`): profile the workloads or any command with
-Nsight Systems, or measure them unprofiled. The command lines: parse the options, check what a run needs before it
-starts (a GPU, nsys, a free output name, a program that can start), call the profiling and analysis layers, print; the
-capture itself is profiling/runner.py's, the trace's reading the analysis's (through its facade)."""
+"""`nsys-transfer ...` (also `python -m nsys_transfer.profiling ...`): profile the workloads or any command with Nsight
+Systems, or measure them unprofiled. The command lines: parse the options, check what a run needs before it starts (a
+GPU, nsys, a free output name, a program that can start), call the profiling and analysis layers, print (a line on
+stderr after the name of the command that says it: say, fail); the capture itself is profiling/runner.py's, the
+trace's reading the analysis's (through its facade)."""
 from __future__ import annotations
 
 import json
@@ -33,9 +34,21 @@ STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, im
                "lost CUDA events; the run record keeps them either way")
 
 
+def command_name() -> str:
+    """The name the running subcommand was called by (profile, run, scaling, ...: its lines on stderr say it); the
+    tool's own name outside a command."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.info_name if ctx is not None and ctx.info_name else "nsys-transfer"
+
+
+def say(msg: str) -> None:
+    """One line on stderr, after the running command's name."""
+    click.echo(f"{command_name()}: {msg}", err=True)
+
+
 def fail(msg: str, code: int = 2):
-    """One line on stderr and exit with code (2: bad input)."""
-    click.echo(f"profile: {msg}", err=True)
+    """One line on stderr (say) and exit with code (2: bad input)."""
+    say(msg)
     sys.exit(code)
 
 
@@ -51,14 +64,15 @@ FOUND_VIA = {"$NSYS": "set by $NSYS", "PATH": "found on PATH", "/opt/nvidia": "N
              "/usr/local/cuda": "the CUDA toolkit's", "make nsys": "installed by make nsys"}
 
 
-def _nsys(say: bool = True):
-    """The nsys to use, said on stderr (`where` says it itself); one line and exit 2 when there is none."""
+def _nsys(tell: bool = True):
+    """The nsys to use, said on stderr unless not `tell` (`where` says it itself); one line and exit 2 when there is
+    none."""
     try:
         n = find_nsys()
     except NsysNotFound as e:
         fail(str(e))
-    if say:
-        click.echo(f"profile: using {_nsys_words(n)}", err=True)
+    if tell:
+        say(f"using {_nsys_words(n)}")
     return n
 
 
@@ -71,7 +85,7 @@ def _driver_check(n) -> dict:
     """nsys against this machine's CUDA driver (nsys_core/driver.py): a warning when nsys is older."""
     c = check(n)
     if c["warning"]:
-        click.echo(f"profile: warning: {c['warning']}", err=True)
+        say(f"warning: {c['warning']}")
     return c
 
 
@@ -83,7 +97,7 @@ def main():
 @main.command()
 def where():
     """Show which nsys would be used."""
-    n = _nsys(say=False)
+    n = _nsys(tell=False)
     c = _driver_check(n)
     driver = (f"this machine's driver runs CUDA {c['driver_cuda']}" if c["driver_cuda"] else
               "this machine has no NVIDIA driver")
@@ -144,7 +158,7 @@ def profile_command(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, 
     rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
     path = write_record(base, rec)
     for w in rec["checks"]:
-        click.echo(f"profile: warning: {w}", err=True)
+        say(f"warning: {w}")
     click.echo("\n".join(sqlites))
     _finish(rec, path, strict)
 
@@ -227,13 +241,12 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     path = write_record(base, rec)
     for why in rec["recorded"]["left_out"]:
         if "no such option" in why:  # the nsys in use is older than the option; a trace without cuda is no news
-            click.echo(f"profile: left out {why}", err=True)
+            say(f"left out {why}")
     click.echo(rec["files"]["sqlite"])
     _finish(rec, path, strict)
     _program_status(rec)
     sqlite = Path(rec["files"]["sqlite"])
-    click.echo(f"profile: wrote {_shown(sqlite)} (beside it {base.name}.nsys-rep and the run record "
-               f"{path.name})", err=True)
+    say(f"wrote {_shown(sqlite)} (beside it {base.name}.nsys-rep and the run record {path.name})")
     if analyze:
         _analyze(sqlite)
     click.echo(f"next: {_next_command(sqlite, analyzed=analyze)}", err=True)
@@ -282,9 +295,8 @@ def _program_status(rec: dict) -> None:
     if not rc:
         return
     status = rc if 0 < rc < 256 else 1
-    click.echo(f"profile: the program exited with status {rc} (its error is in the output above); the capture of what "
-               f"it did is kept in {rec['files']['sqlite']}, but it shows a failed run: fix the program, then trace "
-               "it again", err=True)
+    say(f"the program exited with status {rc} (its error is in the output above); the capture of what it did is kept "
+        f"in {rec['files']['sqlite']}, but it shows a failed run: fix the program, then trace it again")
     sys.exit(status)
 
 
@@ -300,9 +312,9 @@ def _say_which_python(command) -> None:
     if probe.returncode != 0:
         return
     version, nvtx, torch = probe.stdout.split()
-    click.echo(f"profile: tracing {command[0]} = {exe} (Python {version}; nvtx "
-               f"{'installed' if nvtx == 'True' else 'missing: its NVTX ranges will not be recorded'}"
-               f"{'' if torch == 'True' else '; no torch'})", err=True)
+    say(f"tracing {command[0]} = {exe} (Python {version}; nvtx "
+        f"{'installed' if nvtx == 'True' else 'missing: its NVTX ranges will not be recorded'}"
+        f"{'' if torch == 'True' else '; no torch'})")
 
 
 def _integrity(sqlite: Path) -> dict:
@@ -319,19 +331,19 @@ def _finish(rec: dict, record_path: Path, strict: bool) -> None:
     """Print nsys's own messages and a lossy verdict last, where they are seen; with --strict, exit 1 on any."""
     messages = rec.get("nsys_messages", [])
     for m in messages:
-        click.echo(f"profile: nsys {m['kind']} ({m['stage']}): {m['text']}", err=True)
+        say(f"nsys {m['kind']} ({m['stage']}): {m['text']}")
     problems = [f"nsys reported {summary_line(messages)}"] if messages else []
     if rec.get("nsys", {}).get("driver_check", {}).get("warning"):
-        click.echo(f"profile: warning: {rec['nsys']['driver_check']['warning']}", err=True)
+        say(f"warning: {rec['nsys']['driver_check']['warning']}")
     for i in rec.get("integrity", []):
         if i["verdict"] == "lossy":
-            click.echo(f"profile: warning: {i['sqlite']}: {i['evidence']}", err=True)
+            say(f"warning: {i['sqlite']}: {i['evidence']}")
             problems.append(f"{Path(i['sqlite']).name} lost CUDA events")
     if problems:
         msg = f"{'; '.join(problems)}; kept in {record_path}"
         if strict:
             fail(f"--strict: {msg}", 1)
-        click.echo(f"profile: {msg} (--strict makes this an error)", err=True)
+        say(f"{msg} (--strict makes this an error)")
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

@@ -234,7 +234,7 @@ def dtoh_caption(df: pd.DataFrame, link_gbps: float, link: dict | None) -> str:
 
 def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, link_gbps, where) -> tuple[str, dict]:
     """Analyse each multi-GPU trace (every GPU side by side), chart it, and return the section's Markdown. The traces
-    of every run are analysed where `where` (an analysis.run.parallel executor) runs them, then merged run by run."""
+    of every run are analysed where `where` (an analysis.executors.parallel executor) runs them, then merged run by run."""
     rows, verdicts, chart_files, ranks_json = [], {}, {}, {}
     workloads = {run: _run_beside(paths[0]) for run, paths in multi.items()}
 

@@ -59,13 +59,13 @@ def test_nsys_warnings_are_kept_printed_and_strict_fails(unprivileged_nsys):
     assert not any("hello from the program" in t for t in texts), "the program's own output is not nsys's"
     # printed at the end of the run, after nsys's progress and the program's output
     tail = r.stderr[r.stderr.rindex("hello from the program"):]
-    assert "profile: nsys warning (capture): WARNING: --sample=system-wide" in tail
+    assert "run: nsys warning (capture): WARNING: --sample=system-wide" in tail
     assert "2 warnings" in tail and "--strict" in tail
 
     r = _run(nsys_path, d / "strict", *sampling, "--strict")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("profile: --strict: nsys reported 2 warnings") and "strict.run.json" in last
+    assert last.startswith("run: --strict: nsys reported 2 warnings") and "strict.run.json" in last
     assert json.loads((d / "strict.run.json").read_text())["nsys_messages"], "the record is written before failing"
 
 
@@ -76,7 +76,7 @@ def test_clean_run_has_no_messages_and_passes_strict(nsys, tmp_path):
     rec = json.loads((tmp_path / "clean.run.json").read_text())
     assert rec["nsys_messages"] == []
     assert rec["integrity"][0]["verdict"] in ("complete", None)
-    assert "profile: nsys" not in r.stderr
+    assert "run: nsys" not in r.stderr
 
 
 def test_strict_is_an_option_of_stage(nsys):

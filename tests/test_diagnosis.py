@@ -215,6 +215,7 @@ def test_output_bound_weighs_what_the_workers_can_take(workers_ms, severity, sub
     NVTX summary: 8 workers that can take 8 batches/s are the pace (output-bound, both rates named); 8 that can take
     53/s keep up, and the drain is the last outputs' tail, a low finding."""
     from nsys_transfer.analysis.rules.base import Context
+    from nsys_transfer.analysis.rules.facts import Facts
     from nsys_transfer.analysis.rules.output import OutputBound
     from nsys_transfer.nsys_core.contracts import PIPELINE_PACE
     from conftest import ROOT
@@ -224,7 +225,7 @@ def test_output_bound_weighs_what_the_workers_can_take(workers_ms, severity, sub
     row = ns.iloc[:1].assign(name=PIPELINE_PACE.format(workers=workers_ms[0], ms_per_batch=workers_ms[1]),
                              count=1, total_ns=0)
     tables = {**a.tables, "nvtx_summary": pd.concat([ns, row], ignore_index=True)}
-    (f,) = OutputBound().check(Context(a.summary, tables))
+    (f,) = OutputBound().check(Context(Facts.of(a.summary, tables)))
     assert (f.severity, f.subject) == (severity, subject), f
     assert "20.1 batches/s of GPU time" in f.evidence
     assert f"{workers_ms[0]} workers at {workers_ms[1]:,.0f} ms of work a batch can take" in f.evidence

@@ -47,7 +47,7 @@ def test_the_loop_from_the_users_own_folder(user, tmp_path):
     assert "Generated:" in r.stderr and "\t" not in r.stderr + r.stdout
     assert "steps: 2 matching" in r.stdout  # the analysis
     first_next = r.stderr.strip().splitlines()[-1]
-    assert f"profile: wrote {before}" in r.stderr and first_next.startswith("next: ")
+    assert f"run: wrote {before}" in r.stderr and first_next.startswith("next: ")
     # the one next command: without a GPU verify would refuse two CPU-only captures, so it is not offered
     assert first_next.startswith("next: apply the fix" if has_gpu() else "next: trace the program on a machine with")
 
@@ -63,7 +63,7 @@ def test_the_loop_from_the_users_own_folder(user, tmp_path):
     r = _make_trace(user, "PROG=my.py 2 out", "NAME=after", f"OUT={runs}", quick)
     assert r.returncode != 0 and f"{runs / 'after' / 'after'}" in r.stderr and "FORCE=1" in r.stderr
     assert after.stat().st_mtime_ns == written and not list((runs / "after").glob("after-2*"))
-    assert "profile: using" not in r.stderr  # refused before nsys runs
+    assert "run: using" not in r.stderr  # refused before nsys runs
 
     r = _make_trace(user, "PROG=my.py 2 out", "NAME=after", f"OUT={runs}", quick, "FORCE=1")
     assert r.returncode == 0 and after.stat().st_mtime_ns > written, r.stderr[-3000:]

@@ -45,7 +45,7 @@ def derived(tmp_path_factory):
 def cluster():
     """A Dask cluster of 2 single-threaded worker processes on 127.0.0.1, closed again whatever happens."""
     distributed = _dask_or_skip()
-    from nsys_transfer.analysis.run.parallel import local_cluster_options
+    from nsys_transfer.analysis.executors.parallel import local_cluster_options
     c = distributed.LocalCluster(**local_cluster_options(2))
     try:
         yield c.scheduler_address
@@ -217,7 +217,7 @@ def test_a_bad_input_on_a_local_dask_cluster_is_the_one_line_of_jobs(bad, derive
 def test_the_dask_executor_listens_on_localhost_and_keeps_the_order():
     """The executor itself: results in the items' order, the first failing item's own error, closed on leaving."""
     _dask_or_skip()
-    from nsys_transfer.analysis.run import parallel
+    from nsys_transfer.analysis.executors import parallel
     with parallel.executor(dask="local:2") as ex:
         info = ex._client.scheduler_info()
         assert ex._cluster.scheduler_address.startswith("tcp://127.0.0.1:") and len(info["workers"]) == 2
@@ -227,7 +227,7 @@ def test_the_dask_executor_listens_on_localhost_and_keeps_the_order():
 
 
 def test_worker_processes_keep_the_order_and_raise_the_first_error():
-    from nsys_transfer.analysis.run import parallel
+    from nsys_transfer.analysis.executors import parallel
     with parallel.executor(jobs=2, items=3) as ex:
         assert isinstance(ex, parallel.Processes) and ex.workers == 2
         _order_and_first_error(ex)
@@ -307,7 +307,7 @@ def test_dask_without_the_extra_is_one_line_and_exit_2(tmp_path):
 
 def test_the_base_install_never_imports_dask():
     r = run_cli("-c", "import sys, nsys_transfer.analysis.cli.analyze, nsys_transfer.reports.compare_command, "
-                      "nsys_transfer.analysis.run.parallel; print(sorted({'dask', 'distributed'} & set(sys.modules)))",
+                      "nsys_transfer.analysis.executors.parallel; print(sorted({'dask', 'distributed'} & set(sys.modules)))",
                 timeout=TIMEOUT)
     assert r.stdout.strip() == "[]", r.stderr
 
@@ -344,7 +344,7 @@ if __name__ == "__main__":  # pragma: no cover
 
 BUSY_IN_C = """
 import time
-from nsys_transfer.analysis.run.parallel import Processes
+from nsys_transfer.analysis.executors.parallel import Processes
 
 def busy():
     return sum(range(10 ** 13))  # one C call: a Python signal handler waits for it to return

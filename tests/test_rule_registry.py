@@ -1,6 +1,7 @@
 """The rule registries against the docs: every rule id the code produces is in docs/json-schema.md's table of its
 family, and every id there is a rule class's; a new rule is one class on rules.base.Rule, listed in its registry,
-and shows in the diagnosis of a real trace (and in the docs check, until its row is written). Each family declares
+and shows in the diagnosis of a real trace (and in the docs check, until `python tools/rule_tables.py` writes its row
+from its own fires_when and suggests: the committed tables are the ones rules/rule_table.py makes). Each family declares
 whether its rules are exclusive (one verdict: the first that fires) or not (every finding), and base.fired applies it."""
 import re
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace, facade
-from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks
+from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks, rule_table
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule, fired
 from nsys_transfer.analysis.summary import Options, analyze
 
@@ -61,6 +62,7 @@ def test_every_rule_declares_the_rule_interface(family):
         assert isinstance(rule.id, str) and rule.id, type(rule).__name__
         assert isinstance(rule.first, bool) and isinstance(rule.exclusive, bool), type(rule).__name__
         assert type(rule).check is not Rule.check, f"{type(rule).__name__} does not define check()"
+        assert rule.fires_when and rule.suggests, f"{type(rule).__name__}: no row for the docs' table"
     ids = [rule.id for rule in rules]
     assert len(ids) == len(set(ids)), f"{family}: an id given twice: {ids}"
 
@@ -120,6 +122,18 @@ def test_an_exclusive_rule_ahead_of_the_rank_rules_wins_on_a_real_two_gpu_trace(
     assert limit["rule"] == "ahead" and limit["evidence"] == "2 GPUs, listed ahead" and limit["subject"]
     assert "ahead" in rules and "gpu-compute" not in rules  # it fired first, so no other rank rule was asked
     assert mismatch("ranks") == (set(), set())
+
+
+@pytest.mark.parametrize("family", rule_table.FAMILIES)
+def test_the_docs_table_is_the_one_the_rules_declare(family):
+    assert rule_table.FAMILIES[family].heading == FAMILIES[family][0]
+    assert rule_table.written(DOCS.read_text(), family) == rule_table.table(family), \
+        f"{DOCS.name}'s {family} table is not the rules' own: run `python tools/rule_tables.py`"
+
+
+def test_a_threshold_in_the_docs_is_the_rules_own(monkeypatch):
+    monkeypatch.setattr(ranks.GpuCompute, "busy", 0.75)
+    assert "every GPU's kernels >= 75% of its window" in "\n".join(rule_table.table("ranks"))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

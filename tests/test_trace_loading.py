@@ -152,7 +152,7 @@ def make(tmp: Path):
     time.sleep(60)
 
 if sys.argv[2:] == ["worker"]:  # as a --jobs worker process: the pool's initializer, and an item's exception
-    from nsys_transfer.analysis.run.parallel import _worker_setup  # sent back as its result (concurrent.futures)
+    from nsys_transfer.analysis.executors.parallel import _worker_setup  # sent back as its result (concurrent.futures)
     _worker_setup()
     try:
         cached(Path(sys.argv[1]), make)

@@ -161,7 +161,7 @@ def _plots():
 
 def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, quiet, where):
     """Several traces (one per rank, say): every GPU side by side on one clock, each trace analysed where `where`
-    (an analysis.run.parallel executor) runs it."""
+    (an analysis.executors.parallel executor) runs it."""
     t_start = time.time()
     progress = (lambda msg: click.echo(f"analyze-trace: {msg} ({time.time() - t_start:.1f} s)", err=True)) \
         if sys.stderr.isatty() else None

@@ -120,7 +120,7 @@ def executor_options(command):
 
 
 def chosen_executor(jobs: int | None, dask: str | None, items: int):
-    """The executor --jobs and --dask ask for (analysis/run/parallel.executor): --jobs on the command line wins over a
+    """The executor --jobs and --dask ask for (analysis/executors/parallel.executor): --jobs on the command line wins over a
     scheduler address from DASK_SCHEDULER_ADDRESS; both on the command line are refused; the environment's address is not
     used (nor checked) for a single trace, which runs here. TraceError for a bad value."""
     from_env = dask and click.get_current_context().get_parameter_source("dask") == \

@@ -6,6 +6,7 @@ import textwrap
 from nsys_transfer.analysis.load.python_stacks import place_of
 from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
+from nsys_transfer.analysis.rules.facts import ProgramEnd
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.common.schema import own_findings
 from nsys_transfer.analysis.comparison import finding_name
@@ -254,7 +255,7 @@ def _gpu_lines(g: dict | None, t: dict) -> list[str]:
 
 def failed_run_line(end: dict) -> str:
     """The first thing said of a failed run: that it failed, how, and what to do."""
-    return (f"!! FAILED RUN: {failed_run_evidence(end)}. The figures below are of a run that did not finish: fix the "
+    return (f"!! FAILED RUN: {failed_run_evidence(ProgramEnd.of(end))}. The figures below are of a run that did not finish: fix the "
             "program, then trace it again.")
 
 

@@ -1,9 +1,9 @@
 """The findings' shared parts: the Finding record and its severity, the Rule every rule class is, the Context every
-diagnosis rule reads (the computed summary and tables), and the formatting of times and sizes in evidence."""
+diagnosis rule reads (the analysis's typed facts, rules/facts.py, and the options), and the formatting of times and sizes in evidence."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Generic, TypeVar
 
 import pandas as pd
@@ -11,7 +11,8 @@ import pandas as pd
 from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common.idle_causes import IdleCause
 from nsys_transfer.analysis.rules.advice import FIXES
-from nsys_transfer.analysis.sections.code_lines import CodeLines
+from nsys_transfer.analysis.rules.facts import Facts, Idle, Program
+from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 
@@ -32,11 +33,13 @@ class Finding:
     subject: str | None
     evidence: str
     suggestion: str
-    line: dict | None = None  # the program's line behind it (rules/code_advice.py; sections/code_lines.CodeSite)
+    line: CodeSite | None = None  # the program's line behind it (rules/code_advice.py)
 
     def as_dict(self) -> dict:
-        """The finding as a JSON-able dict."""
-        return asdict(self)
+        """The finding as a JSON-able dict (its line as the code section writes a line)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["line"] = self.line.as_dict() if self.line else None
+        return out
 
 
 def severity_of(share: float) -> str:
@@ -54,10 +57,9 @@ def make_finding(rule: str, impact_ns, window_ns: int, subject, evidence: str, s
 
 @dataclass
 class Context:
-    """What the rules read: the summary, its tables, the options they take (the pipeline depth of this toolkit's
-    workloads, the shortest idle gap counted) and the program's lines."""
-    summary: dict
-    tables: dict
+    """What the rules read: the analysis's facts (rules/facts.py), the options they take (the pipeline depth of this
+    toolkit's workloads, the shortest idle gap counted) and the program's lines."""
+    facts: Facts
     pipeline_depth: int = defaults.PIPELINE_DEPTH
     code: CodeLines | None = None  # the program's lines behind the idle time and copies (sections/code_lines.py)
     min_gap_ns: int = defaults.MIN_GAP_NS  # --min-gap-ms, as the analysis took it: the long gaps' floor
@@ -65,35 +67,30 @@ class Context:
     @property
     def copies(self) -> pd.DataFrame:
         """The memcpy table (empty when the trace has none)."""
-        return self.tables.get("memcpy", pd.DataFrame())
-
-    @property
-    def idle(self) -> pd.DataFrame:
-        """The idle-attribution table: cause, subject, idle_ns and device per row."""
-        return self.tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"]))
+        return self.facts.copy_rows
 
     @property
     def link_gbps(self) -> float | None:
-        """The host link's GB/s from the summary; None when it is unknown."""
-        return self.summary["trace"].get("link", {}).get("gbps")
+        """The host link's GB/s; None when it is unknown."""
+        return self.facts.link_gbps
 
     @property
-    def program(self) -> dict:
+    def program(self) -> Program:
         """What the traced program is: its framework and whether it is this toolkit's workload."""
-        return self.summary["trace"].get("program") or {"framework": "cuda", "toolkit": False}
+        return self.facts.program
 
     @property
     def pytorch(self) -> bool:
         """Whether the traced program is a PyTorch program."""
-        return self.program.get("framework") == "pytorch"
+        return self.program.framework == "pytorch"
 
     def window_ns(self) -> int:
         """The analysed window's duration (ns); 0 without a window."""
-        return int(self.summary.get("window", {}).get("duration_ns") or 0)
+        return self.facts.window_ns
 
     def gpus(self) -> int:
         """How many GPUs ran work in the window (at least 1)."""
-        return max(1, len((self.summary.get("gpu") or {}).get("devices") or []))
+        return max(1, self.facts.gpu.devices if self.facts.gpu else 0)
 
     def gpu_time_ns(self) -> int:
         """The GPUs' time in the window (window x GPUs): what impacts are shares of, so that the idle time of several
@@ -102,7 +99,7 @@ class Context:
 
     def steps(self) -> int:
         """How many steps the trace holds; 0 without steps."""
-        return int(self.summary["steps"]["count"] or 0)
+        return self.facts.steps.count
 
     def finding(self, rule: str, impact_ns, subject, evidence: str, suggestion: str, severity: str | None = None):
         """A finding with its severity and share of the window derived from its impact."""
@@ -114,7 +111,7 @@ class Context:
         text = pytorch if self.pytorch else cuda
         if fix and self.pytorch:
             text = f"{text}; {FIXES[fix]}"
-        return f"{text} (see stage {stage})" if stage and self.program.get("toolkit") else text
+        return f"{text} (see stage {stage})" if stage and self.program.toolkit else text
 
     def share_of_window(self, ns) -> str:
         """ns as a percentage of the window, in words."""
@@ -144,10 +141,14 @@ class Rule(Generic[CtxT]):
     capture can be trusted at all, which diagnosis.diagnose lists first and never drops as noise; `exclusive` whether,
     when it fires, it excludes every rule listed after it (fired() stops there: the multi-GPU and scaling rules each
     give one verdict); check(ctx) its findings, empty when it does not fire. A family's registry (diagnosis.RULES,
-    ranks.RANK_RULES, SCALING_RULES) lists one instance of each, in the order fired() applies them."""
+    ranks.RANK_RULES, SCALING_RULES) lists one instance of each, in the order fired() applies them. `fires_when` and
+    `suggests` are its row of the docs' table (rules/rule_table.py makes the table from them): markdown, where
+    {rule.NAME} stands for the rule's own attribute (its threshold), so that a threshold is written once."""
     id: str
     first: bool = False
     exclusive: bool = False
+    fires_when: str = ""
+    suggests: str = ""
 
     def check(self, ctx: CtxT) -> list[Finding]:
         """This rule's findings; empty when it does not fire."""
@@ -204,7 +205,8 @@ def calls_text(calls: dict, n: int = 3) -> str:
 def idle_of(ctx: Context, cause: IdleCause) -> pd.DataFrame:
     """The idle attribution's rows of one cause; for the per-step causes, those inside the steps where the set-up
     before them is reported apart."""
-    t = ctx.tables.get("idle_steps") if cause.per_step and "idle_steps" in ctx.tables else ctx.idle
+    steps = ctx.facts.idle_step_rows
+    t = steps if cause.per_step and steps is not None else ctx.facts.idle_rows
     return t[t["cause"] == cause.name] if len(t) else t
 
 
@@ -213,15 +215,6 @@ def idle_by_subject(rows: pd.DataFrame, missing: str = "") -> pd.Series:
     return rows.groupby(rows["subject"].fillna(missing))["idle_ns"].sum().sort_values(ascending=False)
 
 
-def devices(ctx: Context) -> dict:
-    """The idle section's details per device (empty without one)."""
-    return (ctx.summary.get("idle") or {}).get("devices", {})
-
-
-def calls_of(ctx: Context, key: str) -> dict[str, int]:
-    """Idle time inside each OS call, summed over the devices, largest first."""
-    calls: dict[str, int] = {}
-    for d in devices(ctx).values():
-        for k, v in d.get(key, {}).items():
-            calls[k] = calls.get(k, 0) + v
-    return dict(sorted(calls.items(), key=lambda kv: -kv[1]))
+def idle_figures(ctx: Context) -> Idle:
+    """The idle attribution's figures (no devices, no calls without an idle section)."""
+    return ctx.facts.idle or Idle()

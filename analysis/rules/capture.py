@@ -2,32 +2,35 @@
 enough (ShortCapture), does it hold NVTX ranges (NvtxMissing)."""
 from __future__ import annotations
 
-import pandas as pd
 
 from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms
+from nsys_transfer.analysis.rules.facts import ProgramEnd
 
 
 class FailedRun(Rule[Context]):
     """The program failed (a non-zero exit status in its run record, or a traceback that ended its stderr in the
     trace): its steps, throughput and findings are those of a run that did not finish, so this comes first."""
     id = "failed-run"
+    fires_when = ("`trace.program_end.failed`: the program exited with a non-zero status (run record) or died of an "
+                  "exception (its stderr in the trace) (0, high, first)")
+    suggests = "fix the program's error and trace it again"
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        end = ctx.summary["trace"].get("program_end") or {}
-        if not end.get("failed"):
+        end = ctx.facts.program_end
+        if end is None or not end.failed:
             return []
         return [ctx.finding(self.id, 0, "the program", failed_run_evidence(end),
                             "fix the program's error, then trace it again: the figures of a failed run are not its "
                             "steady state (its last step may be the one it failed in)", severity="high")]
 
 
-def failed_run_evidence(end: dict) -> str:
+def failed_run_evidence(end: ProgramEnd) -> str:
     """How the program ended, in words: its status and error, and where that was read."""
-    status = f"exited with status {end['exit_code']}" if end.get("exit_code") is not None else "failed"
-    error = f" ({end['error']})" if end.get("error") else ""
-    where = "its run record" if end.get("source") == "run record" else "its error output, stored in the trace"
+    status = f"exited with status {end.exit_code}" if end.exit_code is not None else "failed"
+    error = f" ({end.error})" if end.error else ""
+    where = "its run record" if end.source == "run record" else "its error output, stored in the trace"
     return f"the program {status}{error}, says {where}"
 
 
@@ -35,28 +38,31 @@ class IncompleteTrace(Rule[Context]):
     """The capture lost a large part of its CUDA events, or nsys itself says it may have (verdict doubtful): every
     other figure is then in question, so this comes first."""
     id = "incomplete-trace"
+    fires_when = ("`trace.integrity.verdict` is `lossy`: the capture lost CUDA events, or `doubtful`: nsys says it "
+                  "may have (0, high, first)")
+    suggests = "re-capture with an nsys that supports the driver"
     first = True
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        integ = ctx.summary["trace"].get("integrity") or {}
-        if integ.get("verdict") not in ("lossy", "doubtful"):
+        integ = ctx.facts.integrity
+        if integ.verdict not in ("lossy", "doubtful"):
             return []
-        if integ["verdict"] == "doubtful":
+        if integ.verdict == "doubtful":
             fix = ("do not trust the figures of this trace as whole: capture it again so that nsys records every "
                    "process to its end (let each traced process exit normally inside the capture, not by a kill or "
                    "os._exit; bound the capture with torch.cuda.profiler.start()/stop() and --capture-range="
                    "cudaProfilerApi rather than --duration), with an Nsight Systems that traces this driver "
                    "(`python -m nsys_transfer.profiling where`); `analyze-trace --check` then says whether nsys "
                    "still doubts it")
-        elif (integ.get("figures") or {}).get("cut"):
+        elif integ.cut:
             fix = ("do not trust the figures near the edges: analyse the whole capture this slice was cut from, or "
                    "pass a --window (or --steps) well inside this one")
         else:
             fix = ("do not trust the GPU figures of this trace: capture it again with an Nsight Systems that records "
                    "this driver's events (`make nsys` installs 2024.2, which does on CUDA 13; `python -m nsys_transfer.profiling "
                    "where` compares yours with the driver; NSYS=/path/to/nsys selects one)")
-        return [ctx.finding(self.id, 0, "the capture", integ.get("evidence", "the capture lost CUDA events"), fix,
+        return [ctx.finding(self.id, 0, "the capture", integ.evidence, fix,
                             severity="high")]
 
 
@@ -64,12 +70,17 @@ class WarmupInCapture(Rule[Context]):
     """The first step is many times slower than the others: warm-up (cuDNN algorithm choice, lazy module loading,
     allocator growth) is inside the capture and inflates every finding above."""
     id = "warmup-in-capture"
+    fires_when = ("the first of at least 3 steps takes >= {rule.ratio:g} x the median of the others "
+                  "(`WarmupInCapture.ratio`) and its excess is >= {rule.min_share:.0%} of the window (`min_share`) "
+                  "(info; subject: the first step)")
+    suggests = ("start the capture after a few steps (`torch.cuda.profiler.start()` with nsys "
+                "`--capture-range=cudaProfilerApi`), or `--steps 1:`")
     ratio = 2.0          # first step against the median of the others
     min_share = 0.05     # of the window
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        st = ctx.tables.get("steps", pd.DataFrame())
+        st = ctx.facts.step_rows
         if len(st) < 3:
             return []
         first, rest = float(st["duration_ns"].iloc[0]), float(st["duration_ns"].iloc[1:].median())
@@ -78,7 +89,7 @@ class WarmupInCapture(Rule[Context]):
             return []
         said = (f"the first step took {ms(first)}, {first / rest:.1f} x the median of the others ({ms(rest)}): "
                 "warm-up is inside the capture")
-        if not ctx.summary.get("gpu"):  # no GPU work: no idle time, no --steps (a GPU window), no CUDA profiler API
+        if ctx.facts.gpu is None:  # no GPU work: no idle time, no --steps (a GPU window), no CUDA profiler API
             return [ctx.finding(self.id, 0, str(st["name"].iloc[0]), f"{said}, and {ms(excess)} of the steps' time "
                                 "belongs to it", "capture the steady state: start the capture after the warm-up "
                                 "(nsys --delay=SECONDS), or time the program from its second step on",
@@ -93,12 +104,13 @@ class WarmupInCapture(Rule[Context]):
 class ShortCapture(Rule[Context]):
     """Fewer captured steps than the pipeline depth: every buffer starts free, so back-pressure cannot show."""
     id = "short-capture"
+    fires_when = "this toolkit's trace with fewer steps than `--pipeline-depth` (info)"
+    suggests = "capture more steps"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
         n = ctx.steps()
-        if not ctx.program.get("toolkit") or n == 0 or n >= ctx.pipeline_depth or \
-                ctx.summary["memcpy"]["dtoh"]["count"] == 0:
+        if not ctx.program.toolkit or n == 0 or n >= ctx.pipeline_depth or ctx.facts.copies.dtoh_count == 0:
             return []
         return [ctx.finding(self.id, 0, "the capture", f"{n} steps captured, fewer than the pipeline depth of "
                             f"{ctx.pipeline_depth} (output buffers): the capture starts with every buffer free, so it "
@@ -111,16 +123,17 @@ class ShortCapture(Rule[Context]):
 class NvtxMissing(Rule[Context]):
     """No NVTX ranges: idle time cannot be tied to the program's phases."""
     id = "nvtx-missing"
+    fires_when = "no NVTX ranges (info)"
+    suggests = "add ranges"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        if ctx.summary["nvtx"]["count"]:
+        if ctx.facts.nvtx_count:
             return []
-        cpu_only = ctx.summary["trace"].get("cpu_only")
+        cpu_only = ctx.facts.cpu_only
         if cpu_only:  # no GPU work: no idle GPU time to explain, and a Python program is marked from Python
             how = ("with NVTX ranges from Python (pip install nvtx; `with nvtx.annotate(\"step\"):` around each "
-                   "step, or torch.cuda.nvtx.range, which needs no GPU either)" if cpu_only["python"] or
-                   ctx.program.get("framework") == "pytorch" else
+                   "step, or torch.cuda.nvtx.range, which needs no GPU either)" if cpu_only.python or ctx.pytorch else
                    "with NVTX ranges (nvtxRangePushA/nvtxRangePop)")
             return [ctx.finding(self.id, 0, "the capture", "the trace has no NVTX ranges, so the program's time "
                                 "cannot be split into its steps and phases", f"mark each step and its phases {how} "

@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from nsys_transfer.analysis.common import idle_causes
 from nsys_transfer.analysis.common.idle_causes import CPU, CPU_RANGE, INPUT
-from nsys_transfer.analysis.load.python_stacks import place_of
 from nsys_transfer.analysis.rules.base import Finding, ms, severity_of
 from nsys_transfer.analysis.sections import roles
 from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
@@ -119,19 +118,19 @@ def _with_line(finding: Finding, site: CodeSite) -> Finding:
     if site.growth:  # a cost that rises with the step is no steady state: say so with its two ends
         evidence += (f"; the work at {site.place} grows through the run: {site.growth[0]:,.1f} ms a step at the start, "
                      f"{site.growth[1]:,.1f} ms at the end, so the window is no steady state")
-    return replace(finding, suggestion=suggestion, line=site.as_dict(), subject=subject, evidence=evidence)
+    return replace(finding, suggestion=suggestion, line=site, subject=subject, evidence=evidence)
 
 
 def _one_job(a: Finding, b: Finding) -> bool:
     """Whether two findings are one job: their lines are one line; or a copy and the idle time, or the two directions'
     copies, of one output's or one module's weights' handling; or both are the syncs."""
-    la, lb = a.line or {}, b.line or {}
-    if not la or not lb:
+    la, lb = a.line, b.line
+    if la is None or lb is None:
         return a.rule == b.rule == "host-sync"
-    same_line = (la["file"], la["line"]) == (lb["file"], lb["line"])
+    same_line = (la.file, la.line) == (lb.file, lb.line)
     a_copy = a.rule in COPY_RULES or b.rule in COPY_RULES
     return same_line or a.rule == b.rule == "host-sync" or \
-        (a_copy and la["role"] == lb["role"] and la["role"] in MERGED_ROLES)
+        (a_copy and la.role == lb.role and la.role in MERGED_ROLES)
 
 
 def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
@@ -144,10 +143,10 @@ def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
             continue
         impact = twin.impact_ns + f.impact_ns
         share = impact / total_ns if total_ns else 0.0
-        where = f" at {place_of(f.line['file'], f.line['line'], f.line.get('function', ''))}" if f.line else ""
+        where = f" at {f.line.place}" if f.line else ""
         merged = replace(twin, impact_ns=impact, impact_fraction=round(min(share, 1.0), 4),
                          severity=severity_of(share),
-                         evidence=f"{twin.evidence}; and, for the same {(f.line or {}).get('role', 'work')} work{where}, "
+                         evidence=f"{twin.evidence}; and, for the same {f.line.role if f.line else 'work'} work{where}, "
                                   f"{f.rule} ({ms(f.impact_ns)}): {f.evidence}")
         out[out.index(twin)] = merged
     return out

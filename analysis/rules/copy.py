@@ -15,22 +15,25 @@ class UnifiedMemory(Rule[Context]):
     """Managed memory moved on demand: every page fault stalls a kernel (or the host thread) while the driver moves
     the page. Impact: the GPU time the on-demand migrations span; prefetched migrations cost nothing here."""
     id = "unified-memory"
+    fires_when = "on-demand unified-memory migrations (`memcpy.unified.on_demand`); impact: the GPU time they span"
+    suggests = ("cudaMemPrefetchAsync both ways, cudaMemAdvise, or device memory and explicit copies into pinned "
+                "buffers")
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        u = ctx.summary["memcpy"].get("unified")
-        od = (u or {}).get("on_demand") or {}
-        if not od.get("count"):
+        u = ctx.facts.copies.unified
+        od = u.on_demand if u else None
+        if u is None or od is None:
             return []
-        dirs = ", ".join(f"{label} {u[k]['on_demand']:,}" for k, label in (("htod", "to the GPU"), ("dtoh", "to the host"),
-                                                                          ("dtod", "between GPUs"))
-                         if u.get(k, {}).get("on_demand"))
-        ev = (f"{od['count']:,} unified-memory migrations ({dirs}) moved {gb(od['bytes'])} on demand, "
-              f"{size(od['median_bytes'])} at a time (the median), over {ms(od['gpu_ns'])} of GPU time "
-              f"({ctx.share_of_window(od['gpu_ns'])}); kernels ran during {ms(od['kernel_overlap_ns'])} of it, "
-              "stalled on each page fault" + ("" if u["cause_recorded"] else " (the export records no causes: "
-                                               "every migration is taken as on demand)"))
-        return [ctx.finding(self.id, od["gpu_ns"], "managed memory", ev, ctx.advice(
+        by = u.on_demand_by_direction
+        dirs = ", ".join(f"{label} {by[k]:,}" for k, label in (("htod", "to the GPU"), ("dtoh", "to the host"),
+                                                              ("dtod", "between GPUs")) if k in by)
+        ev = (f"{od.count:,} unified-memory migrations ({dirs}) moved {gb(od.bytes)} on demand, "
+              f"{size(od.median_bytes)} at a time (the median), over {ms(od.gpu_ns)} of GPU time "
+              f"({ctx.share_of_window(od.gpu_ns)}); kernels ran during {ms(od.kernel_overlap_ns)} of it, "
+              "stalled on each page fault" + ("" if u.cause_recorded else " (the export records no causes: "
+                                              "every migration is taken as on demand)"))
+        return [ctx.finding(self.id, od.gpu_ns, "managed memory", ev, ctx.advice(
             "managed tensors migrate page by page on first touch: keep the model's tensors in device memory "
             "(.to('cuda')) and bring results back with .to('cpu', non_blocking=True) into pinned buffers; where managed "
             "memory stays, prefetch it ahead of use (cudaMemPrefetchAsync to the GPU before the step, to the host before "
@@ -44,6 +47,11 @@ class UnifiedMemory(Rule[Context]):
 class PageableMemcpy(Rule[Context]):
     """Large copies to or from pageable host memory: staged through a driver buffer, slower, never truly async."""
     id = "pageable-memcpy"
+    fires_when = ("copies >= 1 MB (and >= half the largest) to/from pageable memory: HtoD (time above the link rate),"
+                  " DtoH fresh pages < {rule.fresh_gbps:g} GB/s (time above a quarter of the link), DtoH reused (time"
+                  " above the link; on a side stream with async calls: the copy time not hidden under kernels)")
+    suggests = ("pin the input (baseline); reuse buffers (bufpool); pin + non_blocking (async); `share_memory_()` "
+                "dropped the pinning: `cudaHostRegister` (pinned)")
     fresh_gbps = 4.0        # below this a DtoH copy into pageable memory is paying page faults on fresh pages
     pageable_share = 0.25   # reused pageable memory runs at about a quarter of the link (H200: 13.8 of 55 GB/s)
 
@@ -78,7 +86,7 @@ class PageableMemcpy(Rule[Context]):
                 "then pin them", "reuse host buffers allocated once (cudaMallocHost) instead of new memory per copy",
                 "bufpool", fix="output"))
         n_async = int((pg["sync"] == False).sum())  # noqa: E712
-        compute = ctx.summary.get("memcpy", {}).get("compute_stream")  # KernelDigest.compute_stream of every kernel
+        compute = ctx.facts.copies.compute_stream  # KernelDigest.compute_stream of every kernel
         side = compute is not None and bool((pg["stream"] != compute).all())
         if n_async:
             ev += (f"; {n_async} were issued asynchronously yet {int((pg['blocking'] == True).sum())} held the calling "  # noqa: E712
@@ -103,6 +111,9 @@ class SyncMemcpy(Rule[Context]):
     """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
     pageable-memcpy's)."""
     id = "sync-memcpy"
+    fires_when = ("large DtoH copies into pinned memory waited for by the issuing thread (wait time); pageable ones "
+                  "block anyway and belong to `pageable-memcpy`")
+    suggests = "`non_blocking=True` + CUDA events (async)"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
@@ -123,13 +134,16 @@ class SyncMemcpy(Rule[Context]):
 class NoCopyComputeOverlap(Rule[Context]):
     """Asynchronously issued DtoH copies that never run while kernels do, because they share the compute stream."""
     id = "no-copy-compute-overlap"
+    fires_when = ("asynchronously issued large DtoH copies, mostly on the compute stream, overlapping kernels < "
+                  "{rule.min_overlap:.0%} (copy time not overlapped)")
+    suggests = "own copy stream + `record_stream` (streams)"
     min_overlap = 0.10
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
         d = big_copies(ctx.copies, "DtoH")
         d = d[(d["sync"] == False) & (d["bytes"] >= MIN_PROBE_BYTES)] if len(d) else d  # noqa: E712
-        compute = ctx.summary["memcpy"].get("compute_stream")
+        compute = ctx.facts.copies.compute_stream
         if d.empty or compute is None:
             return []
         overlap = d["overlap_ns"].sum() / max(d["duration_ns"].sum(), 1)

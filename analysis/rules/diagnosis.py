@@ -22,9 +22,10 @@ from nsys_transfer.analysis.rules import code_advice
 from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 
 
-# every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here (and in the docs'
-# table, docs/json-schema.md, which tests/test_rule_registry.py holds to this list); an idle cause declared without a
-# rule of its own (common/idle_causes.py) gets the generic one, after these (rules())
+# every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here; its row of the
+# docs' table (docs/json-schema.md) is made from its fires_when and suggests (`python tools/rule_tables.py`;
+# tests/test_rule_registry.py holds the two together); an idle cause declared without a rule of its own
+# (common/idle_causes.py) gets the generic one, after these (rules())
 RULES: list[Rule[Context]] = [
     FailedRun(), IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
     HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),

@@ -14,7 +14,9 @@ from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
 from nsys_transfer.analysis.sections.cpu_work import PROFILER
-from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, us, calls_text, idle_of, idle_by_subject, devices, calls_of
+from nsys_transfer.analysis.rules.base import (Context, Finding, Rule, calls_text, idle_by_subject, idle_figures, idle_of,
+                                               ms, us)
+from nsys_transfer.analysis.rules.facts import CpuSamples, DataLoaderWorkers, KernelRow, SampledFunction
 from nsys_transfer.analysis.rules.output import pipeline_waits
 
 
@@ -46,7 +48,10 @@ class IdleRule(Rule[Context]):
     def generic(cause: IdleCause) -> "IdleRule":
         """The rule of a cause without one of its own: the idle time, where the launching thread was, and the cause's
         fix."""
-        return type(f"Idle_{cause.name}", (GenericIdleRule,), {"causes": (cause,), "__doc__": cause.doc})()
+        said = {"fires_when": f"idle cause `{cause.name}`: {cause.doc}", "suggests": cause.fix}
+        return type(f"Idle_{cause.name}", (GenericIdleRule,), {"causes": (cause,), "__doc__": cause.doc,
+                                                               **{k: v.replace("{", "{{").replace("}", "}}")
+                                                                  for k, v in said.items()}})()
 
 
 class GenericIdleRule(IdleRule):
@@ -69,6 +74,10 @@ class InputBound(IdleRule):
     """The GPU idles while the launching thread is blocked waiting for other threads or processes to hand it data, or
     while the DataLoader's pin-memory thread waits for batches its workers are still making."""
     causes = (INPUT,)
+    fires_when = ("idle cause `input` (that idle time); names the enclosing range and the DataLoader workers "
+                  "(`pt_data_worker`)")
+    suggests = ("DataLoader `num_workers`, `persistent_workers`, `prefetch_factor`, cheaper samples (GPU decode); "
+                "CUDA: produce ahead, double buffering")
 
     def rows(self, ctx: Context) -> pd.DataFrame:
         """The input cause's rows but the output side's waits (output-bound's)."""
@@ -78,9 +87,10 @@ class InputBound(IdleRule):
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the idle time, what the thread waited in, and the producers."""
         by_subject = idle_by_subject(rows)
-        calls = calls_of(ctx, "input_calls")
-        starved = sum(d.get("loader_starved_ns", 0) for d in devices(ctx).values())
-        workers = ctx.program.get("dataloader_workers") or {}
+        idle = idle_figures(ctx)
+        calls = idle.input_calls()
+        starved = sum(d.loader_starved_ns for d in idle.devices)
+        workers = ctx.program.loader_workers
         parts = []
         if calls:
             parts.append(f"the launching thread was blocked waiting ({calls_text(calls)})")
@@ -90,22 +100,22 @@ class InputBound(IdleRule):
         ranged = [(k, v) for k, v in by_subject.items() if k and k != "DataLoader"]
         if ranged:
             parts.append("the thread was inside " + ", ".join(f"'{k}' ({ms(v)})" for k, v in ranged[:2]))
-        producers = (f"; producers in the trace: {workers['threads']} DataLoader worker threads (pt_data_worker) in "
-                     f"{workers['processes']} processes" if workers.get("threads") else "")
+        producers = (f"; producers in the trace: {workers.threads} DataLoader worker threads (pt_data_worker) in "
+                     f"{workers.processes} processes" if workers and workers.threads else "")
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) waiting for input: "
               + "; ".join(parts) + producers)
         subject = by_subject.index[0] or next(iter(calls), None)
         return [ctx.finding(self.id, impact, subject, ev, self._fix(ctx, subject, workers))]
 
     @staticmethod
-    def _fix(ctx: Context, subject, workers) -> str:
+    def _fix(ctx: Context, subject, workers: DataLoaderWorkers | None) -> str:
         if subject in LIBRARY_RANGE_FIXES:
             return LIBRARY_RANGE_FIXES[subject]
-        if ctx.program.get("toolkit") and subject in RANGE_FIXES:
+        if ctx.program.toolkit and subject in RANGE_FIXES:
             text, stage = RANGE_FIXES[subject]
             return ctx.advice(text, text, stage)
-        if workers.get("threads"):
-            return (f"the DataLoader's worker processes ({workers['processes']}) do not produce batches as fast as the GPU "
+        if workers and workers.threads:
+            return (f"the DataLoader's worker processes ({workers.processes}) do not produce batches as fast as the GPU "
                     "consumes them: raise num_workers (up to the idle cores), keep persistent_workers=True and "
                     "prefetch_factor >= 2, and make each sample cheaper (decode and resize on the GPU, e.g. "
                     "torchvision.io.decode_jpeg(..., device='cuda') or NVIDIA DALI, or pre-resized data)")
@@ -120,6 +130,11 @@ class GpuIdleCpuBound(IdleRule):
     """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
     finding per range), or outside any range."""
     causes = (CPU_RANGE, CPU)
+    fires_when = ("idle causes `cpu-range` (one finding per range family) and `cpu` (subject null), each >= "
+                  "{rule.min_share:.1%} of the window")
+    suggests = ("move that work off the launching thread or queue GPU work before it; toolkit ranges: `process "
+                "output` (multiproc), `copy to CPU`/`queue output` (bufpool), `get batch` (baseline); unlabelled: add"
+                " NVTX ranges or CPU sampling")
     min_share = 0.005  # of the window: below this a range is noise
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
@@ -140,14 +155,14 @@ class GpuIdleCpuBound(IdleRule):
                     f"the op '{subject}' keeps the CPU busy while the GPU waits: look for host-side work in it "
                     "(CPU tensors, data-dependent shapes) or move it off the step's path"))))
             elif subject:
-                sampled = sampled_owner(ctx, "range_samples") if not any(f.subject for f in out) else None
+                sampled = sampled_owner(ctx, in_ranges=True) if not any(f.subject for f in out) else None
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
                       f"{ms(ctx.min_gap_ns)} while the launching thread ran '{subject}'" +
                       (f"; {samples_text(sampled)}" if sampled else ""))
                 out.append(ctx.finding(self.id, ns, subject, ev, self._range_fix(ctx, subject)))
-            elif sampled_owner(ctx, "cpu_samples"):
-                out.append(self._sampled(ctx, ns))
-            elif ctx.summary["trace"].get("profiler") == "torch.profiler":
+            elif (samples := sampled_owner(ctx, in_ranges=False)) is not None:
+                out.append(self._sampled(ctx, ns, samples))
+            elif ctx.facts.profiler == "torch.profiler":
                 out.append(self._unknown_work(ctx, ns))
             else:
                 ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
@@ -166,7 +181,7 @@ class GpuIdleCpuBound(IdleRule):
         """A torch.profiler trace's idle time outside any range and any CUDA call: it holds no OS runtime calls, so
         whether the thread computed or waited in the OS is unknown, and said so (never guessed)."""
         ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
-              f"{ms(ctx.summary['gaps']['threshold_ns'])} while the launching thread was outside any record_function "
+              f"{ms(ctx.min_gap_ns)} while the launching thread was outside any record_function "
               "range and any CUDA call: computing or waiting in the OS, which a torch.profiler trace cannot tell "
               "(it records no OS runtime calls)" + after_sync_text(ctx))
         return ctx.finding(self.id, ns, None, ev, serialised_fix(ctx, ns, (
@@ -174,20 +189,19 @@ class GpuIdleCpuBound(IdleRule):
             "(with_stack=True names its line), or trace the program with nsys-transfer run, which records the OS "
             "calls; then move that work off the launching thread or overlap it with GPU work")))
 
-    def _sampled(self, ctx: Context, ns: int) -> Finding:
-        """The finding for CPU work outside any range that the CPU samples name: its owner is the subject."""
-        s = sampled_owner(ctx, "cpu_samples")
-        kind = next(iter(s["kinds"]))
-        top = next((f for f in s["functions"] if f["kind"] == kind), s["functions"][0])
+    def _sampled(self, ctx: Context, ns: int, s: CpuSamples) -> Finding:
+        """The finding for CPU work outside any range that the CPU samples name (s): its owner is the subject."""
+        kind = next(iter(s.kinds))
+        top = next((f for f in s.functions if f.kind == kind), s.functions[0])
         # a PyTorch op's entry (torch.argmax) names the work better than the allocator or iterator inside it
-        top = next((f for f in s["functions"] if f["kind"] == kind and f["share"] >= 0.5 * top["share"] and
-                    (f["function"].startswith("torch.") or "at::native::" in f["function"])), top)
+        top = next((f for f in s.functions if f.kind == kind and f.share >= 0.5 * top.share and
+                    (f.function.startswith("torch.") or "at::native::" in f.function)), top)
         ev = (f"the GPU sat idle {ms(ns)} ({ctx.share_of_window(ns)}{ctx.per_step(ns)}) in gaps of at least "
               f"{ms(ctx.min_gap_ns)} while the launching thread computed outside any NVTX range; "
               + samples_text(s) + after_sync_text(ctx))
         fix = WORK_FIXES.get(kind)
         if fix is None:
-            fix = (f"move the work in {_function(top)} ({top['library']}) off the launching thread or queue the next "
+            fix = (f"move the work in {_function(top)} ({top.library}) off the launching thread or queue the next "
                    "GPU work before it")
         elif kind in OUTPUT_WORK:
             fix = ctx.advice(fix, fix, fix="output")
@@ -199,7 +213,7 @@ class GpuIdleCpuBound(IdleRule):
     def _range_fix(ctx: Context, name: str) -> str:
         if name in LIBRARY_RANGE_FIXES:
             return LIBRARY_RANGE_FIXES[name]
-        if ctx.program.get("toolkit") and name in RANGE_FIXES:
+        if ctx.program.toolkit and name in RANGE_FIXES:
             text, stage = RANGE_FIXES[name]
             return ctx.advice(text, text, stage)
         return ctx.advice(f"move the work in '{name}' off the launching thread (a worker process or thread fed by a "
@@ -211,24 +225,24 @@ class GpuIdleCpuBound(IdleRule):
 MIN_SAMPLES = 10  # CPU samples of the launching thread in the gaps before they name its work (about 10 ms at 1 kHz)
 
 
-def sampled_owner(ctx: Context, key: str) -> dict | None:
-    """The CPU samples' summary (sections/cpu_work.summary) of the device with the most of them; None below
+def sampled_owner(ctx: Context, in_ranges: bool) -> CpuSamples | None:
+    """The CPU samples in the gaps inside ranges (or outside them) of the device with the most of them; None below
     MIN_SAMPLES."""
-    best = max((d.get(key) or {"samples": 0} for d in devices(ctx).values()), key=lambda s: s["samples"],
-               default={"samples": 0})
-    return best if best["samples"] >= MIN_SAMPLES else None
+    per_device = (d.range_samples if in_ranges else d.cpu_samples for d in idle_figures(ctx).devices)
+    best = max((s or CpuSamples() for s in per_device), key=lambda s: s.samples, default=CpuSamples())
+    return best if best.samples >= MIN_SAMPLES else None
 
 
-def samples_text(s: dict) -> str:
+def samples_text(s: CpuSamples) -> str:
     """'CPU samples of the launching thread in those gaps (412): PyTorch CPU ops 81%, ...; top: f (lib) 60%'."""
-    kinds = ", ".join(f"{k} {v:.0%}" for k, v in list(s["kinds"].items())[:3])
-    fns = ", ".join(f"{f['function']} ({f['library']}) {f['share']:.0%}" for f in s["functions"])
-    return f"CPU samples of the launching thread in those gaps ({s['samples']:,}): {kinds}; functions: {fns}"
+    kinds = ", ".join(f"{k} {v:.0%}" for k, v in list(s.kinds.items())[:3])
+    fns = ", ".join(f"{f.function} ({f.library}) {f.share:.0%}" for f in s.functions)
+    return f"CPU samples of the launching thread in those gaps ({s.samples:,}): {kinds}; functions: {fns}"
 
 
 def cpu_after_sync_ns(ctx: Context) -> int:
     """The CPU-work idle time that came right after a sync returned, over the devices (sections/idle.py)."""
-    return sum(d.get("cpu_after_sync_ns", 0) for d in devices(ctx).values())
+    return sum(d.cpu_after_sync_ns for d in idle_figures(ctx).devices)
 
 
 def after_sync_text(ctx: Context) -> str:
@@ -247,7 +261,7 @@ def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
     after = cpu_after_sync_ns(ctx)
     if after < 0.5 * ns:
         return fix
-    if ctx.program.get("framework") == "openacc":
+    if ctx.program.framework == "openacc":
         sync = ("the host works between compute regions right after each region's wait, so the GPU has nothing "
                 "queued: add async(n) clauses to the parallel/kernels regions and data updates, and one `!$acc wait` "
                 "(or #pragma acc wait) where the host needs the results, so the host's work overlaps the GPU's")
@@ -261,10 +275,12 @@ def serialised_fix(ctx: Context, ns: int, fix: str, first: bool = True) -> str:
 class MemoryMappingInGaps(IdleRule):
     """mmap/munmap/fallocate (fresh allocations, shared-memory segments) while the GPU was idle."""
     causes = (MAPPING,)
+    fires_when = "idle cause `mapping`"
+    suggests = "allocate once, reuse (bufpool)"
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the mapping calls and the time in them."""
-        calls = calls_of(ctx, "mapping_calls")
+        calls = idle_figures(ctx).mapping_calls()
         ev = (f"while the GPU was idle the launching process spent {ms(impact)} ({ctx.share_of_window(impact)}) in "
               f"memory-mapping calls ({calls_text(calls, 4)})")
         return [ctx.finding(self.id, impact, next(iter(calls), None), ev, ctx.advice(
@@ -279,23 +295,26 @@ class HostSync(IdleRule):
     """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
     issued the next work."""
     causes = (HOST_SYNC,)
+    fires_when = "idle cause `host-sync` (the idle after the syncs); evidence: syncs per step, time blocked"
+    suggests = ("drop per-step `.item()`/`.cpu()`/`.tolist()`/`if tensor`; async copies + events; CUDA: no "
+                "synchronize in the loop")
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding, where the launching thread made synchronising calls: their count, names and cost."""
-        info = ctx.summary.get("idle") or {}
-        if not info.get("sync_calls"):
+        info = idle_figures(ctx)
+        if not info.sync_calls:
             return []
-        setup = ctx.summary["steps"].get("setup") or {}
-        n = int(setup.get("sync_calls_in_steps", info["sync_calls"]))
-        names = ctx.tables.get("sync_names", pd.Series(dtype="int64"))
+        setup = ctx.facts.steps.setup
+        n = int(setup.sync_calls_in_steps if setup else info.sync_calls)
+        names = ctx.facts.sync_names
         top = ", ".join(f"{cuda_api.base_name(k)} x{v}" for k, v in names.head(3).items()) if len(names) else f"{n} calls"
         steps = ctx.steps()
         per = f" ({n / steps:.0f} per step)" if steps else ""
         where = " inside the steps" if setup else ""
-        before = (f" ({setup['sync_calls']:,} more before the first step are set-up: model.to(device), warm-up)"
-                  if setup.get("sync_calls") else "")
+        before = (f" ({setup.sync_calls:,} more before the first step are set-up: model.to(device), warm-up)"
+                  if setup and setup.sync_calls else "")
         ev = (f"{n} synchronising calls on the launching thread{where}{per}: {top}{before}; blocked "
-              f"{ms(info['sync_blocked_ns'])} in them, and the GPU then sat idle {ms(impact)} "
+              f"{ms(info.sync_blocked_ns)} in them, and the GPU then sat idle {ms(impact)} "
               f"({ctx.share_of_window(impact)}) until the next work arrived")
         subject = cuda_api.base_name(names.index[0]) if len(names) else None
         return [ctx.finding(self.id, impact, subject, ev, ctx.advice(
@@ -306,7 +325,7 @@ class HostSync(IdleRule):
             "each sync drains the GPU's queue, then the GPU waits while the host issues the next work: drop "
             "cudaDeviceSynchronize/cudaStreamSynchronize and synchronous cudaMemcpy from the loop; use cudaMemcpyAsync "
             "into pinned memory and wait on an event only when the data is needed", "async", fix="scalars")
-            if ctx.program.get("framework") != "openacc" else
+            if ctx.program.framework != "openacc" else
             "each compute region waits for the GPU before the host launches the next: add async(n) clauses to the "
             "parallel/kernels regions and data updates, and one `!$acc wait` (or #pragma acc wait) where the host needs "
             "the results, e.g. once per time step")]
@@ -315,6 +334,10 @@ class HostSync(IdleRule):
 class LaunchBound(IdleRule):
     """The GPU mostly idle in short gaps between many short kernels while the launching thread issues them."""
     causes = (LAUNCH,)
+    fires_when = ("idle cause `launch` (gaps < `--min-gap-ms` between GPU operations) and a median kernel of at most "
+                  "{rule.short_kernel_ns:,} ns (longer kernels keep the queue ahead of the host); evidence: kernels "
+                  "per step, median kernel, launch calls")
+    suggests = "CUDA graphs / `torch.compile(mode=\"reduce-overhead\")`, fusion, larger batches"
     # a launch costs the host 5-50 us (PyTorch eager: its op dispatch too): a median kernel longer than this keeps
     # the queue ahead of the host, and short gaps between such kernels are not a launch problem. Launch-bound traces
     # here: median 1.4-25 us (hf generate, Lightning, cuDF, CloverLeaf); the rest 200 us to 136 ms.
@@ -322,20 +345,20 @@ class LaunchBound(IdleRule):
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding, where the median kernel is short: the short gaps, the kernels and the launch cost."""
-        k = ctx.summary["kernels"]
-        if not k["count"] or (k["median_ns"] or 0) > self.short_kernel_ns:
+        k = ctx.facts.kernels
+        if not k.count or (k.median_ns or 0) > self.short_kernel_ns:
             return []
-        info = ctx.summary.get("idle") or {}
-        gaps = sum(d.get("short_idle_intervals", 0) for d in devices(ctx).values())
+        info = idle_figures(ctx)
+        gaps = sum(d.short_idle_intervals for d in info.devices)
         steps = ctx.steps()
-        per = f" ({k['count'] / steps:,.0f} per step)" if steps else ""
-        calls = info.get("launch_calls") or 0
-        launch = (f"; each launch call costs the launching thread {us(info['launch_api_ns'] / calls)} (mean of the "
+        per = f" ({k.count / steps:,.0f} per step)" if steps else ""
+        calls = info.launch_calls
+        launch = (f"; each launch call costs the launching thread {us(info.launch_api_ns / calls)} (mean of the "
                   f"capture's {calls:,})" if calls else "")
         ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) in {gaps:,} gaps shorter than "
               f"{ms(ctx.min_gap_ns)} between GPU operations (kernels, copies, memsets): "
-              f"{k['count']:,} kernels{per}, median {us(k['median_ns'] or 0)}{launch}")
-        graphs = (k.get("graphs") or {}).get("share_of_kernel_time") or 0
+              f"{k.count:,} kernels{per}, median {us(k.median_ns or 0)}{launch}")
+        graphs = k.graph_share
         if graphs >= 0.5:  # the advice the trace shows is already taken: name what is left instead
             ev += f"; CUDA graphs already carry {graphs:.0%} of the GPU work"
             return [ctx.finding(self.id, impact, "host turnaround between graph replays", ev, ctx.advice(
@@ -358,6 +381,10 @@ class HostSleep(IdleRule):
     """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
     computing, so moving CPU work is not the fix; not sleeping is (or having what it waits for ready)."""
     causes = (SLEEP,)
+    fires_when = ("idle cause `sleep`: the launching thread sleeps while the GPU idles; subject: the range it sleeps "
+                  "in")
+    suggests = ("keep what it waits for resident or prefetch it on another thread; wait on an event instead of "
+                "sleep-polling")
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the sleep and the range it slept in."""
@@ -378,6 +405,8 @@ class CommWait(IdleRule):
     """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
     collectives): a rank blocked on its peers is not busy, and the fix is overlap, not moving CPU work."""
     causes = (COMM_WAIT,)
+    fires_when = "idle cause `comm-wait`; subject: the MPI call or range holding most of it"
+    suggests = "overlap: non-blocking MPI_Isend/MPI_Irecv or an async collective on its own stream, CUDA-aware MPI"
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
         """The one finding: the calls or ranges it waited in."""
@@ -399,14 +428,18 @@ class GpuBound(Rule[Context]):
     """The kernels fill the GPU: what limits the program is its GPU work itself, named by its top kernels (their
     precision and library where the names say them), whatever transfer findings stand beside it."""
     id = "gpu-bound"
+    fires_when = ("kernels run at least {rule.min_compute:.0%} of the window (on average over the GPUs); impact: the "
+                  "kernel time; evidence: the top kernels with their precision and library")
+    suggests = ("less GPU work per result: lower precision (autocast bf16, TF32), tensor cores, `channels_last`, "
+                "fusion, larger batches; FP64 named where the top kernel is FP64")
     min_compute = 0.8  # of the window, on average over the GPUs: kernels running this much of the time
     low_precision = ("FP16", "BF16", "FP8", "INT8")
 
-    def _levers(self, top: list[dict]) -> list[str]:
+    def _levers(self, top: tuple[KernelRow, ...]) -> list[str]:
         """The PyTorch levers the top kernels do not already use: no autocast advice where they compute in 16 bits
         or less, no channels_last where they are NHWC already."""
-        low = any(r["precision"] in self.low_precision for r in top)
-        nhwc = any(x in f"{r['name']} {r.get('shown_name')}".lower() for r in top for x in ("nhwc", "channels_last"))
+        low = any(r.precision in self.low_precision for r in top)
+        nhwc = any(x in f"{r.name} {r.shown_name}".lower() for r in top for x in ("nhwc", "channels_last"))
         levers = [] if low else ["bf16/fp16 autocast (torch.autocast('cuda', torch.bfloat16)) or TF32 matmuls "
                                  "(torch.backends.cuda.matmul.allow_tf32)"]
         levers += [] if nhwc else ["channels_last for convolutions"]
@@ -416,15 +449,15 @@ class GpuBound(Rule[Context]):
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
-        g = ctx.summary.get("gpu") or {}
-        if (g.get("compute_utilization") or 0) < self.min_compute or not ctx.summary["kernels"]["top"]:
+        g = ctx.facts.gpu
+        if g is None or (g.compute_utilization or 0) < self.min_compute or not ctx.facts.kernels.top:
             return []
-        top = ctx.summary["kernels"]["top"][:3]
-        named = "; ".join(f"{r['shown_name']} {r['pct']:.0f}%" + "".join(f", {x}" for x in (r["precision"], r["library"])
-                                                                        if x) for r in top)
-        ev = f"kernels ran {g['compute_utilization']:.0%} of the window; by time: {named}"
-        fp64 = top[0]["precision"] == "FP64"
-        return [ctx.finding(self.id, g["compute_ns"], str(top[0]["shown_name"]), ev, ctx.advice(
+        top = ctx.facts.kernels.top[:3]
+        named = "; ".join(f"{r.shown_name} {r.pct:.0f}%" + "".join(f", {x}" for x in (r.precision, r.library) if x)
+                          for r in top)
+        ev = f"kernels ran {g.compute_utilization:.0%} of the window; by time: {named}"
+        fp64 = top[0].precision == "FP64"
+        return [ctx.finding(self.id, g.compute_ns, str(top[0].shown_name), ev, ctx.advice(
             ("the top kernel computes in FP64: if the model allows, run it in FP32/TF32 or BF16 on the tensor cores; "
              if fp64 else "") + "less GPU work per result is the lever now: " + ", ".join(self._levers(top)),
             ("the top kernel computes in FP64: where the algorithm allows, FP32/TF32 or lower precision on the tensor "
@@ -435,8 +468,8 @@ class GpuBound(Rule[Context]):
 UNNAMED = re.compile(r"^0x[0-9a-f]+$")  # a frame nsys could not symbolise: its address moves from run to run
 
 
-def _function(f: dict) -> str:
+def _function(f: SampledFunction) -> str:
     """A sampled function's name for a subject: an unsymbolised frame by its library (a subject must name the same
     work in two captures of one program, which an address under ASLR does not)."""
-    return f"unnamed code in {f['library']}" if UNNAMED.match(f["function"]) and f.get("library") else \
-        "unnamed code" if UNNAMED.match(f["function"]) else f["function"]
+    return f"unnamed code in {f.library}" if UNNAMED.match(f.function) and f.library else \
+        "unnamed code" if UNNAMED.match(f.function) else f.function

@@ -19,8 +19,8 @@ DRAIN_RANGES = (PIPELINE_DRAIN, DRAIN_OUTPUTS)  # a wait inside these is for the
 def uses_pipeline(ctx: Context) -> bool:
     """Whether the traced program hands its outputs to the fixes library's OutputPipeline (its drain range is in the
     trace), and is not this toolkit's own stage (whose ranges of the same names have their own advice)."""
-    names = {r["name"] for r in ctx.summary["nvtx"]["ranges"]}
-    return PIPELINE_DRAIN in names and not ctx.program.get("toolkit")
+    names = {r.name for r in ctx.facts.nvtx_ranges}
+    return PIPELINE_DRAIN in names and not ctx.program.toolkit
 
 
 def pipeline_waits(ctx: Context) -> pd.DataFrame:
@@ -46,8 +46,7 @@ TAIL_BATCHES = 3  # without the pipeline's pace in the trace: a drain longer tha
 def pace_in_trace(ctx: Context) -> tuple[int, float] | None:
     """(workers, ms of work a batch) the pipeline left in the trace at its drain (fixes.OutputPipeline); None in a
     trace without it (an older library)."""
-    names = ctx.tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"]
-    paces = [p for p in map(pipeline_pace, names.astype(str)) if p]
+    paces = [p for p in map(pipeline_pace, ctx.facts.nvtx_names.astype(str)) if p]
     # a pool only grows (forked a few workers at a time): the mark with the most workers is its latest (of marks with
     # as many, any: each is the run's average so far)
     return max(paces, key=lambda p: p[0]) if paces else None
@@ -58,6 +57,13 @@ class OutputBound(Rule[Context]):
     or the drain; named with the GPU's pace against what the workers can take, and the knobs that move the latter.
     Workers that keep up leave only the last outputs' tail at the end: a low finding, not the pace."""
     id = "output-bound"
+    fires_when = ("idle cause `input` inside the fixes library's OutputPipeline ranges (`copy to CPU`: back-pressure "
+                  "in submit(), `output pipeline: drain`) of a program that uses it; evidence: the GPU's pace "
+                  "(batches per second of GPU time) against the outputs' over the window and what the workers can "
+                  "take (the pipeline's `output pipeline: N workers, M ms of work a batch` range); workers that keep "
+                  "up (or, without that range, a drain under 3 batches of GPU time and no back-pressure): severity "
+                  "low, subject `OutputPipeline drain`, the last outputs' tail (`analysis/rules/output.py`)")
+    suggests = "more workers, `split=`, less CPU work per output (the reduction on the GPU before submit())"
 
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
@@ -66,8 +72,8 @@ class OutputBound(Rule[Context]):
             return []
         impact = int(rows["idle_ns"].sum())
         by = rows.groupby(rows["subject"].replace({DRAIN_OUTPUTS: PIPELINE_DRAIN}))["idle_ns"].sum()
-        submits = next((r["count"] for r in ctx.summary["nvtx"]["ranges"] if r["name"] == COPY_TO_CPU), 0)
-        busy_ns = (ctx.summary.get("gpu") or {}).get("busy_ns") or 0
+        submits = next((r.count for r in ctx.facts.nvtx_ranges if r.name == COPY_TO_CPU), 0)
+        busy_ns = (ctx.facts.gpu.busy_ns if ctx.facts.gpu else 0) or 0
         gpu_rate = submits / (busy_ns / 1e9) if submits and busy_ns else None
         pace, can = self._rates(ctx, submits, busy_ns, gpu_rate)
         behind = self._behind(ctx, by, can, gpu_rate, busy_ns / submits if submits else None)
@@ -95,7 +101,7 @@ class OutputBound(Rule[Context]):
                     "pipeline more workers (workers=N or workers=\"auto\", up to the idle cores), split= to "
                     "share each batch across them, or less CPU work per output (the argmax or reduction on "
                     "the GPU before submit(), a smaller dtype)")
-        if ctx.program.get("toolkit"):
+        if ctx.program.toolkit:
             return RANGE_FIXES[DRAIN_OUTPUTS][0]
         return ctx.advice("the output side sets the pace: the post-processing after the GPU is slower than the GPU: "
                           "more output workers (up to the idle cores), or less CPU work per output (the argmax or "

@@ -29,6 +29,7 @@ from functools import cached_property
 import pandas as pd
 
 from nsys_transfer.analysis.rules.base import Finding, Rule, fired, make_finding, severity_of
+from nsys_transfer.analysis.rules.facts import CpuLoad, HostDtoh
 from nsys_transfer.analysis.sections.sharing import slowest_kind
 
 
@@ -42,6 +43,9 @@ class GpuCompute(Rule["RankContext"]):
     throughput. With several hosts: every host is compute-bound; one host whose GPUs wait is judged by the other
     rules, as the limiting host, however busy the others are."""
     id = "gpu-compute"
+    fires_when = ("every GPU's kernels >= {rule.busy:.0%} of its window (`GpuCompute.busy`; several hosts: every host"
+                  " compute-bound), no backlog")
+    suggests = "a cheaper model per batch, or more GPUs"
     exclusive = True
     busy = 0.85  # the least busy GPU's kernel share of its window
 
@@ -61,6 +65,9 @@ class HostDtohBandwidth(Rule["RankContext"]):
     """The GPUs wait while their DtoH copies run below `slowdown` of their solo rate whenever another GPU copies: the
     host's DtoH bandwidth, which they share, saturates."""
     id = "host-dtoh-bandwidth"
+    fires_when = ("GPUs not compute-bound and copies below {rule.slowdown:g} x their solo rate while another GPU "
+                  "copies (`HostDtohBandwidth.slowdown`)")
+    suggests = "fewer bytes, staggered copies, NUMA-local buffers"
     exclusive = True
     slowdown = 0.85  # copies while others copy, against their solo rate
 
@@ -81,6 +88,9 @@ class HostCpu(Rule["RankContext"]):
     """The run record's CPUs, which the ranks share, are at least `busy` busy: while every rank's outputs are backlogged
     behind busy GPUs, or while the GPUs wait and no shared copy is slowed."""
     id = "host-cpu"
+    fires_when = ("the run record's CPUs >= {rule.busy:.0%} busy (`HostCpu.busy`) while every rank's outputs are "
+                  "backlogged behind busy GPUs, or while the GPUs wait and no shared copy is slowed")
+    suggests = "more cores, or less CPU work per output"
     exclusive = True
     busy = 0.9  # the run record's host_cpu.busy over the run
 
@@ -91,14 +101,14 @@ class HostCpu(Rule["RankContext"]):
         cpu = ctx.cpu
         if ctx.gpus_busy and ctx.backlogged:
             verdict = (f"the GPUs finished their steps with every rank's output workers {ctx.backlog_min:.1f}+ steps "
-                       f"behind, while the {cpu['cpus']} CPUs they share were {cpu['busy']:.0%} busy: the host's cores "
+                       f"behind, while the {cpu.cpus} CPUs they share were {cpu.busy:.0%} busy: the host's cores "
                        "saturate; in a longer run the buffers run out and the GPUs wait")
             return [ctx.finding(self.id, verdict, "give the job more cores, or less CPU work per output (argmax or bf16 "
                                                   "on the GPU before the copy shrinks what the workers serialise)")]
         if ctx.gpus_busy or ctx.contended:
             return []
         verdict = (f"{ctx.idlest_named} runs kernels {_share(ctx.idlest['compute_utilization'])} of the time"
-                   f"{ctx.waiting_in()}, while the {cpu['cpus']} CPUs the ranks share were {cpu['busy']:.0%} busy: the "
+                   f"{ctx.waiting_in()}, while the {cpu.cpus} CPUs the ranks share were {cpu.busy:.0%} busy: the "
                    "host's cores saturate")
         return [ctx.finding(self.id, verdict, "give the job more cores, or less CPU work per output (argmax or bf16 on "
                                               "the GPU before the copy); then the rank's own diagnosis (analyze-trace) "
@@ -109,6 +119,10 @@ class OutputBacklog(Rule["RankContext"]):
     """The GPUs are busy but every rank still drains its outputs at least `backlog_steps` step periods after its last
     step, and the CPUs are not known to be saturated: the output side is slower than the GPUs."""
     id = "output-backlog"
+    fires_when = ("every GPU's kernels >= 85% of its window and every rank still drains its outputs >= "
+                  "{rule.backlog_steps:g} step periods (`OutputBacklog.backlog_steps`) after its last step, the CPUs "
+                  "not known saturated")
+    suggests = "more output workers if cores are free, else less work per output"
     exclusive = True
     backlog_steps = 2.0  # the least backlogged rank's drain over its step period
 
@@ -127,6 +141,9 @@ class RankPipeline(Rule["RankContext"]):
     """The GPUs wait, nothing shared is slowed and the CPUs are not known to be saturated: the limit is inside each
     rank's own pipeline."""
     id = "rank-pipeline"
+    fires_when = ("GPUs wait, nothing shared is slowed, the CPUs not known saturated; \"its outputs land in pageable "
+                  "memory\" below half the DtoH bytes pinned")
+    suggests = "pin the output buffers (stage pinned), else the rank's own diagnosis"
     exclusive = True
     pinned_share = 0.5  # below this share of DtoH bytes into pinned memory, the outputs land in pageable memory
 
@@ -146,6 +163,8 @@ class RankPipeline(Rule["RankContext"]):
 class SingleGpu(Rule["RankContext"]):
     """One GPU in the trace(s): nothing is shared (info)."""
     id = "single-gpu"
+    fires_when = "one GPU in the trace(s) (info)"
+    suggests = "analyze-trace's diagnosis"
     exclusive = True
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -159,6 +178,8 @@ class SingleGpu(Rule["RankContext"]):
 class NotConcurrent(Rule["RankContext"]):
     """Separate traces whose captures do not overlap in time: what the GPUs share cannot be seen (info)."""
     id = "not-concurrent"
+    fires_when = "separate traces whose captures do not overlap in time (info)"
+    suggests = "record the ranks together"
     exclusive = True
 
     def check(self, ctx: RankContext) -> list[Finding]:
@@ -179,14 +200,14 @@ RANK_RULES: list[Rule[RankContext]] = [SingleGpu(), NotConcurrent(), HostCpu(), 
 @dataclass
 class RankContext:
     """What the multi-GPU rules read. devices: one row per GPU (analysis/rank_summary.py). contention: per host memory kind
-    (sharing.contention). host: the host-side DtoH summary. run: the workload's record (its host_cpu), if any.
+    (sharing.contention). host: the host-side DtoH figures. cpu: the workload's record's CPU load, if any.
     concurrent: whether the traces' captures overlap. The thresholds default to the rules' own. hosts: how many
     machines the GPUs ran on; with several, contention and host are the limiting host's (sections/hosts.py),
     host_name names it (None: the traces without a host name) and host_devices are its GPUs' rows."""
     devices: pd.DataFrame
     contention: pd.DataFrame
-    host: dict
-    run: dict | None = None
+    host: HostDtoh
+    cpu: CpuLoad | None = None
     concurrent: bool = True
     busy_threshold: float = GpuCompute.busy
     slowdown_threshold: float = HostDtohBandwidth.slowdown
@@ -248,7 +269,7 @@ class RankContext:
     @property
     def peak_share(self) -> float:
         """The host-side DtoH peak over the shared capacity."""
-        return self.host["peak_gbps"] / self.host["capacity_gbps"] if self.host["capacity_gbps"] else 0.0
+        return self.host.peak_gbps / self.host.capacity_gbps if self.host.capacity_gbps else 0.0
 
     @property
     def contended(self) -> bool:
@@ -273,14 +294,9 @@ class RankContext:
         return self.backlog_min >= self.backlog_steps
 
     @property
-    def cpu(self) -> dict | None:
-        """The run record's host_cpu: {cpus, busy, busy_cores}; None without one."""
-        return (self.run or {}).get("host_cpu")
-
-    @property
     def cpu_saturated(self) -> bool:
         """The CPUs the ranks share were at least HostCpu.busy busy over the run."""
-        return bool(self.cpu) and self.cpu["busy"] >= HostCpu.busy
+        return self.cpu is not None and self.cpu.busy >= HostCpu.busy
 
     @cached_property
     def idlest(self) -> pd.Series:
@@ -316,8 +332,8 @@ class RankContext:
         out = [", ".join(f"{r.gpu}: kernels {_share(r.compute_utilization)} of its steps"
                          for r in self.devices.itertuples()),
                f"host-side DtoH{self.on_host}{f' (the worst of {self.hosts} hosts):' if self.hosts > 1 else ''} peak "
-               f"{self.host['peak_gbps']:.1f} GB/s, mean {self.host['mean_gbps']:.1f} GB/s; shared "
-               f"capacity {self.host['capacity_gbps']:.1f} GB/s ({self.host['capacity_source']})"]
+               f"{self.host.peak_gbps:.1f} GB/s, mean {self.host.mean_gbps:.1f} GB/s; shared "
+               f"capacity {self.host.capacity_gbps:.1f} GB/s ({self.host.capacity_source})"]
         for r in self.contention.itertuples():
             if r.gbps_together is not None:
                 out.append(f"{r.memory} DtoH while another GPU{self.on_host} copies: {r.gbps_together:.1f} GB/s"
@@ -329,7 +345,7 @@ class RankContext:
                        f"{', '.join(f'{r.drain_ns / 1e6:,.0f} ms' for r in self.devices.itertuples())} "
                        f"(>= {self.backlog_min:.1f} step periods)")
         if self.cpu:
-            out.append(f"host CPUs {self.cpu['busy']:.0%} busy ({self.cpu['busy_cores']:.1f} of {self.cpu['cpus']}) "
+            out.append(f"host CPUs {self.cpu.busy:.0%} busy ({self.cpu.busy_cores:.1f} of {self.cpu.cpus}) "
                        "over the run")
         return out
 
@@ -344,10 +360,10 @@ def limit(ctx: RankContext) -> Finding:
 @dataclass
 class ScalingContext:
     """What the scaling rules read: N, the efficiency (N-GPU total over N x single; None when unknown) and the
-    host_cpu of the N-GPU run, if measured."""
+    CPU load of the N-GPU run, if measured."""
     gpus: int
     efficiency: float | None
-    cpu: dict | None
+    cpu: CpuLoad | None
 
     def finding(self, rule: str, evidence: str, suggestion: str, severity: str | None = None) -> Finding:
         """A scaling finding: no timeline, so impact_ns 0; impact_fraction is the throughput short of N x single."""
@@ -358,6 +374,8 @@ class ScalingContext:
 class Scales(Rule[ScalingContext]):
     """N GPUs give at least `efficiency` x N x one GPU's throughput (or the single run measured nothing) (info)."""
     id = "scales"
+    fires_when = "efficiency >= {rule.efficiency:g} (`Scales.efficiency`), or no single-GPU figure (info)"
+    suggests = "`scales (>= {rule.efficiency:g} x N x single)`"
     exclusive = True
     efficiency = 0.9
 
@@ -372,15 +390,17 @@ class Scales(Rule[ScalingContext]):
 class ScalingHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency while the N-GPU run's CPUs are at least HostCpu.busy busy: the host's cores."""
     id = "host-cpu"
+    fires_when = "the N-GPU run's CPUs >= {rule.busy:.0%} busy (`ScalingHostCpu.busy`, the same as `HostCpu.busy`)"
+    suggests = "`host CPU cores: B of C busy (P%) with N GPUs`"
     exclusive = True
     busy = HostCpu.busy
 
     def check(self, ctx: ScalingContext) -> list[Finding]:
         """This rule's finding for the scenario; empty when it does not fire."""
         cpu = ctx.cpu
-        if not (cpu and cpu["busy"] >= self.busy):
+        if not (cpu and cpu.busy >= self.busy):
             return []
-        return [ctx.finding(self.id, f"host CPU cores: {cpu['busy_cores']:.1f} of {cpu['cpus']} busy ({cpu['busy']:.0%}) "
+        return [ctx.finding(self.id, f"host CPU cores: {cpu.busy_cores:.1f} of {cpu.cpus} busy ({cpu.busy:.0%}) "
                                      f"with {ctx.gpus} GPUs",
                             "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before the "
                             "copy)")]
@@ -389,12 +409,14 @@ class ScalingHostCpu(Rule[ScalingContext]):
 class NotHostCpu(Rule[ScalingContext]):
     """Short of Scales.efficiency with CPUs to spare (or unmeasured): the cause is in the ranks, which the traces show."""
     id = "not-host-cpu"
+    fires_when = "otherwise"
+    suggests = "`not the host CPUs (P% busy): see the traces' per-GPU rows`"
     exclusive = True
 
     def check(self, ctx: ScalingContext) -> list[Finding]:
         """This rule's finding for the scenario; empty when it does not fire."""
         cpu = ctx.cpu
-        return [ctx.finding(self.id, "not the host CPUs" + (f" ({cpu['busy']:.0%} busy)" if cpu else " (no CPU reading)")
+        return [ctx.finding(self.id, "not the host CPUs" + (f" ({cpu.busy:.0%} busy)" if cpu else " (no CPU reading)")
                             + ": see the traces' per-GPU rows",
                             "profile the N-GPU run (`make profile STAGE=... GPUS=N`): analyze-trace names its limit")]
 

@@ -1,6 +1,7 @@
 """The scaling verdict of unprofiled runs (`nsys-transfer scaling`): N GPUs against N x one GPU, and what limits it."""
 from __future__ import annotations
 
+from nsys_transfer.analysis.rules.facts import CpuLoad
 from nsys_transfer.analysis.rules.ranks import ScalingContext, scaling_verdict
 
 
@@ -14,7 +15,7 @@ def scaling_row(scenario: dict) -> dict | None:
     n = total.get("world_size", 1)
     eff = total["steps_per_s"] / (n * single) if single else None
     cpu = every.get("host_cpu")
-    limit = scaling_verdict(ScalingContext(n, eff, cpu)).as_dict()
+    limit = scaling_verdict(ScalingContext(n, eff, CpuLoad.of(cpu))).as_dict()
     return {"label": scenario.get("label", ""), "stage": every.get("stage"), "gpus": n, "single_steps_per_s": single,
             "total_steps_per_s": total["steps_per_s"], "per_rank_steps_per_s": total.get("per_rank_steps_per_s"),
             "efficiency": eff, "integrity_ok": every["integrity"]["ok"] and one["integrity"]["ok"],
