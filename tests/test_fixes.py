@@ -376,7 +376,7 @@ def test_the_analysis_reads_the_latest_pace_of_a_growing_pool():
     from nsys_transfer.nsys_core.contracts import PIPELINE_PACE
     names = [PIPELINE_PACE.format(workers=3, ms_per_batch=100.0), "copy to CPU",
              PIPELINE_PACE.format(workers=8, ms_per_batch=120.0)]
-    ctx = types.SimpleNamespace(tables={"nvtx_summary": pd.DataFrame({"name": names})})
+    ctx = types.SimpleNamespace(facts=types.SimpleNamespace(nvtx_names=pd.Series(names)))  # rules/facts.Facts
     assert pace_in_trace(ctx) == (8, 120.0)
 
 
