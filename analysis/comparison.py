@@ -511,7 +511,9 @@ def with_backlog(before: Side, after: Side, speed: dict, work: tuple) -> dict:
         if drain_s > BACKLOG_ITERATIONS * span_s / (n or 1):
             out[label] = units / (span_s + drain_s)
             said.append(f"{side.label or label}'s output work ran {drain_s:,.2f} s past its loop's GPU work, a backlog "
-                        f"(more than {BACKLOG_ITERATIONS:g} iterations' time) that a longer run keeps: counted")
+                        f"(more than {BACKLOG_ITERATIONS:g} iterations' time) that a longer run keeps: counted; that "
+                        "work ran in other threads or processes, which nsys traces and slows too, by a cost this "
+                        "trace cannot measure: time the program unprofiled to know its pace")
     if said:
         out["source"] = speed["source"] + "; " + "; ".join(said)
     return out

@@ -81,7 +81,8 @@ def test_a_torch_multiprocessing_pool_slower_than_the_loop_it_relieves(tmp_path)
     torch.multiprocessing queue (the article's pattern, no marks of this library): the loop finishes in 1.7 s, the
     workers 9.4 s later. That backlog is counted in the steady state, and the end of the loop is the main thread's last
     line of its own code (the join), not the resource tracker's exit. Both figures then say what the program's own
-    clock under the profiler said, within 15%; unprofiled the fix is slower too (nsys slows the workers further)."""
+    clock under the profiler said, within 15%; unprofiled the fix is slower too, by less (nsys slows the workers, by a
+    cost the trace cannot measure: verify says so beside the backlog)."""
     doc = verified(tmp_path, "seg_numpy_post", "seg_numpy_post_mpfix")
     whole, steady = speedups(doc)
     wall, own_steady = ratios(clocks("capture"), "seg_numpy_post", "seg_numpy_post_mpfix")
@@ -90,7 +91,8 @@ def test_a_torch_multiprocessing_pool_slower_than_the_loop_it_relieves(tmp_path)
     assert max(whole, steady, unprofiled_wall, unprofiled_steady) < 1  # slower, by every clock
     line = doc["verdict"]["line"]
     assert "slower over the whole loop (in a longer run: " in line and "faster" not in line
-    assert "a backlog" in doc["metrics"][0]["source"]
+    source = doc["metrics"][0]["source"]
+    assert "a backlog" in source and "which nsys traces and slows too" in source  # why the unprofiled clock differs
     ends = {label: side["end_from"] for label, side in doc["loop"]["sides"].items()}
     assert ends == {"before": "the launching thread's last Python stack in the program's own code",
                     "after": "the launching thread's last Python stack in the program's own code"}
