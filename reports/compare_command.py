@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from nsys_transfer.analysis.cli.options import OneLineCommand, check_numbers, chosen_executor, executor_options
+from nsys_transfer.analysis.cli.options import (OneLineCommand, check_numbers, chosen_executor, executor_options,
+                                                link_gbps_option, probe_option)
 from nsys_transfer.analysis.facade import (NotComparable, Options, Trace, TraceError, analyze, analyze_runs,
                                            check_same_profiler, profiler_of, read_record, run_record_beside,
                                            toolkit_record)
@@ -39,10 +40,8 @@ REPORT_FILES = ("report.md", "report.html", "results.json", "gpus.json", "before
 @click.option("--out", "out_dir", default="out/report", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="bench JSON (`make bench`); default: bench.json in the given folders")
-@click.option("--link-gbps", default=None, type=float,
-              help="host link speed in GB/s (default: each trace's own, from its GPU and fastest copy)")
-@click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="link-probe JSON (python -m nsys_transfer.workloads.linkprobe); default: probe.json in the given folders")
+@link_gbps_option("each trace's own, from its GPU and fastest copy")
+@probe_option(" (python -m nsys_transfer.workloads.linkprobe); default: probe.json in the given folders")
 @click.option("--bundled", is_flag=True,
               help="with PATHS: also the report of the H200 traces bundled with the toolkit, in OUT/bundled/, "
                    "its results table in this report (`make report` does, unless BUNDLED=0)")

@@ -32,7 +32,7 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False, path_type=Path), help="write the tables as CSV into this folder")
 @click.option("--plots", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="write PNG charts into this folder")
 @click.option("--min-gap-ms", default=defaults.MIN_GAP_MS, show_default=True, help="smallest idle gap reported")
-@click.option("--step-regex", default=None, help="NVTX ranges that are steps (default: detected, e.g. 'Batch 7', 'step 12')")
+@options.step_regex_option(" (default: detected, e.g. 'Batch 7', 'step 12')")
 @click.option("--window", "window", default=None,
               help="analyse only START:END: trace ns, or times from the capture's start with a unit (1200ms:4500ms, "
                    "1.2s:): the session start the export records, as nsys's timeline shows it (the header says "
@@ -43,11 +43,9 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
               "(default: the steady state, past them; `setup` says what they were)")
 @click.option("--top", default=defaults.TOP, show_default=True, help="rows in the top-N lists")
 @click.option("--pipeline-depth", default=defaults.PIPELINE_DEPTH, show_default=True, help="for the short-capture rule")
-@click.option("--link-gbps", default=None, type=float,
-              help="host link speed in GB/s (default: from the trace's GPU, its PCIe generation, and its fastest copy)")
+@options.link_gbps_option("from the trace's GPU, its PCIe generation, and its fastest copy")
 @click.option("--all", "show_all", is_flag=True, help="show low-impact findings too")
-@click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="link-probe JSON of the machine (python -m nsys_transfer.workloads.linkprobe): measured shared DtoH capacity")
+@options.probe_option(" of the machine (python -m nsys_transfer.workloads.linkprobe): measured shared DtoH capacity")
 @click.option("--workload", "--run", "run_path", type=click.Path(dir_okay=False, path_type=Path),
               help="the workload's own record (python -m nsys_transfer.workloads --json; default: <trace>.workload.json beside it); not the "
               "profiling run record <trace>.run.json, which is read from beside the trace")

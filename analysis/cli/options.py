@@ -9,6 +9,7 @@ import math
 import os
 import re
 import sys
+from pathlib import Path
 
 import click
 
@@ -103,6 +104,24 @@ RULES = {
     # a negative gate would fail a change that is as fast (a demand for a speed-up is no regression gate)
     "fail_if_slower": (0.0, True, "how much slower AFTER may be, in percent"),
 }
+
+
+def step_regex_option(default_says: str):
+    """--step-regex, declared here once for analyze-trace and verify (default_says: its default, in the command's
+    words)."""
+    return click.option("--step-regex", default=None, help=f"NVTX ranges that are steps{default_says}")
+
+
+def link_gbps_option(default_says: str):
+    """--link-gbps, declared here once for analyze-trace and compare-traces (default_says: its default, in the
+    command's words)."""
+    return click.option("--link-gbps", default=None, type=float, help=f"host link speed in GB/s (default: {default_says})")
+
+
+def probe_option(says: str):
+    """--probe, declared here once for analyze-trace and compare-traces (says: what it is for there, its default)."""
+    return click.option("--probe", "probe_path", type=click.Path(dir_okay=False, path_type=Path),
+                        help=f"link-probe JSON{says}")
 
 
 def executor_options(command):

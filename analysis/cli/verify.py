@@ -63,7 +63,7 @@ def check_rule_names(fail_on_new: str | None) -> None:
 @click.command(cls=options.OneLineCommand, name="verify", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@click.option("--step-regex", default=None, help="NVTX ranges that are steps, for both traces (default: detected)")
+@options.step_regex_option(", for both traces (default: detected)")
 @click.option("--window", "window_text", default=None, help="analyse only START:END of each trace (as analyze-trace)")
 @click.option("--steps", "steps_text", default=None, help="analyse only these steps of each trace, FIRST:END")
 @click.option("--fail-if-slower", type=float, default=None, metavar="PCT",
