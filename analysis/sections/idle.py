@@ -247,13 +247,8 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     is_long = holes["duration_ns"].to_numpy() >= sh.min_gap_ns
     osrt = _touching(sh.osrt, idle, lo, hi)
     mine = osrt[osrt["global_tid"].isin(sh.threads)] if len(osrt) else osrt
-    # mapping by any thread of the launching process: a queue's feeder thread maps shared memory while the launching
-    # thread waits for it
-    # (not the DataLoader's pin-memory thread: its mapping is the input hand-off, which the input cause explains)
-    process = osrt[np.isin(pid_of(osrt["global_tid"].to_numpy()), sh.pids)] if len(osrt) else osrt
-    process = process[~process["global_tid"].isin(list(sh.loader.get("pin", ())))] if len(process) else process
     waits, wait_rows = _calls(mine, WAIT_CALLS)
-    maps, map_rows = _calls(process, MAPPING_CALLS)
+    maps, map_rows = _calls(_process_calls(sh, osrt), MAPPING_CALLS)
     comm, comm_rows = _calls(mine, COMM_CALLS)
     sleeps, _ = _calls(mine, SLEEP_CALLS)
     off, _ = _calls(mine, OFF_CPU)
@@ -272,10 +267,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
 
     # the causes a thread's calls show, in their order of precedence: each takes its calls' part of what is left
     by_calls = {COMM_WAIT.name: comm, MAPPING.name: maps, SLEEP.name: sleeps, INPUT.name: waits, **added}
-    claimed, rest = {}, judged
-    for cause in idle_causes.CAUSES:
-        if cause.name in by_calls:
-            claimed[cause.name], rest = intersect(rest, by_calls[cause.name]), subtract(rest, by_calls[cause.name])
+    claimed, rest = _claimed(judged, by_calls)
     comm_u, mapping_u, sleep_u, input_u = (claimed[c.name] for c in (COMM_WAIT, MAPPING, SLEEP, INPUT))
     drain_u, input_u = _after(input_u, sh.steps_end), _before(input_u, sh.steps_end)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
@@ -304,6 +296,24 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
             "cpu_samples": cpu_samples, "range_samples": range_samples,
             "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows),
             **{_added_key(c): total(claimed[c.name]) for c in idle_causes.added()}}
+
+
+def _process_calls(sh: _Shared, osrt: pd.DataFrame) -> pd.DataFrame:
+    """The calls of any thread of the launching process, for mapping: a queue's feeder thread maps shared memory while
+    the launching thread waits for it (not the DataLoader's pin-memory thread: its mapping is the input hand-off, which
+    the input cause explains)."""
+    process = osrt[np.isin(pid_of(osrt["global_tid"].to_numpy()), sh.pids)] if len(osrt) else osrt
+    return process[~process["global_tid"].isin(list(sh.loader.get("pin", ())))] if len(process) else process
+
+
+def _claimed(judged: Union, by_calls: dict[str, Union]) -> tuple[dict[str, Union], Union]:
+    """Each cause shown by calls takes its calls' part of what is left, in the causes' order of precedence; and what
+    none of them claimed."""
+    claimed, rest = {}, judged
+    for cause in idle_causes.CAUSES:
+        if cause.name in by_calls:
+            claimed[cause.name], rest = intersect(rest, by_calls[cause.name]), subtract(rest, by_calls[cause.name])
+    return claimed, rest
 
 
 def _added_key(cause) -> str:
