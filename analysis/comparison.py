@@ -267,7 +267,8 @@ METRICS = {
 def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
     """Each figure before and after, its change, and whether the change is for the better."""
     rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
-             "after": speed["after"], "better": "higher", "source": speed["source"]}]
+             "after": speed["after"], "better": "higher", "source": speed["source"],
+             "bounded": speed.get("bounded") or []}]
     nb, na, per = _work(before, after, speed)
     for key, (label, unit, value, better) in METRICS.items():
         rows.append({"key": key, "label": label.format(per=per), "unit": unit, "before": value(before.summary, nb),
@@ -414,6 +415,8 @@ def verdict(speed: dict, rows: list[dict], whole_loop: dict | None = None) -> di
     """One line: faster or slower by how much over the loop as the program runs it (whole_loop), with the steady
     state's figure beside it ('in a longer run'); which findings went, which came. Without a loop, the steady state's."""
     pace, change = _pace(speed["before"], speed["after"])
+    if speed.get("bounded") and change is not None and abs(change) > SAME_SPEED:
+        pace = _bound_of(pace, change, speed["bounded"])
     if whole_loop and whole_loop["change"] is not None:
         steady_pace = pace
         pace, change = _pace(whole_loop["before"], whole_loop["after"])
@@ -424,6 +427,16 @@ def verdict(speed: dict, rows: list[dict], whole_loop: dict | None = None) -> di
     if any(f["status"] == "limit reached" for f in rows):
         line += "; " + _limit_said(rows)
     return {"line": line, "change": change, "resolved": resolved, "new": new}
+
+
+def _bound_of(pace: str, change: float, bounded: list[str]) -> str:
+    """The steady state's pace where a side's rate is an upper bound (its workers' pace seen apart from its loop): an
+    after side's bound bounds the speed-up from above, a before side's from below; both: unknown which way."""
+    if len(bounded) > 1:
+        return f"about {pace}"
+    faster = change > 0
+    up = (bounded[0] == "after") == faster  # the bound is on the side that makes the change larger
+    return f"{'up to' if up else 'at least'} {pace}"
 
 
 def _limit_said(rows: list[dict]) -> str:
@@ -486,7 +499,8 @@ def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | No
     nb, na, _ = work
     rates = [_loop_rate(s, n) for s, n in ((before, nb), (after, na))]
     sides = {label: {**side.loop, "per_second": rate, "unit": speed["unit"] if n else "1/s",
-                     "warmup_ms": _warmup_ms(side), "drain_ms": _drain_ms(side)}
+                     "warmup_ms": _warmup_ms(side), "drain_ms": _drain_ms(side),
+                     "workers_wait_ms": _workers_wait_ms(side)}
              for label, side, rate, n in (("before", before, rates[0], nb), ("after", after, rates[1], na))}
     change = rates[1] / rates[0] - 1 if all(rates) else None
     out = {"before": rates[0], "after": rates[1], "change": change, "sides": sides,
@@ -495,10 +509,13 @@ def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | No
 
 
 def with_backlog(before: Side, after: Side, speed: dict, work: tuple) -> dict:
-    """The steady state's rates with each side's backlog: output work (worker processes, threads) that ran on past the
-    steady window for longer than BACKLOG_ITERATIONS of its iterations is work the loop handed on faster than it was
-    done, and grows with the run (the workers are the limit), so a longer run keeps it: counted in that side's rate,
-    and said. A shorter tail (the last output's post-processing) is set-up, left to the whole loop."""
+    """The steady state's rates with each side's output work: where worker processes were still starting (importing)
+    after the steady window began, the wait for them is a one-time set-up, left out, and the window's work over the
+    time from their start to the loop's end is their pace, counted where it is slower than the loop's (_late_workers);
+    else output work (worker processes, threads) that ran on past the steady window for longer than
+    BACKLOG_ITERATIONS of its iterations is work the loop handed on faster than it was done, and grows with the run
+    (the workers are the limit), so a longer run keeps it: counted in that side's rate, and said. A shorter tail (the
+    last output's post-processing) is set-up, left to the whole loop."""
     if speed["before"] is None or not (before.loop and after.loop):
         return speed
     out, said = dict(speed), []
@@ -508,15 +525,51 @@ def with_backlog(before: Side, after: Side, speed: dict, work: tuple) -> dict:
             continue
         units = n or ((side.summary["kernels"].get("count") or 0) if speed["unit"] == "kernels/s" else 1)
         span_s = units / rate  # the steady window the rate stands for; without a count, the window is one iteration
-        if drain_s > BACKLOG_ITERATIONS * span_s / (n or 1):
+        name = side.label or label
+        if _started_late(side):
+            out[label], line = _late_workers(side, name, units, rate)
+            out.setdefault("bounded", []).append(label)
+            said.append(line)
+        elif drain_s > BACKLOG_ITERATIONS * span_s / (n or 1):
             out[label] = units / (span_s + drain_s)
-            said.append(f"{side.label or label}'s output work ran {drain_s:,.2f} s past its loop's GPU work, a backlog "
+            said.append(f"{name}'s output work ran {drain_s:,.2f} s past its loop's GPU work, a backlog "
                         f"(more than {BACKLOG_ITERATIONS:g} iterations' time) that a longer run keeps: counted; that "
                         "work ran in other threads or processes, which nsys traces and slows too, by a cost this "
                         "trace cannot measure: time the program unprofiled to know its pace")
     if said:
         out["source"] = speed["source"] + "; " + "; ".join(said)
     return out
+
+
+def _started_late(side: Side) -> bool:
+    """Output worker processes were still starting (sections/loop.py WorkersStart) after the steady window began."""
+    ws = side.loop.get("workers_start")
+    return bool(ws) and ws["first_ready_ns"] > side.summary["window"]["start_ns"]
+
+
+def _late_workers(side: Side, name: str, units: float, rate: float) -> tuple[float, str]:
+    """A side whose output workers started after its steady window began: their pace once started (the window's work,
+    with the warm-up's where they started after the window ended, over the time they spent on it in all, shared among
+    those that worked: each one's start is its own) where it is slower than the loop's, else the loop's; and what was
+    said. The capture shows the loop and its workers apart, never sharing the CPUs and memory, so the figure is what a
+    longer run reaches at most."""
+    ws, w = side.loop["workers_start"], side.summary["window"]
+    ready = ws["first_ready_ns"]
+    warmup = ((side.summary.get("setup") or {}).get("warmup") or {}).get("count") or 0
+    done = units + (warmup if ready >= w["end_ns"] else 0)  # what was waiting for them when they started
+    each_s = max(ws["busy_ns"] / ws["working"] / 1e9, 1e-9)
+    pace = done / each_s
+    slower = pace < rate
+    line = (f"{name}'s {ws['processes']} output worker processes were still starting (importing) when its steady "
+            f"state began: the first took {(ready - ws['started_ns']) / 1e9:,.2f} s and began work "
+            f"{max(0, ready - w['start_ns']) / 1e9:,.2f} s into it, a one-time start a longer run does not repeat: "
+            f"left out; once started, {ws['working']} of them did {done:g} iterations in {each_s:,.2f} s each "
+            f"({pace:,.2f}/s), "
+            + ("slower than the loop: counted" if slower else f"no slower than the loop ({rate:,.2f}/s): the loop's "
+               "pace stands")
+            + "; the capture never shows the loop and its workers running together (sharing the CPUs and memory), so "
+              "a longer run reaches this pace at most: capture more iterations to measure it")
+    return (pace if slower else rate), line
 
 
 def _loop_rate(side: Side, n: float | None) -> float | None:
@@ -540,11 +593,33 @@ def _drain_ms(side: Side) -> float:
     return max(0, side.loop["end_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)) / 1e6
 
 
+def _workers_wait_ms(side: Side) -> float:
+    """The part of the drain spent waiting for output worker processes to start (sections/loop.py WorkersStart): from
+    the steady window's end (and close) to the first of them at work."""
+    ws, w = side.loop.get("workers_start"), side.summary["window"]
+    if not ws:
+        return 0.0
+    waited = ws["first_ready_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)
+    return min(max(0, waited) / 1e6, _drain_ms(side))
+
+
 def _why_differ(sides: dict, change: float | None, speed: dict) -> str:
     """One line: each side's set-up in ms, the part of the loop the steady state leaves out."""
     said = "; ".join(f"{label}: {s['warmup_ms']:,.0f} ms of first iterations before the steady state, "
-                     f"{s['drain_ms']:,.0f} ms of work after it (until {s['end_from']})" for label, s in sides.items())
+                     f"{s['drain_ms']:,.0f} ms of work after it (until {s['end_from']})" + _waited(s)
+                     for label, s in sides.items())
     return f"the whole loop counts each side's set-up, which the steady state leaves out: {said}"
+
+
+def _waited(side: dict) -> str:
+    """', of which N ms ...' for a side whose loop waited for its output workers to start; else ''."""
+    ws = side.get("workers_start")
+    if not ws or not side["workers_wait_ms"]:
+        return ""
+    return (f", of which {side['workers_wait_ms']:,.0f} ms waiting for its {ws['processes']} output worker processes "
+            f"to finish starting (imports: {(ws['last_ready_ns'] - ws['started_ns']) / 1e9:,.1f} s until the last "
+            "was ready), which nsys and the stack sampler lengthen by a cost this trace cannot measure: time the "
+            "program unprofiled to know it")
 
 
 def profiler_cost(sides: dict) -> dict:

@@ -7,7 +7,7 @@ The command lines (analysis/cli, nsys_transfer/cli.py) and the reports import on
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
@@ -162,7 +162,8 @@ def _loop(trace: Path, summary: dict) -> dict | None:
         return None
     return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,
             "start_from": found.start_from, "end_from": found.end_from, "gpu_end_ns": found.gpu_end_ns,
-            "cuda_calls": found.cuda_calls, "call_floor_ns": found.call_floor_ns}
+            "cuda_calls": found.cuda_calls, "call_floor_ns": found.call_floor_ns,
+            "workers_start": asdict(found.workers_start) if found.workers_start else None}
 
 
 def _recorded(trace: Path) -> dict | None:

@@ -1,9 +1,10 @@
 """verify against the programs' own clocks (issue 48, item 4): three pairs of programs nobody on the project wrote, the
-fix too (tests/programs/strangers, KEY.md), each side timed unprofiled twice, alternately, then captured as the README
-asks for verify (`--sample none --python-backtrace none`), on an H200 on 2026-12-05 (benchmarks/strangers.sh pair).
+fix too (tests/programs/strangers, KEY.md), each side timed unprofiled twice or more, alternately, then captured as the
+README asks for verify (`--sample none --python-backtrace none`), on 2026-12-05 (benchmarks/strangers.sh pair): two on
+an H200, seg_numpy_post's on an H100 (with longer runs of both sides, on the same machine: their "gpu" field).
 tests/data/held_out/RESULTS.txt holds each unprofiled run's own RESULT line, and each capture's console the profiled
-run's: wall_s (the whole loop, warm-up included, to the last output) and steady_batches_per_s (after its warm-up, to
-the last output)."""
+run's: wall_s (the whole loop, warm-up included, to the last output), steady_batches_per_s (after its warm-up, to
+the last output) and batches (the steady state's count: a longer run has more)."""
 import json
 import statistics
 
@@ -15,20 +16,31 @@ HELD_OUT = ROOT / "tests" / "data" / "held_out"
 CLOSE = 0.15  # the issue's bound: verify within 15% of the program's own clock
 
 
-def clocks(kind: str) -> dict[str, dict[str, float]]:
-    """{program: {"wall_s", "steady"}}: the median of the unprofiled runs in RESULTS.txt ("plain"), or the profiled
-    program's own clock, its RESULT line in the capture's console ("capture")."""
+def clocks(kind: str, batches: int | None = None) -> dict[str, dict[str, float]]:
+    """{program: {"wall_s", "steady"}}: the median of the unprofiled runs in RESULTS.txt ("plain"; of that many steady
+    batches where given, else of the runs as long as the capture), or the profiled program's own clock, its RESULT
+    line in the capture's console ("capture")."""
     runs: dict[str, list[dict]] = {}
     if kind == "plain":
+        captured = {p: c["batches"] for p, c in _captured().items()}
         for line in (HELD_OUT / "RESULTS.txt").read_text().splitlines():
             name, _, result = line.split(" ", 2)
-            runs.setdefault(name, []).append(json.loads(result))
+            run = json.loads(result)
+            if run["batches"] == (batches or captured.get(name)):
+                runs.setdefault(name, []).append(run)
     else:
-        for console in HELD_OUT.glob("*_nsys2024.console"):
-            result = [x for x in console.read_text().splitlines() if x.startswith("RESULT ")][-1]
-            runs[console.name.removesuffix("_nsys2024.console")] = [json.loads(result.removeprefix("RESULT "))]
+        runs = {p: [c] for p, c in _captured().items()}
     return {p: {"wall_s": statistics.median(r["wall_s"] for r in rs),
                 "steady": statistics.median(r["steady_batches_per_s"] for r in rs)} for p, rs in runs.items()}
+
+
+def _captured() -> dict[str, dict]:
+    """Each capture's own RESULT line (its console), by program."""
+    out = {}
+    for console in HELD_OUT.glob("*_nsys2024.console"):
+        result = [x for x in console.read_text().splitlines() if x.startswith("RESULT ")][-1]
+        out[console.name.removesuffix("_nsys2024.console")] = json.loads(result.removeprefix("RESULT "))
+    return out
 
 
 def verified(tmp_path, before: str, after: str) -> dict:
@@ -76,23 +88,34 @@ def test_the_profilers_cost_is_said_where_one_side_makes_far_more_calls(tmp_path
     assert steady / (1 + cost["bias"]) == pytest.approx(own_steady, rel=CLOSE)
 
 
-def test_a_torch_multiprocessing_pool_slower_than_the_loop_it_relieves(tmp_path):
+def test_a_torch_multiprocessing_pool_whose_workers_start_after_the_loop(tmp_path):
     """seg_numpy_post_mpfix hands 176 MB of logits a batch to six spawned worker processes through a
-    torch.multiprocessing queue (the article's pattern, no marks of this library): the loop finishes in 1.7 s, the
-    workers 9.4 s later. That backlog is counted in the steady state, and the end of the loop is the main thread's last
-    line of its own code (the join), not the resource tracker's exit. Both figures then say what the program's own
-    clock under the profiler said, within 15%; unprofiled the fix is slower too, by less (nsys slows the workers, by a
-    cost the trace cannot measure: verify says so beside the backlog)."""
+    torch.multiprocessing queue (the article's pattern, no marks of this library). Spawned, each worker imports torch
+    and torchvision again: about 8 s on this machine, longer than the 10 batches' loop, so the queue fills and the
+    workers do all of it at the end. That wait is set-up, not a backlog: the steady state leaves it out and takes the
+    workers' pace once started, or the loop's where that is slower. verify's 'in a longer run' is then the speed-up
+    a run of 120 batches measured unprofiled (steady state after 40), within 15%, where counting the wait as a backlog
+    said the fix was slower. The whole loop is the profiled program's own clock; unprofiled, the short run is less
+    slower (the profiler lengthens the workers' start, by a cost the trace cannot measure, which verify says)."""
     doc = verified(tmp_path, "seg_numpy_post", "seg_numpy_post_mpfix")
     whole, steady = speedups(doc)
-    wall, own_steady = ratios(clocks("capture"), "seg_numpy_post", "seg_numpy_post_mpfix")
-    unprofiled_wall, unprofiled_steady = ratios(clocks("plain"), "seg_numpy_post", "seg_numpy_post_mpfix")
-    assert whole == pytest.approx(wall, rel=CLOSE) and steady == pytest.approx(own_steady, rel=CLOSE)
-    assert max(whole, steady, unprofiled_wall, unprofiled_steady) < 1  # slower, by every clock
-    line = doc["verdict"]["line"]
-    assert "slower over the whole loop (in a longer run: " in line and "faster" not in line
+    wall, _ = ratios(clocks("capture"), "seg_numpy_post", "seg_numpy_post_mpfix")
+    short_wall, _ = ratios(clocks("plain"), "seg_numpy_post", "seg_numpy_post_mpfix")
+    _, long_steady = ratios(clocks("plain", batches=80), "seg_numpy_post", "seg_numpy_post_mpfix")
+    assert whole == pytest.approx(wall, rel=CLOSE) and steady == pytest.approx(long_steady, rel=CLOSE)
+    assert whole < short_wall < 1 < long_steady  # slower in a short run, less so unprofiled; faster in a long one
+    assert doc["verdict"]["line"].startswith(f"{100 * (1 - whole):.0f}% slower over the whole loop (in a longer run: "
+                                             f"up to {steady:.2f}x faster)")
+    after = doc["loop"]["sides"]["after"]
+    workers = after["workers_start"]
+    assert workers["processes"] == 6 and workers["working"] >= 5  # one may still be importing when the work runs out
+    assert doc["loop"]["sides"]["before"]["workers_start"] is None
+    assert workers["first_ready_ns"] > after["gpu_end_ns"] and 0 < after["workers_wait_ms"] < after["drain_ms"]
     source = doc["metrics"][0]["source"]
-    assert "a backlog" in source and "which nsys traces and slows too" in source  # why the unprofiled clock differs
+    assert "output worker processes were still starting (importing)" in source and "a backlog" not in source
+    assert doc["metrics"][0]["bounded"] == ["after"] and "reaches this pace at most" in source
+    assert "waiting for its 6 output worker processes to finish starting" in doc["loop"]["why"]
+    assert "nsys and the stack sampler lengthen" in doc["loop"]["why"]
     ends = {label: side["end_from"] for label, side in doc["loop"]["sides"].items()}
     assert ends == {"before": "the launching thread's last Python stack in the program's own code",
                     "after": "the launching thread's last Python stack in the program's own code"}

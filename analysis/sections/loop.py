@@ -12,7 +12,12 @@ thread but the launching one after the GPU's last operation, each process's cut 
 last Python stack sample still in the program's own code (its Python stacks beside the trace: the last batch's
 post-processing, the wait for the workers). Its OS calls after the GPU's end are the interpreter's exit (munmap,
 dlclose: seconds) and are left out, and so is any thread's work after that last sample (the program's clock has
-stopped: multiprocessing's resource tracker, exit handlers); threads that only poll are idle, not working."""
+stopped: multiprocessing's resource tracker, exit handlers); threads that only poll are idle, not working.
+
+Worker processes still starting when the loop began (a spawned worker imports torch and the program's modules again
+before it takes its first item: seconds) are read from the same stacks: the first sample of each that is no longer in
+Python's import machinery is when it could start working. A late start is set-up, not a backlog: verify counts the
+output work after it, not the wait for it, in the steady state."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,6 +34,7 @@ TID_BITS = 1 << 24  # nsys's globalTid: its thread part is the low 24 bits (fram
 EXIT_FLUSH = "CUDA profiling data flush on process exit"
 SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack-sampler)
 CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
+IMPORT_MACHINERY = "<frozen importlib"  # a frame of Python's import system: its process is still importing
 
 LAUNCH_OF_KERNEL = ("SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId IN "
                     "(SELECT k.correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE k.start = {t})")
@@ -44,6 +50,19 @@ CALLS_IN = 'SELECT "end" - start AS ns FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE st
 
 
 @dataclass(frozen=True)
+class WorkersStart:
+    """The worker processes still starting (importing) when the loop began (trace ns): how many, when the first of
+    them began, when the first and the last of them began the program's work, how many did, and the time they spent
+    on it in all (each one's first to last sample in the program's code, summed)."""
+    processes: int
+    started_ns: int
+    first_ready_ns: int
+    last_ready_ns: int
+    working: int
+    busy_ns: int
+
+
+@dataclass(frozen=True)
 class Loop:
     """The loop's span (trace ns), what set each end, the GPU's last operation, and the CUDA calls traced in it."""
     start_ns: int
@@ -53,6 +72,7 @@ class Loop:
     gpu_end_ns: int
     cuda_calls: int
     call_floor_ns: float | None  # the CALL_FLOOR_QUANTILE of their durations: a bound on nsys's cost per call
+    workers_start: WorkersStart | None = None  # worker processes that were still importing when the loop began
 
     @property
     def duration_ns(self) -> int:
@@ -67,12 +87,15 @@ def of(trace, summary: dict) -> Loop | None:
         return None
     start, start_from = first_iteration(trace, summary, span[0])
     window_end = summary["window"]["end_ns"] + (summary["window"].get("teardown_ns") or 0)
-    end, end_from = last_work_end(trace, span[1])
+    main = trace.one_row(LAUNCHING_THREAD)[0] if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") else None
+    stacks = _stacks_beside(trace)
+    end, end_from = last_work_end(trace, span[1], main, stacks)
     if window_end >= end:
         end, end_from = window_end, "the analysis window's end (GPU work, steps, output drain and close)"
     calls = call_durations(trace, start, end)
     floor = float(np.quantile(calls, CALL_FLOOR_QUANTILE)) if calls.size else None
-    return Loop(int(start), start_from, int(end), end_from, int(span[1]), int(calls.size), floor)
+    workers = workers_start(stacks, main, start, end) if stacks is not None and main is not None else None
+    return Loop(int(start), start_from, int(end), end_from, int(span[1]), int(calls.size), floor, workers)
 
 
 def first_iteration(trace, summary: dict, first_gpu_ns: int) -> tuple[int, str]:
@@ -99,11 +122,11 @@ def _launch_of(trace, kernel_start_ns: int) -> int:
     return int(launched) if launched is not None and launched <= kernel_start_ns else int(kernel_start_ns)
 
 
-def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
-    """The end of the last work after the GPU's last operation: the launching thread's last Python stack in the
-    program's own code, and any other thread's OS runtime calls, NVTX ranges and CPU samples, each process's cut at its
-    exit and at that last stack; the GPU's end when none worked after it."""
-    main = trace.one_row(LAUNCHING_THREAD)[0] if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") else None
+def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks) -> tuple[int, str]:
+    """The end of the last work after the GPU's last operation: the launching thread's (main, a global thread id) last
+    Python stack in the program's own code (stacks: the Python stacks beside the trace, or None), and any other
+    thread's OS runtime calls, NVTX ranges and CPU samples, each process's cut at its exit and at that last stack; the
+    GPU's end when none worked after it."""
     ends = []
     if trace.has("OSRT_API"):
         calls = trace.query(OSRT_AFTER.format(t=int(gpu_end_ns)))
@@ -116,7 +139,7 @@ def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
         ends.append(("CPU samples", trace.query(SAMPLES_AFTER.format(t=int(gpu_end_ns)))))
     exits = _process_exits(trace)
     best, said = int(gpu_end_ns), "the GPU's last operation"
-    own = _program_code_end(trace, main, gpu_end_ns)
+    own = _program_code_end(stacks, main, gpu_end_ns)
     if own is not None and own > best:
         best, said = own, "the launching thread's last Python stack in the program's own code"
     last = own if own is not None and own > gpu_end_ns else None  # no work counts once the program's own code is done
@@ -132,16 +155,61 @@ def last_work_end(trace, gpu_end_ns: int) -> tuple[int, str]:
     return best, said
 
 
-def _program_code_end(trace, main: int | None, after_ns: int) -> int | None:
+def _stacks_beside(trace):
+    """The Python stacks beside the trace, on its clock; None without them (or a damaged file: the loop is then read
+    from the trace alone)."""
+    path = python_stacks.beside(trace.source)
+    if path is None or trace.session_start_utc_ns is None:
+        return None
+    try:
+        return python_stacks.read(path, trace.session_start_utc_ns)
+    except ValueError:
+        return None
+
+
+def workers_start(stacks, main: int, loop_start_ns: int, loop_end_ns: int) -> WorkersStart | None:
+    """The processes other than the launching one (main: its global thread id) still starting when the loop began
+    (_starting) that left their start inside the loop and then ran the program's own code, or never left it: spawned
+    workers importing the program's modules again (a resource tracker runs no program code; a worker ready before the
+    loop began delays nothing). Each one's ready time is the end of its first sample in the program's own code past its
+    start (a process that never got there: its last sample's; a stack's first sample past the imports may be a
+    generator's alone, with no callers); None when no process started so late."""
+    s = stacks.samples
+    s = s[s["pid"] != pid_of(int(main))]
+    if s.empty:
+        return None
+    starting = np.array([_starting(stacks.frames, k) for k in stacks.stacks], bool)
+    own = np.array([any(stacks.frames[f].in_program for f in k) for k in stacks.stacks], bool) & ~starting
+    k = s["stack"].to_numpy()
+    s = s.assign(starting=starting[k], own=own[k])
+    by = s.groupby("pid")
+    ready = s[s["own"]].groupby("pid")["end_ns"].min().reindex(by.size().index)
+    never = ready.isna() & by["starting"].all()
+    ready = ready.fillna(by["end_ns"].max())
+    late = [pid for pid, t in ready.items() if by.get_group(pid)["starting"].any() and t > loop_start_ns
+            and (never[pid] or t < loop_end_ns)]
+    working = [pid for pid in late if not never[pid]]
+    if not working:
+        return None
+    last = s[s["own"]].groupby("pid")["end_ns"].max()
+    busy = int(sum(last[pid] - ready[pid] for pid in working))
+    return WorkersStart(len(late), int(s.loc[s["pid"].isin(late), "start_ns"].min()), int(ready[working].min()),
+                        int(ready[late].max()), len(working), busy)
+
+
+def _starting(frames, stack: tuple[int, ...]) -> bool:
+    """Whether a sample's stack is a process's start: Python's import machinery, or a module's body below the
+    outermost frame (a spawned worker runs the program's main module again; a stack cut at the sampler's depth keeps
+    the inner module bodies even where it loses the import frames)."""
+    return any(frames[f].file.startswith(IMPORT_MACHINERY) or (i and frames[f].function == "<module>")
+               for i, f in enumerate(stack))
+
+
+def _program_code_end(stacks, main: int | None, after_ns: int) -> int | None:
     """The end of the launching thread's last Python stack sample after after_ns with a frame of the program's own code
     (the last output's post-processing, the join of its workers; the interpreter's exit has none); None without the
     stacks beside the trace."""
-    path = python_stacks.beside(trace.source)
-    if main is None or path is None or trace.session_start_utc_ns is None:
-        return None
-    try:
-        stacks = python_stacks.read(path, trace.session_start_utc_ns)
-    except ValueError:
+    if main is None or stacks is None:
         return None
     s = stacks.samples
     mine = s[(s["pid"] == pid_of(int(main))) & (s["tid"] == int(main) % TID_BITS) & (s["end_ns"] > after_ns)]
