@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import linecache
 import os
+import re
 import sys
 import threading
 import time
@@ -26,6 +27,10 @@ ENV_INTERVAL_MS = "NSYS_TRANSFER_PYSTACKS_MS"
 MAX_DEPTH = 80        # deeper frames (recursion) are cut from the outer end: the inner ones name the work
 FLUSH_S = 0.2         # a process ended by os._exit() or a signal loses at most this much
 
+
+# a library's or Python's own file (analysis/load/python_stacks.py LIBRARY says the same, and more): its source line is
+# never shown, and reading it costs a spawned worker's start, whose every sample is a new module being imported
+NO_SOURCE = re.compile(r"/(site|dist)-packages/|/lib/python\d\.\d+/|^<")
 
 OS_THREAD_NAME = b"nsys-pystacks"  # what the trace's ThreadNames call this thread: the analysis leaves it out
 
@@ -44,7 +49,7 @@ class Sampler:
 
     def __init__(self, directory: str, interval_s: float, flush_s: float = FLUSH_S):
         self.directory, self.interval_s, self.flush_s = directory, interval_s, flush_s
-        self.frames: dict = {}   # (code, line) -> id
+        self.frames: dict = {}   # (id of a code object, line) -> (frame id, the code object, kept alive: no id reuse)
         self.stacks: dict = {}   # tuple of frame ids -> id
         self.lines: list[str] = []
         self.fd = -1
@@ -114,12 +119,17 @@ class Sampler:
         return sid
 
     def _frame(self, code, line) -> int:
-        fid = self.frames.get((code, line))
-        if fid is None:
-            fid = self.frames[(code, line)] = len(self.frames)
-            text = linecache.getline(code.co_filename, line or 0).strip().replace("\t", " ")
-            name = getattr(code, "co_qualname", code.co_name)
-            self.lines.append(f"F {fid} {line or 0} {name}\t{code.co_filename}\t{text}\n")
+        # by the code object's id: hashing a code object hashes its bytecode and constants, nested functions' too, and a
+        # module body's (every frame of an import) is large
+        known = self.frames.get((id(code), line))
+        if known is not None:
+            return known[0]
+        fid = len(self.frames)
+        self.frames[(id(code), line)] = (fid, code)
+        file = code.co_filename
+        text = "" if NO_SOURCE.search(file) else linecache.getline(file, line or 0).strip().replace("\t", " ")
+        name = getattr(code, "co_qualname", code.co_name)
+        self.lines.append(f"F {fid} {line or 0} {name}\t{file}\t{text}\n")
         return fid
 
     def flush(self) -> None:
