@@ -618,8 +618,8 @@ def _waited(side: dict) -> str:
         return ""
     return (f", of which {side['workers_wait_ms']:,.0f} ms waiting for its {ws['processes']} output worker processes "
             f"to finish starting (imports: {(ws['last_ready_ns'] - ws['started_ns']) / 1e9:,.1f} s until the last "
-            "was ready), which nsys and the stack sampler lengthen by a cost this trace cannot measure: time the "
-            "program unprofiled to know it")
+            "was ready), a start that varies from machine to machine and that the profiler can lengthen, by a cost "
+            "this trace cannot measure: time the program unprofiled to know it")
 
 
 def profiler_cost(sides: dict) -> dict:
