@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from nsys_transfer.analysis.load import python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
@@ -183,18 +184,17 @@ def workers_start(stacks, main: int, loop_start_ns: int, loop_end_ns: int) -> Wo
     k = s["stack"].to_numpy()
     s = s.assign(starting=starting[k], own=own[k])
     by = s.groupby("pid")
-    ready = s[s["own"]].groupby("pid")["end_ns"].min().reindex(by.size().index)
-    never = ready.isna() & by["starting"].all()
-    ready = ready.fillna(by["end_ns"].max())
-    late = [pid for pid, t in ready.items() if by.get_group(pid)["starting"].any() and t > loop_start_ns
-            and (never[pid] or t < loop_end_ns)]
-    working = [pid for pid in late if not never[pid]]
+    started, never_ready = by["starting"].any(), by["starting"].all()
+    mine = s[s["own"]].groupby("pid")["end_ns"]
+    ready, last_own = mine.min(), mine.max()
+    working = [p for p, t in ready.items() if started[p] and loop_start_ns < t < loop_end_ns]
     if not working:
         return None
-    last = s[s["own"]].groupby("pid")["end_ns"].max()
-    busy = int(sum(last[pid] - ready[pid] for pid in working))
+    still = [p for p, t in by["end_ns"].max().items() if never_ready[p] and t > loop_start_ns]  # never got to work
+    late = working + still
+    ready_all = pd.concat([ready[working], by["end_ns"].max()[still]])
     return WorkersStart(len(late), int(s.loc[s["pid"].isin(late), "start_ns"].min()), int(ready[working].min()),
-                        int(ready[late].max()), len(working), busy)
+                        int(ready_all.max()), len(working), int((last_own[working] - ready[working]).sum()))
 
 
 def _starting(frames, stack: tuple[int, ...]) -> bool:
