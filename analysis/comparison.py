@@ -510,8 +510,8 @@ def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | No
 
 def with_backlog(before: Side, after: Side, speed: dict, work: tuple) -> dict:
     """The steady state's rates with each side's output work: where worker processes were still starting (importing)
-    after the steady window began, the wait for them is a one-time set-up, left out, and the window's work over the
-    time from their start to the loop's end is their pace, counted where it is slower than the loop's (_late_workers);
+    after the steady window began, the wait for them is a one-time set-up, left out, and their pace once started (the
+    window's work over their time at it, shared among them) counts where it is slower than the loop's (_late_workers);
     else output work (worker processes, threads) that ran on past the steady window for longer than
     BACKLOG_ITERATIONS of its iterations is work the loop handed on faster than it was done, and grows with the run
     (the workers are the limit), so a longer run keeps it: counted in that side's rate, and said. A shorter tail (the
@@ -563,8 +563,8 @@ def _late_workers(side: Side, name: str, units: float, rate: float) -> tuple[flo
     line = (f"{name}'s {ws['processes']} output worker processes were still starting (importing) when its steady "
             f"state began: the first took {(ready - ws['started_ns']) / 1e9:,.2f} s and began work "
             f"{max(0, ready - w['start_ns']) / 1e9:,.2f} s into it, a one-time start a longer run does not repeat: "
-            f"left out; once started, {ws['working']} of them did {done:g} iterations in {each_s:,.2f} s each "
-            f"({pace:,.2f}/s), "
+            f"left out; once started, {ws['working']} of them did {done:g} iterations with {each_s:,.2f} s of work "
+            f"each ({pace:,.2f}/s), "
             + ("slower than the loop: counted" if slower else f"no slower than the loop ({rate:,.2f}/s): the loop's "
                "pace stands")
             + "; the capture never shows the loop and its workers running together (sharing the CPUs and memory), so "
