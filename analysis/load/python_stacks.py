@@ -11,6 +11,7 @@ import gzip
 import re
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,12 @@ class PythonStacks:
     period_ns: int
     path: Path
     cut: bool = False  # the file ends mid-way (a damaged copy): the samples after the cut are missing
+
+    @cached_property
+    def in_program(self) -> np.ndarray:
+        """For each stack (an index into stacks), whether a frame of it is the program's own code (read once)."""
+        frames = self.frames
+        return np.array([any(frames[f].in_program for f in k) for k in self.stacks], bool)
 
     def of_processes(self, pids) -> "PythonStacks":
         """The samples of these processes only (a trace's own: a stacks file beside it may be another capture's)."""

@@ -15,8 +15,8 @@ dlclose: seconds) and are left out, and so is any thread's work after that last 
 stopped: multiprocessing's resource tracker, exit handlers); threads that only poll are idle, not working.
 
 Worker processes still starting when the loop began (a spawned worker imports torch and the program's modules again
-before it takes its first item: seconds) are read from the same stacks: the first sample of each that is no longer in
-Python's import machinery is when it could start working. A late start is set-up, not a backlog: verify counts the
+before it takes its first item: seconds) are read from the same stacks: the first sample of each in the program's own
+code, past the import machinery and module bodies, is when it started working. A late start is set-up, not a backlog: verify counts the
 output work after it, not the wait for it, in the steady state."""
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def workers_start(stacks, main: int, loop_start_ns: int, loop_end_ns: int) -> Wo
     if s.empty:
         return None
     starting = np.array([_starting(stacks.frames, k) for k in stacks.stacks], bool)
-    own = np.array([any(stacks.frames[f].in_program for f in k) for k in stacks.stacks], bool) & ~starting
+    own = stacks.in_program & ~starting
     k = s["stack"].to_numpy()
     s = s.assign(starting=starting[k], own=own[k])
     by = s.groupby("pid")
@@ -190,9 +190,10 @@ def workers_start(stacks, main: int, loop_start_ns: int, loop_end_ns: int) -> Wo
     working = [p for p, t in ready.items() if started[p] and loop_start_ns < t < loop_end_ns]
     if not working:
         return None
-    still = [p for p, t in by["end_ns"].max().items() if never_ready[p] and t > loop_start_ns]  # never got to work
+    last_any = by["end_ns"].max()
+    still = [p for p, t in last_any.items() if never_ready[p] and t > loop_start_ns]  # never got to work
     late = working + still
-    ready_all = pd.concat([ready[working], by["end_ns"].max()[still]])
+    ready_all = pd.concat([ready[working], last_any[still]])
     return WorkersStart(len(late), int(s.loc[s["pid"].isin(late), "start_ns"].min()), int(ready[working].min()),
                         int(ready_all.max()), len(working), int((last_own[working] - ready[working]).sum()))
 
@@ -213,8 +214,7 @@ def _program_code_end(stacks, main: int | None, after_ns: int) -> int | None:
         return None
     s = stacks.samples
     mine = s[(s["pid"] == pid_of(int(main))) & (s["tid"] == int(main) % TID_BITS) & (s["end_ns"] > after_ns)]
-    own = [any(stacks.frames[f].in_program for f in stacks.stacks[k]) for k in mine["stack"]]
-    ends = mine["end_ns"].to_numpy()[np.asarray(own, bool)] if len(mine) else mine["end_ns"].to_numpy()
+    ends = mine["end_ns"].to_numpy()[stacks.in_program[mine["stack"].to_numpy()]]
     return int(ends.max()) if ends.size else None
 
 
