@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.load.validate import NO_API_ROWS
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.facts import ProgramEnd
@@ -484,10 +485,9 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
 
 
 # nsys's cost per traced CUDA call: the cheapest calls' duration in the trace (sections/loop.py CALL_FLOOR_QUANTILE)
-# shows only the part inside the call's own timestamps, so it is taken with NSYS_CALL_COST_NS as a floor, what nsys
-# 2024.2 cost a call on an H200 (2026-12-05, docs/benchmarks.md: a loop of 230,000 traced calls, `.item()` reads, ran
-# 1.9-3.7 us a call slower than unprofiled); a bias of the ratio below SAME_SPEED is not said
-NSYS_CALL_COST_NS = 2_000
+# shows only the part inside the call's own timestamps, so it is taken with NSYS_CALL_COST_NS (common/defaults) as a
+# floor; a bias of the ratio below SAME_SPEED is not said
+NSYS_CALL_COST_NS = defaults.NSYS_CALL_COST_NS
 def loop_speed(before: Side, after: Side, speed: dict, work: tuple) -> dict | None:
     """The loop as each program runs it (Side.loop): its throughput (the steady state's work plus its warm-up
     iterations or steps, over first iteration to the last output's end), each side's set-up beyond the steady state

@@ -56,7 +56,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     tables = {name: df for k in table_keys() for name, df in parts[k].tables.items()}
     say("diagnosing")
     info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
-    out["diagnosis"] = diagnose(Context(Facts.of(out, tables), opts.pipeline_depth, made["code_lines"], opts.min_gap_ns))
+    ctx = Context(Facts.of(out, tables), opts.pipeline_depth, made["code_lines"], opts.min_gap_ns, made["timeline"])
+    out["diagnosis"], overall = diagnose(ctx)
+    out["predicted"] = overall.as_dict()
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
@@ -65,4 +67,4 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
 
 
 # what analyze() reads of the sections' values beside their Parts
-KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines")
+KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines", "timeline")

@@ -22,7 +22,7 @@ def trace_sections(sections: tuple[str, ...]) -> tuple[str, ...]:
 
 def keys(sections: tuple[str, ...]) -> tuple[str, ...]:
     """Every top-level key of a document, in order, around the Parts' keys (sections/base.section_keys)."""
-    return ("schema", *trace_sections(sections), "diagnosis", "warnings", "ranks")
+    return ("schema", *trace_sections(sections), "diagnosis", "predicted", "warnings", "ranks")
 
 
 def one_trace(summary: dict, sections: tuple[str, ...], ranks: dict | None = None) -> dict:
@@ -52,7 +52,7 @@ def with_limit(findings: list[dict], limit: dict) -> list[dict]:
 def several_traces(ranks: dict, warnings: list[str], sections: tuple[str, ...]) -> dict:
     """Several traces' document: no one-trace sections, the comparison under `ranks`, its limit as the diagnosis."""
     doc = {"schema": SCHEMA, **dict.fromkeys(trace_sections(sections)), "diagnosis": [ranks["limit"]],
-           "warnings": warnings, "ranks": ranks}
+           "predicted": None, "warnings": warnings, "ranks": ranks}
     return _checked(doc, doc, sections)
 
 

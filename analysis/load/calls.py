@@ -11,7 +11,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.common import cuda_api
 from nsys_transfer.analysis.load import runtime_calls, sql, validate
-from nsys_transfer.analysis.load.btree import Bits, In
+from nsys_transfer.analysis.load.btree import Bits, In, Touches
 from nsys_transfer.analysis.load.frames import empty, outermost_calls, pid_of, process_keys, timed
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -21,6 +21,12 @@ IDS_PER_QUERY = 900  # launch_threads: SQLite allows 999 parameters a statement
 LAUNCH_THREAD_COLUMNS = {"correlation_id": "correlationId", "pid": Bits("globalTid"), "global_tid": "globalTid",
                          "api_start_ns": "start", "api_end_ns": '"end"'}
 API_COLUMNS = ["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name"]
+# thread_calls: what it reads of the runtime table, and the columns it gives
+THREAD_CALL_READ = {"start_ns": "start", "end_ns": '"end"', "global_tid": "globalTid", "correlation_id": "correlationId",
+                    "name_id": "nameId"}
+THREAD_CALL_COLUMNS = ["start_ns", "end_ns", "global_tid", "correlation_id", "name"]
+LEAD_NS = 100_000_000  # thread_calls reads the calls that started this long before the window too (a long sync)
+SORT_CHECK_ROWS = 64  # rows each side of a bisection bound checked to be in start order
 
 
 class CudaCalls:
@@ -200,6 +206,65 @@ class CudaCalls:
                            ignore_index=True)
         return outermost_calls(df, "api_start_ns", "api_end_ns")
 
+
+    def thread_calls(self, tids, lo: int, hi: int) -> pd.DataFrame:
+        """Every CUDA runtime and driver call of these threads overlapping [lo, hi): start_ns, end_ns, global_tid,
+        correlation_id, name; the outermost where calls nest (a runtime call's driver calls). One filtered read of the
+        table (the replay of a few steady iterations: rules/prediction.py)."""
+        t = self.trace
+        tids = tuple(sorted({int(x) for x in tids}))
+        if not tids or not t.has(RUNTIME):
+            return empty(THREAD_CALL_COLUMNS)
+        filters = (Touches(np.array([lo]), np.array([hi])), In("globalTid", tids))
+        rows = self._rowids_between(lo - LEAD_NS, hi)
+        df = (t.reader.table_columns(RUNTIME, THREAD_CALL_READ, filters) if rows is None else
+              pd.concat(list(t.reader.int_column_ranges(RUNTIME, THREAD_CALL_READ, [(*rows, filters)])),
+                        ignore_index=True))
+        df = df[(df["end_ns"] > lo) & (df["start_ns"] < hi) & (df["end_ns"] >= df["start_ns"])]
+        if df.empty:
+            return empty(THREAD_CALL_COLUMNS)
+        df = outermost_calls(df.assign(pid=pid_of(df["global_tid"].to_numpy(np.int64))), "start_ns", "end_ns")
+        ids = df.pop("name_id")
+        df["name"] = ids.map(t.strings(ids.unique())).fillna("?").to_numpy(object)
+        return df.drop(columns="pid").sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+    def _rowids_between(self, lo: int, hi: int) -> tuple[int, int] | None:
+        """(a, b]: the rowids of the runtime rows starting in [lo, hi), where the table is in start order (nsys
+        exports it so; checked at both ends), found by bisection; None where it is not, or has no rowid order."""
+        con = self.trace.connection()
+        first = con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {RUNTIME}").fetchone()
+        if first is None or first[0] is None:
+            return None
+
+        def start_at(r: int) -> int | None:
+            row = con.execute(f"SELECT start FROM {RUNTIME} WHERE rowid >= ? ORDER BY rowid LIMIT 1", (r,)).fetchone()
+            return None if row is None else int(row[0])
+
+        def first_at_or_after(t: int) -> int:
+            a, b = int(first[0]), int(first[1]) + 1  # the answer lies in [a, b]
+            while a < b:
+                m = (a + b) // 2
+                s = start_at(m)
+                if s is None or s >= t:
+                    b = m
+                else:
+                    a = m + 1
+            return a
+        a, b = first_at_or_after(lo), first_at_or_after(hi)
+        if not self._sorted_near(con, a, b):
+            return None
+        return a - 1, b - 1
+
+    @staticmethod
+    def _sorted_near(con, a: int, b: int) -> bool:
+        """Whether the rows around the two bounds are in start order (a table in start order throughout is what
+        the bisection assumes; a few rows at each end are checked)."""
+        for r in (a, b):
+            starts = [x[0] for x in con.execute(f"SELECT start FROM {RUNTIME} WHERE rowid BETWEEN ? AND ? ORDER BY "
+                                                "rowid", (r - SORT_CHECK_ROWS, r + SORT_CHECK_ROWS))]
+            if any(y < x for x, y in zip(starts, starts[1:])):
+                return False
+        return True
 
 def _synchronized_after(api: pd.DataFrame, rows: pd.DataFrame, within_ns: int = 1_000_000) -> np.ndarray:
     """True where the same thread calls a stream/device/context synchronize within `within_ns` after the copy call."""

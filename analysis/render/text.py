@@ -5,6 +5,7 @@ import textwrap
 
 from nsys_transfer.analysis.load.python_stacks import place_of
 from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from nsys_transfer.analysis.rules import prediction
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.facts import ProgramEnd
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
@@ -48,8 +49,27 @@ def finding_lines(findings: list[dict], show_all: bool = False) -> list[str]:
         L.append(f"  [{d['severity']}] {d['rule']}{cost}: {d['evidence']}")
         L += code_line(d.get("line"))
         L.append(f"      -> {d['suggestion']}")
+        if d.get("prediction"):
+            L.append(f"      {prediction_text(d['prediction'])}")
     if hidden:
         L.append(f"  ({hidden} lower-impact finding{'s' if hidden > 1 else ''} not shown; --all shows them)")
+    return L
+
+
+def prediction_text(p: dict) -> str:
+    """A finding's prediction (its JSON) as one line: what fixing it buys, or why the trace cannot say."""
+    return prediction.text(prediction.Prediction.of(p))
+
+
+def predicted_lines(predicted: dict | None) -> list[str]:
+    """What fixing every predicted finding together buys, and why the ranking by gain leads where it does."""
+    if not predicted:
+        return []
+    L = []
+    if predicted.get("all_fixed"):
+        L.append("all of them fixed: " + prediction_text(predicted["all_fixed"]).replace("fixing this: ", "", 1))
+    if predicted.get("rank_note"):
+        L.append(f"ranked by what the fixes buy: {predicted['rank_note']}")
     return L
 
 
@@ -133,8 +153,9 @@ def text_report(s: dict, show_all: bool = False) -> str:
     L += code_section_lines(s.get("code"))
     findings = own_findings(s)  # the multi-GPU limit is ranks_report's
     if any(show_all or f["severity"] in SHOWN for f in findings):
-        L.append("diagnosis (by what each costs):")
+        L.append("diagnosis (by what fixing each buys):")
     L += finding_lines(findings, show_all)
+    L += predicted_lines(s.get("predicted"))
     if g:  # what limits the program: the first thing read (after a warning that the trace is incomplete), and the last
         at = 1 + sum(1 for line in L[1:3] if line.startswith("!!"))  # after the failed-run and trust warnings
         L.insert(at, wrapped(verdict_line(s["diagnosis"], s["window"].get("source", ""),

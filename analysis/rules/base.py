@@ -10,9 +10,11 @@ import pandas as pd
 
 from nsys_transfer.analysis.common import defaults
 from nsys_transfer.analysis.common.idle_causes import IdleCause
+from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 from nsys_transfer.analysis.rules.advice import FIXES
 from nsys_transfer.analysis.rules.facts import Facts, Idle, Program
 from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
+from nsys_transfer.analysis.sections.timeline import Timeline
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 
@@ -34,11 +36,14 @@ class Finding:
     evidence: str
     suggestion: str
     line: CodeSite | None = None  # the program's line behind it (rules/code_advice.py)
+    parts: tuple["Finding", ...] = ()  # the findings of one job merged into this one (rules/code_advice.py)
+    prediction: object = None  # what its fix buys (rules/prediction.Prediction), for high and medium findings
 
     def as_dict(self) -> dict:
         """The finding as a JSON-able dict (its line as the code section writes a line)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("parts", "prediction")}
         out["line"] = self.line.as_dict() if self.line else None
+        out["prediction"] = self.prediction.as_dict() if self.prediction is not None else None
         return out
 
 
@@ -63,6 +68,7 @@ class Context:
     pipeline_depth: int = defaults.PIPELINE_DEPTH
     code: CodeLines | None = None  # the program's lines behind the idle time and copies (sections/code_lines.py)
     min_gap_ns: int = defaults.MIN_GAP_NS  # --min-gap-ms, as the analysis took it: the long gaps' floor
+    timeline: Timeline | None = None  # a few steady iterations to replay fixes on (sections/timeline.py)
 
     @property
     def copies(self) -> pd.DataFrame:
@@ -153,6 +159,11 @@ class Rule(Generic[CtxT]):
     def check(self, ctx: CtxT) -> list[Finding]:
         """This rule's findings; empty when it does not fire."""
         raise NotImplementedError
+
+    def fix(self, finding: Finding, ctx: CtxT) -> Fix | NoFigure:
+        """What the advised fix changes in the replayed timeline (analysis/replay/fixes.py), or why the trace cannot
+        say what it buys (rules/prediction.py replays it)."""
+        return NoFigure("this finding's fix is not one the replay can make")
 
 
 def fired(rules: Sequence[Rule[CtxT]], ctx: CtxT) -> Iterator[tuple[Rule[CtxT], Finding]]:

@@ -145,7 +145,7 @@ def _merged(findings: list[Finding], total_ns: int) -> list[Finding]:
         share = impact / total_ns if total_ns else 0.0
         where = f" at {f.line.place}" if f.line else ""
         merged = replace(twin, impact_ns=impact, impact_fraction=round(min(share, 1.0), 4),
-                         severity=severity_of(share),
+                         severity=severity_of(share), parts=twin.parts + (f,),
                          evidence=f"{twin.evidence}; and, for the same {f.line.role if f.line else 'work'} work{where}, "
                                   f"{f.rule} ({ms(f.impact_ns)}): {f.evidence}")
         out[out.index(twin)] = merged

@@ -8,6 +8,8 @@ from nsys_transfer.nsys_core.contracts import gbps
 
 from nsys_transfer.analysis.sections.copies import big_copies
 from nsys_transfer.analysis.sections.machine import MIN_PROBE_BYTES
+from nsys_transfer.analysis.replay import fixes, work
+from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, gb, size, left_out
 
 
@@ -42,6 +44,10 @@ class UnifiedMemory(Rule[Context]):
             "(cudaCpuDeviceId) before the CPU reads it) and advise it (cudaMemAdviseSetPreferredLocation, "
             "SetReadMostly for inputs), or use explicit cudaMemcpyAsync between device memory and pinned host "
             "buffers"))]
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """Not replayable: the page faults' cost after a prefetch is not in the trace."""
+        return NoFigure("what prefetching managed memory buys depends on page faults the trace cannot replay")
 
 
 class PageableMemcpy(Rule[Context]):
@@ -106,6 +112,13 @@ class PageableMemcpy(Rule[Context]):
         saving = dur - int(pg["overlap_ns"].sum()) if side and n_async else dur - nbytes / link
         return ctx.finding(self.id, saving, kind, ev, fix)
 
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The pageable copies of that direction from pinned memory, overlapped on a side stream at the high end."""
+        t = ctx.timeline
+        if t is None or finding.subject not in ("DtoH", "HtoD"):
+            return NoFigure("no timeline to replay")
+        return fixes.pinned(t, work.copies(t, finding.subject, "Pageable"), True, ctx.link_gbps)
+
 
 class SyncMemcpy(Rule[Context]):
     """Large DtoH copies into pinned memory that the issuing thread waited for (pageable ones block anyway and are
@@ -129,6 +142,13 @@ class SyncMemcpy(Rule[Context]):
             "fired (event.query() or a monitor thread), so the thread launches the next step meanwhile",
             "use cudaMemcpyAsync and cudaEventRecord, and wait on the event only when the data is needed", "async",
             fix="output"))]
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The pinned copies made asynchronous: the host no longer waits for them."""
+        t = ctx.timeline
+        if t is None:
+            return NoFigure("no timeline to replay")
+        return fixes.pinned(t, work.copies(t, "DtoH", "Pinned"), True, ctx.link_gbps)
 
 
 class NoCopyComputeOverlap(Rule[Context]):
@@ -159,3 +179,11 @@ class NoCopyComputeOverlap(Rule[Context]):
             "compute; keep t alive for it with t.record_stream(copy_stream)",
             "issue the copies on a second cudaStream_t, ordered after the compute by cudaStreamWaitEvent, so they "
             "overlap the next iteration's kernels", "streams", fix="output"))]
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The copies on a stream of their own, overlapping the next batch's compute."""
+        t = ctx.timeline
+        if t is None:
+            return NoFigure("no timeline to replay")
+        return fixes.pinned(t, work.copies(t, "DtoH"), True, ctx.link_gbps)
+

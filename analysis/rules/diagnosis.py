@@ -18,8 +18,11 @@ from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, GpuIdleCp
                                                   LaunchBound, MemoryMappingInGaps, generic_rules)
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
-from nsys_transfer.analysis.rules import code_advice
-from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
+from nsys_transfer.analysis.rules import code_advice, prediction
+from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Finding, Rule, fired
+from nsys_transfer.analysis.rules.prediction import Loop, Overall
+from nsys_transfer.analysis.rules.role_fixes import role_fix
+from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 
 
 # every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here; its row of the
@@ -37,13 +40,62 @@ def rules() -> list[Rule[Context]]:
     return [*RULES, *generic_rules({rule.id for rule in RULES})]
 
 
-def diagnose(ctx: Context) -> list[dict]:
-    """Every rule's findings: capture-trust notes first, then by impact, largest first. A finding that costs less than
-    NOISE_SHARE of the window is dropped: nobody fixes 0.0 ms."""
+def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
+    """Every rule's findings: capture-trust notes first, then by what their fixes buy (rules/prediction.py: the
+    replayed gain; a finding whose gain the trace cannot say by what its idle share would buy), largest first, the
+    low and info ones after by impact. A finding that costs less than NOISE_SHARE of the window is dropped: nobody
+    fixes 0.0 ms. Also what fixing them all buys, and why the order differs from the idle share's, where it does."""
     floor = NOISE_SHARE * ctx.gpu_time_ns()
     fired_ = list(fired(rules(), ctx))
     first = {id(f) for rule, f in fired_ if rule.first}
     lined = code_advice.attach([f for _, f in fired_], ctx.code, ctx.gpu_time_ns())
     found = [(id(f) in first, f) for f in lined if f.severity == "info" or id(f) in first or f.impact_ns >= floor]
     found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))
-    return [f.as_dict() for _, f in found]
+    by_share = [f for _, f in found]
+    by_id = {r.id: r for r in rules()}
+    complete = ctx.facts.integrity.verdict in (None, "complete")
+    loop = Loop(ctx.facts.warmup.count, ctx.facts.warmup.ns, ctx.facts.window_ns)
+    overall = prediction.attach(by_share, lambda f: fix_of(f, by_id, ctx), ctx.timeline, complete, loop)
+    ranked = sorted(found, key=lambda pf: (not pf[0], pf[1].severity not in prediction.PREDICTED,
+                                           pf[1].severity == "info", -_gain(pf[1]), -pf[1].impact_ns))
+    by_gain = [f for _, f in ranked]
+    note = prediction.rank_note(_costed(by_share), _costed(by_gain))
+    return [f.as_dict() for f in by_gain], Overall(overall.all_fixed, note)
+
+
+def _gain(f: Finding) -> float:
+    """What a finding's fix buys, for the ranking: its predicted gain, else what its idle share would buy."""
+    p = f.prediction
+    if p is not None and p.steady:
+        return p.gain
+    return 1 / max(1 - min(f.impact_fraction, 0.99), 0.01)
+
+
+def _costed(findings: list[Finding]) -> list[Finding]:
+    """The findings a ranking compares: costed ones, not the capture-trust notes."""
+    return [f for f in findings if f.severity in prediction.PREDICTED and f.rule not in ("failed-run",
+                                                                                        "incomplete-trace")]
+
+
+def fix_of(f: Finding, by_id: dict, ctx: Context) -> Fix | NoFigure:
+    """What a finding's advice changes in the replay: its line's role's fix where it has one (rules/role_fixes.py),
+    with the copies' fixes of the findings merged into it (one job: the output's copy and its post-processing); else
+    its rule's fix and those of the findings merged into it."""
+    def rule_fix(g: Finding) -> Fix | NoFigure:
+        rule = by_id.get(g.rule)
+        return rule.fix(g, ctx) if rule is not None else NoFigure("no rule replays it")
+    own = role_fix(f, ctx)
+    others = [g for g in (f, *f.parts) if own is None or g.rule in code_advice.COPY_RULES]
+    fixes = [own] if own is not None else []
+    seen = set()
+    for g in others:
+        if (g.rule, g.subject) not in seen:
+            seen.add((g.rule, g.subject))
+            fixes.append(rule_fix(g))
+    usable = [x for x in fixes if isinstance(x, Fix)]
+    if not usable:
+        return fixes[0]
+    out = usable[0]
+    for x in usable[1:]:
+        out = out.combine(x)
+    return out

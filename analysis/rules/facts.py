@@ -75,6 +75,13 @@ class Setup:
 
 
 @dataclass(frozen=True)
+class Warmup:
+    """The warm-up iterations or steps before the steady window (sections/setup.py): how many, and their time."""
+    count: int = 0
+    ns: int = 0
+
+
+@dataclass(frozen=True)
 class Steps:
     """The steps (sections/steps): how many (0 without steps), and the set-up before the first where it is
     reported apart (None otherwise)."""
@@ -212,6 +219,7 @@ class Facts:
     window_ns: int
     gpu: Gpu | None
     steps: Steps
+    warmup: Warmup
     idle: Idle | None
     kernels: Kernels
     copies: Copies
@@ -235,7 +243,8 @@ class Facts:
             integrity=_integrity(trace.get("integrity")), cpu_only=_cpu_only(trace.get("cpu_only")),
             link_gbps=trace.get("link", {}).get("gbps"),
             window_ns=int((summary.get("window") or {}).get("duration_ns") or 0),
-            gpu=_gpu(summary.get("gpu")), steps=_steps(summary.get("steps")), idle=_idle(summary.get("idle")),
+            gpu=_gpu(summary.get("gpu")), steps=_steps(summary.get("steps")),
+            warmup=_warmup(summary.get("setup")), idle=_idle(summary.get("idle")),
             kernels=_kernels(summary.get("kernels")), copies=_copies(summary.get("memcpy")),
             nvtx_count=nvtx.get("count") or 0,
             nvtx_ranges=tuple(NvtxRange(r["name"], r["count"]) for r in nvtx.get("ranges") or ()),
@@ -274,6 +283,11 @@ def _integrity(i: dict | None) -> Integrity:
         return Integrity()
     return Integrity(i.get("verdict"), bool((i.get("figures") or {}).get("cut")),
                      i.get("evidence", Integrity.evidence))
+
+
+def _warmup(s: dict | None) -> Warmup:
+    w = (s or {}).get("warmup") or {}
+    return Warmup(int(w.get("count") or 0), int(sum(w.get("durations_ns") or ())))
 
 
 def _steps(s: dict | None) -> Steps:

@@ -17,6 +17,9 @@ from nsys_transfer.analysis.sections.cpu_work import PROFILER
 from nsys_transfer.analysis.rules.base import (Context, Finding, Rule, calls_text, idle_by_subject, idle_figures, idle_of,
                                                ms, us)
 from nsys_transfer.analysis.rules.facts import CpuSamples, DataLoaderWorkers, KernelRow, SampledFunction
+from nsys_transfer.analysis.rules.role_fixes import graph_fix
+from nsys_transfer.analysis.replay import fixes, work
+from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 from nsys_transfer.analysis.rules.output import pipeline_waits
 
 
@@ -125,6 +128,15 @@ class InputBound(IdleRule):
                           "producers, a deeper queue) and overlap loading with GPU work (double-buffered "
                           "cudaMemcpyAsync on a second stream)")
 
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The producers keep up: the launching thread's waits for them go (half of them at the low end: twice the
+        workers halve a producer-bound wait where the cores allow)."""
+        t = ctx.timeline
+        if t is None or not t.wait_ns.any():
+            return NoFigure("the replayed iterations hold none of the launching thread's waits")
+        return fixes.remove(t.wait_ns, "the input's producers keep up: the loop's waits for them go (half of them "
+                                       "at the low end)", low_share=0.5)
+
 
 class GpuIdleCpuBound(IdleRule):
     """Long GPU idle gaps while the launching thread was busy on the CPU: inside the deepest user NVTX range (one
@@ -221,6 +233,21 @@ class GpuIdleCpuBound(IdleRule):
                           f"move the work in '{name}' off the launching thread or issue the next GPU work (async, on "
                           "a stream) before it, so the GPU has work while it runs")
 
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """That CPU work leaves the launching thread for worker processes: the work in its range, or (no range) the
+        thread's own work in the long gaps outside ranges."""
+        t = ctx.timeline
+        if t is None:
+            return NoFigure("no timeline to replay")
+        s = finding.subject
+        if s and is_operator_range(s):
+            return NoFigure(f"the work inside the op '{s}' cannot be moved off the thread as it stands")
+        ranged = bool(s) and len(t.ranges) > 0 and s in set(t.ranges["name"])
+        w = work.in_range(t, s) if ranged else work.unranged_long(t, ctx.min_gap_ns)
+        if not w.any():
+            return NoFigure("the replayed iterations hold none of that work")
+        return fixes.move_off_thread(t, w, "worker processes")
+
 
 MIN_SAMPLES = 10  # CPU samples of the launching thread in the gaps before they name its work (about 10 ms at 1 kHz)
 
@@ -290,6 +317,13 @@ class MemoryMappingInGaps(IdleRule):
             "allocate host buffers once and reuse them instead of allocating (and mapping) memory per iteration",
             "bufpool"))]
 
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """Buffers allocated once and reused: the mapping in the loop goes."""
+        t = ctx.timeline
+        if t is None or not t.mapping_ns.any():
+            return NoFigure("the replayed iterations hold none of the launching thread's memory mapping")
+        return fixes.remove(t.mapping_ns, "buffers allocated once: the loop's memory mapping goes")
+
 
 class HostSync(IdleRule):
     """The launching thread waits in a synchronising CUDA call; the GPU drains and then idles until the thread has
@@ -329,6 +363,13 @@ class HostSync(IdleRule):
             "each compute region waits for the GPU before the host launches the next: add async(n) clauses to the "
             "parallel/kernels regions and data updates, and one `!$acc wait` (or #pragma acc wait) where the host needs "
             "the results, e.g. once per time step")]
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The syncs that waited no longer wait: the values are read every N steps or after an event."""
+        t = ctx.timeline
+        if t is None or not work.waiting_syncs(t).any():
+            return NoFigure("the replayed iterations hold no sync that waited")
+        return fixes.no_wait(work.waiting_syncs(t), "the synchronising calls no longer wait for the GPU")
 
 
 class LaunchBound(IdleRule):
@@ -376,6 +417,15 @@ class LaunchBound(IdleRule):
             "the kernels are too short for the host to keep the GPU fed: launch the loop as a CUDA graph "
             "(stream capture + cudaGraphLaunch), fuse kernels, or give each kernel more work (larger batches)"))]
 
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The launches replayed as a CUDA graph (the step already in graphs: its turnaround is not replayable)."""
+        t = ctx.timeline
+        if t is None:
+            return NoFigure("no timeline to replay")
+        if finding.subject != "kernel launches":
+            return NoFigure("the step already runs as CUDA graphs; what is left is the host's turnaround")
+        return graph_fix(t, ctx.min_gap_ns)
+
 
 class HostSleep(IdleRule):
     """GPU idle while the launching thread sleeps (time.sleep, nanosleep): it waits by choice or polls, it is not
@@ -400,6 +450,13 @@ class HostSleep(IdleRule):
             "the thread waits instead of issuing GPU work: prefetch what it waits for on another thread, replace "
             "sleep-polling with an event or condition variable, and queue the next GPU work before any wait"))]
 
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The sleeps go."""
+        t = ctx.timeline
+        if t is None or not t.sleep_ns.any():
+            return NoFigure("the replayed iterations hold none of the launching thread's sleeps")
+        return fixes.remove(t.sleep_ns, "the loop no longer sleeps")
+
 
 class CommWait(IdleRule):
     """GPU idle while the launching thread waits in communication (MPI calls, ranges named after them or after
@@ -422,6 +479,10 @@ class CommWait(IdleRule):
             "overlap communication with compute: post MPI_Isend/MPI_Irecv (or start the NCCL collective on its own "
             "stream) before the next GPU work and wait after it; pass device buffers to a CUDA-aware MPI instead of "
             "staging them through host copies"))]
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """Not replayable: the wait is for other ranks."""
+        return NoFigure("it waits for other ranks, whose work this trace does not show")
 
 
 class GpuBound(Rule[Context]):
@@ -463,6 +524,11 @@ class GpuBound(Rule[Context]):
             ("the top kernel computes in FP64: where the algorithm allows, FP32/TF32 or lower precision on the tensor "
              "cores is several times faster; " if fp64 else "") + "less GPU work per result is the lever now: lower "
             "precision, tensor-core kernels (cuBLAS/cuDNN math modes), fused kernels, fewer FLOPs"))]
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """Not replayable: what faster kernels buy is not in the trace."""
+        return NoFigure("the GPU's own work sets the pace: what faster kernels (bf16, TF32, fusion) buy is not in the "
+                        "trace")
 
 
 UNNAMED = re.compile(r"^0x[0-9a-f]+$")  # a frame nsys could not symbolise: its address moves from run to run

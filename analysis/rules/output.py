@@ -10,6 +10,8 @@ from nsys_transfer.nsys_core.contracts import pipeline_pace
 
 from nsys_transfer.analysis.common.idle_causes import DRAIN, INPUT
 from nsys_transfer.analysis.rules.advice import RANGE_FIXES
+from nsys_transfer.analysis.replay import fixes
+from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
 
 PIPELINE_RANGES = (COPY_TO_CPU, QUEUE_OUTPUT, PIPELINE_DRAIN)  # fixes.OutputPipeline's own ranges
@@ -136,3 +138,15 @@ class OutputBound(Rule[Context]):
         drain = by.get(PIPELINE_DRAIN, 0)
         return back >= MEDIUM_SHARE * ctx.window_ns() or bool(gpu_ns_per_batch and
                                                                drain > TAIL_BATCHES * gpu_ns_per_batch)
+
+    def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
+        """The workers keep up (more of them, or less work each): the loop's waits for them go (half at the low
+        end)."""
+        t = ctx.timeline
+        if finding.severity == "low":
+            return NoFigure("the last outputs' tail, paid once a run")
+        if t is None or not t.wait_ns.any():
+            return NoFigure("the replayed iterations hold none of the loop's waits for the workers")
+        return fixes.remove(t.wait_ns, "the output workers keep up: the loop's waits for them go (half of them at "
+                                       "the low end)", low_share=0.5)
+

@@ -70,6 +70,22 @@ class CodeLines:
     cpu: list[CodeSite] = field(default_factory=list)
     source: str | None = None
     missing: str | None = None
+    stacks: PythonStacks | None = None  # the samples behind the lines, for the replay's work at a line (not in the JSON)
+
+    def places(self, stack: int) -> tuple[str | None, str | None, str]:
+        """A stack's (the loop's line, the innermost line of the program, role): places as `main.py:31`, None where
+        the stack holds no line of the program."""
+        info = self._sites().of(stack)
+        if info.leaf < 0:
+            return None, None, info.role
+        leaf = self.stacks.frames[info.leaf].place
+        return (info.path[0].split("  ")[0] if info.path else leaf), leaf, info.role
+
+    def _sites(self) -> "_Sites":
+        sites = self.__dict__.get("_sites_cache")
+        if sites is None:
+            sites = self.__dict__["_sites_cache"] = _Sites(self.stacks)
+        return sites
 
     def sites(self, causes, roles=None) -> list[CodeSite]:
         """The lines of these causes (idle causes or copy directions), of these roles where given, costliest first."""
@@ -347,7 +363,7 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
     in_window = gaps[(gaps["start_ns"] < window[1]) & (gaps["end_ns"] > window[0])] if len(gaps) else gaps
     sides = GapSides.of(in_window, copies)
     return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, sides, cause_of),
-                     by_copy=_copy_lines(sites, mine, window, copies), source=source)
+                     by_copy=_copy_lines(sites, mine, window, copies), source=source, stacks=stacks)
 
 
 def _stacks(trace) -> PythonStacks | CodeLines:

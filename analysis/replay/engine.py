@@ -1,0 +1,156 @@
+"""The replay: the launching thread's calls and its GPU operations run again, in order, with a fix's Edit applied,
+keeping what each waited for in the capture (sections/timeline.py):
+
+    host clock h:  h += the gap before the call (its own work less what the fix removed, plus what it added)
+    a launch:      its operations start at max(h + launch latency, the end of the one before on their stream,
+                   the end of the operation on another stream they waited for); h += the call's own time
+    a blocking call (that waited in the capture): h = max(h + its own time, the end of what it waited for) + tail
+    the end:       h after the last gap, or the GPU's last end if later; the moved work's pace as a floor
+
+Replayed without an Edit, the span takes what it took in the capture (tests/test_replay.py holds it to 0.1%).
+
+profiler_ns: nsys's own cost of each traced call, which the program's clock does not pay: taken off the host's
+time (the gaps first, then the calls' own time, never the GPU's), so that the replay runs at the program's unprofiled
+pace. drop_ns: the host work a CUDA call carries in the capture beyond its own timestamps (the dispatch to CUDA and the
+profiler's hooks, profiler_ns of it): a dropped call takes it away with it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_transfer.analysis.replay.edits import NONE, Edit
+from nsys_transfer.analysis.sections.timeline import Timeline
+
+OWN_WAIT_NS = 1_000  # a blocking call's own time before it waits (the rest of its time in the capture was the wait)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One replay: the span's length (ns), the GPU's busy time in it, the launching thread's own work (CPU work and
+    calls, not waits for the GPU), the moved work's pace (ns over the span; 0 without), and which of them sets the
+    length."""
+    duration_ns: float
+    gpu_ns: float
+    host_ns: float
+    pace_ns: float
+
+    @property
+    def limit(self) -> str:
+        """What sets the span's length: 'gpu', 'host' or 'pace' (the largest of the three)."""
+        return max((("pace", self.pace_ns), ("gpu", self.gpu_ns), ("host", self.host_ns)), key=lambda kv: kv[1])[0]
+
+
+def replay(t: Timeline, edit: Edit = NONE, profiler_ns: float = 0.0, drop_ns: float = 0.0,
+           cpu_share: float = 1.0) -> Replayed:
+    """The span replayed with the edit (module doc)."""
+    n, m = t.call_start.size, t.op_start.size
+    gaps = _gaps(t, edit, cpu_share)
+    own = (t.call_end - t.call_start).astype(float)
+    waits = (t.call_awaits >= 0) & ~(edit.no_wait if edit.no_wait is not None else np.zeros(n, bool))
+    call_own = np.where(t.call_awaits >= 0, np.minimum(own - t.call_tail, OWN_WAIT_NS) + np.where(waits, 0, t.call_tail),
+                        own)
+    if edit.free_calls is not None:
+        call_own = np.where(edit.free_calls, 0.0, call_own)
+    dropped = edit.dropped if edit.dropped is not None else np.zeros(n, bool)
+    op_ns = edit.op_ns if edit.op_ns is not None else (t.op_end - t.op_start).astype(float)
+    stream, producer = _streams(t, edit)
+    ops_of = _ops_by_call(t.op_call, n)
+    ends = [float("nan")] * m
+    stream_end: dict[int, float] = {}
+    external = [int(i) for i in np.flatnonzero(t.op_call < 0)]
+    ext_i = 0
+    lat, after, awaits, tail = t.op_latency.tolist(), t.op_after.tolist(), t.call_awaits.tolist(), t.call_tail.tolist()
+    op_start, queued = t.op_start.tolist(), t.queued_ns
+    gaps_l, call_own_l, waits_l, dropped_l, op_ns_l = gaps.tolist(), call_own.tolist(), waits.tolist(), \
+        dropped.tolist(), op_ns.tolist()
+    h, credit, host = float(t.lo), 0.0, 0.0
+    for c in range(n):
+        credit += profiler_ns + (max(drop_ns - profiler_ns, 0.0) if dropped_l[c] else 0.0)
+        step, credit = _less(gaps_l[c], credit)
+        h += step
+        host += step
+        if dropped_l[c]:
+            continue
+        while ext_i < len(external) and op_start[external[ext_i]] <= h:  # other threads' work on the same GPU
+            j = external[ext_i]
+            ends[j] = max(op_start[j], stream_end.get(stream[j], op_start[j])) + op_ns_l[j]
+            stream_end[stream[j]] = ends[j]
+            ext_i += 1
+        for j in ops_of[c]:
+            begin = max(h + max(lat[j] - 2 * profiler_ns, 0.3 * lat[j]), stream_end.get(stream[j], -1e30) + queued)
+            if producer[j] is not None:  # moved to a side stream: still after its producer on its old one
+                begin = max(begin, stream_end.get(producer[j], -1e30))
+            k = after[j]
+            if k >= 0 and ends[k] == ends[k]:  # not NaN: the operation it waited for ran in the replay
+                begin = max(begin, ends[k])
+            ends[j] = begin + op_ns_l[j]
+            stream_end[stream[j]] = ends[j]
+        step, credit = _less(call_own_l[c], credit)
+        host += step
+        a = awaits[c]
+        if waits_l[c] and a >= 0:
+            target = ends[a] if ends[a] == ends[a] else stream_end.get(stream[a], h)
+            h = max(h + step, target)
+            rest, credit = _less(tail[c], credit)
+            h += rest
+            host += rest
+        else:
+            h += step
+    last, credit = _less(gaps_l[n], credit)
+    h += last + 0.0
+    host += last
+    gpu_end = max((e for e in ends if e == e), default=h)
+    duration = max(h, gpu_end) - t.lo
+    return Replayed(max(duration, edit.pace_ns), _busy(ends, op_ns_l), host, edit.pace_ns)
+
+
+def _less(x: float, credit: float) -> tuple[float, float]:
+    """x less what it can give of the credit (at most 90% of itself: a gap keeps some of its own time)."""
+    cut = min(credit, 0.9 * x) if x > 0 else 0.0
+    return x - cut, credit - cut
+
+
+def _gaps(t: Timeline, edit: Edit, cpu_share: float = 1.0) -> np.ndarray:
+    """Each gap's time with the fix: its own work less what leaves the thread (never below none), the rest of its own
+    work at cpu_share of its captured time (the profiler's slowing of it taken out), plus what is added."""
+    g = t.gap_ns.astype(float)
+    own = t.cpu_ns.astype(float)
+    if edit.host_removed is not None:
+        g = g - np.minimum(edit.host_removed, own)
+        own = own - np.minimum(edit.host_removed, own)
+    g = g - own * (1.0 - cpu_share)
+    if edit.host_added is not None:
+        g = g + edit.host_added
+    return np.maximum(g, 0.0)
+
+
+def _streams(t: Timeline, edit: Edit) -> tuple[list[int], list[int | None]]:
+    """Each operation's stream: its own, or a side stream of its own old stream's (one per old stream: the copies of
+    one compute stream); and, for a moved one, its old stream (it still waits for its producer there)."""
+    old = t.op_stream.tolist()
+    if edit.side_stream is None or not edit.side_stream.any():
+        return old, [None] * len(old)
+    moved = edit.side_stream.tolist()
+    return ([-(s + 1_000_000) if mv else s for s, mv in zip(old, moved)],
+            [s if mv else None for s, mv in zip(old, moved)])
+
+
+def _ops_by_call(op_call: np.ndarray, n: int) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in range(n)]
+    for j, c in enumerate(op_call.tolist()):
+        if c >= 0:
+            out[c].append(j)
+    return out
+
+
+def _busy(ends: list[float], op_ns: list[float]) -> float:
+    """The GPU's busy time in the replay: the union of its operations."""
+    spans = sorted((e - d, e) for e, d in zip(ends, op_ns) if e == e)
+    busy, reach = 0.0, -1e30
+    for s, e in spans:
+        if e <= reach:
+            continue
+        busy += e - max(s, reach)
+        reach = e
+    return busy

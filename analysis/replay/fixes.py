@@ -1,0 +1,128 @@
+"""The shapes of the fixes the findings advise, as Edits of a Timeline: each with the most it can buy (`high`) and the
+least (`low`), and what the two assume, so that a prediction is a range whose ends are said.
+
+    move_off_thread   work leaves the launching thread for workers (DataLoader workers, an output pipeline, a thread
+                      pool); they set a pace of their own, slower where they share the memory bus (low)
+    pinned            copies run from pinned memory at the link's speed; overlapped on a side stream, the host no longer
+                      waits for them
+    drop              calls that are gone with their GPU work (per-element reads on the host, weights kept resident)
+    no_wait           blocking calls that no longer wait (a timing sync removed, an asynchronous copy)
+    remove            host work that is gone (a sleep, memory mapping, an accumulation's copying)
+    graph             the model's launches replayed as one CUDA graph: the launch calls cost nothing (low), and the
+                      Python between them goes too (high)
+
+The figures behind the assumptions were measured on this project's programs and are named where they are defined."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from nsys_transfer.analysis.replay.edits import Edit
+from nsys_transfer.analysis.sections.timeline import Timeline
+
+# moved CPU work in 8 worker processes kept 35-45% of one core's pace each where it streams big arrays (seg_logits_fixed
+# and seg_cpu_argmax_fixed on the H200: 4.4-5.6 batches/s from 8 workers, of work that took the loop's thread 0.52-0.74
+# s a batch; docs/benchmarks.md, issue 37): the low end assumes that share, the high end a whole core
+WORKER_SHARE_LOW = 0.35
+DEFAULT_WORKERS = 8      # the workers the advice names (DataLoader num_workers=8, OutputPipeline's default)
+SPARE_CORES = 2          # cores left to the launching thread and the rest of the program
+HANDOFF_GBPS = 2.5       # a hand-off through a queue copies the data once more into fresh shared memory (low end;
+                         # seg_numpy_post_mpfix: 176 MB a batch, 37 ms of it in posix_fallocate alone)
+PINNED_SHARE_LOW = 0.8   # a pinned copy at this share of the link at the low end (H200: 53-55 GB/s of a 63 GB/s x16)
+# a worker process's start, added to the whole loop: a forked DataLoader worker or output worker (0.2 s for 8, high)
+# up to a spawned one that imports torch again (2.5 s for 8 with transforms: ../shared/GPU.md; low)
+WORKERS_START_NS = (200_000_000, 2_500_000_000)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A fix as the replay makes it: the most (high) and least (low) it can buy as Edits, what the two assume, and
+    the set-up it adds to the whole loop (ns: at the high end, at the low end)."""
+    high: Edit
+    low: Edit
+    assumptions: tuple[str, ...] = ()
+    setup_ns: tuple[float, float] = (0.0, 0.0)
+
+    def combine(self, other: "Fix") -> "Fix":
+        """Both fixes made."""
+        return Fix(self.high.combine(other.high), self.low.combine(other.low),
+                   tuple(dict.fromkeys(self.assumptions + other.assumptions)),
+                   (max(self.setup_ns[0], other.setup_ns[0]), max(self.setup_ns[1], other.setup_ns[1])))
+
+
+@dataclass(frozen=True)
+class NoFigure:
+    """Why the trace cannot say what a fix buys (said instead of a number)."""
+    reason: str
+
+
+def workers_for(t: Timeline, asked: int = DEFAULT_WORKERS) -> int:
+    """The workers the work can have: those asked, at most the capture machine's cores less SPARE_CORES."""
+    return max(1, min(asked, (t.cores or asked + SPARE_CORES) - SPARE_CORES))
+
+
+def move_off_thread(t: Timeline, work: np.ndarray, where: str, handoff_bytes: float = 0.0,
+                    workers: int | None = None, processes: bool = True) -> Fix:
+    """The work (ns per gap) leaves the launching thread for `workers` workers: their pace bounds the loop; at the
+    low end each runs at WORKER_SHARE_LOW of a core and a hand-off copies handoff_bytes (over the span) into shared
+    memory on the launching thread."""
+    n = workers or workers_for(t)
+    total = float(work.sum())
+    handoff = np.zeros(t.gap_start.size) if total <= 0 else work / total * (handoff_bytes / HANDOFF_GBPS)
+    high = Edit(host_removed=work, pace_ns=total / n)
+    low = Edit(host_removed=work, host_added=handoff if handoff_bytes else None,
+               pace_ns=total / (n * WORKER_SHARE_LOW))
+    said = [f"the work moves to {n} {where}, each at {WORKER_SHARE_LOW:.0%} (low) to 100% (high) of one core"]
+    if handoff_bytes:
+        said.append(f"handing them the data through a queue copies it once more at {HANDOFF_GBPS:g} GB/s (low end)")
+    return Fix(high, low, tuple(said), WORKERS_START_NS if processes else (0.0, 0.0))
+
+
+def pinned(t: Timeline, ops: np.ndarray, overlap: bool, link_gbps: float | None) -> Fix | NoFigure:
+    """The copies (a bool per operation) from pinned memory at the link's speed (PINNED_SHARE_LOW of it at the low
+    end); overlap: on a side stream, the host not waiting for them (the high end; the low end keeps the wait)."""
+    if not ops.any():
+        return NoFigure("the replayed iterations hold none of these copies")
+    if not link_gbps:
+        return NoFigure("the host link's speed is unknown (pass --link-gbps)")
+    now = (t.op_end - t.op_start).astype(float)
+    at = t.op_bytes / link_gbps  # bytes / (GB/s) = ns
+    high_ns = np.where(ops, np.minimum(now, at), now)
+    low_ns = np.where(ops, np.minimum(now, at / PINNED_SHARE_LOW), now)
+    calls = np.zeros(t.call_start.size, bool)
+    c = t.op_call[ops]
+    calls[c[c >= 0]] = True
+    high = Edit(op_ns=high_ns, side_stream=ops if overlap else None, no_wait=calls if overlap else None)
+    low = Edit(op_ns=low_ns)
+    said = [f"pinned copies at {PINNED_SHARE_LOW:.0%} (low) to 100% (high) of the {link_gbps:.0f} GB/s link"]
+    if overlap:
+        said.append("at the high end on a side stream, the host not waiting for them; at the low end still waited for")
+    return Fix(high, low, tuple(said))
+
+
+def drop(calls: np.ndarray, said: str) -> Fix:
+    """Calls that are gone with their GPU work, at both ends."""
+    e = Edit(dropped=calls)
+    return Fix(e, e, (said,))
+
+
+def no_wait(calls: np.ndarray, said: str) -> Fix:
+    """Blocking calls that no longer wait, at both ends."""
+    e = Edit(no_wait=calls)
+    return Fix(e, e, (said,))
+
+
+def remove(work: np.ndarray, said: str = "", low_share: float = 1.0) -> Fix:
+    """Host work (ns per gap) that is gone: all of it at the high end, low_share of it at the low end."""
+    return Fix(Edit(host_removed=work), Edit(host_removed=work * low_share), (said,) if said else ())
+
+
+def graph(t: Timeline, launches: np.ndarray, between: np.ndarray) -> Fix:
+    """The launch calls (a bool per call) replayed as one CUDA graph: they cost the host nothing (both ends), and at
+    the high end the host work between them (ns per gap) goes too."""
+    low = Edit(free_calls=launches)
+    high = replace(low, host_removed=between)
+    return Fix(high, low, ("the model's launches replayed as one CUDA graph: its launch calls cost nothing; at the "
+                           "high end the Python between them goes too",))
+

@@ -1,0 +1,252 @@
+"""What each fix will buy, said before it is made: every high and medium finding's fix replayed on the trace's own
+timeline (analysis/replay), as a speed-up range of the steady state and of the whole loop, with the limit that binds
+next, what the figures assume, and the findings that share the gain. Then the findings ranked by what their fixes buy.
+
+    finding --(rule.fix / the line's role: rules/role_fixes.py)--> Fix (the most and least it buys, as Edits)
+    replay(timeline, edit) for each end, with and without nsys's own cost taken out   -> the range
+    the GPU's own work (its kernels) over the same span                               -> the ceiling, never exceeded
+
+The range's two ends: the fix's high and low Edits, each replayed as captured and at the program's unprofiled pace
+(nsys's cost of each CUDA call, PROFILER_CALL_NS, and CPU_SHARE_UNPROFILED of the thread's own work taken out: what the
+program's own clock does not pay). A prediction the trace cannot support says why instead (NoFigure)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from nsys_transfer.analysis.common import defaults
+from nsys_transfer.analysis.replay.edits import NONE, Edit
+from nsys_transfer.analysis.replay.engine import Replayed, replay
+from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
+from nsys_transfer.analysis.sections.timeline import Timeline
+
+PREDICTED = ("high", "medium")  # the severities that get a prediction
+# nsys's cost of each traced CUDA call, and the share of the thread's own work left unprofiled: per_sample_metrics (a
+# loop of 3,800 CUDA calls an iteration) ran at 44.3 ms an iteration captured and 29.3-31.6 ms unprofiled, its fix at
+# 15.6 and 12.7-13.6 (H200/H100, docs/benchmarks.md): 2 us a call and 90% of the CPU work fit both
+PROFILER_CALL_NS = defaults.NSYS_CALL_COST_NS
+CPU_SHARE_UNPROFILED = 0.9
+# the host work a CUDA call carries beyond its own timestamps in a capture (torch's dispatch to CUDA and nsys's
+# hooks), which goes with a call a fix removes: the same pair's per-element reads, 2.7 us a call
+CALL_HOST_NS = 2_700
+GPU_SHARE_LOW = 0.9  # a loop the GPU sets the pace of keeps it this busy at the low end (launch gaps between kernels)
+MIN_ITERATIONS = 2.0  # fewer steady iterations than this replayed: too few to say what a fix buys
+SHARED = 1.25  # two findings share their gain where their gains added exceed their joint gain this much
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What fixing a finding buys: speed-up ranges (low, high) of the steady state and of the whole loop (warm-up
+    iterations included; None where the trace does not show them), what binds next and how far the GPU's own work
+    (its kernels) then is (x: the further speed-up it leaves), what the figures assume, the findings whose fixes share
+    this one's gain; or, instead of figures, why the trace cannot say (why_not)."""
+    steady: tuple[float, float] | None = None
+    whole: tuple[float, float] | None = None
+    next_limit: str | None = None
+    ceiling_x: float | None = None
+    assumptions: tuple[str, ...] = ()
+    shares_with: tuple[str, ...] = ()
+    why_not: str | None = None
+
+    @property
+    def gain(self) -> float:
+        """The midpoint of the steady range (geometric), what the ranking reads; 1 without figures."""
+        return (self.steady[0] * self.steady[1]) ** 0.5 if self.steady else 1.0
+
+    def as_dict(self) -> dict:
+        """The prediction as JSON (rounded: the text prints from these values, Prediction.of)."""
+        r = lambda v: None if v is None else [round(v[0], 2), round(v[1], 2)]  # noqa: E731
+        return {"steady_x": r(self.steady), "whole_x": r(self.whole), "next_limit": self.next_limit,
+                "ceiling_x": None if self.ceiling_x is None else round(self.ceiling_x, 2),
+                "assumptions": list(self.assumptions), "shares_with": list(self.shares_with), "why_not": self.why_not}
+
+    @classmethod
+    def of(cls, d: dict) -> "Prediction":
+        """A prediction from its JSON (as_dict)."""
+        pair = lambda v: None if v is None else (float(v[0]), float(v[1]))  # noqa: E731
+        return cls(pair(d.get("steady_x")), pair(d.get("whole_x")), d.get("next_limit"), d.get("ceiling_x"),
+                   tuple(d.get("assumptions") or ()), tuple(d.get("shares_with") or ()), d.get("why_not"))
+
+
+def x_range(r: tuple[float, float]) -> str:
+    """A speed-up range as text: 1.3-1.5x, or 1.4x where its ends round alike."""
+    lo, hi = (f"{v:.2g}" if v < 10 else f"{v:.0f}" for v in r)
+    return f"{lo}x" if lo == hi else f"{lo}-{hi}x"
+
+
+def text(p: Prediction) -> str:
+    """The prediction as the text prints it under its finding."""
+    if p.why_not:
+        return f"what fixing this buys: not said ({p.why_not})"
+    parts = [f"{x_range(p.whole)} over the whole loop"] if p.whole else []
+    parts.append(f"{x_range(p.steady)} in the steady state")
+    nxt = f"next limit: {p.next_limit}"
+    if p.ceiling_x and p.ceiling_x > 1.05:
+        nxt += f"; the GPU's own work is {p.ceiling_x:.1f}x away"
+    shared = f"; shares its gain with {', '.join(p.shares_with)}" if p.shares_with else ""
+    return f"fixing this: {', '.join(parts)} ({nxt}){shared}"
+
+
+@dataclass(frozen=True)
+class Loop:
+    """What the whole loop holds besides the steady window: its warm-up iterations (count, ns), from the set-up
+    section; the window's own length (ns)."""
+    warmup_count: int
+    warmup_ns: int
+    window_ns: int
+
+
+def why_not(t: Timeline | None, complete: bool) -> str | None:
+    """Why no finding of this trace can get figures (None: they can)."""
+    if t is None:
+        return "the trace holds no CUDA calls of a launching thread in the steady window to replay"
+    if not complete:
+        return "the capture lost events, so its timeline cannot be replayed as it ran"
+    if t.iterations < MIN_ITERATIONS:
+        return f"only {t.iterations:.1f} steady iterations to replay; capture more steps"
+    return None
+
+
+class Predictor:
+    """The replays of one trace: its baseline at each profiler assumption, once, and each fix against it."""
+
+    def __init__(self, t: Timeline, loop: Loop):
+        self.t, self.loop = t, loop
+        self.base = {prof: replay(t, NONE, *self._costs(prof)) for prof in (False, True)}
+        self.kernels_ns = float(((t.op_end - t.op_start) * (t.op_kind == "kernel")).sum())
+
+    @staticmethod
+    def _costs(unprofiled: bool) -> tuple[float, float, float]:
+        """(profiler_ns, drop_ns, cpu_share) of the replay: as captured, or at the unprofiled pace."""
+        return (PROFILER_CALL_NS, CALL_HOST_NS, CPU_SHARE_UNPROFILED) if unprofiled else (0.0, CALL_HOST_NS, 1.0)
+
+    def _run(self, edit: Edit, unprofiled: bool, low: bool) -> Replayed:
+        prof, drop, share = self._costs(unprofiled)
+        r = replay(self.t, edit, prof, drop, share)
+        if low and r.limit == "gpu":
+            return replace(r, duration_ns=max(r.duration_ns, r.gpu_ns / GPU_SHARE_LOW))
+        return r
+
+    def predict(self, fix: Fix | NoFigure) -> Prediction:
+        """The prediction of one fix."""
+        if isinstance(fix, NoFigure):
+            return Prediction(why_not=fix.reason)
+        runs = {(u, low): self._run(fix.low if low else fix.high, u, low) for u in (False, True) for low in (False, True)}
+        ceiling = self.ceiling_x()
+        steady = sorted(min(self.base[u].duration_ns / r.duration_ns, ceiling) for (u, _), r in runs.items())
+        whole = self._whole(fix, runs)
+        best = runs[(True, False)]
+        return Prediction((steady[0], steady[-1]), whole, self._limit(best), self._left(best), fix.assumptions)
+
+    def ceiling_x(self) -> float:
+        """The speed-up at which the span takes only its kernels' time: no prediction goes past it."""
+        return max(self.base[False].duration_ns / self.kernels_ns, 1.0) if self.kernels_ns else float("inf")
+
+    def _left(self, r: Replayed) -> float | None:
+        """How much faster the fixed loop would be with only its kernels left (None: no kernels replayed)."""
+        return r.duration_ns / self.kernels_ns if self.kernels_ns else None
+
+    def _whole(self, fix: Fix, runs: dict) -> tuple[float, float] | None:
+        """The whole loop's range: each iteration of the steady window saves what the replay saved an iteration; the
+        warm-up iterations too at the high end, not at the low; plus the set-up the fix adds (its workers' start)."""
+        lp, t = self.loop, self.t
+        if not lp.window_ns:
+            return None
+        captured = self.base[False].duration_ns
+        out = []
+        for (u, low), r in runs.items():
+            scale = self.base[u].duration_ns / captured if captured else 1.0
+            before = (lp.warmup_ns + lp.window_ns) * scale
+            saved = (self.base[u].duration_ns - r.duration_ns) / t.iterations
+            gaining = t.window_iterations + (0 if low else lp.warmup_count)
+            after = before - saved * gaining + fix.setup_ns[1 if low else 0]
+            out.append(before / max(after, 1.0))
+        return (min(out), max(out))
+
+    def _limit(self, r: Replayed) -> str:
+        """What binds the fixed loop, in words."""
+        if r.limit == "pace":
+            return "the pace of the workers the work moved to"
+        if r.limit == "gpu":
+            return "the GPU's own work"
+        return "the launching thread's remaining work"
+
+    def shared(self, a: Fix, b: Fix) -> bool:
+        """Whether two fixes share their gain: the time each saves alone, added, exceeds what both save together by
+        SHARED."""
+        base = self.base[False].duration_ns
+        alone = [base - self._run(f.high, False, False).duration_ns for f in (a, b)]
+        both = base - self._run(a.combine(b).high, False, False).duration_ns
+        return both > 0 and sum(alone) > SHARED * both
+
+
+def rank_note(by_share: list, by_gain: list) -> str | None:
+    """One line where the ranking by what the fixes buy leads with another finding than the idle share does."""
+    if not by_share or not by_gain or by_share[0] is by_gain[0]:
+        return None
+    first, was = by_gain[0], by_share[0]
+    p, q = first.prediction, was.prediction
+    if p is None or not p.steady:
+        return None
+    theirs = (f"its own {x_range(q.steady)} ({q.next_limit} binds right after it)" if q is not None and q.steady
+              else f"a gain the trace cannot say ({q.why_not})" if q is not None and q.why_not else "less")
+    return (f"{name_of(first)} leads: fixing it buys {x_range(p.steady)} in the steady state, though "
+            f"{name_of(was)} holds more of the idle time ({was.impact_fraction:.0%}) and its fix buys {theirs}")
+
+
+
+
+
+
+@dataclass(frozen=True)
+class Overall:
+    """What fixing every predicted finding buys together, and the line that says why the ranking by gain leads with
+    another finding than the idle share does (None where they agree)."""
+    all_fixed: Prediction | None
+    rank_note: str | None
+
+    def as_dict(self) -> dict:
+        """As JSON."""
+        return {"all_fixed": self.all_fixed.as_dict() if self.all_fixed else None, "rank_note": self.rank_note}
+
+
+def name_of(f) -> str:
+    """A finding as the predictions name it: its rule and subject."""
+    return f"{f.rule} ({f.subject})" if f.subject else f.rule
+
+
+def attach(findings: list, fix_of, t: Timeline | None, complete: bool, loop: Loop) -> Overall:
+    """Each high and medium finding's prediction (set on it), the findings that share their gains, and what fixing
+    all of them buys; fix_of(finding) -> its Fix or NoFigure."""
+    targets = [f for f in findings if f.severity in PREDICTED]
+    reason = why_not(t, complete)
+    if reason or not targets:
+        for f in targets:
+            f.prediction = Prediction(why_not=reason)
+        return Overall(None, None)
+    predictor = Predictor(t, loop)
+    made = {id(f): fix_of(f) for f in targets}
+    for f in targets:
+        f.prediction = predictor.predict(made[id(f)])
+    _mark_shared(targets, made, predictor)
+    usable = [made[id(f)] for f in targets if isinstance(made[id(f)], Fix)]
+    together = None
+    if len(usable) > 1:
+        combined = usable[0]
+        for fx in usable[1:]:
+            combined = combined.combine(fx)
+        together = predictor.predict(combined)
+    return Overall(together, None)
+
+
+def _mark_shared(targets: list, made: dict, predictor: Predictor) -> None:
+    """Each prediction's shares_with: the other findings whose fixes share its gain (the top few findings only: each
+    pair costs two replays)."""
+    top = [f for f in targets if isinstance(made[id(f)], Fix)][:SHARE_PAIRS]
+    for i, a in enumerate(top):
+        for b in top[i + 1:]:
+            if predictor.shared(made[id(a)], made[id(b)]):
+                a.prediction = replace(a.prediction, shares_with=a.prediction.shares_with + (name_of(b),))
+                b.prediction = replace(b.prediction, shares_with=b.prediction.shares_with + (name_of(a),))
+
+
+SHARE_PAIRS = 4  # findings whose pairs are checked for a shared gain

@@ -1,0 +1,380 @@
+"""The launching thread and its GPU over a few steady iterations, as a replay needs them (analysis/replay): every CUDA
+call of the thread in order, the host time before each call (split into waits, memory mapping, sleep and CPU work),
+the GPU operations each call issued, and what each operation and each blocking call waited for in the capture.
+
+    host   [gap 0][call 0][gap 1][call 1 (sync)....][gap 2][call 2] ... [tail]
+    GPU            (op 0: launched by call 0, starts L later)   op 1 ends -> call 1 returns `tail` later
+
+What each waited for is read from the capture itself, so that no stream or event bookkeeping is guessed:
+- an operation starts at the latest of its launch plus its launch latency, the end of the operation before it on its
+  stream, and (where it started later than both) the end of an operation on another stream that ended just before it
+  started (an event wait, a copy that waits for its producer);
+- a blocking call (a synchronize, a copy into pageable memory, a free) waited for the operation that ended last while
+  it was in the call; it returns `tail` after that operation's end.
+
+The span replayed is the steady window's start and as many whole iterations as hold MAX_CALLS calls (at least
+MIN_ITERATIONS): the steady state repeats, so a few iterations say what all of them do, at a cost that does not grow
+with the capture."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.analysis.common import cuda_api
+from nsys_transfer.analysis.common.intervals import Coverage, union
+from nsys_transfer.analysis.load.btree import In, Touches
+from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.sections import program
+from nsys_transfer.analysis.sections.base import declare
+from nsys_transfer.analysis.sections.code_lines import CodeLines
+from nsys_transfer.analysis.sections.idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
+
+MAX_CALLS = 12_000       # calls replayed at most (whole iterations up to this many)
+MIN_ITERATIONS = 3       # iterations replayed at least, where the window holds them
+QUEUED_NS = 4_000        # an operation that starts this soon after the one before it on its stream was queued
+LATE_NS = 5_000          # one that starts this much later than its launch and its stream allow waited for another
+LONG_LATENCY = 20        # a launch latency read from the capture is kept to at most this many times the median
+BLOCKING = re.compile(r"^cu(da)?(Stream|Device|Event|Ctx|Thread)Synchronize|^cu(da)?Memcpy|^cu(da)?Memset(?!.*Async)|"
+                      r"^cu(da)?(Free|MemFree|FreeHost|HostUnregister|HostRegister|Malloc|HostAlloc)")
+CALL_KINDS = ("other", "launch", "copy", "memset", "sync", "graph")
+QUEUE_NS = 1_000_000_000  # operations are read this far past the span too: the span's calls queue work that runs later
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The replayed span [lo, hi) (trace ns) and what happened in it. Calls (n, in order) and the host time before
+    each and after the last (n + 1: gaps); GPU operations (m) with the call that issued each (-1: another thread's);
+    what the capture shows each waited for. Times in ns. samples: the launching thread's Python stack samples in the
+    span (start_ns, end_ns, stack) with code: the stacks they index (None without); ranges: the thread's user NVTX
+    ranges in the span (name, start_ns, end_ns)."""
+    lo: int
+    hi: int
+    iterations: float
+    window_iterations: float
+    call_start: np.ndarray
+    call_end: np.ndarray
+    call_kind: np.ndarray
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    wait_ns: np.ndarray
+    mapping_ns: np.ndarray
+    sleep_ns: np.ndarray
+    op_start: np.ndarray
+    op_end: np.ndarray
+    op_stream: np.ndarray
+    op_kind: np.ndarray
+    op_bytes: np.ndarray
+    op_copy: np.ndarray
+    op_host_memory: np.ndarray
+    op_call: np.ndarray
+    op_latency: np.ndarray
+    op_after: np.ndarray
+    call_awaits: np.ndarray
+    call_tail: np.ndarray
+    queued_ns: float
+    samples: pd.DataFrame | None
+    code: CodeLines | None
+    ranges: pd.DataFrame
+    cores: int | None
+    link_gbps: float | None
+
+    @property
+    def gap_ns(self) -> np.ndarray:
+        """The host time before each call, and after the last."""
+        return self.gap_end - self.gap_start
+
+    @property
+    def cpu_ns(self) -> np.ndarray:
+        """The part of each gap the thread spent neither waiting, mapping memory nor asleep: its own work."""
+        return np.maximum(self.gap_ns - self.wait_ns - self.mapping_ns - self.sleep_ns, 0)
+
+    @property
+    def duration_ns(self) -> int:
+        """The span's length."""
+        return self.hi - self.lo
+
+    def cpu_within(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Of each gap's own work, the part inside these intervals (any order, may overlap)."""
+        u = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        if u[0].size == 0:
+            return np.zeros(self.gap_start.size, np.int64)
+        return np.minimum(Coverage(*u).within(self.gap_start, self.gap_end), self.cpu_ns)
+
+    def calls_within(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Whether each call starts inside these intervals."""
+        u = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        if u[0].size == 0:
+            return np.zeros(self.call_start.size, bool)
+        return Coverage(*u).at(self.call_start) > Coverage(*u).at(self.call_start - 1)
+
+
+def call_kinds(names: pd.Series) -> np.ndarray:
+    """Each call's kind (CALL_KINDS): a kernel launch, a copy, a memset, a synchronize, a graph launch, other."""
+    def kind(name: str) -> str:
+        base = cuda_api.VERSION_SUFFIX.sub("", name)
+        if cuda_api.SYNC.match(name):
+            return "sync"
+        for k, prefixes in (("launch", cuda_api.KERNEL_LAUNCH), ("graph", cuda_api.GRAPH_LAUNCH),
+                            ("copy", cuda_api.COPY), ("memset", cuda_api.MEMSET)):
+            if base.startswith(prefixes):
+                return k
+        return "other"
+    return program.per_name(names, kind).to_numpy(object)
+
+
+def blocking_calls(names: pd.Series) -> np.ndarray:
+    """Whether each call can block the host until the GPU catches up (BLOCKING): which of them did is read from the
+    capture (infer_waits)."""
+    return program.per_name(names, lambda n: bool(BLOCKING.match(n))).to_numpy(bool)
+
+
+def infer_waits(t: dict) -> dict:
+    """What each operation and each blocking call waited for, from the capture's own times (the module doc)."""
+    starts, ends, stream, call = t["op_start"], t["op_end"], t["op_stream"], t["op_call"]
+    cs, ce = t["call_start"], t["call_end"]
+    m = starts.size
+    prev_end = np.full(m, np.iinfo(np.int64).min // 2, np.int64)
+    order = np.lexsort((starts, stream))
+    same = np.r_[False, stream[order][1:] == stream[order][:-1]]
+    prev_end[order[same]] = ends[order][np.flatnonzero(same) - 1]
+    own = call >= 0
+    launched = np.where(own, cs[np.clip(call, 0, None)], starts)
+    free = own & (starts - prev_end > QUEUED_NS)
+    after_prev = starts - prev_end
+    queued = after_prev[(after_prev >= 0) & (after_prev <= QUEUED_NS)]
+    queued_ns = float(np.median(queued)) if queued.size else 1_000.0
+    latency = (starts - launched).astype(float)
+    typical = float(np.median(latency[free])) if free.any() else 5_000.0
+    latency = np.where(free, np.clip(latency, 0, LONG_LATENCY * max(typical, 1.0)), typical)
+    after = _waited_for_other_stream(starts, ends, stream, own, np.maximum(prev_end + queued_ns, launched + latency))
+    awaits, tail = _blocking_waits(t["blocking"], cs, ce, starts, ends)
+    return {"op_latency": latency, "op_after": after, "call_awaits": awaits, "call_tail": tail, "queued_ns": queued_ns}
+
+
+def _waited_for_other_stream(starts, ends, stream, own, allowed) -> np.ndarray:
+    """For each operation that started LATE_NS after its launch and its stream allowed: the operation on another
+    stream that ended last at most LATE_NS before it started (-1: none)."""
+    after = np.full(starts.size, -1, np.int64)
+    late = np.flatnonzero(own & (starts - allowed > LATE_NS))
+    if late.size == 0:
+        return after
+    by_end = np.argsort(ends, kind="stable")
+    sorted_end = ends[by_end]
+    for i in late:
+        j = int(np.searchsorted(sorted_end, starts[i], side="right")) - 1
+        while j >= 0 and sorted_end[j] >= starts[i] - LATE_NS:
+            k = by_end[j]
+            if stream[k] != stream[i]:
+                after[i] = k
+                break
+            j -= 1
+    return after
+
+
+def _blocking_waits(blocking, cs, ce, starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """For each blocking call, the operation it waited for (the one that ended last inside the call, started before
+    the call returned; -1: it waited for none) and the time from that operation's end to the call's return."""
+    awaits = np.full(cs.size, -1, np.int64)
+    tail = np.zeros(cs.size, np.int64)
+    if not blocking.any() or starts.size == 0:
+        return awaits, tail
+    by_end = np.argsort(ends, kind="stable")
+    sorted_end = ends[by_end]
+    for c in np.flatnonzero(blocking):
+        j = int(np.searchsorted(sorted_end, ce[c], side="right")) - 1
+        while j >= 0 and sorted_end[j] > cs[c]:
+            k = by_end[j]
+            if starts[k] < ce[c]:
+                awaits[c], tail[c] = k, ce[c] - ends[k]
+                break
+            j -= 1
+    return awaits, tail
+
+
+def _span(window: tuple[int, int], step_rows: pd.DataFrame, calls: pd.DataFrame) -> tuple[int, float | None, float | None]:
+    """(hi, steps in [lo, hi), steps in the window): the replayed span's end at a step's start, holding at least
+    MIN_ITERATIONS steps and at most MAX_CALLS calls where the steps allow; without steps, after the first MAX_CALLS
+    calls, and no counts (the caller counts the kernel stream's iterations)."""
+    lo, hi = window
+    steps = step_rows[(step_rows["start_ns"] >= lo) & (step_rows["start_ns"] < hi)] if len(step_rows) else step_rows
+    if len(steps) >= 2:
+        st = np.sort(steps["start_ns"].to_numpy(np.int64))
+        per_call = np.searchsorted(st, calls["start_ns"].to_numpy(np.int64), side="right")  # the step each call is in
+        fits = [k for k in range(MIN_ITERATIONS, st.size) if int((per_call <= k).sum()) <= MAX_CALLS]
+        k = fits[-1] if fits else min(MIN_ITERATIONS, st.size - 1)
+        return int(st[k]), float(k), float(st.size)
+    if len(calls) <= MAX_CALLS:
+        return hi, None, None
+    return int(calls["start_ns"].iloc[MAX_CALLS]), None, None
+
+
+def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nvtx_rows: pd.DataFrame,
+         period: int | None, code: CodeLines | None, link_gbps: float | None) -> Timeline | None:
+    """The Timeline of the steady window's first iterations on its busiest launching thread; None where the trace
+    has no CUDA calls of a launching thread in the window."""
+    thread, calls = _busiest_thread_calls(trace, window, tids.get("all") or set())
+    if calls is None or calls.empty:
+        return None
+    hi, iterations, window_iterations = _span(window, step_rows, calls)
+    lo = window[0]
+    calls = calls[calls["start_ns"] < hi].reset_index(drop=True)
+    ops = _ops(trace, lo, hi + max(hi - lo, QUEUE_NS), calls)
+    ops = ops[(ops["call"] >= 0) | ((ops["end_ns"] > lo) & (ops["start_ns"] < hi))].reset_index(drop=True)
+    if iterations is None:  # iterations of the kernel stream, its kernels over its period; else one, the span
+        kernels = int(((ops["kind"] == "kernel") & (ops["call"] >= 0)).sum())
+        iterations = kernels / period if period else 1.0
+        window_iterations = iterations * (window[1] - lo) / max(hi - lo, 1)
+    t = {"call_start": calls["start_ns"].to_numpy(np.int64), "call_end": calls["end_ns"].to_numpy(np.int64),
+         "blocking": blocking_calls(calls["name"]), "op_start": ops["start_ns"].to_numpy(np.int64),
+         "op_end": ops["end_ns"].to_numpy(np.int64), "op_stream": ops["stream"].to_numpy(np.int64),
+         "op_call": ops["call"].to_numpy(np.int64)}
+    gap_start = np.r_[lo, t["call_end"]]
+    gap_end = np.maximum(np.r_[t["call_start"], hi], gap_start)
+    waits, maps, sleeps = _os_time(trace, thread, lo, hi, gap_start, gap_end)
+    inferred = infer_waits(t)
+    return Timeline(lo=lo, hi=hi, iterations=max(iterations, 1e-9), window_iterations=max(window_iterations, 1e-9),
+                    call_start=t["call_start"], call_end=t["call_end"], call_kind=call_kinds(calls["name"]),
+                    gap_start=gap_start, gap_end=gap_end, wait_ns=waits, mapping_ns=maps, sleep_ns=sleeps,
+                    op_start=t["op_start"], op_end=t["op_end"], op_stream=t["op_stream"],
+                    op_kind=ops["kind"].to_numpy(object), op_bytes=ops["bytes"].to_numpy(np.int64),
+                    op_copy=ops["copy_kind"].to_numpy(object), op_host_memory=ops["host_kind"].to_numpy(object),
+                    op_call=t["op_call"], **inferred, samples=_samples(code, thread, lo, hi), code=code,
+                    ranges=_user_ranges(nvtx_rows, thread, lo, hi, step_rows), cores=_cores(trace),
+                    link_gbps=link_gbps)
+
+
+def _busiest_thread_calls(trace, window: tuple[int, int], tids) -> tuple[int | None, pd.DataFrame | None]:
+    """The launching thread with the most CUDA calls in the window's first part, and its calls from the window's
+    start: read over a growing span until it holds twice MAX_CALLS calls or the whole window (a long capture's window
+    is never read whole)."""
+    lo, hi = window
+    if not tids:
+        return None, None
+    span = max((hi - lo) // 64, 1_000_000)
+    while True:
+        end = min(hi, lo + span)
+        calls = trace.calls.thread_calls(tids, lo, end)
+        if len(calls) >= 2 * MAX_CALLS or end >= hi:
+            break
+        span *= 4
+    if calls.empty:
+        return None, None
+    thread = int(calls["global_tid"].value_counts().index[0])
+    mine = calls[(calls["global_tid"] == thread) & (calls["start_ns"] >= lo)]
+    return thread, mine.reset_index(drop=True)
+
+
+OP_COLUMNS = ["start_ns", "end_ns", "stream", "kind", "bytes", "copy_kind", "host_kind", "call"]
+
+
+def _ops(trace, lo: int, hi: int, calls: pd.DataFrame) -> pd.DataFrame:
+    """The GPU operations overlapping [lo, hi): kernels (graph launches too), copies, memsets; each with the index of
+    the call that issued it (-1: not one of these calls), in start order. The caller keeps those of its calls and
+    the others that ran in its span."""
+    pid = pid_of(calls["global_tid"].to_numpy(np.int64))
+    index = pd.Series(np.arange(len(calls)), index=pd.MultiIndex.from_arrays([pid, calls["correlation_id"].to_numpy()]))
+    parts = []
+    k = trace.device.kernels_touching(lo, hi)
+    if len(k):
+        parts.append(pd.DataFrame({"start_ns": k["start_ns"], "end_ns": k["end_ns"], "stream": k["stream"],
+                                   "kind": "kernel", "bytes": 0, "copy_kind": "", "host_kind": "",
+                                   "pid": k["pid"], "correlation_id": k["correlation_id"]}))
+    c = _touching(trace.device.memcpys, lo, hi)
+    if len(c):
+        host = c["dst_kind"].where(c["copy_kind"] == "DtoH", c["src_kind"]).astype(str)
+        parts.append(pd.DataFrame({"start_ns": c["start_ns"], "end_ns": c["end_ns"], "stream": c["stream"],
+                                   "kind": "copy", "bytes": c["bytes"], "copy_kind": c["copy_kind"].astype(str),
+                                   "host_kind": host, "pid": c["pid"], "correlation_id": c["correlation_id"]}))
+    s = _touching(trace.device.memsets, lo, hi)
+    if len(s):
+        parts.append(pd.DataFrame({"start_ns": s["start_ns"], "end_ns": s["end_ns"],
+                                   "stream": s["stream"] if "stream" in s else -1, "kind": "memset", "bytes": 0,
+                                   "copy_kind": "", "host_kind": "", "pid": s["pid"],
+                                   "correlation_id": s["correlation_id"]}))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c not in ("kind", "copy_kind", "host_kind") else object)
+                             for c in OP_COLUMNS})
+    ops = pd.concat(parts, ignore_index=True).sort_values("start_ns", kind="stable")
+    keys = pd.MultiIndex.from_arrays([ops["pid"].to_numpy(np.int64), ops["correlation_id"].to_numpy(np.int64)])
+    ops["call"] = index.reindex(keys).fillna(-1).astype(np.int64).to_numpy()
+    return ops[OP_COLUMNS].reset_index(drop=True)
+
+
+def _touching(df: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    if df is None or len(df) == 0:
+        return df.iloc[0:0] if df is not None else pd.DataFrame()
+    keep = (df["end_ns"].to_numpy() > lo) & (df["start_ns"].to_numpy() < hi)
+    return df[keep]
+
+
+def _os_time(trace, thread: int, lo: int, hi: int, gs: np.ndarray, ge: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The time of each gap the thread spent in waiting, mapping and sleeping OS calls."""
+    zero = np.zeros(gs.size, np.int64)
+    if not trace.has("OSRT_API"):
+        return zero, zero.copy(), zero.copy()
+    filters = (Touches(np.array([lo]), np.array([hi])), In("globalTid", (int(thread),)))
+    rows = [c for c in trace.osrt.zone_chunks(lambda z: filters if z.start_ns is None or
+                                              (z.start_ns < hi and (z.end_ns or hi) > lo - 10**9) else None)]
+    if not rows:
+        return zero, zero.copy(), zero.copy()
+    calls = pd.concat(rows, ignore_index=True)
+    names = calls["name"].astype(str)
+
+    def time_in(pattern: re.Pattern) -> np.ndarray:
+        m = names.str.match(pattern).to_numpy(bool)
+        u = union(calls["start_ns"].to_numpy()[m], calls["end_ns"].to_numpy()[m])
+        return Coverage(*u).within(gs, ge) if u[0].size else zero.copy()
+    return time_in(WAIT_CALLS), time_in(MAPPING_CALLS), time_in(SLEEP_CALLS)
+
+
+def _samples(code: CodeLines | None, thread: int, lo: int, hi: int) -> pd.DataFrame | None:
+    """The thread's Python stack samples overlapping [lo, hi) (start_ns, end_ns, stack), None without stacks."""
+    stacks = code.stacks if code is not None else None
+    if stacks is None:
+        return None
+    s = stacks.samples
+    mine = s[(s["pid"] == int(pid_of(np.array([thread]))[0])) & (s["tid"] == (int(thread) & 0xFFFFFF)) &
+             (s["end_ns"] > lo) & (s["start_ns"] < hi)]
+    return mine[["start_ns", "end_ns", "stack"]].reset_index(drop=True) if len(mine) else None
+
+
+def _user_ranges(nvtx: pd.DataFrame, thread: int, lo: int, hi: int, step_rows: pd.DataFrame) -> pd.DataFrame:
+    """The thread's NVTX ranges in [lo, hi) that mark phases: not steps, not PyTorch operators (name, start_ns,
+    end_ns)."""
+    cols = ["name", "start_ns", "end_ns"]
+    if nvtx is None or nvtx.empty:
+        return pd.DataFrame(columns=cols)
+    d = nvtx[(nvtx["global_tid"] == thread) & (nvtx["end_ns"] > lo) & (nvtx["start_ns"] < hi)]
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    keep = ~program.per_name(d["name"], program.is_operator_range).to_numpy(bool)
+    if len(step_rows):
+        keep &= ~d.index.isin(step_rows.index)
+    d = d[keep]
+    return pd.DataFrame({"name": program.per_name(d["name"], program.family).to_numpy(object),
+                         "start_ns": d["start_ns"].to_numpy(np.int64), "end_ns": d["end_ns"].to_numpy(np.int64)})
+
+
+def _cores(trace) -> int | None:
+    """The capture machine's CPU cores (nsys's TARGET_INFO_SYSTEM_ENV), None where it does not say."""
+    if not trace.has("TARGET_INFO_SYSTEM_ENV"):
+        return None
+    row = trace.connection().execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuCores'").fetchone()
+    try:
+        return int(row[0]) if row else None
+    except (TypeError, ValueError):
+        return None
+
+
+@declare("timeline", needs=("trace", "window_ns", "tids", "step_rows", "nvtx_rows", "steady", "code_lines",
+                            "trace_info", "say"))
+def _timeline(trace, window_ns, tids: dict, step_rows: pd.DataFrame, nvtx_rows: pd.DataFrame, steady,
+              code_lines: CodeLines, trace_info: dict, say) -> Timeline | None:
+    if window_ns is None or not tids or not tids.get("all"):
+        return None
+    say("reading the steady iterations to replay")
+    return read(trace, window_ns, tids, step_rows, nvtx_rows, getattr(steady, "period", None), code_lines,
+                (trace_info.get("link") or {}).get("gbps"))
