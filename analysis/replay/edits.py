@@ -1,7 +1,8 @@
 """What a fix changes in the replayed timeline: an Edit, one field per kind of change, so that the fixes of several
 findings combine into one (Edit.combine) and the replay (engine.py) applies them all at once.
 
-    host_removed   ns of each gap's own work that leaves the launching thread (moved to workers, to the GPU, or gone)
+    host_removed   ns of each gap that leave the launching thread: its own work (moved to workers, to the GPU, or
+                   gone), its waits, mapping or sleep (gone)
     host_added     ns each gap gains (a hand-off the fix adds: a copy into shared memory)
     dropped        calls that are gone, with their GPU operations (a per-element read, a weight copy)
     no_wait        blocking calls that no longer wait for the GPU (a copy made asynchronous, a timing sync removed)
@@ -32,7 +33,7 @@ class Edit:
     pace_ns: float = 0.0
 
     def combine(self, other: "Edit") -> "Edit":
-        """Both fixes made: host time removed by either (never more than the gap's own work: the replay caps it),
+        """Both fixes made: host time removed by either (never more than the gap: the replay caps it),
         added by both, calls dropped or made not to wait by either, the shorter of two operation times, and the moved
         work's paces added (one pool of workers does both)."""
         return Edit(host_removed=_either(self.host_removed, other.host_removed, np.maximum),

@@ -112,13 +112,15 @@ def _less(x: float, credit: float) -> tuple[float, float]:
 
 
 def _gaps(t: Timeline, edit: Edit, cpu_share: float = 1.0) -> np.ndarray:
-    """Each gap's time with the fix: its own work less what leaves the thread (never below none), the rest of its own
-    work at cpu_share of its captured time (the profiler's slowing of it taken out), plus what is added."""
+    """Each gap's time with the fix: less what leaves the thread (its own work, its waits, mapping or sleep: the fix
+    says which; never below none), the rest of its own work at cpu_share of its captured time (the profiler's slowing
+    of it taken out), plus what is added."""
     g = t.gap_ns.astype(float)
     own = t.cpu_ns.astype(float)
     if edit.host_removed is not None:
-        g = g - np.minimum(edit.host_removed, own)
-        own = own - np.minimum(edit.host_removed, own)
+        removed = np.minimum(edit.host_removed, g)
+        g = g - removed
+        own = np.maximum(own - removed, 0.0)
     g = g - own * (1.0 - cpu_share)
     if edit.host_added is not None:
         g = g + edit.host_added

@@ -21,18 +21,23 @@ import numpy as np
 from nsys_transfer.analysis.replay.edits import Edit
 from nsys_transfer.analysis.sections.timeline import Timeline
 
-# moved CPU work in 8 worker processes kept 35-45% of one core's pace each where it streams big arrays (seg_logits_fixed
-# and seg_cpu_argmax_fixed on the H200: 4.4-5.6 batches/s from 8 workers, of work that took the loop's thread 0.52-0.74
-# s a batch; docs/benchmarks.md, issue 37): the low end assumes that share, the high end a whole core
-WORKER_SHARE_LOW = 0.35
+# The pace of work moved to worker processes, as a share of one core each (low, high): work that streams big arrays
+# (little CPU time a byte of the batch's data) shares the memory bus and keeps 25-50% of a core per worker where 6-8
+# run (seg_numpy_post_mpfix on an H100: 6 spawned workers of numpy softmax at 4.3-4.7 batches/s, 0.34 s of work a
+# batch on the loop's thread; seg_logits_fixed and seg_cpu_argmax_fixed on the H200: 8 workers at 4.4-5.6 batches/s
+# of 0.52-0.74 s; docs/benchmarks.md); work that computes on little data (a tokenizer, Python) keeps 60-100%
+STREAMING_SHARE = (0.25, 0.5)
+COMPUTING_SHARE = (0.6, 1.0)
+STREAMING_NS_PER_BYTE = 10.0  # below this much work a byte of the batch's data, the work streams memory
 DEFAULT_WORKERS = 8      # the workers the advice names (DataLoader num_workers=8, OutputPipeline's default)
 SPARE_CORES = 2          # cores left to the launching thread and the rest of the program
 HANDOFF_GBPS = 2.5       # a hand-off through a queue copies the data once more into fresh shared memory (low end;
                          # seg_numpy_post_mpfix: 176 MB a batch, 37 ms of it in posix_fallocate alone)
 PINNED_SHARE_LOW = 0.8   # a pinned copy at this share of the link at the low end (H200: 53-55 GB/s of a 63 GB/s x16)
-# a worker process's start, added to the whole loop: a forked DataLoader worker or output worker (0.2 s for 8, high)
-# up to a spawned one that imports torch again (2.5 s for 8 with transforms: ../shared/GPU.md; low)
-WORKERS_START_NS = (200_000_000, 2_500_000_000)
+# the workers' start, added to the whole loop: 8 forked output workers took 157 ms (hf_embed_fixed on the H200, issue
+# 37; high end), a DataLoader's first batches up to a second more (low end); spawned workers that import torch again
+# take seconds more (seg_numpy_post_mpfix: 7.5 s, issue 48), which the advice's forked workers do not
+WORKERS_START_NS = (150_000_000, 1_000_000_000)
 
 
 @dataclass(frozen=True)
@@ -43,12 +48,15 @@ class Fix:
     low: Edit
     assumptions: tuple[str, ...] = ()
     setup_ns: tuple[float, float] = (0.0, 0.0)
+    on_gpu: Edit | None = None  # the other route the advice names: the work done on the GPU, gone from the host
 
     def combine(self, other: "Fix") -> "Fix":
         """Both fixes made."""
+        gpu = self.on_gpu if other.on_gpu is None else other.on_gpu if self.on_gpu is None else \
+            self.on_gpu.combine(other.on_gpu)
         return Fix(self.high.combine(other.high), self.low.combine(other.low),
                    tuple(dict.fromkeys(self.assumptions + other.assumptions)),
-                   (max(self.setup_ns[0], other.setup_ns[0]), max(self.setup_ns[1], other.setup_ns[1])))
+                   (max(self.setup_ns[0], other.setup_ns[0]), max(self.setup_ns[1], other.setup_ns[1])), gpu)
 
 
 @dataclass(frozen=True)
@@ -62,21 +70,25 @@ def workers_for(t: Timeline, asked: int = DEFAULT_WORKERS) -> int:
     return max(1, min(asked, (t.cores or asked + SPARE_CORES) - SPARE_CORES))
 
 
-def move_off_thread(t: Timeline, work: np.ndarray, where: str, handoff_bytes: float = 0.0,
+def move_off_thread(t: Timeline, work: np.ndarray, where: str, data_bytes: float = 0.0, handoff: bool = False,
                     workers: int | None = None, processes: bool = True) -> Fix:
-    """The work (ns per gap) leaves the launching thread for `workers` workers: their pace bounds the loop; at the
-    low end each runs at WORKER_SHARE_LOW of a core and a hand-off copies handoff_bytes (over the span) into shared
-    memory on the launching thread."""
+    """The work (ns per gap) leaves the launching thread for `workers` workers: their pace bounds the loop, each at a
+    share of a core that depends on whether the work streams its data (data_bytes: the batch's copies over the span;
+    STREAMING_NS_PER_BYTE); handoff: at the low end a queue copies the data once more into shared memory on the
+    launching thread."""
     n = workers or workers_for(t)
     total = float(work.sum())
-    handoff = np.zeros(t.gap_start.size) if total <= 0 else work / total * (handoff_bytes / HANDOFF_GBPS)
-    high = Edit(host_removed=work, pace_ns=total / n)
-    low = Edit(host_removed=work, host_added=handoff if handoff_bytes else None,
-               pace_ns=total / (n * WORKER_SHARE_LOW))
-    said = [f"the work moves to {n} {where}, each at {WORKER_SHARE_LOW:.0%} (low) to 100% (high) of one core"]
-    if handoff_bytes:
+    streaming = bool(data_bytes) and total / data_bytes < STREAMING_NS_PER_BYTE
+    low_share, high_share = STREAMING_SHARE if streaming else COMPUTING_SHARE
+    copy = np.zeros(t.gap_start.size) if total <= 0 or not handoff else work / total * (data_bytes / HANDOFF_GBPS)
+    high = Edit(host_removed=work, pace_ns=total / (n * high_share))
+    low = Edit(host_removed=work, host_added=copy if handoff and data_bytes else None, pace_ns=total / (n * low_share))
+    kind = "streams the batch's data" if streaming else "computes"
+    said = [f"the work moves to {n} {where}; it {kind}, so each keeps {low_share:.0%} (low) to {high_share:.0%} "
+            "(high) of a core"]
+    if handoff and data_bytes:
         said.append(f"handing them the data through a queue copies it once more at {HANDOFF_GBPS:g} GB/s (low end)")
-    return Fix(high, low, tuple(said), WORKERS_START_NS if processes else (0.0, 0.0))
+    return Fix(high, low, tuple(said), WORKERS_START_NS if processes else (0.0, 0.0), Edit(host_removed=work))
 
 
 def pinned(t: Timeline, ops: np.ndarray, overlap: bool, link_gbps: float | None) -> Fix | NoFigure:

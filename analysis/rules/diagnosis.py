@@ -55,7 +55,7 @@ def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
     by_id = {r.id: r for r in rules()}
     complete = ctx.facts.integrity.verdict in (None, "complete")
     loop = Loop(ctx.facts.warmup.count, ctx.facts.warmup.ns, ctx.facts.window_ns)
-    overall = prediction.attach(by_share, lambda f: fix_of(f, by_id, ctx), ctx.timeline, complete, loop)
+    overall = prediction.attach(by_share, lambda f: fix_parts(f, by_id, ctx), ctx.timeline, complete, loop)
     ranked = sorted(found, key=lambda pf: (not pf[0], pf[1].severity not in prediction.PREDICTED,
                                            pf[1].severity == "info", -_gain(pf[1]), -pf[1].impact_ns))
     by_gain = [f for _, f in ranked]
@@ -66,7 +66,7 @@ def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
 def _gain(f: Finding) -> float:
     """What a finding's fix buys, for the ranking: its predicted gain, else what its idle share would buy."""
     p = f.prediction
-    if p is not None and p.steady:
+    if p is not None and p.said:
         return p.gain
     return 1 / max(1 - min(f.impact_fraction, 0.99), 0.01)
 
@@ -77,25 +77,23 @@ def _costed(findings: list[Finding]) -> list[Finding]:
                                                                                         "incomplete-trace")]
 
 
-def fix_of(f: Finding, by_id: dict, ctx: Context) -> Fix | NoFigure:
-    """What a finding's advice changes in the replay: its line's role's fix where it has one (rules/role_fixes.py),
-    with the copies' fixes of the findings merged into it (one job: the output's copy and its post-processing); else
-    its rule's fix and those of the findings merged into it."""
+def fix_parts(f: Finding, by_id: dict, ctx: Context) -> list[tuple[str, Fix | NoFigure]]:
+    """What a finding's advice changes in the replay, part by part (named): its line's role's fix where it has one
+    (rules/role_fixes.py), with the copies' fixes of the findings merged into it (one job: the output's copy and its
+    post-processing); else its rule's fix and those of the findings merged into it."""
     def rule_fix(g: Finding) -> Fix | NoFigure:
         rule = by_id.get(g.rule)
         return rule.fix(g, ctx) if rule is not None else NoFigure("no rule replays it")
     own = role_fix(f, ctx)
-    others = [g for g in (f, *f.parts) if own is None or g.rule in code_advice.COPY_RULES]
-    fixes = [own] if own is not None else []
+    out = [(f"{f.line.role} work at {f.line.place}" if f.line else prediction.name_of(f), own)] if own else []
     seen = set()
-    for g in others:
-        if (g.rule, g.subject) not in seen:
+    for g in (f, *f.parts):
+        if (own is None or g.rule in code_advice.COPY_RULES) and (g.rule, g.subject) not in seen:
             seen.add((g.rule, g.subject))
-            fixes.append(rule_fix(g))
-    usable = [x for x in fixes if isinstance(x, Fix)]
-    if not usable:
-        return fixes[0]
-    out = usable[0]
-    for x in usable[1:]:
-        out = out.combine(x)
+            out.append((prediction.name_of(g), rule_fix(g)))
     return out
+
+
+def fix_of(f: Finding, by_id: dict, ctx: Context) -> Fix | NoFigure:
+    """A finding's whole fix: its parts' (fix_parts) made together."""
+    return prediction.together([x for _, x in fix_parts(f, by_id, ctx)])

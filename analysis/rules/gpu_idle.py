@@ -246,7 +246,8 @@ class GpuIdleCpuBound(IdleRule):
         w = work.in_range(t, s) if ranged else work.unranged_long(t, ctx.min_gap_ns)
         if not w.any():
             return NoFigure("the replayed iterations hold none of that work")
-        return fixes.move_off_thread(t, w, "worker processes")
+        data = float(t.op_bytes[work.copies(t, "DtoH") | work.copies(t, "HtoD")].sum())
+        return fixes.move_off_thread(t, w, "worker processes", data_bytes=data)
 
 
 MIN_SAMPLES = 10  # CPU samples of the launching thread in the gaps before they name its work (about 10 ms at 1 kHz)

@@ -19,12 +19,15 @@ from nsys_transfer.analysis.replay.engine import Replayed, replay
 from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 from nsys_transfer.analysis.sections.timeline import Timeline
 
-PREDICTED = ("high", "medium")  # the severities that get a prediction
+PREDICTED = ("high", "medium", "low")  # the severities that get a prediction (every costed finding)
 # nsys's cost of each traced CUDA call, and the share of the thread's own work left unprofiled: per_sample_metrics (a
 # loop of 3,800 CUDA calls an iteration) ran at 44.3 ms an iteration captured and 29.3-31.6 ms unprofiled, its fix at
-# 15.6 and 12.7-13.6 (H200/H100, docs/benchmarks.md): 2 us a call and 90% of the CPU work fit both
+# 15.6 and 12.7-13.6 (H200/H100, docs/benchmarks.md): 2 us a call and 90% of the CPU work fit both. Where nsys also
+# sampled the CPU, its backtraces slow CPU work more: audio_mel's numpy ran at 93 ms an iteration captured so, 58 ms
+# unprofiled (0.62); image_loop_fixed at 0.66 of its unprofiled pace (issue 37)
 PROFILER_CALL_NS = defaults.NSYS_CALL_COST_NS
 CPU_SHARE_UNPROFILED = 0.9
+CPU_SHARE_UNPROFILED_SAMPLED = 0.65
 # the host work a CUDA call carries beyond its own timestamps in a capture (torch's dispatch to CUDA and nsys's
 # hooks), which goes with a call a fix removes: the same pair's per-element reads, 2.7 us a call
 CALL_HOST_NS = 2_700
@@ -46,25 +49,36 @@ class Prediction:
     assumptions: tuple[str, ...] = ()
     shares_with: tuple[str, ...] = ()
     why_not: str | None = None
+    parts: tuple[tuple[str, "Prediction"], ...] = ()  # a fix of several parts (one job): what each alone buys
+    on_gpu: tuple[float, float] | None = None  # the advice's other route: the work done on the GPU (its speed-up)
 
     @property
     def gain(self) -> float:
-        """The midpoint of the steady range (geometric), what the ranking reads; 1 without figures."""
-        return (self.steady[0] * self.steady[1]) ** 0.5 if self.steady else 1.0
+        """The midpoint of the steady range (geometric; the whole loop's where the trace shows no steady state), what
+        the ranking reads; 1 without figures."""
+        r = self.steady or self.whole
+        return (r[0] * r[1]) ** 0.5 if r else 1.0
+
+    @property
+    def said(self) -> bool:
+        """Whether it gives figures."""
+        return bool(self.steady or self.whole)
 
     def as_dict(self) -> dict:
         """The prediction as JSON (rounded: the text prints from these values, Prediction.of)."""
         r = lambda v: None if v is None else [round(v[0], 2), round(v[1], 2)]  # noqa: E731
         return {"steady_x": r(self.steady), "whole_x": r(self.whole), "next_limit": self.next_limit,
                 "ceiling_x": None if self.ceiling_x is None else round(self.ceiling_x, 2),
-                "assumptions": list(self.assumptions), "shares_with": list(self.shares_with), "why_not": self.why_not}
+                "assumptions": list(self.assumptions), "shares_with": list(self.shares_with), "why_not": self.why_not,
+                "parts": [{"part": name, **p.as_dict()} for name, p in self.parts], "on_gpu_x": r(self.on_gpu)}
 
     @classmethod
     def of(cls, d: dict) -> "Prediction":
         """A prediction from its JSON (as_dict)."""
         pair = lambda v: None if v is None else (float(v[0]), float(v[1]))  # noqa: E731
         return cls(pair(d.get("steady_x")), pair(d.get("whole_x")), d.get("next_limit"), d.get("ceiling_x"),
-                   tuple(d.get("assumptions") or ()), tuple(d.get("shares_with") or ()), d.get("why_not"))
+                   tuple(d.get("assumptions") or ()), tuple(d.get("shares_with") or ()), d.get("why_not"),
+                   tuple((x["part"], cls.of(x)) for x in d.get("parts") or ()), pair(d.get("on_gpu_x")))
 
 
 def x_range(r: tuple[float, float]) -> str:
@@ -78,12 +92,19 @@ def text(p: Prediction) -> str:
     if p.why_not:
         return f"what fixing this buys: not said ({p.why_not})"
     parts = [f"{x_range(p.whole)} over the whole loop"] if p.whole else []
-    parts.append(f"{x_range(p.steady)} in the steady state")
+    if p.steady:
+        parts.append(f"{x_range(p.steady)} in the steady state")
+    else:
+        parts.append("no steady state apart: the trace shows no repeating iterations")
     nxt = f"next limit: {p.next_limit}"
     if p.ceiling_x and p.ceiling_x > 1.05:
         nxt += f"; the GPU's own work is {p.ceiling_x:.1f}x away"
     shared = f"; shares its gain with {', '.join(p.shares_with)}" if p.shares_with else ""
-    return f"fixing this: {', '.join(parts)} ({nxt}){shared}"
+    alone = "; ".join(f"the {name} alone: {x_range(q.steady or q.whole)}" for name, q in p.parts if q.said)
+    best = (p.steady or p.whole)[1]
+    gpu = f"; the work done on the GPU instead: up to {x_range((p.on_gpu[1], p.on_gpu[1]))}" if p.on_gpu and \
+        p.on_gpu[1] > best * 1.05 else ""
+    return f"fixing this: {', '.join(parts)} ({nxt}){shared}{gpu}" + (f"; {alone}" if alone else "")
 
 
 @dataclass(frozen=True)
@@ -101,7 +122,7 @@ def why_not(t: Timeline | None, complete: bool) -> str | None:
         return "the trace holds no CUDA calls of a launching thread in the steady window to replay"
     if not complete:
         return "the capture lost events, so its timeline cannot be replayed as it ran"
-    if t.iterations < MIN_ITERATIONS:
+    if t.counted and t.iterations < MIN_ITERATIONS:
         return f"only {t.iterations:.1f} steady iterations to replay; capture more steps"
     return None
 
@@ -111,13 +132,13 @@ class Predictor:
 
     def __init__(self, t: Timeline, loop: Loop):
         self.t, self.loop = t, loop
+        self.cpu_share = CPU_SHARE_UNPROFILED_SAMPLED if t.sampled else CPU_SHARE_UNPROFILED
         self.base = {prof: replay(t, NONE, *self._costs(prof)) for prof in (False, True)}
         self.kernels_ns = float(((t.op_end - t.op_start) * (t.op_kind == "kernel")).sum())
 
-    @staticmethod
-    def _costs(unprofiled: bool) -> tuple[float, float, float]:
+    def _costs(self, unprofiled: bool) -> tuple[float, float, float]:
         """(profiler_ns, drop_ns, cpu_share) of the replay: as captured, or at the unprofiled pace."""
-        return (PROFILER_CALL_NS, CALL_HOST_NS, CPU_SHARE_UNPROFILED) if unprofiled else (0.0, CALL_HOST_NS, 1.0)
+        return (PROFILER_CALL_NS, CALL_HOST_NS, self.cpu_share) if unprofiled else (0.0, CALL_HOST_NS, 1.0)
 
     def _run(self, edit: Edit, unprofiled: bool, low: bool) -> Replayed:
         prof, drop, share = self._costs(unprofiled)
@@ -134,8 +155,16 @@ class Predictor:
         ceiling = self.ceiling_x()
         steady = sorted(min(self.base[u].duration_ns / r.duration_ns, ceiling) for (u, _), r in runs.items())
         whole = self._whole(fix, runs)
+        if not self.t.counted:  # no iterations found: the window is the loop, warm-up and all; no steady state apart
+            whole, steady = (steady[0], steady[-1]), [None]
         best = runs[(True, False)]
-        return Prediction((steady[0], steady[-1]), whole, self._limit(best), self._left(best), fix.assumptions)
+        gpu = None
+        if fix.on_gpu is not None:
+            ends = [min(self.base[u].duration_ns / self._run(fix.on_gpu, u, False).duration_ns, ceiling)
+                    for u in (False, True)]
+            gpu = (min(ends), max(ends))
+        return Prediction(None if steady[0] is None else (steady[0], steady[-1]), whole, self._limit(best),
+                          self._left(best), fix.assumptions, on_gpu=gpu)
 
     def ceiling_x(self) -> float:
         """The speed-up at which the span takes only its kernels' time: no prediction goes past it."""
@@ -185,12 +214,17 @@ def rank_note(by_share: list, by_gain: list) -> str | None:
         return None
     first, was = by_gain[0], by_share[0]
     p, q = first.prediction, was.prediction
-    if p is None or not p.steady:
+    if p is None or not p.said:
         return None
-    theirs = (f"its own {x_range(q.steady)} ({q.next_limit} binds right after it)" if q is not None and q.steady
+    theirs = (f"its own {_range_of(q)} ({q.next_limit} binds right after it)" if q is not None and q.said
               else f"a gain the trace cannot say ({q.why_not})" if q is not None and q.why_not else "less")
-    return (f"{name_of(first)} leads: fixing it buys {x_range(p.steady)} in the steady state, though "
-            f"{name_of(was)} holds more of the idle time ({was.impact_fraction:.0%}) and its fix buys {theirs}")
+    return (f"{name_of(first)} leads: fixing it buys {_range_of(p)}, though {name_of(was)} holds more of the idle "
+            f"time ({was.impact_fraction:.0%}) and its fix buys {theirs}")
+
+
+def _range_of(p: Prediction) -> str:
+    """A prediction's headline figure: the steady state's range, else the whole loop's."""
+    return f"{x_range(p.steady)} in the steady state" if p.steady else f"{x_range(p.whole)} over the whole loop"
 
 
 
@@ -214,9 +248,21 @@ def name_of(f) -> str:
     return f"{f.rule} ({f.subject})" if f.subject else f.rule
 
 
-def attach(findings: list, fix_of, t: Timeline | None, complete: bool, loop: Loop) -> Overall:
-    """Each high and medium finding's prediction (set on it), the findings that share their gains, and what fixing
-    all of them buys; fix_of(finding) -> its Fix or NoFigure."""
+def together(fixes: list) -> Fix | NoFigure:
+    """Several fixes made at once: the usable ones combined; the first's reason where none is usable."""
+    usable = [x for x in fixes if isinstance(x, Fix)]
+    if not usable:
+        return fixes[0] if fixes else NoFigure("no fix to replay")
+    out = usable[0]
+    for x in usable[1:]:
+        out = out.combine(x)
+    return out
+
+
+def attach(findings: list, parts_of, t: Timeline | None, complete: bool, loop: Loop) -> Overall:
+    """Each high and medium finding's prediction (set on it; a fix of several parts says what each alone buys), the
+    findings that share their gains, and what fixing all of them buys; parts_of(finding) -> [(name, Fix or
+    NoFigure)]."""
     targets = [f for f in findings if f.severity in PREDICTED]
     reason = why_not(t, complete)
     if reason or not targets:
@@ -224,18 +270,16 @@ def attach(findings: list, fix_of, t: Timeline | None, complete: bool, loop: Loo
             f.prediction = Prediction(why_not=reason)
         return Overall(None, None)
     predictor = Predictor(t, loop)
-    made = {id(f): fix_of(f) for f in targets}
+    parts = {id(f): parts_of(f) for f in targets}
+    made = {id(f): together([x for _, x in parts[id(f)]]) for f in targets}
     for f in targets:
-        f.prediction = predictor.predict(made[id(f)])
+        p = predictor.predict(made[id(f)])
+        if len(parts[id(f)]) > 1 and p.said:
+            p = replace(p, parts=tuple((name, predictor.predict(x)) for name, x in parts[id(f)]))
+        f.prediction = p
     _mark_shared(targets, made, predictor)
     usable = [made[id(f)] for f in targets if isinstance(made[id(f)], Fix)]
-    together = None
-    if len(usable) > 1:
-        combined = usable[0]
-        for fx in usable[1:]:
-            combined = combined.combine(fx)
-        together = predictor.predict(combined)
-    return Overall(together, None)
+    return Overall(predictor.predict(together(usable)) if len(usable) > 1 else None, None)
 
 
 def _mark_shared(targets: list, made: dict, predictor: Predictor) -> None:

@@ -36,21 +36,27 @@ def role_fix(f: Finding, ctx: Context) -> Fix | NoFigure | None:
             roles.MODEL: lambda t, s: _model(t, s, ctx.min_gap_ns)}.get(site.role, lambda t, s: None)(t, site)
 
 
+def loop_line(site: CodeSite) -> str:
+    """Where the site's work is called from the loop (its path's first step), else the site itself: the statement a
+    fix moves, with all the work it calls (`postprocess(x)`, not one line inside postprocess)."""
+    return site.path[0].split("  ")[0] if site.path else site.place
+
+
 def _moved(t: Timeline, site: CodeSite) -> Fix | NoFigure:
     """The line's work in DataLoader or output worker processes, handed over through shared memory (the batch's copy
     bytes, at the low end)."""
-    at = work.at_line(t, site.place)
+    at = work.at_line(t, loop_line(site))
     w = work.sampled_work(t, at)
     if not w.any():
         return NoFigure(f"the replayed iterations hold no samples at {site.place}")
     direction = "HtoD" if site.role == roles.INPUT else "DtoH"
     data = float(t.op_bytes[work.copies(t, direction)].sum())
     where = "DataLoader worker processes" if site.role == roles.INPUT else "worker processes"
-    return fixes.move_off_thread(t, w, where, handoff_bytes=data)
+    return fixes.move_off_thread(t, w, where, data_bytes=data, handoff=True)
 
 
 def _disk(t: Timeline, site: CodeSite) -> Fix | NoFigure:
-    w = work.sampled_work(t, work.at_line(t, site.place))
+    w = work.sampled_work(t, work.at_line(t, loop_line(site)))
     if not w.any():
         return NoFigure(f"the replayed iterations hold no samples at {site.place}")
     return fixes.move_off_thread(t, w, "writer threads", processes=False)

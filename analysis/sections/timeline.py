@@ -54,6 +54,7 @@ class Timeline:
     hi: int
     iterations: float
     window_iterations: float
+    counted: bool  # the iterations were counted (steps, the kernel stream's period); else the span counts as one
     call_start: np.ndarray
     call_end: np.ndarray
     call_kind: np.ndarray
@@ -80,6 +81,7 @@ class Timeline:
     ranges: pd.DataFrame
     cores: int | None
     link_gbps: float | None
+    sampled: bool = False  # nsys sampled the CPU (its backtraces cost the CPU work more than the calls' hooks do)
 
     @property
     def gap_ns(self) -> np.ndarray:
@@ -223,6 +225,7 @@ def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nv
     calls = calls[calls["start_ns"] < hi].reset_index(drop=True)
     ops = _ops(trace, lo, hi + max(hi - lo, QUEUE_NS), calls)
     ops = ops[(ops["call"] >= 0) | ((ops["end_ns"] > lo) & (ops["start_ns"] < hi))].reset_index(drop=True)
+    counted = iterations is not None or bool(period)
     if iterations is None:  # iterations of the kernel stream, its kernels over its period; else one, the span
         kernels = int(((ops["kind"] == "kernel") & (ops["call"] >= 0)).sum())
         iterations = kernels / period if period else 1.0
@@ -236,6 +239,7 @@ def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nv
     waits, maps, sleeps = _os_time(trace, thread, lo, hi, gap_start, gap_end)
     inferred = infer_waits(t)
     return Timeline(lo=lo, hi=hi, iterations=max(iterations, 1e-9), window_iterations=max(window_iterations, 1e-9),
+                    counted=counted,
                     call_start=t["call_start"], call_end=t["call_end"], call_kind=call_kinds(calls["name"]),
                     gap_start=gap_start, gap_end=gap_end, wait_ns=waits, mapping_ns=maps, sleep_ns=sleeps,
                     op_start=t["op_start"], op_end=t["op_end"], op_stream=t["op_stream"],
@@ -243,7 +247,7 @@ def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nv
                     op_copy=ops["copy_kind"].to_numpy(object), op_host_memory=ops["host_kind"].to_numpy(object),
                     op_call=t["op_call"], **inferred, samples=_samples(code, thread, lo, hi), code=code,
                     ranges=_user_ranges(nvtx_rows, thread, lo, hi, step_rows), cores=_cores(trace),
-                    link_gbps=link_gbps)
+                    link_gbps=link_gbps, sampled=_sampled(trace))
 
 
 def _busiest_thread_calls(trace, window: tuple[int, int], tids) -> tuple[int | None, pd.DataFrame | None]:
@@ -356,6 +360,12 @@ def _user_ranges(nvtx: pd.DataFrame, thread: int, lo: int, hi: int, step_rows: p
     d = d[keep]
     return pd.DataFrame({"name": program.per_name(d["name"], program.family).to_numpy(object),
                          "start_ns": d["start_ns"].to_numpy(np.int64), "end_ns": d["end_ns"].to_numpy(np.int64)})
+
+
+def _sampled(trace) -> bool:
+    """Whether nsys sampled the CPU in this capture (its sampling table holds rows)."""
+    return trace.has("COMPOSITE_EVENTS") and trace.connection().execute(
+        "SELECT 1 FROM COMPOSITE_EVENTS LIMIT 1").fetchone() is not None
 
 
 def _cores(trace) -> int | None:
