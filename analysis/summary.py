@@ -36,10 +36,11 @@ class Options:
 @dataclass
 class Analysis:
     """The computed tables and the JSON summary of one trace; gap_causes(device, spans) -> (cause, subject) of each
-    idle span by the idle attribution's rules (for charts; None without an idle section)."""
+    idle span by the idle attribution's rules (for charts; None without an idle section); the replayed timeline."""
     summary: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     gap_causes: object = None
+    timeline: object = None  # the steady iterations the predictions replayed (sections/timeline.Timeline), if any
 
 
 def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysis:
@@ -63,7 +64,8 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
     idle_part = made["idle_part"]
-    return Analysis(schema.one_trace(out, section_keys()), tables, idle_part.gap_causes if idle_part else None)
+    return Analysis(schema.one_trace(out, section_keys()), tables, idle_part.gap_causes if idle_part else None,
+                    made["timeline"])
 
 
 # what analyze() reads of the sections' values beside their Parts

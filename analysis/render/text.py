@@ -480,6 +480,7 @@ def verify_report(doc: dict) -> str:
         lines.append(f"  the verdict's speed-up: {loop['why']}")
         if loop["profiler_cost"].get("said"):
             lines.append(f"  profiler's cost: {loop['profiler_cost']['said']}")
+    lines += verify_prediction_lines(doc.get("predicted"))
     lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
     for f in doc["findings"]:
         # the verdict's `new:` names the high and medium ones; a low one is said to be low here, not left to contradict it
@@ -491,6 +492,25 @@ def verify_report(doc: dict) -> str:
         lines.append(f"GATE FAILED: {reason}")
     lines.append(lines[0])
     return "\n".join(lines)
+
+
+def verify_prediction_lines(h: dict | None) -> list[str]:
+    """What the before side predicted for the findings the change fixed, beside what it achieved."""
+    if not h:
+        return []
+    ranges = ", ".join(f"{prediction.x_range(h[k])} {where}" for k, where in (("whole_x", "over the whole loop"),
+                                                                              ("steady_x", "in the steady state"))
+                       if h.get(k))
+    got = ", ".join(f"{h[k]:.2f}x {where}" for k, where in (("achieved_whole_x", "over the whole loop"),
+                                                            ("achieved_steady_x", "in the steady state")) if h.get(k))
+    said = {"within": "as predicted", "below": "below the prediction", "above": "above the prediction"}.get(
+        h["held"] or "", "not comparable")
+    which = f" ({h['which']})" if h["which"] != "it" else ""
+    lines = [f"  predicted before the fix, for {', '.join(h['findings'])}{which}: {ranges}; achieved: {got or '?'}: "
+             f"{said}"]
+    if h.get("why"):
+        lines.append(f"    why: {h['why']}")
+    return [wrapped(x) for x in lines]
 
 
 def _verify_change(m: dict) -> str:

@@ -25,20 +25,27 @@ from nsys_transfer.analysis.sections.timeline import Timeline
 OWN_WAIT_NS = 1_000  # a blocking call's own time before it waits (the rest of its time in the capture was the wait)
 
 
+BOUND_SHARE = 0.8  # a resource busy this share of the span sets its length; below it, host and GPU take turns
+
+
 @dataclass(frozen=True)
 class Replayed:
-    """One replay: the span's length (ns), the GPU's busy time in it, the launching thread's own work (CPU work and
-    calls, not waits for the GPU), the moved work's pace (ns over the span; 0 without), and which of them sets the
-    length."""
+    """One replay: the span's length (ns), the GPU's busy time in it (of it its copies'), the launching thread's own
+    work (CPU work and calls, not waits for the GPU), the moved work's pace (ns over the span; 0 without)."""
     duration_ns: float
     gpu_ns: float
     host_ns: float
     pace_ns: float
+    copy_ns: float = 0.0
 
     @property
     def limit(self) -> str:
-        """What sets the span's length: 'gpu', 'host' or 'pace' (the largest of the three)."""
-        return max((("pace", self.pace_ns), ("gpu", self.gpu_ns), ("host", self.host_ns)), key=lambda kv: kv[1])[0]
+        """What sets the span's length: 'pace', 'gpu', 'copies' (the GPU, busy mostly copying), 'host', or 'turns'
+        (no one resource busy BOUND_SHARE of it: the host and the GPU wait for each other)."""
+        name, ns = max((("pace", self.pace_ns), ("gpu", self.gpu_ns), ("host", self.host_ns)), key=lambda kv: kv[1])
+        if ns < BOUND_SHARE * self.duration_ns:
+            return "turns"
+        return "copies" if name == "gpu" and self.copy_ns >= 0.5 * self.gpu_ns else name
 
 
 def replay(t: Timeline, edit: Edit = NONE, profiler_ns: float = 0.0, drop_ns: float = 0.0,
@@ -102,7 +109,9 @@ def replay(t: Timeline, edit: Edit = NONE, profiler_ns: float = 0.0, drop_ns: fl
     host += last
     gpu_end = max((e for e in ends if e == e), default=h)
     duration = max(h, gpu_end) - t.lo
-    return Replayed(max(duration, edit.pace_ns), _busy(ends, op_ns_l), host, edit.pace_ns)
+    copies = [i for i, k in enumerate(t.op_kind.tolist()) if k == "copy"]
+    return Replayed(max(duration, edit.pace_ns), _busy(ends, op_ns_l), host, edit.pace_ns,
+                    _busy([ends[i] for i in copies], [op_ns_l[i] for i in copies]))
 
 
 def _less(x: float, credit: float) -> tuple[float, float]:

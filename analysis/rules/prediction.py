@@ -143,7 +143,7 @@ class Predictor:
     def _run(self, edit: Edit, unprofiled: bool, low: bool) -> Replayed:
         prof, drop, share = self._costs(unprofiled)
         r = replay(self.t, edit, prof, drop, share)
-        if low and r.limit == "gpu":
+        if low and r.limit in ("gpu", "copies"):
             return replace(r, duration_ns=max(r.duration_ns, r.gpu_ns / GPU_SHARE_LOW))
         return r
 
@@ -193,11 +193,9 @@ class Predictor:
 
     def _limit(self, r: Replayed) -> str:
         """What binds the fixed loop, in words."""
-        if r.limit == "pace":
-            return "the pace of the workers the work moved to"
-        if r.limit == "gpu":
-            return "the GPU's own work"
-        return "the launching thread's remaining work"
+        return {"pace": "the pace of the workers the work moved to", "gpu": "the GPU's own work",
+                "copies": "the GPU's copies", "host": "the launching thread's remaining work",
+                "turns": "the launching thread and the GPU taking turns (each waits for the other)"}[r.limit]
 
     def shared(self, a: Fix, b: Fix) -> bool:
         """Whether two fixes share their gain: the time each saves alone, added, exceeds what both save together by

@@ -36,7 +36,7 @@ MAX_CALLS = 12_000       # calls replayed at most (whole iterations up to this m
 MIN_ITERATIONS = 3       # iterations replayed at least, where the window holds them
 QUEUED_NS = 4_000        # an operation that starts this soon after the one before it on its stream was queued
 LATE_NS = 5_000          # one that starts this much later than its launch and its stream allow waited for another
-LONG_LATENCY = 20        # a launch latency read from the capture is kept to at most this many times the median
+LATENCY_MAX_NS = 1_000_000  # a launch takes at most this long to reach an idle stream: a later start waited for more
 BLOCKING = re.compile(r"^cu(da)?(Stream|Device|Event|Ctx|Thread)Synchronize|^cu(da)?Memcpy|^cu(da)?Memset(?!.*Async)|"
                       r"^cu(da)?(Free|MemFree|FreeHost|HostUnregister|HostRegister|Malloc|HostAlloc)")
 CALL_KINDS = ("other", "launch", "copy", "memset", "sync", "graph")
@@ -144,23 +144,26 @@ def infer_waits(t: dict) -> dict:
     prev_end[order[same]] = ends[order][np.flatnonzero(same) - 1]
     own = call >= 0
     launched = np.where(own, cs[np.clip(call, 0, None)], starts)
-    free = own & (starts - prev_end > QUEUED_NS)
     after_prev = starts - prev_end
     queued = after_prev[(after_prev >= 0) & (after_prev <= QUEUED_NS)]
     queued_ns = float(np.median(queued)) if queued.size else 1_000.0
-    latency = (starts - launched).astype(float)
-    typical = float(np.median(latency[free])) if free.any() else 5_000.0
-    latency = np.where(free, np.clip(latency, 0, LONG_LATENCY * max(typical, 1.0)), typical)
-    after = _waited_for_other_stream(starts, ends, stream, own, np.maximum(prev_end + queued_ns, launched + latency))
+    observed = (starts - launched).astype(float)
+    free = own & (after_prev > QUEUED_NS)  # its stream was idle when it started
+    plain = free & (observed <= LATENCY_MAX_NS)
+    typical = float(np.median(observed[plain])) if plain.any() else 5_000.0
+    after = _waited_for_other_stream(starts, ends, stream, free & ~plain, launched + typical)
+    # a free operation that started late waited for another stream's (after), else for something the trace does
+    # not show (module loading at a kernel's first launch): its own delay is kept, so that the replay runs as it ran
+    latency = np.where(plain | (free & (after < 0)), np.maximum(observed, 0.0), typical)
     awaits, tail = _blocking_waits(t["blocking"], cs, ce, starts, ends)
     return {"op_latency": latency, "op_after": after, "call_awaits": awaits, "call_tail": tail, "queued_ns": queued_ns}
 
 
-def _waited_for_other_stream(starts, ends, stream, own, allowed) -> np.ndarray:
-    """For each operation that started LATE_NS after its launch and its stream allowed: the operation on another
+def _waited_for_other_stream(starts, ends, stream, late_ones, allowed) -> np.ndarray:
+    """For each of the late operations that started LATE_NS after its launch allowed: the operation on another
     stream that ended last at most LATE_NS before it started (-1: none)."""
     after = np.full(starts.size, -1, np.int64)
-    late = np.flatnonzero(own & (starts - allowed > LATE_NS))
+    late = np.flatnonzero(late_ones & (starts - allowed > LATE_NS))
     if late.size == 0:
         return after
     by_end = np.argsort(ends, kind="stable")
