@@ -3,8 +3,10 @@
 # asks (`nsys-transfer run`, its Python stacks on; `--sample none --python-backtrace none` so that the capture costs
 # each side alike), then timed unprofiled by their own clocks, alternately, REPEAT times each side.
 #
-#   NSYS_BUNDLE=.carry/nsys2024.tar.xz OUT=out/pairs bash benchmarks/predict_pairs.sh capture|time [PAIR ...]
+#   NSYS_BUNDLE=.carry/nsys2024.tar.xz OUT=out/pairs bash benchmarks/predict_pairs.sh capture|time|befores [PAIR ...]
 #
+# befores: the before sides captured, then the timing rounds (what a prediction is held to, in one call: each
+#   round's lines reach OUT/times.txt as they run, so a call cut short keeps the rounds it finished);
 # capture: OUT/captures-K.tar (the scrub happens on the dev machine: scrub-trace) with NAME.sqlite.xz,
 #   NAME.pystacks.gz, NAME.run.json and NAME.console per program, in archives of at most 14 MB (the device returns 8
 #   files of 16 MiB at most);
@@ -48,12 +50,7 @@ pack() {  # the captures into archives of at most 14 MB each
   [ ${#list[@]} -gt 0 ] && tar cf "$OUT/captures-$k.tar" -C "$W/cap" "${list[@]}"
 }
 
-case $what in
-  capture)
-    mkdir -p "$W/cap"
-    for p in "${pairs[@]}"; do capture "$p"; capture "${p}_fixed"; done
-    pack; ls -la "$OUT" ;;
-  time)
+timing() {
     for r in $(seq "$REPEAT"); do
       for p in "${pairs[@]}"; do
         for side in "$p" "${p}_fixed"; do
@@ -62,6 +59,9 @@ case $what in
         done
       done
     done
+}
+
+table() {
     $PY - "$OUT/times.txt" <<'EOF'
 import json, statistics, sys
 runs = {}
@@ -81,6 +81,17 @@ for name in sorted(n for n in runs if not n.endswith("_fixed")):
     wall = statistics.median(x[0] for x in b) / statistics.median(x[0] for x in a)
     print(f"{name:28s} {min(len(a), len(b)):4d} {steady:9.2f} {wall:7.2f}")
 EOF
-    ;;
-  *) echo "predict_pairs.sh: capture or time" >&2; exit 2 ;;
+}
+
+case $what in
+  befores)
+    mkdir -p "$W/cap"
+    for p in "${pairs[@]}"; do capture "$p"; done
+    pack; timing; table ;;
+  capture)
+    mkdir -p "$W/cap"
+    for p in "${pairs[@]}"; do capture "$p"; capture "${p}_fixed"; done
+    pack; ls -la "$OUT" ;;
+  time) timing; table ;;
+  *) echo "predict_pairs.sh: capture, time or befores" >&2; exit 2 ;;
 esac

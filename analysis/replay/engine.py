@@ -51,73 +51,92 @@ class Replayed:
 def replay(t: Timeline, edit: Edit = NONE, profiler_ns: float = 0.0, drop_ns: float = 0.0,
            cpu_share: float = 1.0) -> Replayed:
     """The span replayed with the edit (module doc)."""
-    n, m = t.call_start.size, t.op_start.size
-    gaps = _gaps(t, edit, cpu_share)
-    own = (t.call_end - t.call_start).astype(float)
-    waits = (t.call_awaits >= 0) & ~(edit.no_wait if edit.no_wait is not None else np.zeros(n, bool))
-    call_own = np.where(t.call_awaits >= 0, np.minimum(own - t.call_tail, OWN_WAIT_NS) + np.where(waits, 0, t.call_tail),
-                        own)
-    if edit.free_calls is not None:
-        call_own = np.where(edit.free_calls, 0.0, call_own)
-    dropped = edit.dropped if edit.dropped is not None else np.zeros(n, bool)
-    op_ns = edit.op_ns if edit.op_ns is not None else (t.op_end - t.op_start).astype(float)
-    stream, producer = _streams(t, edit)
-    ops_of = _ops_by_call(t.op_call, n)
-    ends = [float("nan")] * m
-    stream_end: dict[int, float] = {}
-    external = [int(i) for i in np.flatnonzero(t.op_call < 0)]
-    ext_i = 0
-    lat, after, awaits, tail = t.op_latency.tolist(), t.op_after.tolist(), t.call_awaits.tolist(), t.call_tail.tolist()
-    op_start, queued = t.op_start.tolist(), t.queued_ns
-    gaps_l, call_own_l, waits_l, dropped_l, op_ns_l = gaps.tolist(), call_own.tolist(), waits.tolist(), \
-        dropped.tolist(), op_ns.tolist()
-    h, credit, host = float(t.lo), 0.0, 0.0
-    for c in range(n):
-        credit += profiler_ns + (max(drop_ns - profiler_ns, 0.0) if dropped_l[c] else 0.0)
-        step, credit = _less(gaps_l[c], credit)
-        h += step
-        host += step
-        if dropped_l[c]:
-            continue
-        while ext_i < len(external) and op_start[external[ext_i]] <= h:  # other threads' work on the same GPU
-            j = external[ext_i]
-            ends[j] = max(op_start[j], stream_end.get(stream[j], op_start[j])) + op_ns_l[j]
-            stream_end[stream[j]] = ends[j]
-            ext_i += 1
-        for j in ops_of[c]:
-            begin = max(h + max(lat[j] - 2 * profiler_ns, 0.3 * lat[j]), stream_end.get(stream[j], -1e30) + queued)
-            if producer[j] is not None:  # moved to a side stream: still after its producer on its old one
-                begin = max(begin, stream_end.get(producer[j], -1e30))
-            k = after[j]
-            if k >= 0 and ends[k] == ends[k]:  # not NaN: the operation it waited for ran in the replay
-                begin = max(begin, ends[k])
-            ends[j] = begin + op_ns_l[j]
-            stream_end[stream[j]] = ends[j]
-        step, credit = _less(call_own_l[c], credit)
-        host += step
-        a = awaits[c]
-        if waits_l[c] and a >= 0:
-            target = ends[a] if ends[a] == ends[a] else stream_end.get(stream[a], h)
-            h = max(h + step, target)
-            rest, credit = _less(tail[c], credit)
-            h += rest
-            host += rest
+    run = _Run(t, edit, profiler_ns, drop_ns, cpu_share)
+    for c in range(t.call_start.size):
+        run.call(c)
+    return run.done()
+
+
+class _Run:
+    """One replay's state: the host's clock, the streams' ends, each operation's end, the profiler's cost still to
+    take off the host (credit), and the host's own work so far."""
+
+    def __init__(self, t: Timeline, edit: Edit, profiler_ns: float, drop_ns: float, cpu_share: float):
+        n = t.call_start.size
+        none = np.zeros(n, bool)
+        own = (t.call_end - t.call_start).astype(float)
+        waits = (t.call_awaits >= 0) & ~(edit.no_wait if edit.no_wait is not None else none)
+        call_own = np.where(t.call_awaits >= 0, np.minimum(own - t.call_tail, OWN_WAIT_NS) +
+                            np.where(waits, 0, t.call_tail), own)
+        if edit.free_calls is not None:
+            call_own = np.where(edit.free_calls, 0.0, call_own)
+        self.t, self.edit = t, edit
+        self.profiler_ns, self.drop_ns = profiler_ns, max(drop_ns - profiler_ns, 0.0)
+        self.gaps, self.call_own, self.waits = _gaps(t, edit, cpu_share).tolist(), call_own.tolist(), waits.tolist()
+        self.dropped = (edit.dropped if edit.dropped is not None else none).tolist()
+        self.op_ns = (edit.op_ns if edit.op_ns is not None else (t.op_end - t.op_start).astype(float)).tolist()
+        self.stream, self.producer = _streams(t, edit)
+        self.ops_of = _ops_by_call(t.op_call, n)
+        self.lat = np.maximum(t.op_latency - 2 * profiler_ns, 0.3 * t.op_latency).tolist()
+        self.after, self.awaits, self.tail = t.op_after.tolist(), t.call_awaits.tolist(), t.call_tail.tolist()
+        self.op_start = t.op_start.tolist()
+        self.external = [int(i) for i in np.flatnonzero(t.op_call < 0)]
+        self.ends = [float("nan")] * t.op_start.size
+        self.stream_end: dict[int, float] = {}
+        self.h, self.credit, self.host, self.ext_i = float(t.lo), 0.0, 0.0, 0
+
+    def _host(self, x: float) -> float:
+        """x of the host's time, less what it gives of the profiler's cost (at most 90%: a gap keeps some of its own)."""
+        cut = min(self.credit, 0.9 * x) if x > 0 else 0.0
+        self.credit -= cut
+        self.host += x - cut
+        return x - cut
+
+    def call(self, c: int) -> None:
+        """The gap before call c, then the call: its operations launched, its wait for the GPU where it waits."""
+        self.credit += self.profiler_ns + (self.drop_ns if self.dropped[c] else 0.0)
+        self.h += self._host(self.gaps[c])
+        if self.dropped[c]:
+            return
+        self._external_until(self.h)
+        for j in self.ops_of[c]:
+            self._launch(j)
+        step = self._host(self.call_own[c])
+        a = self.awaits[c]
+        if self.waits[c] and a >= 0:
+            target = self.ends[a] if self.ends[a] == self.ends[a] else self.stream_end.get(self.stream[a], self.h)
+            self.h = max(self.h + step, target) + self._host(self.tail[c])
         else:
-            h += step
-    last, credit = _less(gaps_l[n], credit)
-    h += last + 0.0
-    host += last
-    gpu_end = max((e for e in ends if e == e), default=h)
-    duration = max(h, gpu_end) - t.lo
-    copies = [i for i, k in enumerate(t.op_kind.tolist()) if k == "copy"]
-    return Replayed(max(duration, edit.pace_ns), _busy(ends, op_ns_l), host, edit.pace_ns,
-                    _busy([ends[i] for i in copies], [op_ns_l[i] for i in copies]))
+            self.h += step
 
+    def _external_until(self, h: float) -> None:
+        """Other threads' operations on the same GPU, at their captured starts, up to the host's clock."""
+        while self.ext_i < len(self.external) and self.op_start[self.external[self.ext_i]] <= h:
+            j = self.external[self.ext_i]
+            self.ends[j] = max(self.op_start[j], self.stream_end.get(self.stream[j], self.op_start[j])) + self.op_ns[j]
+            self.stream_end[self.stream[j]] = self.ends[j]
+            self.ext_i += 1
 
-def _less(x: float, credit: float) -> tuple[float, float]:
-    """x less what it can give of the credit (at most 90% of itself: a gap keeps some of its own time)."""
-    cut = min(credit, 0.9 * x) if x > 0 else 0.0
-    return x - cut, credit - cut
+    def _launch(self, j: int) -> None:
+        """Operation j, launched now: after its launch latency, the operation before it on its stream (and, moved to a
+        side stream, its producer on its old one), and the other stream's operation it waited for in the capture."""
+        begin = max(self.h + self.lat[j], self.stream_end.get(self.stream[j], -1e30) + self.t.queued_ns)
+        if self.producer[j] is not None:
+            begin = max(begin, self.stream_end.get(self.producer[j], -1e30))
+        k = self.after[j]
+        if k >= 0 and self.ends[k] == self.ends[k]:  # not NaN: the operation it waited for ran in the replay
+            begin = max(begin, self.ends[k])
+        self.ends[j] = begin + self.op_ns[j]
+        self.stream_end[self.stream[j]] = self.ends[j]
+
+    def done(self) -> Replayed:
+        """The replay's figures, after the last gap."""
+        self.h += self._host(self.gaps[-1])
+        gpu_end = max((e for e in self.ends if e == e), default=self.h)
+        duration = max(self.h, gpu_end) - self.t.lo
+        copies = [i for i, k in enumerate(self.t.op_kind.tolist()) if k == "copy"]
+        return Replayed(max(duration, self.edit.pace_ns), _busy(self.ends, self.op_ns), self.host, self.edit.pace_ns,
+                        _busy([self.ends[i] for i in copies], [self.op_ns[i] for i in copies]))
 
 
 def _gaps(t: Timeline, edit: Edit, cpu_share: float = 1.0) -> np.ndarray:

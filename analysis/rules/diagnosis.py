@@ -56,8 +56,9 @@ def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
     complete = ctx.facts.integrity.verdict in (None, "complete")
     loop = Loop(ctx.facts.warmup.count, ctx.facts.warmup.ns, ctx.facts.window_ns)
     overall = prediction.attach(by_share, lambda f: fix_parts(f, by_id, ctx), ctx.timeline, complete, loop)
-    ranked = sorted(found, key=lambda pf: (not pf[0], pf[1].severity not in prediction.PREDICTED,
-                                           pf[1].severity == "info", -_gain(pf[1]), -pf[1].impact_ns))
+    group = {"high": 0, "medium": 0, "low": 1}  # the low findings after, the info notes last
+    ranked = sorted(found, key=lambda pf: (not pf[0], group.get(pf[1].severity, 2),
+                                           -_gain(pf[1]) if group.get(pf[1].severity) == 0 else 0, -pf[1].impact_ns))
     by_gain = [f for _, f in ranked]
     note = prediction.rank_note(_costed(by_share), _costed(by_gain))
     return [f.as_dict() for f in by_gain], Overall(overall.all_fixed, note)
@@ -72,9 +73,9 @@ def _gain(f: Finding) -> float:
 
 
 def _costed(findings: list[Finding]) -> list[Finding]:
-    """The findings a ranking compares: costed ones, not the capture-trust notes."""
-    return [f for f in findings if f.severity in prediction.PREDICTED and f.rule not in ("failed-run",
-                                                                                        "incomplete-trace")]
+    """The findings a ranking compares: the high and medium ones, not the capture-trust notes."""
+    return [f for f in findings if f.severity in ("high", "medium") and f.rule not in ("failed-run",
+                                                                                     "incomplete-trace")]
 
 
 def fix_parts(f: Finding, by_id: dict, ctx: Context) -> list[tuple[str, Fix | NoFigure]]:

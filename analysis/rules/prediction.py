@@ -98,7 +98,7 @@ def text(p: Prediction) -> str:
         parts.append("no steady state apart: the trace shows no repeating iterations")
     nxt = f"next limit: {p.next_limit}"
     if p.ceiling_x and p.ceiling_x > 1.05:
-        nxt += f"; the GPU's own work is {p.ceiling_x:.1f}x away"
+        nxt += f"; the kernels alone take {1 / p.ceiling_x:.0%} of the fixed loop's time"
     shared = f"; shares its gain with {', '.join(p.shares_with)}" if p.shares_with else ""
     alone = "; ".join(f"the {name} alone: {x_range(q.steady or q.whole)}" for name, q in p.parts if q.said)
     best = (p.steady or p.whole)[1]
@@ -193,7 +193,7 @@ class Predictor:
 
     def _limit(self, r: Replayed) -> str:
         """What binds the fixed loop, in words."""
-        return {"pace": "the pace of the workers the work moved to", "gpu": "the GPU's own work",
+        return {"pace": "the pace of the workers the work moved to", "gpu": "the GPU's work (kernels and copies)",
                 "copies": "the GPU's copies", "host": "the launching thread's remaining work",
                 "turns": "the launching thread and the GPU taking turns (each waits for the other)"}[r.limit]
 
