@@ -50,17 +50,17 @@ $(BIN)/python:
 EDITABLE := --config-settings editable_mode=compat
 PIP      := PYTHONWARNINGS="$${PYTHONWARNINGS:+$$PYTHONWARNINGS,}ignore:Compat editable installs" $(BIN)/python -m pip
 
-$(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
+$(VENV)/.base: pyproject.toml setup.py analysis/load/_btree.c analysis/replay/_engine.c | $(BIN)/python
 	@echo "installing nsys-transfer and pandas, numpy, matplotlib, click, ijson into $(VENV) (a minute or so the first time)"
 	$(PIP) install -q -e . $(EDITABLE)
 	@touch $@
 
-$(VENV)/.dev: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
+$(VENV)/.dev: pyproject.toml setup.py analysis/load/_btree.c analysis/replay/_engine.c | $(BIN)/python
 	@echo "installing nsys-transfer and its dev tools (pytest, ruff, import-linter, mypy, dask) into $(VENV) (a minute or two the first time)"
 	$(PIP) install -q -e '.[dev]' $(EDITABLE)
 	@touch $@ $(VENV)/.base
 
-$(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c | $(BIN)/python
+$(VENV)/.full: pyproject.toml setup.py analysis/load/_btree.c analysis/replay/_engine.c | $(BIN)/python
 	@echo "installing nsys-transfer, torch, torchvision, nvtx and the dev tools into $(VENV): the first time downloads about 2-3 GB (torch with its CUDA libraries) and takes a few minutes, quietly"
 	$(PIP) install -q -e '.[workloads,dev]' $(EDITABLE)
 	@echo "installed into $(VENV)"

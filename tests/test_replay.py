@@ -8,6 +8,7 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.replay.edits import NONE, Edit
+from nsys_transfer.analysis.replay import engine
 from nsys_transfer.analysis.replay.engine import replay
 from nsys_transfer.analysis.summary import analyze
 
@@ -107,3 +108,22 @@ def test_the_profilers_cost_taken_out_makes_the_loop_faster_not_the_gpu(timeline
     captured, unprofiled = replay(t), replay(t, profiler_ns=2000, cpu_share=0.9)
     assert unprofiled.duration_ns < captured.duration_ns
     assert unprofiled.gpu_ns == pytest.approx(captured.gpu_ns, rel=0.01)
+
+
+@pytest.mark.skipif(engine._engine is None, reason="the replay's C loop is not built (no C compiler at install)")
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_compiled_loop_replays_as_the_python_one(timelines, name):
+    t = timelines[name]
+    rng = np.random.default_rng(1)
+    n, m = t.call_start.size, t.op_start.size
+    edits = [NONE, Edit(host_removed=t.cpu_ns * 0.5, pace_ns=1e6), Edit(dropped=rng.random(n) < 0.3),
+             Edit(no_wait=rng.random(n) < 0.5, free_calls=rng.random(n) < 0.5),
+             Edit(op_ns=(t.op_end - t.op_start) * 0.5, side_stream=(t.op_kind == "copy"))]
+    for e in edits:
+        for prof in (0.0, 2000.0):
+            c = replay(t, e, prof, 2700.0, 0.9, compiled=True)
+            p = replay(t, e, prof, 2700.0, 0.9, compiled=False)
+            assert c.duration_ns == pytest.approx(p.duration_ns, rel=1e-9, abs=1.0)
+            assert c.host_ns == pytest.approx(p.host_ns, rel=1e-9, abs=1.0)
+            assert c.gpu_ns == pytest.approx(p.gpu_ns, rel=1e-9, abs=1.0)
+    assert m > 0

@@ -232,8 +232,10 @@ class CudaCalls:
         """(a, b]: the rowids of the runtime rows starting in [lo, hi), where the table is in start order (nsys
         exports it so; checked at both ends), found by bisection; None where it is not, or has no rowid order."""
         con = self.trace.connection()
-        first = con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {RUNTIME}").fetchone()
-        if first is None or first[0] is None:
+        # one MIN and one MAX a statement: SQLite answers each from the b-tree's edge, both together by a full scan
+        first = (con.execute(f"SELECT MIN(rowid) FROM {RUNTIME}").fetchone()[0],
+                 con.execute(f"SELECT MAX(rowid) FROM {RUNTIME}").fetchone()[0])
+        if first[0] is None:
             return None
 
         def start_at(r: int) -> int | None:

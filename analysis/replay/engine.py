@@ -16,11 +16,17 @@ profiler's hooks, profiler_ns of it): a dropped call takes it away with it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from nsys_transfer.analysis.replay.edits import NONE, Edit
 from nsys_transfer.analysis.sections.timeline import Timeline
+
+try:
+    from nsys_transfer.analysis.replay import _engine  # type: ignore[attr-defined]  # compiled: mypy cannot read it
+except ImportError:  # built by `pip install .` where a C compiler is present; the same steps run in Python otherwise
+    _engine = None
 
 OWN_WAIT_NS = 1_000  # a blocking call's own time before it waits (the rest of its time in the capture was the wait)
 
@@ -49,41 +55,97 @@ class Replayed:
 
 
 def replay(t: Timeline, edit: Edit = NONE, profiler_ns: float = 0.0, drop_ns: float = 0.0,
-           cpu_share: float = 1.0) -> Replayed:
-    """The span replayed with the edit (module doc)."""
-    run = _Run(t, edit, profiler_ns, drop_ns, cpu_share)
-    for c in range(t.call_start.size):
-        run.call(c)
-    return run.done()
+           cpu_share: float = 1.0, compiled: bool = True) -> Replayed:
+    """The span replayed with the edit (module doc); compiled: through _engine.c where it is built (the same steps,
+    _Run's, in C), else in Python."""
+    p = _prepare(t, edit, profiler_ns, drop_ns, cpu_share)
+    if compiled and _engine is not None:
+        ends = np.empty(t.op_start.size)
+        h, host = _engine.run(p.gaps, p.call_own, p.waits, p.dropped, p.awaits, p.tail, p.ptr, p.order, p.lat,
+                              p.after, p.op_ns, p.stream, p.producer, p.op_start, p.external, ends,
+                              t.call_start.size, t.op_start.size, p.external.size, p.order.size, p.streams,
+                              float(t.lo), float(t.queued_ns), float(profiler_ns), p.drop_ns)
+    else:
+        ends, h, host = _Run(p, float(t.lo), float(t.queued_ns), float(profiler_ns)).run()
+    ran = ends == ends
+    gpu_end = float(ends[ran].max()) if ran.any() else h
+    duration = max(h, gpu_end) - t.lo
+    copies = ran & (t.op_kind == "copy")
+    return Replayed(max(duration, edit.pace_ns), _busy(ends[ran], p.op_ns[ran]), host, edit.pace_ns,
+                    _busy(ends[copies], p.op_ns[copies]))
+
+
+class _Prepared(NamedTuple):
+    """A replay's inputs, the edit applied: per call, per operation, the operations of each call (order[ptr[c]:
+    ptr[c + 1]]), the streams numbered 0..streams-1 (a moved operation's producer: its old stream's number)."""
+    gaps: np.ndarray
+    call_own: np.ndarray
+    waits: np.ndarray
+    dropped: np.ndarray
+    awaits: np.ndarray
+    tail: np.ndarray
+    ptr: np.ndarray
+    order: np.ndarray
+    lat: np.ndarray
+    after: np.ndarray
+    op_ns: np.ndarray
+    stream: np.ndarray
+    producer: np.ndarray
+    op_start: np.ndarray
+    external: np.ndarray
+    streams: int
+    drop_ns: float
+
+
+def _prepare(t: Timeline, edit: Edit, profiler_ns: float, drop_ns: float, cpu_share: float) -> _Prepared:
+    n = t.call_start.size
+    none = np.zeros(n, bool)
+    own = (t.call_end - t.call_start).astype(float)
+    waits = (t.call_awaits >= 0) & ~(edit.no_wait if edit.no_wait is not None else none)
+    call_own = np.where(t.call_awaits >= 0, np.minimum(own - t.call_tail, OWN_WAIT_NS) +
+                        np.where(waits, 0, t.call_tail), own)
+    if edit.free_calls is not None:
+        call_own = np.where(edit.free_calls, 0.0, call_own)
+    stream, producer, streams = _streams(t, edit)
+    mine = t.op_call >= 0
+    order = np.flatnonzero(mine)[np.argsort(t.op_call[mine], kind="stable")].astype(np.int64)
+    ptr = np.searchsorted(t.op_call[order], np.arange(n + 1), side="left").astype(np.int64)
+    external = np.flatnonzero(~mine)
+    external = external[np.argsort(t.op_start[external], kind="stable")].astype(np.int64)
+    f8 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+    i8 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+    u1 = lambda a: np.ascontiguousarray(a, dtype=np.uint8)  # noqa: E731
+    return _Prepared(
+        gaps=f8(_gaps(t, edit, cpu_share)), call_own=f8(call_own), waits=u1(waits),
+        dropped=u1(edit.dropped if edit.dropped is not None else none), awaits=i8(t.call_awaits),
+        tail=f8(t.call_tail), ptr=ptr, order=order,
+        lat=f8(np.maximum(t.op_latency - 2 * profiler_ns, 0.3 * t.op_latency)), after=i8(t.op_after),
+        op_ns=f8(edit.op_ns if edit.op_ns is not None else t.op_end - t.op_start), stream=i8(stream),
+        producer=i8(producer), op_start=f8(t.op_start), external=external, streams=streams,
+        drop_ns=max(drop_ns - profiler_ns, 0.0))
 
 
 class _Run:
-    """One replay's state: the host's clock, the streams' ends, each operation's end, the profiler's cost still to
-    take off the host (credit), and the host's own work so far."""
+    """The replay's loop in Python (where _engine.c is not built): the host's clock, the streams' ends, each
+    operation's end, the profiler's cost still to take off the host (credit), and the host's own work so far."""
 
-    def __init__(self, t: Timeline, edit: Edit, profiler_ns: float, drop_ns: float, cpu_share: float):
-        n = t.call_start.size
-        none = np.zeros(n, bool)
-        own = (t.call_end - t.call_start).astype(float)
-        waits = (t.call_awaits >= 0) & ~(edit.no_wait if edit.no_wait is not None else none)
-        call_own = np.where(t.call_awaits >= 0, np.minimum(own - t.call_tail, OWN_WAIT_NS) +
-                            np.where(waits, 0, t.call_tail), own)
-        if edit.free_calls is not None:
-            call_own = np.where(edit.free_calls, 0.0, call_own)
-        self.t, self.edit = t, edit
-        self.profiler_ns, self.drop_ns = profiler_ns, max(drop_ns - profiler_ns, 0.0)
-        self.gaps, self.call_own, self.waits = _gaps(t, edit, cpu_share).tolist(), call_own.tolist(), waits.tolist()
-        self.dropped = (edit.dropped if edit.dropped is not None else none).tolist()
-        self.op_ns = (edit.op_ns if edit.op_ns is not None else (t.op_end - t.op_start).astype(float)).tolist()
-        self.stream, self.producer = _streams(t, edit)
-        self.ops_of = _ops_by_call(t.op_call, n)
-        self.lat = np.maximum(t.op_latency - 2 * profiler_ns, 0.3 * t.op_latency).tolist()
-        self.after, self.awaits, self.tail = t.op_after.tolist(), t.call_awaits.tolist(), t.call_tail.tolist()
-        self.op_start = t.op_start.tolist()
-        self.external = [int(i) for i in np.flatnonzero(t.op_call < 0)]
-        self.ends = [float("nan")] * t.op_start.size
+    def __init__(self, p: _Prepared, lo: float, queued_ns: float, profiler_ns: float):
+        self.p, self.queued, self.profiler_ns = p, queued_ns, profiler_ns
+        self.gaps, self.call_own, self.waits = p.gaps.tolist(), p.call_own.tolist(), p.waits.tolist()
+        self.dropped, self.awaits, self.tail = p.dropped.tolist(), p.awaits.tolist(), p.tail.tolist()
+        self.lat, self.after, self.op_ns = p.lat.tolist(), p.after.tolist(), p.op_ns.tolist()
+        self.stream, self.producer, self.op_start = p.stream.tolist(), p.producer.tolist(), p.op_start.tolist()
+        self.external, self.ptr, self.order = p.external.tolist(), p.ptr.tolist(), p.order.tolist()
+        self.ends = [float("nan")] * len(self.op_ns)
         self.stream_end: dict[int, float] = {}
-        self.h, self.credit, self.host, self.ext_i = float(t.lo), 0.0, 0.0, 0
+        self.h, self.credit, self.host, self.ext_i = lo, 0.0, 0.0, 0
+
+    def run(self) -> tuple[np.ndarray, float, float]:
+        """(each operation's end, NaN where it did not run; the host's clock at the end; its own time)."""
+        for c in range(len(self.call_own)):
+            self.call(c)
+        self.h += self._host(self.gaps[-1])
+        return np.array(self.ends, dtype=float), self.h, self.host
 
     def _host(self, x: float) -> float:
         """x of the host's time, less what it gives of the profiler's cost (at most 90%: a gap keeps some of its own)."""
@@ -94,13 +156,13 @@ class _Run:
 
     def call(self, c: int) -> None:
         """The gap before call c, then the call: its operations launched, its wait for the GPU where it waits."""
-        self.credit += self.profiler_ns + (self.drop_ns if self.dropped[c] else 0.0)
+        self.credit += self.profiler_ns + (self.p.drop_ns if self.dropped[c] else 0.0)
         self.h += self._host(self.gaps[c])
         if self.dropped[c]:
             return
         self._external_until(self.h)
-        for j in self.ops_of[c]:
-            self._launch(j)
+        for q in range(self.ptr[c], self.ptr[c + 1]):
+            self._launch(self.order[q])
         step = self._host(self.call_own[c])
         a = self.awaits[c]
         if self.waits[c] and a >= 0:
@@ -120,23 +182,14 @@ class _Run:
     def _launch(self, j: int) -> None:
         """Operation j, launched now: after its launch latency, the operation before it on its stream (and, moved to a
         side stream, its producer on its old one), and the other stream's operation it waited for in the capture."""
-        begin = max(self.h + self.lat[j], self.stream_end.get(self.stream[j], -1e30) + self.t.queued_ns)
-        if self.producer[j] is not None:
+        begin = max(self.h + self.lat[j], self.stream_end.get(self.stream[j], -1e30) + self.queued)
+        if self.producer[j] >= 0:
             begin = max(begin, self.stream_end.get(self.producer[j], -1e30))
         k = self.after[j]
         if k >= 0 and self.ends[k] == self.ends[k]:  # not NaN: the operation it waited for ran in the replay
             begin = max(begin, self.ends[k])
         self.ends[j] = begin + self.op_ns[j]
         self.stream_end[self.stream[j]] = self.ends[j]
-
-    def done(self) -> Replayed:
-        """The replay's figures, after the last gap."""
-        self.h += self._host(self.gaps[-1])
-        gpu_end = max((e for e in self.ends if e == e), default=self.h)
-        duration = max(self.h, gpu_end) - self.t.lo
-        copies = [i for i, k in enumerate(self.t.op_kind.tolist()) if k == "copy"]
-        return Replayed(max(duration, self.edit.pace_ns), _busy(self.ends, self.op_ns), self.host, self.edit.pace_ns,
-                        _busy([self.ends[i] for i in copies], [self.op_ns[i] for i in copies]))
 
 
 def _gaps(t: Timeline, edit: Edit, cpu_share: float = 1.0) -> np.ndarray:
@@ -155,32 +208,23 @@ def _gaps(t: Timeline, edit: Edit, cpu_share: float = 1.0) -> np.ndarray:
     return np.maximum(g, 0.0)
 
 
-def _streams(t: Timeline, edit: Edit) -> tuple[list[int], list[int | None]]:
-    """Each operation's stream: its own, or a side stream of its own old stream's (one per old stream: the copies of
-    one compute stream); and, for a moved one, its old stream (it still waits for its producer there)."""
-    old = t.op_stream.tolist()
-    if edit.side_stream is None or not edit.side_stream.any():
-        return old, [None] * len(old)
-    moved = edit.side_stream.tolist()
-    return ([-(s + 1_000_000) if mv else s for s, mv in zip(old, moved)],
-            [s if mv else None for s, mv in zip(old, moved)])
+def _streams(t: Timeline, edit: Edit) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each operation's stream, numbered 0..S-1: its own, or a side stream of its own old stream's (one per old
+    stream, numbered after the old ones: the copies of one compute stream); for a moved one its old stream's number
+    (it still waits for its producer there), -1 for the others; and S."""
+    old, own = np.unique(t.op_stream, return_inverse=True)
+    own = own.astype(np.int64).ravel()
+    moved = edit.side_stream if edit.side_stream is not None else np.zeros(own.size, bool)
+    return np.where(moved, own + old.size, own), np.where(moved, own, -1), 2 * old.size
 
 
-def _ops_by_call(op_call: np.ndarray, n: int) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in range(n)]
-    for j, c in enumerate(op_call.tolist()):
-        if c >= 0:
-            out[c].append(j)
-    return out
-
-
-def _busy(ends: list[float], op_ns: list[float]) -> float:
-    """The GPU's busy time in the replay: the union of its operations."""
-    spans = sorted((e - d, e) for e, d in zip(ends, op_ns) if e == e)
-    busy, reach = 0.0, -1e30
-    for s, e in spans:
-        if e <= reach:
-            continue
-        busy += e - max(s, reach)
-        reach = e
-    return busy
+def _busy(ends: np.ndarray, op_ns: np.ndarray) -> float:
+    """The GPU's busy time in the replay: the union of its operations' [end - duration, end)."""
+    if ends.size == 0:
+        return 0.0
+    starts = ends - op_ns
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    begins = np.maximum(s, np.r_[-np.inf, reach[:-1]])
+    return float(np.maximum(e - begins, 0.0)[e > np.r_[-np.inf, reach[:-1]]].sum())

@@ -291,4 +291,4 @@ def _mark_shared(targets: list, made: dict, predictor: Predictor) -> None:
                 b.prediction = replace(b.prediction, shares_with=b.prediction.shares_with + (name_of(a),))
 
 
-SHARE_PAIRS = 4  # findings whose pairs are checked for a shared gain
+SHARE_PAIRS = 3  # findings whose pairs are checked for a shared gain (the top three: three pairs)

@@ -32,7 +32,7 @@ from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.code_lines import CodeLines
 from nsys_transfer.analysis.sections.idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
 
-MAX_CALLS = 12_000       # calls replayed at most (whole iterations up to this many)
+MAX_CALLS = 4_000        # calls replayed at most (whole iterations up to this many, at least MIN_ITERATIONS)
 MIN_ITERATIONS = 3       # iterations replayed at least, where the window holds them
 QUEUED_NS = 4_000        # an operation that starts this soon after the one before it on its stream was queued
 LATE_NS = 5_000          # one that starts this much later than its launch and its stream allow waited for another
@@ -199,18 +199,28 @@ def _blocking_waits(blocking, cs, ce, starts, ends) -> tuple[np.ndarray, np.ndar
     return awaits, tail
 
 
-def _span(window: tuple[int, int], step_rows: pd.DataFrame, calls: pd.DataFrame) -> tuple[int, float | None, float | None]:
-    """(hi, steps in [lo, hi), steps in the window): the replayed span's end at a step's start, holding at least
-    MIN_ITERATIONS steps and at most MAX_CALLS calls where the steps allow; without steps, after the first MAX_CALLS
-    calls, and no counts (the caller counts the kernel stream's iterations)."""
+def _span(window: tuple[int, int], step_rows: pd.DataFrame, calls: pd.DataFrame,
+          period: int | None) -> tuple[int, float | None, float | None]:
+    """(hi, iterations in [lo, hi), iterations in the window where known): the replayed span's end at the start of an
+    iteration, holding at least MIN_ITERATIONS of them and at most MAX_CALLS calls where they allow. Iterations are
+    the steps; else the kernel stream's (every `period` kernel launches: the counts are then the caller's); else the
+    first MAX_CALLS calls, no counts."""
     lo, hi = window
     steps = step_rows[(step_rows["start_ns"] >= lo) & (step_rows["start_ns"] < hi)] if len(step_rows) else step_rows
     if len(steps) >= 2:
         st = np.sort(steps["start_ns"].to_numpy(np.int64))
-        per_call = np.searchsorted(st, calls["start_ns"].to_numpy(np.int64), side="right")  # the step each call is in
-        fits = [k for k in range(MIN_ITERATIONS, st.size) if int((per_call <= k).sum()) <= MAX_CALLS]
-        k = fits[-1] if fits else min(MIN_ITERATIONS, st.size - 1)
+        calls_before = np.searchsorted(calls["start_ns"].to_numpy(np.int64), st[1:], side="left")  # by step k's end
+        k = max(MIN_ITERATIONS, int(np.searchsorted(calls_before, MAX_CALLS, side="right")))
+        k = min(k, st.size - 1)
         return int(st[k]), float(k), float(st.size)
+    if period:
+        launches = np.cumsum(call_kinds(calls["name"]) == "launch")
+        per = max(int(np.searchsorted(launches, period, side="left")) + 1, 1)  # calls an iteration, about
+        k = max(MIN_ITERATIONS, MAX_CALLS // per)
+        cut = int(np.searchsorted(launches, k * period, side="left")) + 1  # after the launch that ends iteration k
+        if cut < len(calls):
+            return int(calls["start_ns"].iloc[cut]), None, None
+        return hi, None, None
     if len(calls) <= MAX_CALLS:
         return hi, None, None
     return int(calls["start_ns"].iloc[MAX_CALLS]), None, None
@@ -223,7 +233,7 @@ def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nv
     thread, calls = _busiest_thread_calls(trace, window, tids.get("all") or set())
     if calls is None or calls.empty:
         return None
-    hi, iterations, window_iterations = _span(window, step_rows, calls)
+    hi, iterations, window_iterations = _span(window, step_rows, calls, period)
     lo = window[0]
     calls = calls[calls["start_ns"] < hi].reset_index(drop=True)
     ops = _ops(trace, lo, hi + max(hi - lo, QUEUE_NS), calls)
