@@ -33,6 +33,7 @@ from nsys_transfer.analysis.sections.code_lines import CodeLines
 from nsys_transfer.analysis.sections.idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
 
 MAX_CALLS = 4_000        # calls replayed at most (whole iterations up to this many, at least MIN_ITERATIONS)
+MAX_WHOLE_CALLS = 50_000  # a window without iterations is replayed whole up to this many calls
 MIN_ITERATIONS = 3       # iterations replayed at least, where the window holds them
 QUEUED_NS = 4_000        # an operation that starts this soon after the one before it on its stream was queued
 LATE_NS = 5_000          # one that starts this much later than its launch and its stream allow waited for another
@@ -204,7 +205,7 @@ def _span(window: tuple[int, int], step_rows: pd.DataFrame, calls: pd.DataFrame,
     """(hi, iterations in [lo, hi), iterations in the window where known): the replayed span's end at the start of an
     iteration, holding at least MIN_ITERATIONS of them and at most MAX_CALLS calls where they allow. Iterations are
     the steps; else the kernel stream's (every `period` kernel launches: the counts are then the caller's); else the
-    first MAX_CALLS calls, no counts."""
+    window, its first MAX_WHOLE_CALLS calls at most, no counts."""
     lo, hi = window
     steps = step_rows[(step_rows["start_ns"] >= lo) & (step_rows["start_ns"] < hi)] if len(step_rows) else step_rows
     if len(steps) >= 2:
@@ -221,16 +222,16 @@ def _span(window: tuple[int, int], step_rows: pd.DataFrame, calls: pd.DataFrame,
         if cut < len(calls):
             return int(calls["start_ns"].iloc[cut]), None, None
         return hi, None, None
-    if len(calls) <= MAX_CALLS:
+    if len(calls) <= MAX_WHOLE_CALLS:  # no iterations to extrapolate from: the window whole, where it is not huge
         return hi, None, None
-    return int(calls["start_ns"].iloc[MAX_CALLS]), None, None
+    return int(calls["start_ns"].iloc[MAX_WHOLE_CALLS]), None, None
 
 
 def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nvtx_rows: pd.DataFrame,
          period: int | None, code: CodeLines | None, link_gbps: float | None) -> Timeline | None:
     """The Timeline of the steady window's first iterations on its busiest launching thread; None where the trace
     has no CUDA calls of a launching thread in the window."""
-    thread, calls = _busiest_thread_calls(trace, window, tids.get("all") or set())
+    thread, calls = _busiest_thread_calls(trace, window, tids.get("all") or set(), _enough(step_rows, window, period))
     if calls is None or calls.empty:
         return None
     hi, iterations, window_iterations = _span(window, step_rows, calls, period)
@@ -263,10 +264,10 @@ def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nv
                     link_gbps=link_gbps, sampled=_sampled(trace))
 
 
-def _busiest_thread_calls(trace, window: tuple[int, int], tids) -> tuple[int | None, pd.DataFrame | None]:
+def _busiest_thread_calls(trace, window: tuple[int, int], tids, enough) -> tuple[int | None, pd.DataFrame | None]:
     """The launching thread with the most CUDA calls in the window's first part, and its calls from the window's
-    start: read over a growing span until it holds twice MAX_CALLS calls or the whole window (a long capture's window
-    is never read whole)."""
+    start: read over a growing span until enough(its calls) or the whole window (a long capture's window is never read
+    whole)."""
     lo, hi = window
     if not tids:
         return None, None
@@ -274,14 +275,33 @@ def _busiest_thread_calls(trace, window: tuple[int, int], tids) -> tuple[int | N
     while True:
         end = min(hi, lo + span)
         calls = trace.calls.thread_calls(tids, lo, end)
-        if len(calls) >= 2 * MAX_CALLS or end >= hi:
+        if end >= hi or (len(calls) and enough(_busiest(calls))):
             break
         span *= 4
     if calls.empty:
         return None, None
+    mine = _busiest(calls)
+    return int(mine["global_tid"].iloc[0]), mine
+
+
+def _busiest(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls of the thread that made the most of them."""
     thread = int(calls["global_tid"].value_counts().index[0])
-    mine = calls[(calls["global_tid"] == thread) & (calls["start_ns"] >= lo)]
-    return thread, mine.reset_index(drop=True)
+    return calls[calls["global_tid"] == thread].reset_index(drop=True)
+
+
+def _enough(step_rows: pd.DataFrame, window: tuple[int, int], period: int | None):
+    """Whether the calls read hold what _span needs: MIN_ITERATIONS + 1 steps and MAX_CALLS calls; the kernel
+    stream's (MIN_ITERATIONS + 1) x period launches and MAX_CALLS calls; else MAX_WHOLE_CALLS calls."""
+    st = np.sort(step_rows["start_ns"].to_numpy(np.int64)) if len(step_rows) else np.zeros(0, np.int64)
+    st = st[(st >= window[0]) & (st < window[1])]
+    if st.size >= 2:
+        last = st[min(MIN_ITERATIONS + 1, st.size - 1)]
+        return lambda c: len(c) >= 2 * MAX_CALLS and int(c["start_ns"].iloc[-1]) >= last
+    if period:
+        return lambda c: len(c) >= 2 * MAX_CALLS and \
+            int((call_kinds(c["name"]) == "launch").sum()) >= (MIN_ITERATIONS + 1) * period
+    return lambda c: len(c) >= MAX_WHOLE_CALLS
 
 
 OP_COLUMNS = ["start_ns", "end_ns", "stream", "kind", "bytes", "copy_kind", "host_kind", "call"]
