@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 from nsys_transfer.analysis.facade import analyze, options_for
+from nsys_transfer.analysis.replay import fixes
 
+ADVISED_WORKERS = fixes.DEFAULT_WORKERS
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 0.20
 
@@ -47,7 +49,8 @@ def hit(r: list[float] | None, m: float | None) -> str:
 
 
 def one(p: dict) -> dict:
-    """One pair's row."""
+    """One pair's row; a fix made with other workers than the advice names ("workers") is predicted with those."""
+    fixes.DEFAULT_WORKERS = p.get("workers", ADVISED_WORKERS)
     path = ROOT / p["before"]
     t0 = time.perf_counter()
     s = analyze(path, options_for(path)).summary
@@ -57,8 +60,8 @@ def one(p: dict) -> dict:
     pred = (f or {}).get("prediction") or {}
     if p.get("part"):  # the fix made one part of the advised one: that part's prediction
         pred = next((x for x in pred.get("parts") or () if x["part"].startswith(p["part"])), {})
-    if p.get("route") == "gpu" and pred.get("on_gpu_x"):  # the advice's other route: the work done on the GPU
-        pred = {**pred, "steady_x": pred["on_gpu_x"], "whole_x": None}
+    if p.get("route") == "gpu" and pred.get("on_gpu"):  # the advice's other route: the work done on the GPU
+        pred = {**pred, **pred["on_gpu"]}
     costed = [x for x in s["diagnosis"] if x["severity"] in ("high", "medium")]
     share = costed[0]["impact_fraction"] if costed else 0.0
     steady, wall = measured(p, "steady"), measured(p, "wall")

@@ -52,8 +52,9 @@ class Fix:
 
     def combine(self, other: "Fix") -> "Fix":
         """Both fixes made."""
-        gpu = self.on_gpu if other.on_gpu is None else other.on_gpu if self.on_gpu is None else \
-            self.on_gpu.combine(other.on_gpu)
+        # the GPU route of both: each one's GPU route where it has one, its own (high) fix where it has none
+        gpu = None if self.on_gpu is None and other.on_gpu is None else \
+            (self.on_gpu or self.high).combine(other.on_gpu or other.high)
         return Fix(self.high.combine(other.high), self.low.combine(other.low),
                    tuple(dict.fromkeys(self.assumptions + other.assumptions)),
                    (max(self.setup_ns[0], other.setup_ns[0]), max(self.setup_ns[1], other.setup_ns[1])), gpu)
@@ -65,9 +66,11 @@ class NoFigure:
     reason: str
 
 
-def workers_for(t: Timeline, asked: int = DEFAULT_WORKERS) -> int:
-    """The workers the work can have: those asked, at most the capture machine's cores less SPARE_CORES."""
-    return max(1, min(asked, (t.cores or asked + SPARE_CORES) - SPARE_CORES))
+def workers_for(t: Timeline, asked: int | None = None) -> int:
+    """The workers the work can have: those asked (DEFAULT_WORKERS), at most the capture machine's cores less
+    SPARE_CORES."""
+    n = asked or DEFAULT_WORKERS
+    return max(1, min(n, (t.cores or n + SPARE_CORES) - SPARE_CORES))
 
 
 def move_off_thread(t: Timeline, work: np.ndarray, where: str, data_bytes: float = 0.0, handoff: bool = False,

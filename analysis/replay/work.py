@@ -88,3 +88,60 @@ def waiting_syncs(t: Timeline) -> np.ndarray:
 def per_iteration(t: Timeline, ns: float) -> float:
     """ns over the span as ns an iteration."""
     return ns / t.iterations if t.iterations else ns
+
+
+SIDE_BYTES = 64 * 1024  # a copy this large carries a batch's input or output, not a scalar (as sections/code_lines)
+
+
+def beside_copies(t: Timeline, direction: str) -> np.ndarray:
+    """Each gap's own work next to a batch's copy of that direction: between the last launch or copy before the call
+    that copies the input in and that call (the input's preparation); between the call that copies the output out and
+    the next launch or copy (its handling, past the sync that waits for it); zero elsewhere."""
+    big = copies(t, direction) & (t.op_bytes >= SIDE_BYTES)
+    calls = np.unique(t.op_call[big & (t.op_call >= 0)])
+    out = np.zeros(t.gap_start.size, np.int64)
+    if calls.size == 0:
+        return out
+    issuing = np.flatnonzero(np.isin(t.call_kind, ("launch", "copy", "graph")))
+    mark = np.zeros(t.gap_start.size, bool)
+    for c in calls:
+        i = int(np.searchsorted(issuing, c))
+        if direction == "HtoD":  # gaps after the previous issuing call, up to this one (gap c is before call c)
+            first = int(issuing[i - 1]) + 1 if i > 0 else 0
+            mark[first:c + 1] = True
+        else:  # gaps after this call, up to the next issuing call (gap c + 1 is after call c)
+            nxt = int(issuing[i + 1]) if i + 1 < issuing.size else t.call_start.size
+            mark[c + 1:nxt + 1] = True
+    out[mark] = t.cpu_ns[mark]
+    return out
+
+
+def loop_statements(t: Timeline) -> dict[int, str | None]:
+    """Each sampled stack's statement in the loop's body: the first frame of the program's own code past the frames
+    every stack of the span shares (the module's line that calls main(), the loop's own line): `tokenize(batch)` for
+    all the tokenizer's work below it."""
+    if t.samples is None or t.code is None:
+        return {}
+    st = t.code.stacks
+    ids = [int(k) for k in np.unique(t.samples["stack"].to_numpy())]
+    own = {k: [f for f in st.stacks[k] if st.frames[f].in_program] for k in ids}
+    paths = [p for p in own.values() if p]
+    shared = 0
+    while paths and all(len(p) > shared + 1 and p[shared] == paths[0][shared] for p in paths):
+        shared += 1
+    return {k: (st.frames[p[shared]].place if len(p) > shared else None) for k, p in own.items()}
+
+
+def at_statement(t: Timeline, place: str) -> np.ndarray:
+    """The samples (a bool per sample) under the loop's statement that holds the line: the statement of most of the
+    line's own samples (the innermost line of the program there, or the statement itself)."""
+    if t.samples is None or t.code is None:
+        return np.zeros(0, bool)
+    stmt = loop_statements(t)
+    stacks = t.samples["stack"].to_numpy()
+    leaf = {k: t.code.places(k)[1] for k in stmt}
+    mine = [stmt[int(k)] for k in stacks if leaf[int(k)] == place or stmt[int(k)] == place]
+    if not mine:
+        return np.zeros(stacks.size, bool)
+    top = max(set(mine), key=mine.count)
+    return np.array([stmt[int(k)] == top for k in stacks], bool)

@@ -23,6 +23,7 @@ from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Finding, Rul
 from nsys_transfer.analysis.rules.prediction import Loop, Overall
 from nsys_transfer.analysis.rules.role_fixes import role_fix
 from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
+from nsys_transfer.analysis.sections import roles
 
 
 # every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here; its row of the
@@ -78,20 +79,28 @@ def _costed(findings: list[Finding]) -> list[Finding]:
                                                                                      "incomplete-trace")]
 
 
+# the rules whose findings a line's role fixes (rules/role_fixes.py): the CPU work, the syncs and the launches a line
+# makes; the others (copies, waits) keep their rule's fix, but a copy of a module's weights is the weights' role's
+ROLE_RULES = ("gpu-idle-cpu-bound", "host-sync", "launch-bound")
+
+
 def fix_parts(f: Finding, by_id: dict, ctx: Context) -> list[tuple[str, Fix | NoFigure]]:
-    """What a finding's advice changes in the replay, part by part (named): its line's role's fix where it has one
-    (rules/role_fixes.py), with the copies' fixes of the findings merged into it (one job: the output's copy and its
-    post-processing); else its rule's fix and those of the findings merged into it."""
-    def rule_fix(g: Finding) -> Fix | NoFigure:
-        rule = by_id.get(g.rule)
-        return rule.fix(g, ctx) if rule is not None else NoFigure("no rule replays it")
-    own = role_fix(f, ctx)
-    out = [(f"{f.line.role} work at {f.line.place}" if f.line else prediction.name_of(f), own)] if own else []
-    seen = set()
+    """What a finding's advice changes in the replay, part by part (named): for it and each finding merged into it
+    (one job: the output's copy and its post-processing), its line's role's fix where the role fixes its rule, else
+    its rule's fix; one fix a role's line and one a rule's subject."""
+    out, seen = [], set()
     for g in (f, *f.parts):
-        if (own is None or g.rule in code_advice.COPY_RULES) and (g.rule, g.subject) not in seen:
-            seen.add((g.rule, g.subject))
-            out.append((prediction.name_of(g), rule_fix(g)))
+        fx = role_fix(g, ctx) if g.line is not None and (g.rule in ROLE_RULES or g.line.role == roles.WEIGHTS) \
+            else None
+        key = ("role", g.line.role, g.line.place) if fx is not None else ("rule", g.rule, g.subject)
+        if key in seen:
+            continue
+        seen.add(key)
+        if fx is not None:
+            out.append((f"{g.line.role} work at {g.line.place}", fx))
+        else:
+            rule = by_id.get(g.rule)
+            out.append((prediction.name_of(g), rule.fix(g, ctx) if rule is not None else NoFigure("no rule replays it")))
     return out
 
 

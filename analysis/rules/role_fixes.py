@@ -12,6 +12,8 @@ has its line, what that line's work is for says what the fix changes, as surely 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from nsys_transfer.analysis.replay import fixes, work
@@ -36,27 +38,30 @@ def role_fix(f: Finding, ctx: Context) -> Fix | NoFigure | None:
             roles.MODEL: lambda t, s: _model(t, s, ctx.min_gap_ns)}.get(site.role, lambda t, s: None)(t, site)
 
 
-def loop_line(site: CodeSite) -> str:
-    """Where the site's work is called from the loop (its path's first step), else the site itself: the statement a
-    fix moves, with all the work it calls (`postprocess(x)`, not one line inside postprocess)."""
-    return site.path[0].split("  ")[0] if site.path else site.place
-
-
 def _moved(t: Timeline, site: CodeSite) -> Fix | NoFigure:
-    """The line's work in DataLoader or output worker processes, handed over through shared memory (the batch's copy
-    bytes, at the low end)."""
-    at = work.at_line(t, loop_line(site))
-    w = work.sampled_work(t, at)
+    """The work of the line's role in worker processes (DataLoader workers for the input, output workers for the
+    output): the thread's own work next to the batch's copy of that direction (before the input's copy: its
+    preparation; after the output's: its handling), else the work under the loop's statement that holds the line.
+    The output's hand-off through a queue copies it once more (low end); DataLoader workers hand their batches over in
+    shared memory. The other route the advice names, the work on the GPU: that work gone, and the output's big copies
+    with it (only the small result comes back)."""
+    direction = "HtoD" if site.role == roles.INPUT else "DtoH"
+    w = work.beside_copies(t, direction) if site.role != roles.COMPUTE else np.zeros(t.gap_start.size, np.int64)
+    if not w.any():
+        w = work.sampled_work(t, work.at_statement(t, site.place))
     if not w.any():
         return NoFigure(f"the replayed iterations hold no samples at {site.place}")
-    direction = "HtoD" if site.role == roles.INPUT else "DtoH"
     data = float(t.op_bytes[work.copies(t, direction)].sum())
     where = "DataLoader worker processes" if site.role == roles.INPUT else "worker processes"
-    return fixes.move_off_thread(t, w, where, data_bytes=data, handoff=True)
+    fix = fixes.move_off_thread(t, w, where, data_bytes=data, handoff=site.role == roles.OUTPUT)
+    if site.role == roles.OUTPUT:
+        big = work.copies(t, "DtoH") & (t.op_bytes >= work.SIDE_BYTES)
+        fix = replace(fix, on_gpu=replace(fix.on_gpu, dropped=work.calls_of(t, big)))
+    return fix
 
 
 def _disk(t: Timeline, site: CodeSite) -> Fix | NoFigure:
-    w = work.sampled_work(t, work.at_line(t, loop_line(site)))
+    w = work.sampled_work(t, work.at_statement(t, site.place))
     if not w.any():
         return NoFigure(f"the replayed iterations hold no samples at {site.place}")
     return fixes.move_off_thread(t, w, "writer threads", processes=False)
