@@ -7,6 +7,7 @@ findings combine into one (Edit.combine) and the replay (engine.py) applies them
     dropped        calls that are gone, with their GPU operations (a per-element read, a weight copy)
     no_wait        blocking calls that no longer wait for the GPU (a copy made asynchronous, a timing sync removed)
     free_calls     calls that cost the host nothing but still issue their GPU work (launches replayed as a graph)
+    call_ns        new own times of calls (NaN: unchanged): a pageable copy's call stages the data at the DMA's pace
     op_ns          new durations of GPU operations (a pageable copy made pinned)
     side_stream    operations moved to a stream of their own (a copy overlapped with compute; it still follows
                    the operation before it on its old stream: its producer)
@@ -28,6 +29,7 @@ class Edit:
     dropped: np.ndarray | None = None
     no_wait: np.ndarray | None = None
     free_calls: np.ndarray | None = None
+    call_ns: np.ndarray | None = None
     op_ns: np.ndarray | None = None
     side_stream: np.ndarray | None = None
     pace_ns: float = 0.0
@@ -41,6 +43,7 @@ class Edit:
                     dropped=_either(self.dropped, other.dropped, np.logical_or),
                     no_wait=_either(self.no_wait, other.no_wait, np.logical_or),
                     free_calls=_either(self.free_calls, other.free_calls, np.logical_or),
+                    call_ns=_either(self.call_ns, other.call_ns, np.fmin),
                     op_ns=_either(self.op_ns, other.op_ns, np.minimum),
                     side_stream=_either(self.side_stream, other.side_stream, np.logical_or),
                     pace_ns=self.pace_ns + other.pace_ns)

@@ -104,6 +104,8 @@ def _prepare(t: Timeline, edit: Edit, profiler_ns: float, drop_ns: float, cpu_sh
     waits = (t.call_awaits >= 0) & ~(edit.no_wait if edit.no_wait is not None else none)
     call_own = np.where(t.call_awaits >= 0, np.minimum(own - t.call_tail, OWN_WAIT_NS) +
                         np.where(waits, 0, t.call_tail), own)
+    if edit.call_ns is not None:
+        call_own = np.where(np.isnan(edit.call_ns), call_own, edit.call_ns)
     if edit.free_calls is not None:
         call_own = np.where(edit.free_calls, 0.0, call_own)
     stream, producer, streams = _streams(t, edit)

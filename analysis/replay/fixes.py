@@ -34,6 +34,11 @@ SPARE_CORES = 2          # cores left to the launching thread and the rest of th
 HANDOFF_GBPS = 2.5       # a hand-off through a queue copies the data once more into fresh shared memory (low end;
                          # seg_numpy_post_mpfix: 176 MB a batch, 37 ms of it in posix_fallocate alone)
 PINNED_SHARE_LOW = 0.8   # a pinned copy at this share of the link at the low end (H200: 53-55 GB/s of a 63 GB/s x16)
+# an input pinned for its copy is first copied into pinned memory on a thread of its own (DataLoader's pin_memory
+# thread, prefetch's): that thread's pace bounds the loop. The fixed programs ran at 3.3 GB/s of input (ct_volume_segment
+# with pin_memory=True, 75.5 MB a batch at 44 batches/s) and 3.9 GB/s (image_loop with prefetch, 154 MB at 25.5/s) on
+# the H200: the low end pins at 3 GB/s; the high end pays no such copy (the producers write into pinned buffers)
+PIN_GBPS_LOW = 3.0
 # the workers' start, added to the whole loop: 8 forked output workers took 157 ms (hf_embed_fixed on the H200, issue
 # 37; high end), a DataLoader's first batches up to a second more (low end); spawned workers that import torch again
 # take seconds more (seg_numpy_post_mpfix: 7.5 s, issue 48), which the advice's forked workers do not
@@ -96,7 +101,9 @@ def move_off_thread(t: Timeline, work: np.ndarray, where: str, data_bytes: float
 
 def pinned(t: Timeline, ops: np.ndarray, overlap: bool, link_gbps: float | None) -> Fix | NoFigure:
     """The copies (a bool per operation) from pinned memory at the link's speed (PINNED_SHARE_LOW of it at the low
-    end); overlap: on a side stream, the host not waiting for them (the high end; the low end keeps the wait)."""
+    end). A pageable copy's call stages the data through a bounce buffer at the copy's own pace: from pinned memory it
+    takes as much less time as the copy does (low end). overlap: at the high end on a side stream, the host not
+    waiting for them and their calls costing it a launch (the low end keeps the wait)."""
     if not ops.any():
         return NoFigure("the replayed iterations hold none of these copies")
     if not link_gbps:
@@ -106,11 +113,21 @@ def pinned(t: Timeline, ops: np.ndarray, overlap: bool, link_gbps: float | None)
     high_ns = np.where(ops, np.minimum(now, at), now)
     low_ns = np.where(ops, np.minimum(now, at / PINNED_SHARE_LOW), now)
     calls = np.zeros(t.call_start.size, bool)
-    c = t.op_call[ops]
-    calls[c[c >= 0]] = True
-    high = Edit(op_ns=high_ns, side_stream=ops if overlap else None, no_wait=calls if overlap else None)
-    low = Edit(op_ns=low_ns)
+    c = t.op_call[ops & (t.op_call >= 0)]
+    calls[c] = True
+    own = (t.call_end - t.call_start).astype(float)
+    staged = np.full(t.call_start.size, np.nan)  # each copy call's own time, shrunk with its copy's
+    ratio = np.ones(t.op_start.size)
+    ratio[ops] = low_ns[ops] / np.maximum(now[ops], 1.0)
+    staged[c] = own[c] * ratio[ops & (t.op_call >= 0)]
+    inputs = float(t.op_bytes[ops & (t.op_copy == "HtoD")].sum())  # pinned on a thread of their own first
+    high = Edit(op_ns=high_ns, side_stream=ops if overlap else None, no_wait=calls if overlap else None,
+                free_calls=calls if overlap else None, call_ns=staged)
+    low = Edit(op_ns=low_ns, call_ns=staged, pace_ns=inputs / PIN_GBPS_LOW)
     said = [f"pinned copies at {PINNED_SHARE_LOW:.0%} (low) to 100% (high) of the {link_gbps:.0f} GB/s link"]
+    if inputs:
+        said.append(f"at the low end the input is pinned first on a thread of its own at {PIN_GBPS_LOW:g} GB/s; at "
+                    "the high end its producers write it into pinned buffers")
     if overlap:
         said.append("at the high end on a side stream, the host not waiting for them; at the low end still waited for")
     return Fix(high, low, tuple(said))
