@@ -85,8 +85,8 @@ class Prediction:
 
 
 def x_range(r: tuple[float, float]) -> str:
-    """A speed-up range as text: 1.3-1.5x, or 1.4x where its ends round alike."""
-    lo, hi = (f"{v:.2g}" if v < 10 else f"{v:.0f}" for v in r)
+    """A speed-up range as text: 1.3-1.5x, 12-18x, or 1.4x where its ends round alike."""
+    lo, hi = (f"{v:.1f}" if v < 10 else f"{v:.0f}" for v in r)
     return f"{lo}x" if lo == hi else f"{lo}-{hi}x"
 
 
