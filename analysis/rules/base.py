@@ -154,6 +154,10 @@ class Rule(Generic[CtxT]):
         """This rule's findings; empty when it does not fire."""
         raise NotImplementedError
 
+    def excludes_rest(self, found: list[Finding]) -> bool:
+        """Whether these findings of the rule exclude every rule after it (an exclusive rule's always do)."""
+        return self.exclusive
+
 
 def fired(rules: Sequence[Rule[CtxT]], ctx: CtxT) -> Iterator[tuple[Rule[CtxT], Finding]]:
     """(rule, finding) for each finding of the rules in their order, up to and including the first exclusive rule
@@ -162,7 +166,7 @@ def fired(rules: Sequence[Rule[CtxT]], ctx: CtxT) -> Iterator[tuple[Rule[CtxT], 
         found = rule.check(ctx)
         for f in found:
             yield rule, f
-        if found and rule.exclusive:
+        if found and rule.excludes_rest(found):
             return
 
 

@@ -13,9 +13,10 @@ rules count copy time, which is GPU time spent copying, not idle time.
 
 from __future__ import annotations
 
-from nsys_transfer.analysis.rules.capture import FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
+from nsys_transfer.analysis.rules.capture import (FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, TooLittleToJudge,
+                                                  WarmupInCapture)
 from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound,
-                                                  LaunchBound, MemoryMappingInGaps, generic_rules)
+                                                  LaunchBound, MemoryMappingInGaps, SetupInWindow, generic_rules)
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
 from nsys_transfer.analysis.rules import code_advice
@@ -27,8 +28,8 @@ from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 # tests/test_rule_registry.py holds the two together); an idle cause declared without a rule of its own
 # (common/idle_causes.py) gets the generic one, after these (rules())
 RULES: list[Rule[Context]] = [
-    FailedRun(), IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
-    HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
+    FailedRun(), IncompleteTrace(), TooLittleToJudge(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
+    HostSync(), LaunchBound(), SetupInWindow(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
     WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
@@ -47,3 +48,13 @@ def diagnose(ctx: Context) -> list[dict]:
     found = [(id(f) in first, f) for f in lined if f.severity == "info" or id(f) in first or f.impact_ns >= floor]
     found.sort(key=lambda pf: (not pf[0], pf[1].severity == "info", -pf[1].impact_ns))
     return [f.as_dict() for _, f in found]
+
+
+TRUST_NOTES = ("failed-run", "incomplete-trace")  # notes that lead the verdict although they cost no time
+
+
+def verdict_finding(findings: list[dict]) -> dict | None:
+    """The finding a trace's verdict names: the first that costs something (or a trust note), in the diagnosis's
+    order; None where none does. The text's verdict line and the cycles' merge (analysis/cycles.py) both read it."""
+    return next((f for f in findings if f["severity"] != "info" or f["rule"] in TRUST_NOTES), None)
+
