@@ -49,7 +49,7 @@ except ImportError:  # only a torch.profiler trace needs it: nsys captures and t
 
 from nsys_transfer.analysis.common.errors import TraceError
 
-VERSION = "kineto-3"  # the conversion's version: the cache keys its files by it (load/cache.py)
+VERSION = "kineto-4"  # the conversion's version: the cache keys its files by it (load/cache.py)
 GZIP_MAGIC = b"\x1f\x8b"
 NAMES = (".json", ".json.gz", ".json.gzip")  # how torch.profiler's traces are named (the content decides, not this)
 MARKER_TABLE = "KINETO_TRACE"
@@ -305,6 +305,17 @@ def _open(path: Path):
     return gzip.open(path, "rb") if gz else open(path, "rb")
 
 
+def has_trace_events(path: Path) -> bool:
+    """Whether a JSON file is a Chrome trace (its events, an array or a traceEvents key), read no further than that;
+    False for other JSON (a run record) and for files that are not JSON at all."""
+    if ijson is None or not looks_like_json(path):
+        return False
+    try:
+        return _header(path)[1]
+    except (ijson.IncompleteJSONError, ijson.JSONError, OSError, EOFError, zlib.error):
+        return False
+
+
 def _is_array(path: Path) -> bool:
     """Whether the JSON is a bare array of events (libkineto's first traces, 2020), not an object."""
     with _open(path) as f:
@@ -383,6 +394,8 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
         raise TraceError(f"{path}: {_nothing_read(conv)}")
     origin = min(v for t in STAGED for (v,) in [con.execute(f"SELECT MIN(start) FROM staged_{t}").fetchone()]
                  if v is not None)
+    last = max(v for t in STAGED for (v,) in [con.execute(f'SELECT MAX("end") FROM staged_{t}').fetchone()]
+               if v is not None)
     pid = max(conv.cpu_pids, key=conv.cpu_pids.get) if conv.cpu_pids else 0
     for name, cols in STAGED.items():
         shifted = ", ".join(f"{c} - {origin}" if c in ("start", '"end"') else
@@ -393,7 +406,7 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
         con.execute(f"DROP TABLE staged_{name}")
         if con.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is None:
             con.execute(f"DROP TABLE {name}")  # as nsys leaves out a table it has no rows for
-    _metadata(con, conv, header, origin)
+    _metadata(con, conv, header, origin, pid, last - origin)
     _waits(con)
     con.commit()
 
@@ -426,7 +439,7 @@ def _waits(con: sqlite3.Connection) -> None:
         con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
 
 
-def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: int) -> None:
+def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: int, pid: int, end: int) -> None:
     """The string table, thread names, GPUs, session start and the marker."""
     threads = [(conv.strings.id(name), 0, tid) for tid, name in conv.thread_names.items()
                if (tid >> 24) in conv.cpu_pids]
@@ -450,8 +463,11 @@ def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: i
                     (str(header["host_name"]),))
     version = f"torch.profiler ({trace_format(header, conv.older)})"
     con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('EXPORT_PRODUCT_VERSION', ?)", (version,))
+    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
     con.executemany(f"INSERT INTO {MARKER_TABLE} (name, value) VALUES (?, ?)",
                     [("schemaVersion", str(header.get("schemaVersion", ""))), ("origin_ns", str(origin)),
+                     ("pid", str(pid)), ("end_ns", str(end)), ("rank", str(dist.get("rank", ""))),
+                     ("world_size", str(dist.get("world_size", ""))),
                      ("with_stack", str(header.get("with_stack", ""))), ("events", str(conv.counts["events"])),
                      ("skipped", str(conv.counts["skipped"])), ("older_events", str(conv.older))])
 
