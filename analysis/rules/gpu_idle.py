@@ -14,8 +14,8 @@ from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
 from nsys_transfer.analysis.sections.cpu_work import PROFILER
-from nsys_transfer.analysis.rules.base import (Context, Finding, Rule, calls_text, idle_by_subject, idle_figures, idle_of,
-                                               ms, us)
+from nsys_transfer.analysis.rules.base import (NOISE_SHARE, Context, Finding, Rule, calls_text, idle_by_subject,
+                                               idle_figures, idle_of, ms, us)
 from nsys_transfer.analysis.rules.capture import too_little
 from nsys_transfer.analysis.rules.terms import terms
 from nsys_transfer.analysis.rules.facts import CpuSamples, DataLoaderWorkers, KernelRow, SampledFunction
@@ -85,7 +85,10 @@ class SetupInWindow(IdleRule):
     min_steps = 3
 
     def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
-        """One finding: the set-up calls the GPU waited through, by time."""
+        """One finding: the set-up calls the GPU waited through, by time (none below the noise floor: a note of
+        0.0 ms says nothing)."""
+        if impact < NOISE_SHARE * ctx.gpu_time_ns():
+            return []
         calls = idle_figures(ctx).setup_calls()
         named = calls_text(calls, 4)
         steps, with_calls = ctx.steps(), idle_figures(ctx).setup_call_steps
