@@ -16,10 +16,11 @@ from nsys_transfer.analysis.common import defaults, schema
 from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.common.window_spec import Spec
+from nsys_transfer.analysis import cycles
 from nsys_transfer.analysis.comparison import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
 from nsys_transfer.analysis.load import kineto
-from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
+from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside, traces_in
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
                                                  part_of_path, trace_labels)
@@ -42,8 +43,10 @@ __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
-    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler",
+    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "one_run", "analyze_cycles",
+    "Cycles", "traces_given",
 ]
+Cycles = cycles.Cycles
 
 
 def analyze(traces: Path | str | Trace | list, opts: Options | None = None, *, probe: dict | None = None,
@@ -185,3 +188,51 @@ def profiler_of(path) -> str:
 def rule_ids() -> list[str]:
     """Every rule's id, sorted (what --fail-on-new may name)."""
     return sorted({r.id for r in diagnosis.rules()})
+
+
+def identity_of(path) -> cycles.Identity:
+    """What tells the trace's run apart (cycles.Identity): its profiler, host, process, rank and span (TraceError,
+    OSError on bad input)."""
+    with Trace.open(path) as t:
+        k = t.kineto_identity
+        start = t.session_start_utc_ns
+        end = start + int(k["end_ns"]) if start is not None and k.get("end_ns", "").isdigit() else None
+        return cycles.Identity(t.profiler, t.hostname, k.get("pid", ""), k.get("rank", ""), start, end)
+
+
+def one_run(paths: list) -> bool:
+    """Whether several traces are the cycles of one torch.profiler run (cycles.is_one_run), not ranks: read as one
+    run with one verdict (analyze_cycles) where they are."""
+    if len(paths) < 2 or not all(profiler_of(p) == "torch.profiler" for p in paths):  # nsys ranks: nothing opened
+        return False
+    return cycles.is_one_run([identity_of(p) for p in paths])
+
+
+def analyze_cycles(paths: list, opts: Options | None = None, *, where=None, progress=None,
+                   on_start: Callable[[object], None] | None = None) -> cycles.Cycles:
+    """Several traces of one run (one_run): each analysed alone where `where` runs it (default: here, one after the
+    other), in time order, and merged into the run's one verdict (analysis/cycles.py)."""
+    opts = opts or Options()
+    ordered = sorted(paths, key=lambda p: identity_of(p).start_utc_ns or 0)
+    labels = [Path(p).name for p in ordered]
+    with where or parallel.executor(1, None, len(ordered)) as ex:
+        if on_start:
+            on_start(ex)
+        summaries = ex.map(cycle_summary, [(str(p), opts) for p in ordered], progress or (lambda msg: None))
+    return cycles.merge(labels, summaries)
+
+
+def cycle_summary(path: str, opts: Options) -> dict:
+    """One cycle's analysis summary, as analyze-trace makes it for the file alone: what a worker process runs."""
+    return analyze(path, options_for(Path(path), opts.step_regex, None, opts.min_gap_ns, top=opts.top,
+                                     link_gbps=opts.link_gbps)).summary
+
+
+def traces_given(paths) -> list[Path]:
+    """The traces a command line names: each file as given, each folder as the traces in it (load/inputs.traces_in:
+    TraceError where it holds none)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        out += traces_in(p) if p.is_dir() else [p]
+    return out
+

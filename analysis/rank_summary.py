@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.device import KERNEL_TABLE
 from nsys_transfer.analysis.load.kernel_digest import KernelDigest
 from nsys_transfer.analysis.load.ops_store import SpilledOps
+from nsys_transfer.analysis.rules.terms import NSYS, TORCH, terms
 from nsys_transfer.analysis.rules.facts import CpuLoad, HostDtoh
 from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from nsys_transfer.analysis.common.schema import json_rows, several_traces
@@ -254,12 +255,14 @@ def bin_busy(busy: Coverage, window: tuple[int, int], bin_ns: int) -> pd.DataFra
 
 # --- driver ------------------------------------------------------------------------------------------------------
 
-def _rank_context(devices: pd.DataFrame, top: HostLoad, hosts: int, opts: RankOptions, concurrent: bool):
+def _rank_context(devices: pd.DataFrame, top: HostLoad, hosts: int, opts: RankOptions, concurrent: bool,
+                  profiler: str = NSYS):
     """What the multi-GPU rules read, with this run's thresholds: the limiting host's DtoH figures (top)."""
     cpu = CpuLoad.of((opts.run or {}).get("host_cpu"))
     return RankContext(devices, top.contention, HostDtoh.of(top.summary), cpu, concurrent, opts.busy_threshold,
                        opts.slowdown_threshold, opts.backlog_steps, hosts=hosts, host_name=top.name,
-                       host_devices=devices[devices["trace"].isin(top.traces)] if hosts > 1 else None)
+                       host_devices=devices[devices["trace"].isin(top.traces)] if hosts > 1 else None,
+                       profiler=profiler)
 
 
 @dataclass
@@ -283,11 +286,14 @@ class TracePart:
 
 
 BUSY_COLUMNS = ["bin_start_ns", "bin_ns", "busy_ns", "gpu"]
+PROFILER_STEPS = r"^ProfilerStep#\d+$"  # prof.step()'s marks: a torch.profiler trace's steps
 
 
 def trace_part(t, label: str, opts: RankOptions) -> TracePart:
     """One open Trace's share of the multi-GPU analysis: everything analyze_ranks reads of it."""
     kernels, memcpys, memsets, nvtx = t.device.kernel_digest, t.device.memcpys, t.device.memsets, t.host.nvtx
+    if t.profiler == TORCH and opts.step_regex == DEFAULT_STEP_REGEX:  # torch.profiler's steps, unless told others
+        opts = replace(opts, step_regex=PROFILER_STEPS)
     names = dict(zip(t.device.gpus["device"], t.device.gpus["name"])) if len(t.device.gpus) else {}
     rows, busy, window = _device_rows(label, kernels, memcpys, memsets, nvtx, names, opts,
                                       t.has(KERNEL_TABLE) or bool(len(t.device.graph_runs)))
@@ -343,7 +349,8 @@ def merge_parts(parts: list[TracePart], opts: RankOptions | None = None, progres
     concurrent = len(windows) < 2 or max(w[0] for w in windows.values()) < min(w[1] for w in windows.values())
     if several:  # the host of each GPU and copy; one host keeps today's columns
         devices["host"], copies["host"] = devices["trace"].map(host_of), copies["trace"].map(host_of)
-    ctx = _rank_context(devices, top, len(loads), opts, concurrent)
+    ctx = _rank_context(devices, top, len(loads), opts, concurrent,
+                        TORCH if all(str(p.nsys_version).startswith(TORCH) for p in parts) else NSYS)
     summary = {
         "traces": [{"label": p.label, "path": p.source, "clock_offset_ns": off, "nsys_version": p.nsys_version}
                    for p, off in zip(parts, offsets)],
@@ -378,7 +385,8 @@ def _on_one_clock(parts: list[TracePart], offsets: list[int]):
         busy.append(p.busy.assign(bin_start_ns=p.busy["bin_start_ns"] + off))
     devices = pd.DataFrame(rows)
     if devices.empty:
-        raise TraceError("no GPU activity in the trace(s): record them with --trace=cuda (make profile does)")
+        kineto = all(str(p.nsys_version).startswith(TORCH) for p in parts)
+        raise TraceError(f"no GPU activity in the trace(s): {terms(TORCH if kineto else NSYS).cuda}")
     copies = pd.concat(big, ignore_index=True) if big else pd.DataFrame(
         columns=["start_ns", "end_ns", "duration_ns", "bytes", "gpu", "host_kind", "device", "trace"])
     busy = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=BUSY_COLUMNS)

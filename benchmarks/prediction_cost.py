@@ -3,22 +3,45 @@ inside the analysis of one trace (the same process, so the machine's load moves 
 
     python benchmarks/prediction_cost.py out/bench/large-0.5g.sqlite [RUNS]   (benchmarks/build_large_trace.py makes it)
 """
-import time, sys
+from __future__ import annotations
+
+import sys
+import time
 from pathlib import Path
-import nsys_transfer.analysis.rules.prediction as P
-import nsys_transfer.analysis.sections.timeline as T
+
+import nsys_transfer.analysis.rules.prediction as prediction
+import nsys_transfer.analysis.sections.timeline as timeline
 from nsys_transfer.analysis.facade import analyze, options_for
-spent = {"attach": 0.0, "timeline": 0.0}
-def timed(mod, name, key):
-    f = getattr(mod, name)
-    def w(*a, **k):
-        t = time.perf_counter(); r = f(*a, **k); spent[key] += time.perf_counter() - t; return r
-    setattr(mod, name, w)
-timed(P, "attach", "attach"); timed(T, "read", "timeline")
-import nsys_transfer.analysis.rules.diagnosis as D
-D.prediction = P
-p = Path(sys.argv[1])
-for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 2):
-    spent.update(attach=0.0, timeline=0.0)
-    t = time.perf_counter(); analyze(p, options_for(p)); total = time.perf_counter() - t
-    print(f"total {total:.2f} s, timeline {spent['timeline']:.2f} s, predictions {spent['attach']:.2f} s: {100*(spent['timeline']+spent['attach'])/total:.1f}% of it")
+
+SPENT = {"predictions": 0.0, "timeline": 0.0}
+
+
+def timed(module, name: str, key: str) -> None:
+    """module.name, its time added to SPENT[key] at each call."""
+    inner = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            SPENT[key] += time.perf_counter() - t0
+    setattr(module, name, wrapper)
+
+
+def main() -> None:
+    path, runs = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    timed(prediction, "attach", "predictions")
+    timed(timeline, "read", "timeline")
+    for _ in range(runs):
+        SPENT.update(predictions=0.0, timeline=0.0)
+        t0 = time.perf_counter()
+        analyze(path, options_for(path))
+        total = time.perf_counter() - t0
+        share = (SPENT["timeline"] + SPENT["predictions"]) / total
+        print(f"total {total:.2f} s, timeline {SPENT['timeline']:.2f} s, predictions {SPENT['predictions']:.2f} s: "
+              f"{100 * share:.1f}% of it")
+
+
+if __name__ == "__main__":
+    main()

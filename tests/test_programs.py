@@ -161,7 +161,9 @@ def test_setup_before_the_first_step_is_not_a_per_step_cost(programs):
     with Trace.open(DATA / "torchvision_loader_nsys2024.sqlite.xz") as t:
         s = analyze(t, Options(whole=True)).summary
     su = s["steps"]["setup"]
-    assert su and su["sync_calls"] >= 300 and su["sync_calls_in_steps"] < 40
+    # inside the 20 steps: about 2 per step (the result's read and its small copy's wait, which count as syncs since
+    # issue 58: a copy under 64 KiB reads values), against the 320 of the set-up
+    assert su and su["sync_calls"] >= 300 and su["sync_calls_in_steps"] <= 50
     # the GPU idles > 100 ms in it; past each copy's sync turnaround that is the host's work, not the sync's
     assert sum(su["idle_ns"].values()) > 100e6 and su["before_first_step_ns"] > 0.1 * s["window"]["duration_ns"]
     host_sync = [f for f in s["diagnosis"] if f["rule"] == "host-sync"]

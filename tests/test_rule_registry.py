@@ -68,7 +68,8 @@ def test_every_rule_declares_the_rule_interface(family):
 
 
 def test_only_the_capture_notes_come_first():
-    assert [rule.id for rule in diagnosis.RULES if rule.first] == ["failed-run", "incomplete-trace"]
+    assert [rule.id for rule in diagnosis.RULES if rule.first] == ["failed-run", "incomplete-trace",
+                                                                    "too-little-to-judge"]
     assert not any(rule.first for rule in ranks.RANK_RULES + ranks.SCALING_RULES)
 
 

@@ -130,3 +130,41 @@ def test_one_early_flush_of_the_pipeline_ends_the_warmup():
     assert (moved.start_ns, moved.warmup, moved.flushed) == (2040 * ms, 3, True)
     assert steady.past_flush(found, begins, np.array([1500, 2500, 3000, 5400]) * ms) == found
     assert steady.past_flush(found, begins, np.array([3200 * ms, 5400 * ms])) == found
+
+
+def test_a_range_named_warmup_is_set_up_whatever_its_steps(tmp_path):
+    """Issue 58, item 2: a program that marks its own warm-up (`with record_function("warmup")`, an NVTX range
+    `warmup`) has its set-up end there. The torchvision DataLoader capture altered with sqlite3 for the case: its
+    first five `batch N` ranges renamed `warmup` (a benchmark's warm-up batches). The steady state then starts at the
+    first step after the last of them (batch 5), not at batch 1 (past batch 0's warm-up outlier), and the set-up
+    before it is the `setup` section."""
+    path = unpacked(tmp_path, "torchvision_loader")
+    con = sqlite3.connect(path)
+    batch5 = con.execute("SELECT start FROM NVTX_EVENTS WHERE text = 'batch 5'").fetchone()[0]
+    con.execute("UPDATE NVTX_EVENTS SET text = 'warmup' WHERE text IN ('batch 0', 'batch 1', 'batch 2', 'batch 3', "
+                "'batch 4')")
+    con.commit()
+    con.close()
+    s = summary(path)
+    assert s["window"]["start_ns"] == batch5 and s["setup"]["end_ns"] == batch5
+    assert s["steps"]["count"] == 15 and s["setup"]["source"] == "steps"
+    plain = summary(DATA / "torchvision_loader_nsys2024.sqlite.xz")
+    assert plain["window"]["start_ns"] < batch5  # unaltered: from batch 1, past batch 0's warm-up
+
+
+def test_without_steps_the_warm_up_range_s_end_is_the_steady_state_s_start():
+    """The same rule on its own, on the steps of a real trace (kineto_min.py on an H100, ProfilerStep#2..#9) and on
+    none: past a warm-up range ending inside step 3, the steady state starts at step 4; with no steps, at the range's
+    end (source `warm-up range`)."""
+    import pandas as pd
+    with Trace.open(Path(__file__).parent / "data" / "kineto" / "kineto_min_gpu.pt.trace.json.gz") as t:
+        nvtx = t.host.nvtx
+    steps = nvtx[nvtx["name"].astype(str).str.startswith("ProfilerStep#")].sort_values("start_ns")
+    steps = steps[["start_ns", "end_ns"]].reset_index(drop=True)
+    capture = (int(steps["start_ns"].iloc[0]), int(steps["end_ns"].iloc[-1]))
+    end = int(steps["start_ns"].iloc[2]) + 1000  # inside the third step
+    found = steady.choose(steps, lambda: (np.zeros(0, np.int64), np.zeros(0, np.int64)), capture, None, end)
+    assert found.start_ns == int(steps["start_ns"].iloc[3]) and found.source == "steps" and found.warmup == 3
+    bare = steady.choose(pd.DataFrame({"start_ns": [], "end_ns": []}),
+                         lambda: (np.zeros(0, np.int64), np.zeros(0, np.int64)), capture, None, end)
+    assert bare.start_ns == end and bare.source == "warm-up range"

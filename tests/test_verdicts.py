@@ -17,7 +17,9 @@ not hold), and why a person says so from the trace's own evidence:
   autotuning (4 s, 82% in libnvrtc) the loop runs 85% kernels: GPU-bound, the set-up is autotuning.
 - compiled_server: torch.compile(mode="reduce-overhead") serving small requests. 18 s of compilation are set-up;
   in the steady state graph replays carry 97% of the GPU work and each request is 0.28 ms of host turnaround (syncs,
-  pageable input) around a 44 us replay: launch-bound in the host's turnaround, never "use CUDA graphs".
+  pageable input) around a 44 us replay: the host's turnaround, never "use CUDA graphs". Each turnaround follows the
+  request's `.cpu()` of its 512-byte scores (a copy and a cudaStreamSynchronize), so it reads as host-sync since the
+  scalar reads' syncs count as syncs (issue 58: a 512-byte copy is no data copy), its advice the replays' own.
 - cupy_numpy_post: CuPy computes, cp.asnumpy, numpy sorts and counts on the main thread: 93% idle, 91% of the
   samples in numpy's _multiarray_umath; the only sync is the copy's.
 """
@@ -37,7 +39,7 @@ EXPECT = {
                        [".item()"]),
     "tokenize_embed": ("gpu-idle-cpu-bound", "tokenizing", ["DataLoader worker"], [".item()"]),
     "resnet_no_nvtx": ("gpu-bound", "", ["torch.compile"], []),
-    "compiled_server": ("launch-bound", "graph replays", ["already runs as CUDA graphs", "pinned"],
+    "compiled_server": ("host-sync", "cudaStreamSynchronize", ["already runs as CUDA graphs", "pinned"],
                         ["capture the step in a CUDA graph"]),
     "cupy_numpy_post": ("gpu-idle-cpu-bound", "numpy", ["on the GPU before the copy"], [".item()"]),
 }
@@ -70,7 +72,8 @@ def test_the_verdict_is_the_one_a_person_reaches(verdicts, name):
         assert word in f["suggestion"], (name, word, f["suggestion"])
     for word in never:
         assert word not in f["suggestion"], (name, word, f["suggestion"])
-    assert not [g for g in verdicts[name]["diagnosis"] if g["rule"] == "host-sync" and g["severity"] == "high"]
+    if rule != "host-sync":  # no other program's syncs cost much: their sync is the copy's (cupy_numpy_post)
+        assert not [g for g in verdicts[name]["diagnosis"] if g["rule"] == "host-sync" and g["severity"] == "high"]
 
 
 @pytest.mark.parametrize("name", list(EXPECT))

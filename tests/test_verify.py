@@ -117,7 +117,7 @@ def test_what_cannot_be_compared_is_one_line_and_exit_2(case, tmp_path):
         "missing": (tmp_path / "nope.sqlite", H200 / "pinned.sqlite.xz", "nope.sqlite"),
         "programs": (PROGRAMS / "torchvision_loader_nsys2024.sqlite.xz", PROGRAMS / "cupy_numpy_post_nsys2024.sqlite.xz",
                      "different programs: no kernel among the top"),
-        "empty-folder": (tmp_path, H200 / "pinned.sqlite.xz", "a folder without a trace"),
+        "empty-folder": (tmp_path, H200 / "pinned.sqlite.xz", "is a directory with no trace in it"),
     }
     before, after, said = pairs[case]
     r = verify(before, after)

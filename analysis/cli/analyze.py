@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis.cli import options, window
-from nsys_transfer.analysis.facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, capture_verdict,
-                                           capture_record_beside, defaults, not_built_notice, options_for, read_record,
-                                           run_record_beside)
+from nsys_transfer.analysis.facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, analyze_cycles,
+                                           capture_verdict, capture_record_beside, defaults, not_built_notice,
+                                           one_run, options_for, read_record, run_record_beside, traces_given)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.check_report import check_report
-from nsys_transfer.analysis.render.text import ranks_report, text_report
+from nsys_transfer.analysis.render.text import cycles_report, ranks_report, text_report
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -55,10 +55,15 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @options.executor_options
 def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, steps, whole, top, pipeline_depth,
          link_gbps, show_all, probe_path, run_path, quiet, check, jobs, dask):
-    """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep).
+    """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep) or a
+    torch.profiler trace (.json, .pt.trace.json[.gz]); a folder stands for the traces in it.
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
     also compares the GPUs and names the resource that limits them."""
+    try:
+        traces = traces_given(traces)  # a folder stands for the traces in it
+    except TraceError as e:
+        _fail(str(e))
     if check:
         return _check(traces)
     if not quiet and not_built_notice():
@@ -78,6 +83,9 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
         if win or whole:
             _fail(f"{win.flag if win else '--whole'} applies to one trace; with several traces each GPU is analysed "
                   "over its own steps")
+        if _one_run(traces):  # a torch.profiler schedule's cycles: one run, one verdict
+            return _main_cycles(traces, json_path, csv_dir, plot_dir, Options(
+                min_gap_ns=min_gap_ns, step_regex=step_regex, link_gbps=link_gbps, top=top), show_all, quiet, where)
         given = [flag for flag, name in (("--top", "top"), ("--pipeline-depth", "pipeline_depth"), ("--all", "show_all"))
                  if _on_command_line(name)]
         if given:
@@ -185,6 +193,34 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, 
     _save(r.summary, r.tables, json_path, csv_dir)
     if not quiet:
         click.echo(ranks_report(r.ranks.summary))
+
+
+def _one_run(traces) -> bool:
+    """Whether the traces are one torch.profiler run's cycles (facade.one_run); one line and exit 2 on bad input."""
+    try:
+        return one_run(list(traces))
+    except TraceError as e:
+        _fail(str(e))
+    except (OSError, MemoryError) as e:
+        _fail(str(e))
+
+
+def _main_cycles(paths, json_path, csv_dir, plot_dir, opts: Options, show_all: bool, quiet: bool, where):
+    """Several traces of one torch.profiler run (a schedule's cycles): each analysed alone (in --jobs workers where
+    asked), one verdict over the steady cycles, then the full analysis of the steady cycle with the median step."""
+    if csv_dir or plot_dir:
+        _fail(f"{'--csv' if csv_dir else '--plots'} applies to one trace; these {len(paths)} traces are one run's "
+              "cycles: give one of them for its tables and charts")
+    try:
+        run = analyze_cycles(list(paths), opts, where=where)
+    except TraceError as e:
+        _fail(str(e))
+    except (OSError, MemoryError) as e:
+        _fail(str(e))
+    _warn(run.detail.get("warnings"))
+    _save(run.document(), {}, json_path, None)
+    if not quiet:
+        click.echo(cycles_report(run, show_all))
 
 
 def _check(traces) -> None:

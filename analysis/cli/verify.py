@@ -10,11 +10,10 @@ import click
 from nsys_transfer.analysis.cli import options, window
 from nsys_transfer.analysis.cli.analyze import _plots, analyze_file, plot_stem_of
 from nsys_transfer.analysis.facade import (NotComparable, Side, TraceError, check_same_profiler, options_for,
-                                           profiler_of, rule_ids, side_of, verify)
+                                           profiler_of, rule_ids, side_of, traces_given, verify)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.text import verify_report
 
-TRACE_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep")
 
 
 def _fail(msg: str, code: int = 2):
@@ -24,13 +23,11 @@ def _fail(msg: str, code: int = 2):
 
 def trace_in(path: Path) -> Path:
     """The trace a path names: itself, or the newest trace in a run folder; TraceError when there is none."""
-    if path.is_dir():
-        found = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_ENDINGS) and ".rank" not in p.name),
-                       key=lambda p: p.stat().st_mtime)
+    if path.is_dir():  # the folder's traces (an export stands for the report beside it), per-rank ones aside
+        found = sorted((p for p in traces_given([path]) if ".rank" not in p.name), key=lambda p: p.stat().st_mtime)
         if not found:
-            raise TraceError(f"{path}: a folder without a trace (.sqlite, .sqlite.xz, .nsys-rep) in it")
-        sqlite = [p for p in found if not p.name.endswith(".nsys-rep")]  # the export beside its report, if any
-        return (sqlite or found)[-1]
+            raise TraceError(f"{path}: a folder with per-rank traces alone; give one trace of each side")
+        return found[-1]
     return path
 
 

@@ -24,6 +24,15 @@ SYNC = re.compile(r"^(cuda(Stream|Device|Event|Ctx|Thread)Synchronize|cu(Stream|
 SYNC_AFTER_COPY = r"cuda(?:Stream|Device|Ctx)Synchronize|cu(?:Stream|Ctx)Synchronize"
 
 
+# one-time set-up (issue 58): the context, loading modules, the caching allocator growing (or freeing), streams; a
+# launch call that holds the thread this long while the GPU idles loads its kernel's module (CUDA's lazy loading)
+SETUP = re.compile(r"^cu(da)?(Init|DevicePrimaryCtx|CtxCreate|Malloc|MemAlloc|HostAlloc|MallocHost|HostRegister|Free|"
+                   r"MemFree|FreeHost|HostUnregister|MemCreate|MemMap|MemAddressReserve|MemSetAccess|MemPoolCreate|"
+                   r"StreamCreate|Module(Load|GetFunction|GetGlobal)|Library(Load|GetKernel|GetModule)|"
+                   r"KernelGetFunction|GetDriverEntryPoint)")
+SLOW_LAUNCH_NS = 1_000_000
+
+
 def _prefixes(*names: str) -> re.Pattern:
     return re.compile("^(" + "|".join(re.escape(n) for n in names) + r")|^cu(da)?Launch\b")
 

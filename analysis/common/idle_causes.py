@@ -38,6 +38,10 @@ class IdleCause:
         return self.legend or self.rule
 
 
+SETUP = IdleCause(
+    "setup", "setup-in-window", "idle: one-time set-up", "#76B7B2",
+    "the launching thread inside a one-time CUDA set-up call (the context, module loading, a first launch that loads "
+    "its module, cudaMalloc/cudaFree of the caching allocator, stream creation)")
 COMM_WAIT = IdleCause(
     "comm-wait", "comm-wait", "idle: communication", "#264653",
     "the launching thread inside an MPI call that nsys traced, or a range named after one or after a collective")
@@ -68,7 +72,7 @@ CPU = IdleCause(
     "cpu", "gpu-idle-cpu-bound", "idle: CPU work, no range", "#BAB0AC",
     "long gaps, the launching thread busy outside ranges", legend="gpu-idle-cpu-bound, no range")
 
-CAUSES: list[IdleCause] = [COMM_WAIT, MAPPING, SLEEP, DRAIN, INPUT, CPU_RANGE, HOST_SYNC, LAUNCH, CPU]
+CAUSES: list[IdleCause] = [SETUP, COMM_WAIT, MAPPING, SLEEP, DRAIN, INPUT, CPU_RANGE, HOST_SYNC, LAUNCH, CPU]
 
 
 def register(cause: IdleCause, before: IdleCause | None = None) -> IdleCause:

@@ -6,7 +6,9 @@ One schema for one trace and for several: every document has every key of keys(s
 fills the trace_sections(); `ranks` holds the multi-GPU comparison when the trace has several GPUs (null with one).
 Several traces (one per rank) leave the trace_sections() null (the traces are listed in `ranks.traces`) and fill
 `ranks`. `diagnosis` holds the findings: one trace's rules, then the multi-GPU limit when there is one (it is also
-`ranks.limit`). Every document is checked against its keys (one_trace, several_traces), one GPU or several.
+`ranks.limit`). Several traces of one torch.profiler run (a schedule's cycles) are the document of the steady cycle
+with the median step, and `cycles` holds every cycle and the run's one verdict (cycles_run; null in every other
+document). Every document is checked against its keys (one_trace, several_traces), one GPU or several.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def trace_sections(sections: tuple[str, ...]) -> tuple[str, ...]:
 
 def keys(sections: tuple[str, ...]) -> tuple[str, ...]:
     """Every top-level key of a document, in order, around the Parts' keys (sections/base.section_keys)."""
-    return ("schema", *trace_sections(sections), "diagnosis", "predicted", "warnings", "ranks")
+    return ("schema", *trace_sections(sections), "diagnosis", "predicted", "warnings", "ranks", "cycles")
 
 
 def one_trace(summary: dict, sections: tuple[str, ...], ranks: dict | None = None) -> dict:
@@ -52,8 +54,14 @@ def with_limit(findings: list[dict], limit: dict) -> list[dict]:
 def several_traces(ranks: dict, warnings: list[str], sections: tuple[str, ...]) -> dict:
     """Several traces' document: no one-trace sections, the comparison under `ranks`, its limit as the diagnosis."""
     doc = {"schema": SCHEMA, **dict.fromkeys(trace_sections(sections)), "diagnosis": [ranks["limit"]],
-           "predicted": None, "warnings": warnings, "ranks": ranks}
+           "predicted": None, "warnings": warnings, "ranks": ranks, "cycles": None}
     return _checked(doc, doc, sections)
+
+
+def cycles_run(detail: dict, cycles: dict) -> dict:
+    """Several cycles of one run: the document of the cycle shown in full (`detail`, one trace's), its `cycles` the
+    run's cycles and verdict."""
+    return {**detail, "cycles": cycles}
 
 
 def own_findings(doc: dict) -> list[dict]:

@@ -79,7 +79,8 @@ class CudaCalls:
             return np.array(list(self._name_ids(statement, pattern)), np.int64)
         names = runtime_calls.Names(ids(sql.SYNC_NAME_IDS, cuda_api.SYNC), ids(sql.NO_COPY_NAME_IDS, cuda_api.NO_COPY),
                                     ids(sql.LAUNCH_NAME_IDS, cuda_api.LAUNCH),
-                                    None if copy_ids is None else np.unique(np.array(copy_ids, np.int64)))
+                                    None if copy_ids is None else np.unique(np.array(copy_ids, np.int64)),
+                                    ids(sql.SETUP_NAME_IDS, cuda_api.SETUP), cuda_api.SLOW_LAUNCH_NS)
         parts = t.reader.page_reduce(RUNTIME, runtime_calls.COLUMNS, lambda chunk: runtime_calls.split(chunk, names))
         return None if parts is None else runtime_calls.combine(parts)
 
@@ -154,6 +155,29 @@ class CudaCalls:
     def sync_calls(self) -> pd.DataFrame:
         """Calls that block the host until the GPU catches up: stream/device/event/context synchronize."""
         return self._syncs[0]
+
+    @cached_property
+    def setup_calls(self) -> pd.DataFrame:
+        """One-time set-up calls (cuda_api.SETUP: the context, module loading, allocations and frees, streams) and
+        kernel launches that held the thread at least cuda_api.SLOW_LAUNCH_NS (loading their module): start_ns,
+        end_ns, global_tid, name (a slow launch's name says so)."""
+        t = self.trace
+        cols = ["start_ns", "end_ns", "global_tid", "name"]
+        if not t.has(RUNTIME):
+            return empty(cols)
+        setup, launches = self._name_ids(sql.SETUP_NAME_IDS, cuda_api.SETUP), \
+            self._name_ids(sql.LAUNCH_NAME_IDS, cuda_api.LAUNCH)
+        both = self.runtime_pass()
+        rows = both.setup if both is not None else None
+        if rows is None:
+            rows = t.query(sql.SETUP_CALLS.format(ids=",".join(str(int(i)) for i in setup) or "-1",
+                                                  launches=",".join(str(int(i)) for i in launches) or "-1",
+                                                  slow=cuda_api.SLOW_LAUNCH_NS))
+        df = timed(validate.clean(rows, "CUDA set-up calls", ("global_tid",))[0])
+        names = {**{i: cuda_api.base_name(v) for i, v in setup.items()},
+                 **{i: f"{cuda_api.base_name(v)} (loading its module)" for i, v in launches.items()}}
+        df["name"] = df.pop("name_id").map(names).fillna("?")
+        return _outermost(df[cols]).reset_index(drop=True)
 
     @cached_property
     def _twins(self) -> bool:
@@ -267,6 +291,20 @@ class CudaCalls:
             if any(y < x for x, y in zip(starts, starts[1:])):
                 return False
         return True
+
+
+def _outermost(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls not inside another of the same thread (a driver call nested in its runtime call, a call nsys 2024.2
+    records twice): each instant counted once."""
+    if len(calls) < 2:
+        return calls
+    d = calls.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable")
+    tid, end = d["global_tid"].to_numpy(), d["end_ns"].to_numpy()
+    reach = pd.Series(end).groupby(tid).cummax().to_numpy()  # the furthest end so far on the thread
+    before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
+    same = np.r_[False, tid[1:] == tid[:-1]]
+    return d[~(same & (end <= before))]
+
 
 def _synchronized_after(api: pd.DataFrame, rows: pd.DataFrame, within_ns: int = 1_000_000) -> np.ndarray:
     """True where the same thread calls a stream/device/context synchronize within `within_ns` after the copy call."""

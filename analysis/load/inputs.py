@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
-from nsys_transfer.analysis.load import kineto
+from nsys_transfer.analysis.load import kineto, validate
 from nsys_transfer.analysis.load.cache import cached
 from nsys_transfer.analysis.common.errors import TraceError
 
@@ -28,8 +28,8 @@ def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
     if not path.exists() or path.is_dir():
         return path, str(path)  # Trace's checks word these cases
     if not path.is_file():
-        raise TraceError(f"{path}: not a regular file (a pipe, socket or device); give the path of an nsys export "
-                         "(.sqlite, .sqlite.xz) or report (.nsys-rep) on disk")
+        raise TraceError(f"{path}: not a regular file (a pipe, socket or device); give the path of "
+                         f"{validate.TRACE_KINDS} on disk")
     if path.stat().st_size == 0:
         if path.name.endswith(kineto.NAMES):
             raise TraceError(f"{path}: the file is empty; record the torch.profiler trace again (its "
@@ -109,3 +109,24 @@ def capture_record_beside(trace_path) -> Path | None:
     p = Path(trace_path)
     candidate = p.with_name(f"{p.name.split('.')[0]}.run.json")
     return candidate if candidate.is_file() else None
+
+
+NSYS_ENDINGS = (".sqlite", ".sqlite.xz", ".nsys-rep", ".qdrep")
+KINETO_ENDINGS = (".json", ".json.gz", ".json.gzip")
+
+
+def traces_in(folder: Path) -> list[Path]:
+    """The traces a folder holds, by name: nsys exports (a report's .sqlite beside it stands for it) and torch.profiler
+    traces (tensorboard_trace_handler's <host>_<pid>.<ns>.pt.trace.json[.gz], export_chrome_trace's .json: a JSON
+    file counts where it holds trace events, so a run record beside a trace is not taken for one); TraceError where
+    there is none."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    exports = {p.name[: -len(e)] for p in files for e in (".sqlite", ".sqlite.xz") if p.name.endswith(e)}
+    found = [p for p in files if p.name.endswith(NSYS_ENDINGS) and not
+             (p.name.endswith((".nsys-rep", ".qdrep")) and p.name.rsplit(".", 1)[0] in exports)]
+    found += [p for p in files if p.name.endswith(KINETO_ENDINGS) and kineto.has_trace_events(p)]
+    if not found:
+        raise TraceError(f"{folder}: is a directory with no trace in it; give the path of {validate.TRACE_KINDS}, or "
+                         "the folder tensorboard_trace_handler wrote them into")
+    return sorted(found)
+

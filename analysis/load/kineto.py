@@ -9,6 +9,15 @@ read (load/device.py, calls.py, host.py), so that every section, rule, chart and
     cat cuda_runtime, cuda_driver       -> CUPTI_ACTIVITY_KIND_RUNTIME start, end, globalTid, correlationId, nameId
     cat user_annotation (record_function), ProfilerStep#N -> NVTX_EVENTS (push/pop ranges of their thread)
     cat python_function, cpu_op         -> KINETO_HOST_EVENTS (the program's call tree: load/kineto_stacks.py)
+
+Every format torch.profiler has written is read (FORMATS): today's categories above (Kineto since November 2021,
+PyTorch 1.11 on); the older ones of PyTorch 1.8-1.10 (`Kernel`, `Runtime`, `Memcpy`, `Memset`, `Operator`, flows
+`async` or `async_gpu`), where a record_function range is an `Operator` event like the ops, told apart (_older_range)
+by its name (an op is `aten::mm` or an identifier such as `AddmmBackward`; `ProfilerStep#5`, `Optimizer.step#SGD.step`
+are ranges) or, for a range named like an identifier (`compute`), by its empty input shapes (record_shapes=True
+writes `Input dims` for every event: [] for a range); with or without `schemaVersion`, and as a bare JSON array of events (libkineto's first
+traces, 2020) as well as `{"traceEvents": [...]}`. export_chrome_trace writes `.json`, tensorboard_trace_handler
+`.pt.trace.json` (`.pt.trace.json.gz` with use_gzip=True): the content decides, never the name.
     cudaStreamSynchronize & co.         -> CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (which calls are waits: _waits)
     ph "M" thread_name                  -> ThreadNames;  deviceProperties -> TARGET_INFO_GPU
     baseTimeNanoseconds                 -> TARGET_INFO_SESSION_START_TIME (UTC of the trace's time 0)
@@ -40,7 +49,7 @@ except ImportError:  # only a torch.profiler trace needs it: nsys captures and t
 
 from nsys_transfer.analysis.common.errors import TraceError
 
-VERSION = "kineto-2"  # the conversion's version: the cache keys its files by it (load/cache.py)
+VERSION = "kineto-4"  # the conversion's version: the cache keys its files by it (load/cache.py)
 GZIP_MAGIC = b"\x1f\x8b"
 NAMES = (".json", ".json.gz", ".json.gzip")  # how torch.profiler's traces are named (the content decides, not this)
 MARKER_TABLE = "KINETO_TRACE"
@@ -53,6 +62,15 @@ COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, 
               "PtoP": 10}
 MEM_KINDS = {"Pageable": 0, "Pinned": 1, "Device": 2, "Array": 3, "Managed": 4}
 MEMCPY_NAME = re.compile(r"Memcpy (\w+) \((\w+) -> (\w+)\)")
+# Kineto's categories, today's and PyTorch 1.8-1.10's, by what each becomes (module doc)
+KERNEL, RUNTIME, MEMCPY, MEMSET, CPU_OP_CAT, ANNOTATION, PYTHON_CAT = (
+    "kernel", "runtime", "memcpy", "memset", "cpu_op", "annotation", "python")
+CATEGORIES = {"kernel": KERNEL, "Kernel": KERNEL, "cuda_runtime": RUNTIME, "cuda_driver": RUNTIME, "Runtime": RUNTIME,
+              "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY, "gpu_memset": MEMSET, "Memset": MEMSET, "cpu_op": CPU_OP_CAT,
+              "Operator": CPU_OP_CAT, "user_annotation": ANNOTATION, "python_function": PYTHON_CAT}
+OLDER = frozenset({"Kernel", "Runtime", "Memcpy", "Memset", "Operator"})  # the categories of PyTorch 1.8-1.10
+# an op's name in the older format's `Operator` events (aten::mm, AddmmBackward, detach_); any other is a range
+OP_NAME = re.compile(r"^([A-Za-z_][\w.]*::\w|[A-Za-z_]\w*$)")
 
 SCHEMA = """
 CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
@@ -182,6 +200,8 @@ class _Converter:
         self.cpu_pids: dict[int, int] = {}  # OS pid -> its threads seen: the process the profiler ran in
         self.tids: dict[tuple, int] = {}
         self.counts = {"events": 0, "skipped": 0}
+        self.other: dict[str, int] = {}  # complete events of categories torch.profiler does not write, by category
+        self.older = 0  # events in the categories of PyTorch 1.8-1.10 (Kernel, Runtime, Operator, ...)
 
     def add(self, e: dict) -> None:
         """One trace event. The host's calls come first: with with_stack=True they are most of a trace's events (the
@@ -198,36 +218,47 @@ class _Converter:
             self.counts["skipped"] += 1
             return
         cat, name, args, ids = e.get("cat"), e.get("name"), e.get("args") or {}, self.strings.ids
+        kind = CATEGORIES.get(cat) if isinstance(cat, str) else None
+        if kind is None:
+            self.other[str(cat)] = self.other.get(str(cat), 0) + 1  # said when nothing else is found (convert)
+            return
+        if cat in OLDER:
+            self.older += 1
         if not isinstance(name, str):
             name = str(name)
         name_id = ids.get(name) or self.strings.id(name)
-        if cat == "python_function":
+        if kind is PYTHON_CAT:
             call_from = args.get("CallFrom")
             self._put(HOST_EVENTS, (start, end, self._tid(e), PYTHON, _int(args.get("Python id"), None),
                                     _int(args.get("Python parent id"), None), name_id,
                                     (ids.get(call_from) or self.strings.id(str(call_from))) if call_from else None))
-        elif cat == "cpu_op" and not name.startswith("ProfilerStep#"):
-            self._put(HOST_EVENTS, (start, end, self._tid(e), CPU_OP, None, None, name_id, None))
-        elif cat == "kernel":
+        elif kind is CPU_OP_CAT:
+            # ProfilerStep#N is a cpu_op before PyTorch 2.1, and every record_function range an `Operator` in the
+            # older format: ranges, not ops
+            if name.startswith("ProfilerStep#") or (cat == "Operator" and _older_range(name, args)):
+                self._put("NVTX_EVENTS", (start, end, NVTX_PUSHPOP, name, self._tid(e)))
+            else:
+                self._put(HOST_EVENTS, (start, end, self._tid(e), CPU_OP, None, None, name_id, None))
+        elif kind is KERNEL:
             self._put("CUPTI_ACTIVITY_KIND_KERNEL", (
                 start, end, _int(args.get("device", e.get("pid"))), _int(args.get("stream", e.get("tid"))),
                 _int(args.get("correlation")), None, name_id, self.strings.id(short_name(name)),
                 *_dims(args.get("grid")), *_dims(args.get("block"))))
-        elif cat in ("cuda_runtime", "cuda_driver"):
+        elif kind is RUNTIME:
             self._put("CUPTI_ACTIVITY_KIND_RUNTIME", (start, end, self._tid(e), _int(args.get("correlation")),
                                                       name_id))
-        elif cat == "gpu_memcpy":
+        elif kind is MEMCPY:
             m = MEMCPY_NAME.match(name)
-            kind, src, dst = (m.group(1), m.group(2), m.group(3)) if m else ("Unknown", "Unknown", "Unknown")
+            copy, src, dst = (m.group(1), m.group(2), m.group(3)) if m else ("Unknown", "Unknown", "Unknown")
             self._put("CUPTI_ACTIVITY_KIND_MEMCPY", (
                 start, end, _int(args.get("device", e.get("pid"))), _int(args.get("stream", e.get("tid"))),
-                _int(args.get("correlation")), None, _int(args.get("bytes"), 0), COPY_KINDS.get(kind, 0),
+                _int(args.get("correlation")), None, _int(args.get("bytes"), 0), COPY_KINDS.get(copy, 0),
                 MEM_KINDS.get(src, 7), MEM_KINDS.get(dst, 7)))
-        elif cat == "gpu_memset":
+        elif kind is MEMSET:
             self._put("CUPTI_ACTIVITY_KIND_MEMSET", (
                 start, end, _int(args.get("device", e.get("pid"))), _int(args.get("stream", e.get("tid"))),
                 _int(args.get("correlation")), None, _int(args.get("bytes"), 0), 2))
-        elif cat == "user_annotation" or name.startswith("ProfilerStep#"):  # a cpu_op in PyTorch before 2.1
+        else:  # a record_function range
             self._put("NVTX_EVENTS", (start, end, NVTX_PUSHPOP, name, self._tid(e)))
 
     def _tid(self, e: dict) -> int:
@@ -257,6 +288,13 @@ class _Converter:
                 rows.clear()
 
 
+def _older_range(name: str, args: dict) -> bool:
+    """Whether an `Operator` event of the older format is a record_function range, not an op (module doc)."""
+    if not OP_NAME.match(name):
+        return True
+    return "::" not in name and args.get("Input dims") == []
+
+
 def _dims(value) -> tuple:
     return tuple(value[:3]) if isinstance(value, list) and len(value) >= 3 else (None, None, None)
 
@@ -267,9 +305,30 @@ def _open(path: Path):
     return gzip.open(path, "rb") if gz else open(path, "rb")
 
 
+def has_trace_events(path: Path) -> bool:
+    """Whether a JSON file is a Chrome trace (its events, an array or a traceEvents key), read no further than that;
+    False for other JSON (a run record) and for files that are not JSON at all."""
+    if ijson is None or not looks_like_json(path):
+        return False
+    try:
+        return _header(path)[1]
+    except (ijson.IncompleteJSONError, ijson.JSONError, OSError, EOFError, zlib.error):
+        return False
+
+
+def _is_array(path: Path) -> bool:
+    """Whether the JSON is a bare array of events (libkineto's first traces, 2020), not an object."""
+    with _open(path) as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head[:1] == b"["
+
+
 def _header(path: Path) -> tuple[dict, bool]:
     """The top-level keys Kineto writes before traceEvents (schemaVersion, deviceProperties, baseTimeNanoseconds,
-    distributedInfo, ...), read without reading the events; and whether a traceEvents key was found."""
+    distributedInfo, ...), read without reading the events; and whether a traceEvents key (or a bare array of
+    events) was found."""
+    if _is_array(path):
+        return {}, True
     out: dict = {}
     with _open(path) as f:
         builder, key = None, None
@@ -287,7 +346,7 @@ def _header(path: Path) -> tuple[dict, bool]:
 
 def _events(path: Path) -> Iterator[dict]:
     with _open(path) as f:
-        yield from ijson.items(f, "traceEvents.item", use_float=True)
+        yield from ijson.items(f, "item" if _is_array(path) else "traceEvents.item", use_float=True)
 
 
 def convert(path: Path, out: Path) -> None:
@@ -332,10 +391,11 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
     conv.flush()
     found = sum(con.execute(f"SELECT COUNT(*) FROM staged_{t}").fetchone()[0] for t in STAGED)
     if not found:
-        raise TraceError(f"{path}: a Chrome trace with no torch.profiler events (no kernels, copies, CUDA calls, "
-                         "record_function ranges or Python functions); record it with torch.profiler.profile")
+        raise TraceError(f"{path}: {_nothing_read(conv)}")
     origin = min(v for t in STAGED for (v,) in [con.execute(f"SELECT MIN(start) FROM staged_{t}").fetchone()]
                  if v is not None)
+    last = max(v for t in STAGED for (v,) in [con.execute(f'SELECT MAX("end") FROM staged_{t}').fetchone()]
+               if v is not None)
     pid = max(conv.cpu_pids, key=conv.cpu_pids.get) if conv.cpu_pids else 0
     for name, cols in STAGED.items():
         shifted = ", ".join(f"{c} - {origin}" if c in ("start", '"end"') else
@@ -346,9 +406,22 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
         con.execute(f"DROP TABLE staged_{name}")
         if con.execute(f"SELECT 1 FROM {name} LIMIT 1").fetchone() is None:
             con.execute(f"DROP TABLE {name}")  # as nsys leaves out a table it has no rows for
-    _metadata(con, conv, header, origin)
+    _metadata(con, conv, header, origin, pid, last - origin)
     _waits(con)
     con.commit()
+
+
+def _nothing_read(conv: _Converter) -> str:
+    """What a Chrome trace with no event torch.profiler writes holds, and what is missing, in one sentence."""
+    seen = sorted(conv.other.items(), key=lambda kv: -kv[1])
+    held = (f"{sum(conv.other.values()):,} complete events, of categories " +
+            ", ".join(f"{c} ({n:,})" for c, n in seen[:4]) + (", ..." if len(seen) > 4 else "")) if seen else \
+        f"{conv.counts['events']:,} events, none of them complete ones (ph X) with a time"
+    return (f"a Chrome trace with {held}, but none of those torch.profiler writes (kernel, cuda_runtime, gpu_memcpy, "
+            "cpu_op, user_annotation, python_function; before PyTorch 1.11 Kernel, Runtime, Memcpy, Operator): no GPU "
+            "work, CUDA call, op, record_function range or Python function to analyse; record the program with "
+            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) and give the file "
+            "its export_chrome_trace or tensorboard_trace_handler wrote")
 
 
 def _waits(con: sqlite3.Connection) -> None:
@@ -366,7 +439,7 @@ def _waits(con: sqlite3.Connection) -> None:
         con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
 
 
-def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: int) -> None:
+def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: int, pid: int, end: int) -> None:
     """The string table, thread names, GPUs, session start and the marker."""
     threads = [(conv.strings.id(name), 0, tid) for tid, name in conv.thread_names.items()
                if (tid >> 24) in conv.cpu_pids]
@@ -388,9 +461,20 @@ def _metadata(con: sqlite3.Connection, conv: _Converter, header: dict, origin: i
     if header.get("host_name"):
         con.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV (name, value) VALUES ('Hostname', ?)",
                     (str(header["host_name"]),))
-    version = f"torch.profiler (Kineto schemaVersion {header.get('schemaVersion', '?')})"
+    version = f"torch.profiler ({trace_format(header, conv.older)})"
     con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('EXPORT_PRODUCT_VERSION', ?)", (version,))
+    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
     con.executemany(f"INSERT INTO {MARKER_TABLE} (name, value) VALUES (?, ?)",
                     [("schemaVersion", str(header.get("schemaVersion", ""))), ("origin_ns", str(origin)),
+                     ("pid", str(pid)), ("end_ns", str(end)), ("rank", str(dist.get("rank", ""))),
+                     ("world_size", str(dist.get("world_size", ""))),
                      ("with_stack", str(header.get("with_stack", ""))), ("events", str(conv.counts["events"])),
-                     ("skipped", str(conv.counts["skipped"]))])
+                     ("skipped", str(conv.counts["skipped"])), ("older_events", str(conv.older))])
+
+
+def trace_format(header: dict, older: int) -> str:
+    """The Kineto format, as the header line names it: `Kineto schemaVersion 1`, with `PyTorch 1.8-1.10 categories`
+    where its events are of the older kind, and `no schemaVersion` where the file has none."""
+    version = header.get("schemaVersion")
+    said = f"Kineto schemaVersion {version}" if version is not None else "Kineto, no schemaVersion"
+    return f"{said}, PyTorch 1.8-1.10 categories" if older else said

@@ -6,7 +6,9 @@ Kineto records every Python call as an event with its enter and exit times, its 
 at each instant, the innermost call open on the thread and its callers are the stack, and the sample stands for the
 GRID_NS before it, as a sampled stack stands for the time since the sampler's instant before. The line of each
 caller is where it made the call (the callee's CallFrom, recorded by newer PyTorch); where the trace does not say
-(PyTorch 2.11 records none), the line is unknown (0) and the place names the function instead.
+(PyTorch 2.11 records none), the line is unknown (0) and the place names the function instead. The innermost call's
+own line is never recorded (its name holds the function's first line, its `def`): it is unknown (0) too, so a
+function's first line is never shown as the line.
 Kineto records no source text: a line's text says what it called there (`calls .numpy()`), which is what the roles
 read (sections/roles.py).
 
@@ -164,7 +166,11 @@ class _Chains:
         file, line, function = (m["file"], int(m["line"]), m["function"]) if m else \
             (name if name.startswith("<") else f"<{name}>", 0, _builtin(name))
         code = ""
-        if callee is not None:
+        if callee is None:
+            # the innermost call: Kineto's name holds its function's first line (its `def`), not the line it is at,
+            # which the trace never records: unknown (0), so the place names the function
+            line = 0
+        else:
             where = self.names.get(call_from, "") if call_from is not None and call_from >= 0 else ""
             # without the call's site the caller's line is unknown (0): Kineto's name holds its function's first
             # line, or, for a call already open when the profiler started, the line it was at then

@@ -4,13 +4,14 @@
       start, end, globalTid,         +-- a synchronize call                                  -> sync  (sql.SYNC_CALLS)
       correlationId, nameId          +-- every row: calls per name id                        -> name_counts
                                      +-- a kernel launch: calls and time per thread          -> launches (sql.LAUNCH_STATS)
+                                     +-- a set-up call, or a launch that loads its module    -> setup (sql.SETUP_CALLS)
 
 Each read alone is a pass over the whole table (13.5 M rows in a 2 GB export): one pass and numpy masks cost less
 than three of them. The rows come out as the SQL forms give them: same columns, rowid order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ from nsys_transfer.analysis.load.frames import in_sorted
 COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid", "corr": "correlationId", "name": "nameId"}
 API_COLUMNS = ["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name_id"]  # API_ROWS'
 SYNC_COLUMNS = ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id"]  # sql.SYNC_CALLS'
+SETUP_COLUMNS = ["start_ns", "end_ns", "global_tid", "name_id"]  # sql.SETUP_CALLS'
 MAX_DENSE_ID = 1 << 24  # name ids below this are counted with bincount (StringIds ids are small), others by unique
 
 
@@ -31,6 +33,8 @@ class Names:
     no_copy: np.ndarray
     launch: np.ndarray
     copy_ids: np.ndarray | None
+    setup: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    slow_launch_ns: int = 1_000_000
 
 
 @dataclass
@@ -41,6 +45,7 @@ class RuntimePass:
     sync: pd.DataFrame
     name_counts: dict[int, int]
     launches: dict[int, tuple[int, int]]
+    setup: pd.DataFrame | None = None
 
 
 def split(chunk: pd.DataFrame, names: Names) -> tuple:
@@ -51,10 +56,14 @@ def split(chunk: pd.DataFrame, names: Names) -> tuple:
         api = _api_form(chunk[in_sorted(corr, names.copy_ids) & ~np.isin(name, names.no_copy)])
     sync = chunk[np.isin(name, names.sync)]
     sync = pd.DataFrame(dict(zip(SYNC_COLUMNS, (sync[c].to_numpy() for c in ("start", "end", "tid", "corr", "name")))))
-    launch = chunk[np.isin(name, names.launch)]
+    is_launch = np.isin(name, names.launch)
+    launch = chunk[is_launch]
     per_tid = (launch.assign(ns=launch["end"] - launch["start"]).groupby("tid")["ns"].agg(["size", "sum"])
                if len(launch) else None)
-    return api, sync, _counts(name), per_tid
+    slow = is_launch & ((chunk["end"].to_numpy() - chunk["start"].to_numpy()) >= names.slow_launch_ns)
+    setup = chunk[np.isin(name, names.setup) | slow]
+    setup = pd.DataFrame(dict(zip(SETUP_COLUMNS, (setup[c].to_numpy() for c in ("start", "end", "tid", "name")))))
+    return api, sync, _counts(name), per_tid, setup
 
 
 def combine(parts: list[tuple]) -> RuntimePass:
@@ -71,7 +80,7 @@ def combine(parts: list[tuple]) -> RuntimePass:
     if per_tid:
         total = pd.concat(per_tid).groupby(level=0).sum()
         launches = {int(t): (int(r["size"]), int(r["sum"])) for t, r in total.iterrows()}
-    return RuntimePass(api, sync, counts, launches)
+    return RuntimePass(api, sync, counts, launches, _concat([p[4] for p in parts], SETUP_COLUMNS))
 
 
 def _api_form(rows: pd.DataFrame) -> pd.DataFrame:

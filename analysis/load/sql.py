@@ -108,6 +108,10 @@ SYNC_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE '%Synchronize%
 SYNC_CALLS = """
 SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, correlationId AS correlation_id, nameId AS name_id
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})"""
+SETUP_CALLS = """
+SELECT start AS start_ns, "end" AS end_ns, globalTid AS global_tid, nameId AS name_id
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids}) OR (nameId IN ({launches}) AND "end" - start >= {slow})"""
+SETUP_NAME_IDS = "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'"
 # OS runtime calls are read in parts (Trace.osrt.chunks): a rowid range and a condition, never the whole table.
 # two subqueries: SQLite reads MIN or MAX of the rowid from the b-tree's ends only when it is a query's one aggregate;
 # `SELECT MIN(rowid), MAX(rowid)` scans the whole table (1.4 s on 22 M rows)

@@ -227,6 +227,15 @@ class Trace:
         return int(row[0]) if row and row[0] is not None else None
 
     @cached_property
+    def kineto_identity(self) -> dict[str, str]:
+        """A torch.profiler trace's own marks (load/kineto.py's KINETO_TRACE): the process it recorded (`pid`), its
+        rank and world size where torch.distributed was up (`rank`, `world_size`: empty otherwise), its format; {} for
+        an nsys export."""
+        if not self.has(kineto.MARKER_TABLE):
+            return {}
+        return {str(k): str(v) for k, v in self.connection().execute(f"SELECT name, value FROM {kineto.MARKER_TABLE}")}
+
+    @cached_property
     def hostname(self) -> str | None:
         """The machine the capture ran on (TARGET_INFO_SYSTEM_ENV's Hostname row): ranks on one host share its memory
         and PCIe; None in exports without it (older ones: the public 2020.3 and 2021.2 captures)."""

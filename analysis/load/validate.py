@@ -136,15 +136,18 @@ def no_runtime_table(tables: set[str]) -> list[str]:
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# what analyze-trace reads, as its messages name it
+TRACE_KINDS = ("an nsys export (.sqlite, .sqlite.xz) or report (.nsys-rep), or a torch.profiler trace (the .json "
+               "export_chrome_trace writes, or tensorboard_trace_handler's .pt.trace.json[.gz])")
 
 
 def check_sqlite_file(file: Path, path: str) -> None:
     """Cheap checks before SQLite sees the file: exists, not empty, SQLite, not truncated. path: what the user gave
     (the messages name it, not a cache entry made from it)."""
     if not file.exists():
-        raise TraceError(f"{path}: no such file; give the path of an nsys export (.sqlite) or report (.nsys-rep)")
+        raise TraceError(f"{path}: no such file; give the path of {TRACE_KINDS}")
     if file.is_dir():
-        raise TraceError(f"{path}: is a directory; give the path of an nsys export (.sqlite) inside it")
+        raise TraceError(f"{path}: is a directory; give the path of a trace inside it ({TRACE_KINDS})")
     size = file.stat().st_size
     if size == 0:
         raise TraceError(f"{path}: the file is empty; re-export it with `nsys export --type=sqlite REPORT.nsys-rep`")

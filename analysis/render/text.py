@@ -9,6 +9,7 @@ from nsys_transfer.analysis.rules import prediction
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.facts import ProgramEnd
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
+from nsys_transfer.analysis.rules.diagnosis import verdict_finding
 from nsys_transfer.analysis.common.schema import own_findings
 from nsys_transfer.analysis.comparison import finding_name
 
@@ -199,20 +200,22 @@ def verdict_line(findings: list[dict], source: str = "", limit: dict | None = No
     """One line that says what limits the program (in its steady state, where the window is that): the costliest
     finding (the trust notes first), or that nothing costs a measurable share. With several GPUs the multi-GPU limit
     leads where it names the cause (schema.with_limit): said as what limits the GPUs, its cost being its own."""
-    costed = [f for f in findings if f["severity"] != "info" or f["rule"] in ("failed-run", "incomplete-trace")]
+    f = verdict_finding(findings)
     head = "verdict (steady state)" if source.startswith("steady state") else "verdict"
-    if costed and ((costed[0].get("line") or {}).get("growth_ms")):
+    if f and (f.get("line") or {}).get("growth_ms"):
         head = "verdict (a cost that grows: no steady state)"
-    if not costed:
+    if f is None:
         return (f"{head}: nothing costs as much as 0.1% of the GPUs' time, so the program keeps its GPU fed: leave its "
                 "transfers as they are.")
-    f = costed[0]
     if f["rule"] == "failed-run":
         return "verdict: the program failed: fix it and trace it again before reading any figure (see failed-run)"
     if f["rule"] == "incomplete-trace":
         what = ("nsys says the trace may be incomplete" if f["evidence"].startswith(DOUBTFUL_PREFIX)
                 else "the trace is incomplete")
         return f"verdict: {what}: re-capture it before trusting any figure (see incomplete-trace)."
+    if f["rule"] == "too-little-to-judge":
+        what = "too little GPU work" if f["subject"] == "GPU work" else "too few steps"
+        return f"verdict: too little to judge ({what} in the capture): {f['suggestion']}."
     if f is limit or f == limit:
         return f"{head}: {f['rule']} limits these GPUs (see limit below): {_first_clause(f['suggestion'])}."
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
@@ -527,4 +530,31 @@ def _verify_change(m: dict) -> str:
 def _verify_cost_unit(doc: dict) -> str:
     units = {f["cost_unit"] for f in doc["findings"]}
     return units.pop().replace("ns", "ms") if len(units) == 1 else "ms"
+
+
+def cycles_report(run, show_all: bool = False) -> str:
+    """Several traces of one torch.profiler run (analysis/cycles.Cycles): a line per cycle, the run's one verdict,
+    then the full report of the steady cycle with the median step."""
+    v = run.verdict
+    L = [f"{len(run.cycles)} torch.profiler traces of one run (one process, one after another: a schedule's cycles), "
+         "read as one run:"]
+    for i, c in enumerate(run.cycles, 1):
+        steps = (f"{c.first_step}..{c.last_step}" if c.first_step and c.first_step != c.last_step else
+                 c.first_step or f"{c.steps} steps")
+        step = f"{c.step_ns / 1e6:,.1f} ms a step" if c.step_ns else "no steps"
+        busy = f"GPU busy {_pct(c.gpu_busy)}" if c.gpu_busy is not None else "no GPU work"
+        top = f"{c.rule}" + (f" ({c.subject})" if c.subject else "") if c.rule else "nothing costed"
+        left = "" if c.steady else "  [warm-up: its steps are outliers against the other cycles'; left out]"
+        L.append(f"  cycle {i}: {c.label}  {steps}, {step}, {busy}; verdict {top}{left}")
+    what = f" ({v.subject})" if v.subject else ""
+    if all(c.gpu_busy is None for c in run.cycles):
+        L.append("verdict: none on the GPU: no cycle recorded GPU work (each shows the program on the CPU, below)")
+    elif v.rule is None:
+        L.append(f"verdict (the {v.steady} steady cycles): nothing costs as much as 0.1% of the GPUs' time.")
+    else:
+        L.append(wrapped(f"verdict (the {v.steady} steady cycle{'s' if v.steady != 1 else ''}, {v.agree} of them "
+                         f"agree): {v.rule}{what} limits this program, {100 * v.share:.0f}% of their GPUs' time"
+                         + (f": {_first_clause(v.suggestion)}." if v.suggestion else ".")))
+    L.append(f"the steady cycle with the median step, in full: {run.detail_label}")
+    return "\n".join(L) + "\n" + text_report(run.detail, show_all)
 

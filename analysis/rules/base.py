@@ -165,6 +165,10 @@ class Rule(Generic[CtxT]):
         say what it buys (rules/prediction.py replays it)."""
         return NoFigure("this finding's fix is not one the replay can make")
 
+    def excludes_rest(self, found: list[Finding]) -> bool:
+        """Whether these findings of the rule exclude every rule after it (an exclusive rule's always do)."""
+        return self.exclusive
+
 
 def fired(rules: Sequence[Rule[CtxT]], ctx: CtxT) -> Iterator[tuple[Rule[CtxT], Finding]]:
     """(rule, finding) for each finding of the rules in their order, up to and including the first exclusive rule
@@ -173,7 +177,7 @@ def fired(rules: Sequence[Rule[CtxT]], ctx: CtxT) -> Iterator[tuple[Rule[CtxT], 
         found = rule.check(ctx)
         for f in found:
             yield rule, f
-        if found and rule.exclusive:
+        if found and rule.excludes_rest(found):
             return
 
 

@@ -13,9 +13,10 @@ rules count copy time, which is GPU time spent copying, not idle time.
 
 from __future__ import annotations
 
-from nsys_transfer.analysis.rules.capture import FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, WarmupInCapture
+from nsys_transfer.analysis.rules.capture import (FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, TooLittleToJudge,
+                                                  WarmupInCapture)
 from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound,
-                                                  LaunchBound, MemoryMappingInGaps, generic_rules)
+                                                  LaunchBound, MemoryMappingInGaps, SetupInWindow, generic_rules)
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
 from nsys_transfer.analysis.rules import code_advice, prediction
@@ -31,8 +32,8 @@ from nsys_transfer.analysis.sections import roles
 # tests/test_rule_registry.py holds the two together); an idle cause declared without a rule of its own
 # (common/idle_causes.py) gets the generic one, after these (rules())
 RULES: list[Rule[Context]] = [
-    FailedRun(), IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
-    HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
+    FailedRun(), IncompleteTrace(), TooLittleToJudge(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
+    HostSync(), LaunchBound(), SetupInWindow(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
     WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
@@ -75,8 +76,7 @@ def _gain(f: Finding) -> float:
 
 def _costed(findings: list[Finding]) -> list[Finding]:
     """The findings a ranking compares: the high and medium ones, not the capture-trust notes."""
-    return [f for f in findings if f.severity in ("high", "medium") and f.rule not in ("failed-run",
-                                                                                     "incomplete-trace")]
+    return [f for f in findings if f.severity in ("high", "medium") and f.rule not in TRUST_NOTES]
 
 
 # the rules whose findings a line's role fixes (rules/role_fixes.py): the CPU work, the syncs and the launches a line
@@ -107,3 +107,13 @@ def fix_parts(f: Finding, by_id: dict, ctx: Context) -> list[tuple[str, Fix | No
 def fix_of(f: Finding, by_id: dict, ctx: Context) -> Fix | NoFigure:
     """A finding's whole fix: its parts' (fix_parts) made together."""
     return prediction.together([x for _, x in fix_parts(f, by_id, ctx)])
+
+
+TRUST_NOTES = ("failed-run", "incomplete-trace")  # notes that lead the verdict although they cost no time
+
+
+def verdict_finding(findings: list[dict]) -> dict | None:
+    """The finding a trace's verdict names: the first that costs something (or a trust note), in the diagnosis's
+    order; None where none does. The text's verdict line and the cycles' merge (analysis/cycles.py) both read it."""
+    return next((f for f in findings if f["severity"] != "info" or f["rule"] in TRUST_NOTES), None)
+

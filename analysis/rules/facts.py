@@ -120,6 +120,7 @@ class IdleDevice:
     cpu_samples: CpuSamples | None = None
     cpu_after_sync_ns: int = 0
     short_idle_intervals: int = 0
+    setup_calls: dict[str, int] = field(default_factory=dict)  # idle time inside each one-time CUDA set-up call
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class Idle:
     sync_blocked_ns: int = 0
     launch_calls: int = 0
     launch_api_ns: int = 0
+    setup_call_steps: int = 0  # steps holding a one-time set-up call of the launching threads
 
     def input_calls(self) -> dict[str, int]:
         """Idle time inside each OS call the thread waited in for input, over the devices, largest first."""
@@ -139,6 +141,10 @@ class Idle:
     def mapping_calls(self) -> dict[str, int]:
         """Idle time inside each memory-mapping call, over the devices, largest first."""
         return _summed(d.mapping_calls for d in self.devices)
+
+    def setup_calls(self) -> dict[str, int]:
+        """Idle time inside each one-time CUDA set-up call, over the devices, largest first."""
+        return _summed(d.setup_calls for d in self.devices)
 
 
 def _summed(per_device) -> dict[str, int]:
@@ -306,14 +312,15 @@ def _samples(s: dict | None) -> CpuSamples | None:
 def _idle_device(d: dict) -> IdleDevice:
     return IdleDevice(d.get("input_calls", {}), d.get("mapping_calls", {}), d.get("loader_starved_ns", 0),
                       _samples(d.get("range_samples")), _samples(d.get("cpu_samples")), d.get("cpu_after_sync_ns", 0),
-                      d.get("short_idle_intervals", 0))
+                      d.get("short_idle_intervals", 0), d.get("setup_calls", {}))
 
 
 def _idle(i: dict | None) -> Idle | None:
     if not i:
         return None
     return Idle(tuple(_idle_device(d) for d in (i.get("devices") or {}).values()), i.get("sync_calls") or 0,
-                i.get("sync_blocked_ns") or 0, i.get("launch_calls") or 0, i.get("launch_api_ns") or 0)
+                i.get("sync_blocked_ns") or 0, i.get("launch_calls") or 0, i.get("launch_api_ns") or 0,
+                i.get("setup_call_steps") or 0)
 
 
 def _kernels(k: dict | None) -> Kernels:

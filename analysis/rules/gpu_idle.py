@@ -9,13 +9,15 @@ import pandas as pd
 
 from nsys_transfer.analysis.common import cuda_api, idle_causes
 from nsys_transfer.analysis.common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, HOST_SYNC, INPUT, LAUNCH, MAPPING,
-                                                       SLEEP, IdleCause)
+                                                       SETUP, SLEEP, IdleCause)
 from nsys_transfer.analysis.sections.program import is_operator_range
 from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
                                                  WORK_FIXES)
 from nsys_transfer.analysis.sections.cpu_work import PROFILER
-from nsys_transfer.analysis.rules.base import (Context, Finding, Rule, calls_text, idle_by_subject, idle_figures, idle_of,
-                                               ms, us)
+from nsys_transfer.analysis.rules.base import (NOISE_SHARE, Context, Finding, Rule, calls_text, idle_by_subject,
+                                               idle_figures, idle_of, ms, us)
+from nsys_transfer.analysis.rules.capture import too_little
+from nsys_transfer.analysis.rules.terms import terms
 from nsys_transfer.analysis.rules.facts import CpuSamples, DataLoaderWorkers, KernelRow, SampledFunction
 from nsys_transfer.analysis.rules.role_fixes import graph_fix
 from nsys_transfer.analysis.replay import fixes, work
@@ -71,6 +73,50 @@ class GenericIdleRule(IdleRule):
 def generic_rules(taken: set[str]) -> list[IdleRule]:
     """The generic rule of each declared cause whose rule id no rule in `taken` has, in the causes' order."""
     return [IdleRule.generic(c) for c in idle_causes.CAUSES if c.rule not in taken]
+
+
+class SetupInWindow(IdleRule):
+    """The GPU idles while the launching thread is in one-time CUDA set-up inside the analysed window (no steps to
+    leave it out by, or a range named `warmup` that is not the capture's start): the context, module loading (a
+    first launch that loads its module), the caching allocator's cudaMalloc/cudaFree, streams. Set-up is counted and
+    listed, never given the loop's advice; only where it recurs in most steps is it the loop's own (allocator churn)."""
+    causes = (SETUP,)
+    fires_when = ("idle cause `setup` (info: set-up, never the verdict); costed, with the allocator's advice, where "
+                  "the calls recur in at least half of {rule.min_steps}+ steps")
+    suggests = ("keep the set-up out of the capture (the schedule's wait/warmup, a capture started after the "
+                "warm-up); recurring: no torch.cuda.empty_cache() in the loop, fixed shapes")
+    min_steps = 3
+
+    def findings(self, ctx: Context, rows: pd.DataFrame, impact: int) -> list[Finding]:
+        """One finding: the set-up calls the GPU waited through, by time (none below the noise floor: a note of
+        0.0 ms says nothing)."""
+        if impact < NOISE_SHARE * ctx.gpu_time_ns():
+            return []
+        calls = idle_figures(ctx).setup_calls()
+        named = calls_text(calls, 4)
+        steps, with_calls = ctx.steps(), idle_figures(ctx).setup_call_steps
+        if steps >= self.min_steps and with_calls >= 0.5 * steps:  # the loop's own: the allocator churns every step
+            ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}{ctx.per_step(impact)}) while the "
+                  f"launching thread was in CUDA allocation and set-up calls ({named}), in {with_calls} of the "
+                  f"{steps} steps: not a one-time set-up, the loop frees and allocates memory as it runs")
+            return [ctx.finding(self.id, impact, next(iter(calls), None), ev, ctx.advice(
+                "the caching allocator returns memory to CUDA and takes it again every step: remove "
+                "torch.cuda.empty_cache() from the loop, keep tensor shapes fixed (pad variable batches), or set "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                "allocate device memory once, before the loop, and reuse it (a memory pool: cudaMallocAsync with a "
+                "pool, or your own buffers)"))]
+        ev = (f"the GPU sat idle {ms(impact)} ({ctx.share_of_window(impact)}) while the launching thread was in "
+              f"one-time CUDA set-up ({named}): set-up, not the loop's work, so no finding above counts it")
+        return [ctx.finding(self.id, impact, next(iter(calls), None), ev,
+                            f"nothing to fix in the loop; to see the loop alone, {_setup_out(ctx)}",
+                            severity="info")]
+
+
+def _setup_out(ctx: Context) -> str:
+    """How to keep the set-up out of the next capture, in the recording profiler's words."""
+    if ctx.facts.profiler == "torch.profiler":
+        return terms(ctx.facts.profiler).after_warmup_cpu
+    return "start the capture after the warm-up (torch.cuda.profiler.start() with nsys --capture-range=cudaProfilerApi)"
 
 
 class InputBound(IdleRule):
@@ -352,6 +398,14 @@ class HostSync(IdleRule):
               f"{ms(info.sync_blocked_ns)} in them, and the GPU then sat idle {ms(impact)} "
               f"({ctx.share_of_window(impact)}) until the next work arrived")
         subject = cuda_api.base_name(names.index[0]) if len(names) else None
+        graphs = ctx.facts.kernels.graph_share
+        if graphs >= 0.5 and ctx.pytorch:  # the step is replayed as CUDA graphs: each sync ends a replay's turnaround
+            return [ctx.finding(self.id, impact, subject, f"{ev}; CUDA graphs already carry {graphs:.0%} of the GPU "
+                                "work", "the step already runs as CUDA graphs: what is left is the host's turnaround "
+                                "around each replay, which each sync serialises: read results back with "
+                                "non_blocking=True into pinned memory and wait on a CUDA event only when the reply "
+                                "needs them, copy inputs from pinned buffers with non_blocking=True, and batch "
+                                "requests so that each replay does more work")]
         return [ctx.finding(self.id, impact, subject, ev, ctx.advice(
             "each sync drains the GPU's queue, then the GPU waits while Python issues the next work: remove per-step "
             "reads of GPU values (.item(), .cpu(), .tolist(), print or `if` on a tensor, torch.nonzero / boolean "
@@ -512,7 +566,8 @@ class GpuBound(Rule[Context]):
     def check(self, ctx: Context) -> list[Finding]:
         """This rule's findings for the analysis; empty when it does not fire."""
         g = ctx.facts.gpu
-        if g is None or (g.compute_utilization or 0) < self.min_compute or not ctx.facts.kernels.top:
+        if g is None or (g.compute_utilization or 0) < self.min_compute or not ctx.facts.kernels.top or \
+                too_little(ctx):  # a few kernels fill their own short window: no ground for compute advice
             return []
         top = ctx.facts.kernels.top[:3]
         named = "; ".join(f"{r.shown_name} {r.pct:.0f}%" + "".join(f", {x}" for x in (r.precision, r.library) if x)

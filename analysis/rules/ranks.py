@@ -186,9 +186,11 @@ class NotConcurrent(Rule["RankContext"]):
         """This rule's finding for the GPUs; empty when it does not fire."""
         if ctx.n < 2 or ctx.concurrent:
             return []
+        how = ("every rank's torch.profiler with the same schedule, so that their active steps run at once" if
+               ctx.profiler == "torch.profiler" else "`make profile STAGE=... GPUS=N`")
         return [ctx.note(self.id, "the traces' captures do not overlap in time (by their session clocks), so what the "
                                   "GPUs share cannot be measured; each GPU's own row still holds",
-                         "record the ranks together: `make profile STAGE=... GPUS=N`")]
+                         f"record the ranks together: {how}")]
 
 
 # in the order the verdict used to be decided; each rule is exclusive, and their conditions exclude one another, so the
@@ -215,6 +217,7 @@ class RankContext:
     hosts: int = 1
     host_name: str | None = None
     host_devices: pd.DataFrame | None = None
+    profiler: str = "nsys"  # what recorded the traces ("torch.profiler" where every one is a Kineto trace)
 
     @property
     def n(self) -> int:

@@ -22,6 +22,7 @@ from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks, place
 from nsys_transfer.analysis.sections import roles
 from nsys_transfer.analysis.sections.base import declare
 
+PROFILER_ROLE = roles.PROFILER
 TOP = 3            # lines kept per cause
 PATH_STEPS = 6     # frames shown between the loop's line and the work
 SHORT_GAPS = "launch"
@@ -97,6 +98,8 @@ class CodeLines:
         """The costliest line of the role that holds the most of these causes' time (two lines that gather and
         copy one input outweigh one that runs the model), of these roles where given."""
         found = self.sites(causes, roles)
+        if roles is None:  # the profiler's own work (prof.step()) is the capture's cost: never the program's line
+            found = [site for site in found if site.role != PROFILER_ROLE]
         if not found:
             return None
         by_role: dict[str, int] = {}

@@ -73,12 +73,14 @@ def overlap_fraction(copies: pd.DataFrame) -> float | None:
     return float(copies["overlap_ns"].sum() / total) if total else None
 
 
-def big_copies(copies: pd.DataFrame, kind: str = "DtoH", min_fraction: float = 0.5) -> pd.DataFrame:
-    """The copies that carry the data (at least min_fraction of the largest), not the scalar reads."""
+def big_copies(copies: pd.DataFrame, kind: str = "DtoH", min_fraction: float = 0.5, min_bytes: int = 0
+               ) -> pd.DataFrame:
+    """The copies that carry the data (at least min_fraction of the largest, and at least min_bytes), not the scalar
+    reads."""
     d = copies[copies["copy_kind"] == kind]
     if d.empty:
         return d
-    return d[d["bytes"] >= min_fraction * d["bytes"].max()]
+    return d[d["bytes"] >= max(min_fraction * d["bytes"].max(), min_bytes)]
 
 
 def host_bandwidth(copies: pd.DataFrame, window: tuple[int, int], kind: str = "DtoH",

@@ -42,6 +42,10 @@ def part(trace: Trace) -> dict:
     elif not len(trace.device.gpus):
         gpu, why = "none", "no GPU was used (the machine it ran on has no NVIDIA GPU: nsys found none" + (
             ", no NVIDIA driver)" if system.get("NvDriverVersion") == "0" else ")")
+    elif trace.profiler == "torch.profiler":
+        gpu, why = "unused", (f"no GPU work was recorded (torch.profiler recorded no CUDA activity, though the machine "
+                              f"has {_gpu_names(trace)}: its activities had no ProfilerActivity.CUDA, or the program "
+                              "ran on the CPU)")
     elif cuda_traced and not any(cuda_traced):
         gpu, why = "not traced", ("nsys did not trace CUDA (--trace without cuda), so whatever ran on the "
                                   f"{_gpu_names(trace)} is not in the trace")

@@ -8,6 +8,9 @@ thread was doing at that instant, so no time is counted twice.
 Order of precedence, first match wins (common/idle_causes.py declares the causes, in this order, with their names,
 rules, labels and colours; a cause declared there with `calls` claims the idle time in those OS calls of the launching
 threads at its place in the order, with no code here):
+  setup       the thread is inside a one-time CUDA set-up call (load/calls.setup_calls: the context, module loading,
+              a first launch that loads its module, the caching allocator's cudaMalloc/cudaFree, stream creation),
+              in a user range named `warmup` or not: set-up, never the loop's CPU work
   comm-wait   the thread is inside an MPI call (nsys --trace=mpi); a user range named after one (MPI_Send) or after a
               collective (all_reduce, nccl...) counts so too, in place of cpu-range
   mapping     a thread of the launching process is mapping memory (mmap, munmap, fallocate, ...)
@@ -35,7 +38,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.common import idle_causes
 from nsys_transfer.analysis.common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, DRAIN, HOST_SYNC, INPUT, LAUNCH,
-                                                       MAPPING, SLEEP)
+                                                       MAPPING, SETUP, SLEEP)
 from nsys_transfer.analysis.common.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
                                               union)
 from nsys_transfer.analysis.sections import cpu_work
@@ -157,8 +160,8 @@ def _ranked(own: pd.Series) -> pd.Series:
 
 def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame | Frames,
               nvtx: pd.DataFrame, sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None,
-              min_gap_ns: int, device: int = 0, loader: dict | None = None, samples: pd.DataFrame | None = None
-              ) -> tuple[pd.DataFrame, dict]:
+              min_gap_ns: int, device: int = 0, loader: dict | None = None, samples: pd.DataFrame | None = None,
+              setup_calls: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
     """The idle time of one device by cause (see the module doc), and the details each rule quotes.
 
     loader: {"pin": tids of the DataLoader's pin-memory threads, "workers": tids of its worker processes' main
@@ -168,7 +171,8 @@ def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads
     Each instant is judged on its own, so the window is cut into time segments of SEGMENT_INTERVALS busy intervals,
     each attributed alone and the parts added up: a long capture's tens of millions of idle intervals are never all
     in memory at once."""
-    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {}, samples)
+    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {}, samples,
+                        setup_calls)
     parts = [_segment(shared, *busy.slice(i, i + SEGMENT_INTERVALS), lo, hi) for i, lo, hi in _segments(busy, window)]
     return _combine(parts, device)
 
@@ -178,17 +182,18 @@ SEGMENT_INTERVALS = 1 << 20  # busy intervals per segment of attribute(): about 
 
 def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, sync_calls: pd.DataFrame,
                cuda_calls: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
-               loader: dict | None = None) -> list[tuple[str, str | None]]:
+               loader: dict | None = None, setup_calls: pd.DataFrame | None = None) -> list[tuple[str, str | None]]:
     """(cause, subject) that holds most of each idle span (start_ns, end_ns): the same rules as attribute(), applied
     to one gap at a time, for the few gaps a chart draws."""
-    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {})
+    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {},
+                        setup_calls=setup_calls)
     none = np.zeros(0, np.int64)
     return [_dominant(_segment(shared, none, none, int(lo), int(hi))) for lo, hi in spans]
 
 
 def _dominant(part: dict) -> tuple[str, str | None]:
     ranges = _ranked(part["range_time"])
-    held = {(COMM_WAIT.name, None): part["comm"], (SLEEP.name, None): part["sleep"],
+    held = {(SETUP.name, None): part["setup"], (COMM_WAIT.name, None): part["comm"], (SLEEP.name, None): part["sleep"],
             (INPUT.name, None): part["input"] + part["loader"], (DRAIN.name, None): part["drain"],
             (MAPPING.name, None): part["mapping"],
             **{(c.name, None): part[_added_key(c)] for c in idle_causes.added()},
@@ -216,19 +221,24 @@ class _Shared:
     sample_times: np.ndarray  # the threads' CPU samples (sections/cpu_work.owners), sorted, and each one's owner
     sample_keys: np.ndarray
     steps_end: int | None  # where the threads' last step range ends (None: no steps): later waits are the drain's
+    setup: Union = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # the threads' one-time CUDA set-up calls
+    setup_rows: pd.DataFrame | None = None                           # and the calls themselves (their names)
 
     @classmethod
-    def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader, samples=None
-           ) -> "_Shared":
+    def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader, samples=None,
+           setup_calls=None) -> "_Shared":
         mine, operator = _thread_ranges(nvtx, threads)
         ranges = _phases(mine, operator, step_regex)
+        setup_rows = _thread_rows(setup_calls, threads) if setup_calls is not None else None
         return cls(threads=list(threads), pids=[pid_of(t) for t in threads], loader=loader, min_gap_ns=min_gap_ns,
                    osrt=osrt, in_cuda=_thread_union(cuda_calls, threads), ranges=Nesting.of(ranges),
                    in_ranges=union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()),
                    op_ranges=Nesting.of(mine[operator]),
                    **_sync_arrays(_thread_rows(sync_calls, threads)),
                    edges=_range_edges(mine, operator), **_sample_arrays(samples, threads),
-                   steps_end=_steps_end(mine, step_regex))
+                   steps_end=_steps_end(mine, step_regex),
+                   setup=_thread_union(setup_rows, threads) if setup_rows is not None else
+                   (np.zeros(0, np.int64), np.zeros(0, np.int64)), setup_rows=setup_rows)
 
 
 def _segments(busy: Coverage | SpilledCoverage, window: tuple[int, int]):
@@ -262,12 +272,14 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
     added = {name: _calls(mine, calls)[0] for name, calls in idle_causes.added_calls()}
     plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm,
-                                                                                sleeps, *added.values()))))
+                                                                                sleeps, sh.setup, *added.values()))))
     judged: Union = (idle[0][~plain], idle[1][~plain])
 
     # the causes a thread's calls show, in their order of precedence: each takes its calls' part of what is left
-    by_calls = {COMM_WAIT.name: comm, MAPPING.name: maps, SLEEP.name: sleeps, INPUT.name: waits, **added}
+    by_calls = {SETUP.name: sh.setup, COMM_WAIT.name: comm, MAPPING.name: maps, SLEEP.name: sleeps, INPUT.name: waits,
+                **added}
     claimed, rest = _claimed(judged, by_calls)
+    setup_u = claimed[SETUP.name]
     comm_u, mapping_u, sleep_u, input_u = (claimed[c.name] for c in (COMM_WAIT, MAPPING, SLEEP, INPUT))
     drain_u, input_u = _after(input_u, sh.steps_end), _before(input_u, sh.steps_end)
     rest_long = intersect(rest, (idle[0][is_long], idle[1][is_long]))
@@ -281,7 +293,9 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     sync_short, launch_u = intersect(rest_short, waited), subtract(rest_short, waited)
     serialised = intersect(rest_long, waited)  # CPU work the GPU waited for because a sync had emptied its queue
     cpu_samples, range_samples = _sampled(sh, rest_long), _sampled(sh, range_u)
-    return {"comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
+    return {"setup": total(setup_u), "setup_calls": _name_time(setup_u, sh.setup_rows) if sh.setup_rows is not None
+            else pd.Series(dtype="int64"),
+            "comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
             "sleep": total(sleep_u), "sleep_ranges": _family_time(sleep_u, sh.ranges, lo, hi),
             "input": total(input_u), "loader": total(loader_u), "drain": total(drain_u),
             "drain_ranges": _family_time(drain_u, sh.ranges, lo, hi), "mapping": total(mapping_u),
@@ -362,8 +376,9 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     def subject(key: str, time: int) -> str | None:  # the deepest range holding most of it, if one holds half
         ranked = _ranked(summed[key])
         return str(ranked.index[0]) if len(ranked) and ranked.iloc[0] >= 0.5 * time else None
-    comm = _ranked(summed["comm_calls"])
-    rows = [(COMM_WAIT.name, str(comm.index[0]) if len(comm) else None, t["comm"]),
+    comm, setup = _ranked(summed["comm_calls"]), _ranked(summed["setup_calls"])
+    rows = [(SETUP.name, str(setup.index[0]) if len(setup) else None, t["setup"]),
+            (COMM_WAIT.name, str(comm.index[0]) if len(comm) else None, t["comm"]),
             (SLEEP.name, subject("sleep_ranges", t["sleep"]), t["sleep"]),
             (INPUT.name, subject("input_ranges", t["input"]), t["input"]),
             (INPUT.name, "DataLoader", t["loader"]), (DRAIN.name, subject("drain_ranges", t["drain"]), t["drain"]),
@@ -377,6 +392,7 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
     details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
                "input_calls": _named(summed["input_calls"]), "mapping_calls": _named(summed["mapping_calls"]),
+               "setup_calls": _named(summed["setup_calls"]),
                "loader_starved_ns": t["loader"], "after_sync_intervals": t["after_sync"],
                "cpu_after_sync_ns": t["cpu_after_sync"],
                "cpu_samples": cpu_work.summary(_split(summed["cpu_samples"])),

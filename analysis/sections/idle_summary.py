@@ -37,6 +37,7 @@ class Inputs(NamedTuple):
     sync_calls: pd.DataFrame
     threads: pd.DataFrame
     samples: pd.DataFrame | None = None  # the launching threads' CPU samples by owner (sections/cpu_work.owners)
+    setup_calls: pd.DataFrame | None = None  # one-time CUDA set-up calls (load/calls.setup_calls)
 
 
 def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | None, min_gap_ns: int,
@@ -54,7 +55,7 @@ def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | 
         for dev, busy in passed.busy_by_device.items():
             t, details[str(dev)] = idle.attribute(busy, span, tids["devices"].get(dev, set()), inputs.osrt,
                                                   inputs.nvtx, syncs, cuda_calls, step_regex, min_gap_ns, dev,
-                                                  loaders[dev], inputs.samples)
+                                                  loaders[dev], inputs.samples, inputs.setup_calls)
             parts.append(t)
         return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=idle.COLUMNS)), details
     table, details = attributed(window)
@@ -62,7 +63,7 @@ def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | 
 
     def gap_causes(dev, spans):
         return idle.gap_causes(spans, tids["devices"].get(dev, set()), inputs.osrt, inputs.nvtx, syncs, cuda_calls,
-                               step_regex, min_gap_ns, loaders.get(dev))
+                               step_regex, min_gap_ns, loaders.get(dev), inputs.setup_calls)
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
     launch_calls, launch_ns = launch_stats()
     out = {"causes": json_rows(table), "devices": details,
@@ -79,7 +80,18 @@ def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | 
         mine_syncs = mine_syncs[inside]
     tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else \
         pd.Series(dtype="int64")
+    out["setup_call_steps"] = _steps_with(inputs.setup_calls, tids["all"], steps)
     return IdlePart(out, tables, setup, gap_causes)
+
+
+def _steps_with(calls: pd.DataFrame | None, threads, steps: pd.DataFrame | None) -> int:
+    """How many steps hold a set-up call of the launching threads: a call in most steps is the loop's own (the
+    caching allocator freeing and growing every step), not set-up."""
+    if calls is None or calls.empty or steps is None or steps.empty:
+        return 0
+    mine = np.sort(calls.loc[calls["global_tid"].isin(list(threads)), "start_ns"].to_numpy(np.int64))
+    s, e = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    return int((np.searchsorted(mine, e) > np.searchsorted(mine, s)).sum())
 
 
 def steady_span(steps: pd.DataFrame | None, window) -> tuple[int, int] | None:
@@ -101,6 +113,7 @@ def _setup(window, span, whole: pd.DataFrame, steady: pd.DataFrame, syncs: int, 
             "sync_calls": syncs - syncs_inside, "sync_calls_in_steps": syncs_inside}
 
 
+DATA_COPY_BYTES = 64 * 1024  # a copy smaller than this reads values (.item(), .tolist() of a few), not a batch's data
 COPY_SYNC_NS = 100_000  # a sync this soon after a copy's call on the same thread waits for that copy (`.cpu()`)
 
 
@@ -129,7 +142,8 @@ def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFra
         c = c.assign(start_ns=c["api_start_ns"].astype("int64"), end_ns=c["api_end_ns"].astype("int64"),
                      global_tid=c["api_global_tid"].astype("int64"), name=c["api_name"].astype(str))
         c = c.assign(duration_ns=c["end_ns"] - c["start_ns"])
-        big = pd.concat([cp.big_copies(copies, k) for k in ("DtoH", "HtoD")]).index
+        # a loop whose only copies are scalar reads (`.item()` of 8 bytes) has no data copy: its reads are syncs
+        big = pd.concat([cp.big_copies(copies, k, min_bytes=DATA_COPY_BYTES) for k in ("DtoH", "HtoD")]).index
         small_blocking = c[(c["blocking"] == True) & ~c.index.isin(big)]  # noqa: E712 - NA is neither
     else:
         small_blocking = pd.DataFrame(columns=cols)
@@ -153,7 +167,7 @@ def _idle_part(trace, passed, window_ns, tids: dict, os_waits, nvtx_rows: pd.Dat
         return None
     trace.background.wait("calls.sync_calls", "host.threads")
     inputs = Inputs(tids, waits, nvtx_rows, memcpy.tables["memcpy"], trace.calls.sync_calls, trace.host.threads,
-                    samples)
+                    samples, trace.calls.setup_calls)
     return part(passed, window_ns, inputs, steps_draft.tables["steps"], step_regex, opts.min_gap_ns,
                 launch_stats.result)
 

@@ -9,6 +9,7 @@ from nsys_transfer.analysis.load.python_stacks import Frame
 
 INPUT, OUTPUT, WEIGHTS, PER_ELEMENT, ACCUMULATION = "input", "output", "weights", "per-element read", "accumulation"
 TIMING_SYNC, CACHE_CHURN, DISK, COMPUTE, MODEL = "timing sync", "allocation churn", "disk output", "host compute", "model"
+PROFILER = "the profiler"  # prof.step(), the profiler's start and stop: the capture's cost, never the program's work
 
 # (role, test of the innermost user line's text)
 BY_CODE = (
@@ -30,6 +31,7 @@ BY_CODE = (
 IN_MODULE = re.compile(r"torch/nn/modules/module\.py$")
 # (role, test of a frame's file, test of its function): any frame of the stack
 BY_FRAME = (
+    (PROFILER, re.compile(r"torch/profiler/|torch/autograd/profiler(_util)?\.py$"), None),
     (WEIGHTS, re.compile(r"torch/nn/modules/module\.py$"), re.compile(r"^Module\.(to|cuda|cpu|_apply|half|float)\b")),
     (INPUT, re.compile(r"torch/utils/data/|torchvision/(transforms|datasets|io)/|/datasets/"), None),
     (DISK, re.compile(r"/PIL/(Image|PngImagePlugin|JpegImagePlugin)\.py$"), re.compile(r"save|_save|encode")),
@@ -42,7 +44,9 @@ BY_FRAME = (
 def role_of(stack: list[Frame], leaf: Frame | None) -> str:
     """The role of a stack's work (outermost frame first; leaf: its innermost frame of the program's own code). A
     module's own move (`Module.to`) anywhere in the stack is its weights', whatever the line says (`blk.to("cpu")`)."""
-    role, file, function = BY_FRAME[0]
+    if any(BY_FRAME[0][1].search(f.file) for f in stack):
+        return PROFILER  # the profiler's own work (prof.step()), wherever the program called it from
+    role, file, function = BY_FRAME[1]
     if any(file.search(f.file) and function.search(f.function) for f in stack):
         return role
     in_model = any(IN_MODULE.search(f.file) for f in stack)

@@ -42,6 +42,7 @@ OSRT_IN_SPAN = ('SELECT o.nameId AS name_id, COUNT(*) AS count, SUM(MIN(o."end",
 def window_source(found) -> str:
     """The window's `source` where the steady state narrowed it."""
     what = (f"step {found.warmup} on" if found.source == "steps" else
+            "the end of the program's own warm-up range on" if found.source == "warm-up range" else
             f"the repeating kernel stream ({found.period:,} kernels an iteration), iteration {found.warmup} on")
     flush = ", past the program's own flush of its output pipeline" if getattr(found, "flushed", False) else ""
     return f"steady state: {what}, after the set-up and warm-up{flush} (--whole for the whole capture)"

@@ -9,10 +9,17 @@ steady state starts at the first step that is not warm-up:
 Without step ranges the steps are found in the kernel stream itself: the sequence of kernel names repeats with a
 period (the kernels of one iteration); the steady state starts where that repetition starts, again past the
 iterations that are warm-up outliers by time.
+
+A range the program named after its warm-up (`warmup`, `warm-up`, `Warmup steps`: a benchmark's own mark, in either
+profiler) is set-up whatever its steps look like: the steady state starts after the last one ends (at the first step
+after it, where there are steps), so its CUDA set-up (context, module loading, first allocations) never reads as
+the loop's CPU work.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -23,6 +30,7 @@ MATCH = 0.9              # share of a kernel-name period that must repeat for it
 MIN_ITERATIONS = 4       # inferred iterations the steady part must hold
 SEQUENCE_LIMIT = 2_000_000  # kernels read for the period: the set-up is at the start of a long capture
 MIN_SHARE = 0.01         # a set-up below this share of the capture is left in (nothing to gain, a window to explain)
+WARMUP_RANGE = re.compile(r"\bwarm[-_ ]?up", re.I)  # a range the program named after its warm-up
 
 
 @dataclass(frozen=True)
@@ -127,12 +135,37 @@ def past_flush(found: Steady, begins: np.ndarray, drain_ends: np.ndarray) -> Ste
     return replace(found, start_ns=int(begins[k]), warmup=found.warmup + k - base, flushed=True)
 
 
+def past_warmup_range(found: Steady | None, steps: pd.DataFrame, warmup_end: int) -> Steady:
+    """The steady state past the program's own warm-up range (ending at warmup_end): from the first step after it,
+    or from its end where no step follows (no steps, or none after it)."""
+    if len(steps):
+        begins = steps["start_ns"].to_numpy(np.int64)
+        k = int(np.searchsorted(begins, warmup_end))
+        if k < begins.size:
+            d = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
+            return Steady(int(begins[k]), "steps", k, len(steps), float(np.median(d[k:])), [int(x) for x in d[:k]],
+                          first_ns=int(begins[0]))
+    return Steady(int(warmup_end), "warm-up range", 0, 0, 0.0, [], first_ns=found.first_ns if found else None)
+
+
+def warmup_end(ranges: pd.DataFrame) -> int | None:
+    """Where the last range named after a warm-up (WARMUP_RANGE) ends; None without one."""
+    if ranges is None or ranges.empty:
+        return None
+    names = pd.Series(pd.Categorical(ranges["name"].astype(str)).categories)
+    named = set(names[names.str.contains(WARMUP_RANGE)])
+    if not named:
+        return None
+    return int(ranges.loc[ranges["name"].isin(named), "end_ns"].max())
+
+
 def choose(steps: pd.DataFrame, kernel_sequence, capture: tuple[int, int] | None,
-           drain_ends: np.ndarray | None = None) -> Steady | None:
+           drain_ends: np.ndarray | None = None, warmup_ends: int | None = None) -> Steady | None:
     """The steady state: from the steps where there are any (kernel_sequence is then not called), else from the
     kernel stream (kernel_sequence() -> (starts, name ids)), past an early flush of the output pipeline (drain_ends:
-    where its drains ended); None where it starts within MIN_SHARE of the capture's start (capture: first to last
-    GPU operation), or nothing repeats."""
+    where its drains ended) and past the program's own warm-up range (warmup_ends: where the last one ended); None
+    where it starts within MIN_SHARE of the capture's start (capture: first to last GPU operation), or nothing
+    repeats."""
     if capture is None:
         return None
     if len(steps):
@@ -143,6 +176,8 @@ def choose(steps: pd.DataFrame, kernel_sequence, capture: tuple[int, int] | None
         begins = starts[found.start_ns <= starts][::found.period] if found else None
     if found is not None and drain_ends is not None and len(drain_ends):
         found = past_flush(found, begins, np.sort(np.asarray(drain_ends, np.int64)))
+    if warmup_ends is not None and warmup_ends < capture[1] and (found is None or found.start_ns < warmup_ends):
+        found = past_warmup_range(found, steps, warmup_ends)
     if found is None or found.start_ns - capture[0] < MIN_SHARE * (capture[1] - capture[0]) or \
             found.start_ns >= capture[1]:
         return None

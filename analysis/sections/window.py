@@ -79,7 +79,7 @@ def _steady(trace: Trace, step_rows: pd.DataFrame, opts) -> steady.Steady | None
     st = step_spans(step_rows)
     trace.background.wait("device.memcpys")  # their span is part of the capture's
     return steady.choose(st, lambda: trace.device.kernel_sequence(steady.SEQUENCE_LIMIT), gpu_span_estimate(trace),
-                         _drains(trace.host.nvtx)["end_ns"].to_numpy())
+                         _drains(trace.host.nvtx)["end_ns"].to_numpy(), steady.warmup_end(trace.host.nvtx))
 
 
 @declare(("kernel_digest", "memcpys"), needs=("trace", "steady", "opts", "say"))

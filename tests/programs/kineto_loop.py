@@ -5,7 +5,7 @@ For the tests of the Kineto reader on real traces: recorded on the CPU by the te
 cuda), and the same program traced under nsys (--no-profiler) for the two-profilers agreement test.
 
 usage: python tests/programs/kineto_loop.py OUT.json[.gz] [--device cpu|cuda] [--steps 8] [--batch 16] [--size 64]
-                                          [--no-profiler]
+                                          [--no-profiler] [--tensorboard [--cycles N]]
 the two-profilers pair for tests/test_kineto.py (on a GPU machine with nsys, from the checkout, same arguments):
     python tests/programs/kineto_loop.py tests/data/kineto/kineto_loop_gpu.pt.trace.json.gz --device cuda --steps 12 \
         --batch 64 --size 128
@@ -58,6 +58,7 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--no-profiler", action="store_true", help="run the same loop unprofiled (for nsys)")
+    p.add_argument("--cycles", type=int, default=1, help="the schedule's repeat: a trace per cycle (--tensorboard)")
     p.add_argument("--tensorboard", action="store_true",
                    help="OUT is a folder: write it with tensorboard_trace_handler (gzip) instead of export_chrome_trace")
     args = p.parse_args()
@@ -75,9 +76,10 @@ def main():
         # the five lines of the README's "torch.profiler traces"
         ready = (tensorboard_trace_handler(args.out, worker_name="loop", use_gzip=True) if args.tensorboard else
                  lambda prof: prof.export_chrome_trace(args.out))
-        with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=args.steps - 2),
+        with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=args.steps - 2,
+                                                              repeat=args.cycles),
                      with_stack=True, on_trace_ready=ready) as prof:
-            for _ in range(args.steps):
+            for _ in range(args.steps * args.cycles):
                 total += one_step(model, args.device, args.batch, args.size)
                 prof.step()
     print(f"RESULT steps={args.steps} total={total:.3f} wall_s={time.perf_counter() - t0:.2f}")
