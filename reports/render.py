@@ -6,7 +6,7 @@ import html
 import pandas as pd
 
 from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP, site_place
+from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP, prediction_text, site_place
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
 
 # the palette's keys the charts draw, named once in the HTML report's colour key
@@ -81,7 +81,7 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
         out.append("### In several stages")
         for d, stages in shared:
             out.append(f"- **{d['rule']}** ({_stages_of(stages, df)}; {_cost(d)}): {d['evidence']}.  \n"
-                       f"  *Fix:* {d['suggestion']}")
+                       f"  *Fix:* {d['suggestion']}" + _buys_md(d))
         out.append("")
     common = {_same(d) for d, _ in shared}
     for r in df.to_dict("records"):
@@ -91,7 +91,8 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
         if not mine and not also:
             out.append("No finding of note: nothing in this trace costs 2% of the window or more.")
         for d in mine:
-            out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n{_line_md(d)}  *Fix:* {d['suggestion']}")
+            out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n{_line_md(d)}  *Fix:* {d['suggestion']}"
+                       + _buys_md(d))
         if also:
             out.append(f"- also {', '.join(also)} (above, in several stages)")
         low = len(r["diagnosis"]) - len(shown(r["diagnosis"]))
@@ -149,8 +150,14 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
 def _finding_html(d: dict, where: str = "") -> str:
     at = (f"<br><i>At:</i> <code>{html.escape(site_place(d['line']))}  {html.escape(d['line']['code'])}</code> "
           f"({html.escape(d['line']['role'])})" if d.get("line") else "")
+    buys = f"<br><i>Buys:</i> {html.escape(prediction_text(d['prediction']))}" if d.get("prediction") else ""
     return (f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(where + _cost(d))}): {html.escape(d['evidence'])}."
-            f"{at}<br><i>Fix:</i> {html.escape(d['suggestion'])}</li>")
+            f"{at}<br><i>Fix:</i> {html.escape(d['suggestion'])}{buys}</li>")
+
+
+def _buys_md(d: dict) -> str:
+    """What the finding's fix buys (its prediction, as analyze-trace prints it), where it has one."""
+    return f"  \n  *Buys:* {prediction_text(d['prediction'])}" if d.get("prediction") else ""
 
 
 def _line_md(d: dict) -> str:
