@@ -671,10 +671,12 @@ def prediction_held(before: dict, after: dict, rows: list[dict], speed: dict, wh
     steady = speed["after"] / speed["before"] if speed.get("before") and speed.get("after") else None
     whole = whole_loop["after"] / whole_loop["before"] if whole_loop and whole_loop.get("before") and \
         whole_loop.get("after") else None
-    held = _held(chosen.get("steady_x"), steady) or _held(chosen.get("whole_x"), whole)
+    held = {"steady": _held(chosen.get("steady_x"), steady), "whole": _held(chosen.get("whole_x"), whole)}
+    why = {"steady": _why_held(held["steady"], chosen, after, rows),
+           "whole": (whole_loop or {}).get("why") if held["whole"] in ("below", "above") else None}
     return {"findings": [finding_name(r) for r, _ in mine], "which": what, "steady_x": chosen.get("steady_x"),
             "whole_x": chosen.get("whole_x"), "achieved_steady_x": steady, "achieved_whole_x": whole, "held": held,
-            "why": _why_held(held, chosen, after, rows)}
+            "why": why}
 
 
 def _held(r: list | None, x: float | None) -> str | None:

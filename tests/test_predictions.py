@@ -7,9 +7,14 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
+from click.testing import CliRunner
+
+from nsys_transfer.analysis.cli.verify import main as verify_cli
 from nsys_transfer.analysis.rules import diagnosis, prediction
 
 from conftest import ROOT
@@ -149,3 +154,24 @@ def test_the_text_prints_the_json_values():
             assert f"      {said}" in lines
             lo, hi = f["prediction"]["steady_x"]
             assert prediction.x_range((lo, hi)) in said
+
+
+def verify_doc(before: str, after: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "v.json"
+        r = CliRunner().invoke(verify_cli, [str(ROOT / before), str(ROOT / after), "--json", str(out), "-q"])
+        assert r.exit_code == 0, r.output
+        return json.loads(out.read_text())
+
+
+def test_verify_holds_the_before_sides_prediction_to_what_the_fix_achieved():
+    """The held-out pair written without this toolkit: its fix resolved what the before side predicted, and verify
+    sets the prediction beside the captures' speed-ups; the spawned-pool pair's whole loop misses, and says why (its
+    workers' start)."""
+    d = verify_doc("tests/data/held_out/per_sample_metrics_nsys2024.sqlite.xz",
+                   "tests/data/held_out/per_sample_metrics_fixed_nsys2024.sqlite.xz")["predicted"]
+    assert d["held"] == {"steady": "within", "whole": "within"} and d["achieved_steady_x"] > 2
+    d = verify_doc("tests/data/held_out/seg_numpy_post_nsys2024.sqlite.xz",
+                   "tests/data/held_out/seg_numpy_post_mpfix_nsys2024.sqlite.xz")["predicted"]
+    assert d["held"]["steady"] == "within" and d["held"]["whole"] == "below"
+    assert "output worker processes to finish starting" in d["why"]["whole"]

@@ -498,21 +498,18 @@ def verify_report(doc: dict) -> str:
 
 
 def verify_prediction_lines(h: dict | None) -> list[str]:
-    """What the before side predicted for the findings the change fixed, beside what it achieved."""
+    """What the before side predicted for the findings the change fixed, beside what it achieved, clock by clock."""
     if not h:
         return []
-    ranges = ", ".join(f"{prediction.x_range(h[k])} {where}" for k, where in (("whole_x", "over the whole loop"),
-                                                                              ("steady_x", "in the steady state"))
-                       if h.get(k))
-    got = ", ".join(f"{h[k]:.2f}x {where}" for k, where in (("achieved_whole_x", "over the whole loop"),
-                                                            ("achieved_steady_x", "in the steady state")) if h.get(k))
-    said = {"within": "as predicted", "below": "below the prediction", "above": "above the prediction"}.get(
-        h["held"] or "", "not comparable")
+    said = {"within": "as predicted", "below": "below the prediction", "above": "above the prediction"}
     which = f" ({h['which']})" if h["which"] != "it" else ""
-    lines = [f"  predicted before the fix, for {', '.join(h['findings'])}{which}: {ranges}; achieved: {got or '?'}: "
-             f"{said}"]
-    if h.get("why"):
-        lines.append(f"    why: {h['why']}")
+    lines = [f"  predicted before the fix, for {', '.join(h['findings'])}{which}:"]
+    for clock, where in (("whole", "over the whole loop"), ("steady", "in the steady state")):
+        r, got = h.get(f"{clock}_x"), h.get(f"achieved_{clock}_x")
+        if r and got is not None:
+            lines.append(f"    {where}: {prediction.x_range(r)} predicted, {got:.2f}x achieved: {said[h['held'][clock]]}")
+            if h["why"].get(clock):
+                lines.append(f"      why: {h['why'][clock]}")
     return [wrapped(x) for x in lines]
 
 
