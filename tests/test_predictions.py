@@ -136,8 +136,7 @@ def test_the_findings_are_ranked_by_what_their_fixes_buy():
     for name, doc in ANSWERS.items():
         costed = [f for f in doc["diagnosis"] if f["severity"] in ("high", "medium") and f["rule"] not in notes and
                   f.get("prediction") is not None]
-        gains = [prediction.Prediction.of(f["prediction"]).gain if prediction.Prediction.of(f["prediction"]).said
-                 else 1 / max(1 - min(f["impact_fraction"], 0.99), 0.01) for f in costed]
+        gains = [diagnosis.rank_gain(prediction.Prediction.of(f["prediction"]), f["impact_fraction"]) for f in costed]
         # the JSON's ranges are rounded to 0.01: two gains that close are a tie either way
         assert all(a >= b * 0.99 for a, b in zip(gains, gains[1:])), (name, list(zip([f["rule"] for f in costed],
                                                                                      gains)))

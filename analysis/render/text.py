@@ -220,7 +220,15 @@ def verdict_line(findings: list[dict], source: str = "", limit: dict | None = No
         return f"{head}: {f['rule']} limits these GPUs (see limit below): {_first_clause(f['suggestion'])}."
     what = f" ({f['subject']})" if f["subject"] and f["subject"] not in ("the capture",) else ""
     return (f"{head}: {f['rule']}{what} limits this program, {100 * f['impact_fraction']:.0f}% of the GPUs' time: "
-            f"{_first_clause(f['suggestion'])}.")
+            f"{_first_clause(f['suggestion'])}.{_buys(f.get('prediction'))}")
+
+
+def _buys(p: dict | None) -> str:
+    """' Fixing it buys 1.3-1.5x in the steady state.' where the verdict's finding has figures (its prediction)."""
+    if not p or not (p.get("steady_x") or p.get("whole_x")):
+        return ""
+    r, where = (p["steady_x"], "in the steady state") if p.get("steady_x") else (p["whole_x"], "over the whole loop")
+    return f" Fixing it buys {prediction.x_range(r)} {where}."
 
 
 def _first_clause(text: str) -> str:

@@ -7,6 +7,8 @@ import numpy as np
 
 from nsys_transfer.analysis.sections.timeline import Timeline
 
+SIDE_BYTES = 64 * 1024  # a copy this large carries a batch's input or output, not a scalar (as sections/code_lines)
+
 
 def at_line(t: Timeline, place: str) -> np.ndarray:
     """The samples (a bool per sample) of the work at a line: the samples whose loop's line or innermost line of the
@@ -81,16 +83,18 @@ def calls_of(t: Timeline, ops: np.ndarray) -> np.ndarray:
 
 
 def waiting_syncs(t: Timeline) -> np.ndarray:
-    """The synchronising calls that waited for the GPU in the capture."""
-    return (t.call_kind == "sync") & (t.call_awaits >= 0)
+    """The synchronising calls that waited for the GPU in the capture, and the scalar reads' copies that did (a copy
+    under SIDE_BYTES into pageable memory returns once the GPU has run everything before it: `.item()`, `.cpu()` of a
+    few values)."""
+    small = copies(t, "DtoH") & (t.op_bytes < SIDE_BYTES)
+    reads = calls_of(t, small) & (t.call_kind == "copy")
+    return ((t.call_kind == "sync") | reads) & (t.call_awaits >= 0)
 
 
 def per_iteration(t: Timeline, ns: float) -> float:
     """ns over the span as ns an iteration."""
     return ns / t.iterations if t.iterations else ns
 
-
-SIDE_BYTES = 64 * 1024  # a copy this large carries a batch's input or output, not a scalar (as sections/code_lines)
 
 
 def beside_copies(t: Timeline, direction: str) -> np.ndarray:

@@ -67,11 +67,20 @@ def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
 
 
 def _gain(f: Finding) -> float:
-    """What a finding's fix buys, for the ranking: its predicted gain, else what its idle share would buy."""
-    p = f.prediction
+    """What a finding's fix buys, for the ranking: its predicted gain; where the trace cannot say, what its idle share
+    would buy if it holds most of the time (the GPU's own work, other ranks' waits), else nothing known (after the
+    findings whose fixes the replay says pay)."""
+    return rank_gain(f.prediction, f.impact_fraction)
+
+
+DOMINANT = 0.5  # a finding without figures that holds this share of the time ranks by what its share would buy
+
+
+def rank_gain(p, impact_fraction: float) -> float:
+    """The ranking's figure for a finding's prediction (or None) and idle share (_gain)."""
     if p is not None and p.said:
         return p.gain
-    return 1 / max(1 - min(f.impact_fraction, 0.99), 0.01)
+    return 1 / max(1 - min(impact_fraction, 0.99), 0.01) if impact_fraction >= DOMINANT else 1.0
 
 
 def _costed(findings: list[Finding]) -> list[Finding]:
