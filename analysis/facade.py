@@ -17,7 +17,7 @@ from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.common.window_spec import Spec
 from nsys_transfer.analysis import cycles
-from nsys_transfer.analysis.comparison import NotComparable, Side, check_same_profiler, verify
+from nsys_transfer.analysis.verify import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
 from nsys_transfer.analysis.load import kineto
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside, traces_in

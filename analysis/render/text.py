@@ -11,7 +11,7 @@ from nsys_transfer.analysis.rules.facts import ProgramEnd
 from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
 from nsys_transfer.analysis.rules.diagnosis import verdict_finding
 from nsys_transfer.analysis.common.schema import own_findings
-from nsys_transfer.analysis.comparison import finding_name
+from nsys_transfer.analysis.verify import finding_name
 
 
 MS = "{:,.1f} ms"  # every duration the text prints, and the report's table and charts print beside it (one format)
