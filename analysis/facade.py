@@ -36,8 +36,7 @@ from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.copies import big_copies
 from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.summary import Options
-from nsys_transfer.analysis.summary import analyze as analyze_sections
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",

@@ -11,7 +11,7 @@ import pytest
 from nsys_transfer.analysis import Trace, facade
 from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks, rule_table
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule, fired
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "json-schema.md"
@@ -186,7 +186,7 @@ def test_a_new_rule_is_one_class_in_the_output_and_in_the_docs_check(monkeypatch
     with monkeypatch.context() as m:
         m.setattr(diagnosis, "RULES", [*diagnosis.RULES, WindowNote(), TrustNote()])
         with Trace.open(TRACE) as t:
-            summary = analyze(t).summary
+            summary = analyze_sections(t).summary
         assert mismatch("diagnosis") == ({"window-note", "trust-note"}, set())
     found = summary["diagnosis"]
     rules = [f["rule"] for f in found]

@@ -146,9 +146,9 @@ def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
     from nsys_transfer.analysis import Trace
     from nsys_transfer.analysis.sections.breakdown import time_breakdown
     from nsys_transfer.analysis.render.plots import idle_by_cause
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(H200 / "streams.sqlite.xz") as t:
-        a = analyze(t)
+        a = analyze_sections(t)
     w = a.summary["window"]
     drawn = idle_by_cause(a, (w["start_ns"], w["end_ns"]))
     longest = max(drawn, key=lambda x: x[1] - x[0])
