@@ -125,12 +125,14 @@ def rank_tables(ranks: Ranks) -> dict:
             "dtoh_contention": ranks.tables["contention"]}
 
 
-def options_for(trace: Path, step_regex: str | None = None, win: Spec | None = None,
+def options_for(trace: Path | None, step_regex: str | None = None, win: Spec | None = None,
                 min_gap_ns: int = defaults.MIN_GAP_NS, **kw) -> Options:
-    """The options analyze-trace analyses a trace file with (verify uses the same for both of its traces): the window
-    as asked (resolved by analyze) and this toolkit's run record beside the trace."""
+    """The options every command analyses with, built here alone (analyze-trace, verify for both of its traces,
+    compare-traces): the window as asked (resolved by analyze) and this toolkit's run record beside the trace; trace
+    None for several traces at once (the GPUs side by side, a torch.profiler run's cycles), which no one run record
+    describes. kw: the other Options fields (top, link_gbps, whole, ...)."""
     return Options(min_gap_ns=min_gap_ns, step_regex=step_regex, window=None,
-                   run_record=toolkit_record(str(trace)), window_asked=win, **kw)
+                   run_record=toolkit_record(str(trace)) if trace is not None else None, window_asked=win, **kw)
 
 
 def capture_verdict(path, pairs: bool = False) -> dict:

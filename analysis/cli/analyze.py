@@ -84,15 +84,15 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
             _fail(f"{win.flag if win else '--whole'} applies to one trace; with several traces each GPU is analysed "
                   "over its own steps")
         if _one_run(traces):  # a torch.profiler schedule's cycles: one run, one verdict
-            return _main_cycles(traces, json_path, csv_dir, plot_dir, Options(
-                min_gap_ns=min_gap_ns, step_regex=step_regex, link_gbps=link_gbps, top=top), show_all, quiet, where)
+            return _main_cycles(traces, json_path, csv_dir, plot_dir, options_for(
+                None, step_regex, None, min_gap_ns, link_gbps=link_gbps, top=top), show_all, quiet, where)
         given = [flag for flag, name in (("--top", "top"), ("--pipeline-depth", "pipeline_depth"), ("--all", "show_all"))
                  if _on_command_line(name)]
         if given:
             _fail(f"{given[0]} applies to one trace's findings; with several traces the report compares the GPUs "
                   "(analyse one trace for its findings)")
-        return _main_ranks(traces, json_path, csv_dir, plot_dir, Options(min_gap_ns=min_gap_ns, step_regex=step_regex,
-                                                                          link_gbps=link_gbps), probe, run, quiet, where)
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, options_for(None, step_regex, None, min_gap_ns,
+                                                                              link_gbps=link_gbps), probe, run, quiet, where)
     trace = traces[0]
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
