@@ -194,7 +194,8 @@ def last_verdict(text: str) -> str:
 
 
 def test_every_trace_ends_in_a_verdict(analyzed, publics):
-    from nsys_transfer.analysis.render.text import WIDTH, text_report
+    from nsys_transfer.analysis.render.formats import WIDTH
+    from nsys_transfer.analysis.render.text import text_report
     for name, s in [*((k, a.summary) for k, a in analyzed.items()), *publics.items()]:
         text = text_report(s)
         verdict = last_verdict(text)

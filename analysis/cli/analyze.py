@@ -13,7 +13,8 @@ from nsys_transfer.analysis.facade import (Dask, Options, Result, Spec, Trace, T
                                            one_run, options_for, read_record, run_record_beside, traces_given)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.check_report import check_report
-from nsys_transfer.analysis.render.text import cycles_report, ranks_report, text_report
+from nsys_transfer.analysis.render.ranks_text import ranks_report
+from nsys_transfer.analysis.render.text import cycles_report, text_report
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:

@@ -12,7 +12,7 @@ from nsys_transfer.analysis.cli.analyze import analyze_file
 from nsys_transfer.analysis.facade import (NotComparable, Side, TraceError, check_same_profiler, options_for,
                                            profiler_of, rule_ids, side_of, traces_given, verify)
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.text import verify_report
+from nsys_transfer.analysis.render.verify_text import verify_report
 
 
 
