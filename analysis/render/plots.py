@@ -12,7 +12,7 @@ import pandas as pd
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
-from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
+from nsys_transfer.analysis.render.many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
 from nsys_transfer.analysis.render import palette
 from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
 

@@ -2,7 +2,7 @@
 a line per host where there are several; the shared host-side DtoH load and the limit. Pure: dict in, str out."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.rank_summary import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from nsys_transfer.analysis.render.many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread
 from nsys_transfer.analysis.render.formats import ms, pct
 
 
@@ -96,7 +96,7 @@ SLOWEST_NAMED = 10  # stragglers named at most; the rest counted
 
 
 def gpu_spread_lines(gpus: list[dict]) -> list[str]:
-    """Many GPUs (more than SUMMARISE_OVER): the spread of their figures (rank_summary.spread) and the slowest by name,
+    """Many GPUs (more than SUMMARISE_OVER): the spread of their figures (many_gpus.spread) and the slowest by name,
     in place of a line per GPU."""
     sp = spread(gpus)
     on = {g["gpu"]: f" on {_host_name(g['host'])}" for g in gpus if "host" in g}  # GPUs on several hosts
