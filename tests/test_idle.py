@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.common.intervals import intersect, subtract, union
+from nsys_transfer.analysis.common.interval_sets import intersect, subtract
+from nsys_transfer.analysis.common.intervals import union
 from nsys_transfer.analysis.sections.machine import host_link, pcie_generation
 from nsys_transfer.analysis.sections.program import base_name, family
 from nsys_transfer.analysis.summary import analyze_sections
