@@ -19,7 +19,7 @@ from nsys_transfer.analysis.common.window_spec import Spec
 from nsys_transfer.analysis import cycles
 from nsys_transfer.analysis.verify import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
-from nsys_transfer.analysis.load import kineto
+from nsys_transfer.analysis.load import kineto_json
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside, traces_in
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
@@ -183,7 +183,7 @@ def profiler_of(path) -> str:
     """What recorded the trace file, from its first bytes (nothing converted): "torch.profiler" for a Kineto JSON
     (gzip-compressed or not), else "nsys"; OSError where it cannot be read."""
     p = Path(path)
-    return "torch.profiler" if p.is_file() and p.stat().st_size and kineto.looks_like_json(p) else "nsys"
+    return "torch.profiler" if p.is_file() and p.stat().st_size and kineto_json.looks_like_json(p) else "nsys"
 
 
 def rule_ids() -> list[str]:
