@@ -14,7 +14,7 @@ from nsys_transfer.analysis.cli.options import (OneLineCommand, check_numbers, c
 from nsys_transfer.analysis.facade import (NotComparable, Trace, TraceError, analyze, analyze_runs, check_same_profiler,
                                            options_for, profiler_of, read_record, run_record_beside)
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.plots import plot_ranks
+from nsys_transfer.analysis.render.rank_plots import plot_ranks
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from nsys_transfer.reports import charts, render

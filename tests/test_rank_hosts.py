@@ -266,10 +266,10 @@ def test_host_rows_and_order():
 
 def _heatmap_figure(ranks, path, monkeypatch):
     """plot_rank_heatmap's figure, kept open to read its artists."""
-    from nsys_transfer.analysis.render import plots
+    from nsys_transfer.analysis.render import plots, rank_plots
     kept = []
     monkeypatch.setattr(plots, "save", lambda fig, p: kept.append(fig) or p)
-    plots.plot_rank_heatmap(ranks, path)
+    rank_plots.plot_rank_heatmap(ranks, path)
     return kept[0]
 
 

@@ -147,7 +147,7 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, 
         r = analyze(list(paths), opts, probe=probe, workload=run, progress=progress, where=where, on_start=started)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
-            drawing = charts.plots()
+            drawing = charts.rank_plots()
             drawing.plot_ranks(r.ranks, plot_dir / "gpus.png", title=f"{len(paths)} traces")
             drawing.plot_rank_heatmap(r.ranks, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
     except TraceError as e:

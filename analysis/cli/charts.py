@@ -18,6 +18,13 @@ def plots():
     return module
 
 
+def rank_plots():
+    """The several-GPU charts module (analysis/render/rank_plots.py), imported only when charts are asked for, as
+    plots()."""
+    import nsys_transfer.analysis.render.rank_plots as module  # noqa: PLC0415
+    return module
+
+
 def plot_stem_of(trace: Path) -> str:
     """What a trace's chart names start with: its file name up to the first dot."""
     return trace.name.split(".")[0]
@@ -35,7 +42,7 @@ def plot_trace(a: Result, t: Trace, plot_dir: Path, stem: str, min_gap_ns: int, 
              "dtoh": drawing.plot_dtoh(a, path["dtoh"], a.summary["trace"]["link"]["gbps"], name=stem),
              "breakdown": drawing.plot_breakdown([a.summary], [stem], path["breakdown"],
                                                  title=f"{stem}: where the GPU's time went"),
-             "gpus": drawing.plot_ranks(a.ranks, path["gpus"], title=stem) if a.ranks is not None else None}
+             "gpus": rank_plots().plot_ranks(a.ranks, path["gpus"], title=stem) if a.ranks is not None else None}
     why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {defaults.ms_of_ns(min_gap_ns):g} ms",
            "dtoh": "no DtoH copies", "breakdown": "no GPU time to share out"}
     left = [f"{path[k].name} ({why[k]})" for k in PLOT_KINDS if drawn[k] is None and k in why]
