@@ -17,9 +17,9 @@ from nsys_transfer.analysis.common.errors import TraceError
 from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
 from nsys_transfer.analysis.common.window_spec import Spec
 from nsys_transfer.analysis import cycles
-from nsys_transfer.analysis.comparison import NotComparable, Side, check_same_profiler, verify
+from nsys_transfer.analysis.verify import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
-from nsys_transfer.analysis.load import kineto
+from nsys_transfer.analysis.load import kineto_json
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside, traces_in
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
@@ -36,8 +36,7 @@ from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.copies import big_copies
 from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.summary import Options
-from nsys_transfer.analysis.summary import analyze as analyze_sections
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",
@@ -126,12 +125,14 @@ def rank_tables(ranks: Ranks) -> dict:
             "dtoh_contention": ranks.tables["contention"]}
 
 
-def options_for(trace: Path, step_regex: str | None = None, win: Spec | None = None,
+def options_for(trace: Path | None, step_regex: str | None = None, win: Spec | None = None,
                 min_gap_ns: int = defaults.MIN_GAP_NS, **kw) -> Options:
-    """The options analyze-trace analyses a trace file with (verify uses the same for both of its traces): the window
-    as asked (resolved by analyze) and this toolkit's run record beside the trace."""
+    """The options every command analyses with, built here alone (analyze-trace, verify for both of its traces,
+    compare-traces): the window as asked (resolved by analyze) and this toolkit's run record beside the trace; trace
+    None for several traces at once (the GPUs side by side, a torch.profiler run's cycles), which no one run record
+    describes. kw: the other Options fields (top, link_gbps, whole, ...)."""
     return Options(min_gap_ns=min_gap_ns, step_regex=step_regex, window=None,
-                   run_record=toolkit_record(str(trace)), window_asked=win, **kw)
+                   run_record=toolkit_record(str(trace)) if trace is not None else None, window_asked=win, **kw)
 
 
 def capture_verdict(path, pairs: bool = False) -> dict:
@@ -182,7 +183,7 @@ def profiler_of(path) -> str:
     """What recorded the trace file, from its first bytes (nothing converted): "torch.profiler" for a Kineto JSON
     (gzip-compressed or not), else "nsys"; OSError where it cannot be read."""
     p = Path(path)
-    return "torch.profiler" if p.is_file() and p.stat().st_size and kineto.looks_like_json(p) else "nsys"
+    return "torch.profiler" if p.is_file() and p.stat().st_size and kineto_json.looks_like_json(p) else "nsys"
 
 
 def rule_ids() -> list[str]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsys_transfer.analysis.comparison import NotComparable, Side
+from nsys_transfer.analysis.verify import NotComparable, Side
 from nsys_transfer.analysis.rank_summary import Ranks
 
 __all__ = ["Result", "Ranks", "Side", "NotComparable"]

@@ -34,17 +34,20 @@ class Options:
 
 
 @dataclass
-class Analysis:
-    """The computed tables and the JSON summary of one trace; gap_causes(device, spans) -> (cause, subject) of each
-    idle span by the idle attribution's rules (for charts; None without an idle section); the replayed timeline."""
+class TraceSections:
+    """One trace's sections assembled, before the facade makes its public Result of them (result.py; facade.analyze
+    adds the GPUs side by side where there are several): the JSON summary and the tables behind it; gap_causes(device,
+    spans) -> (cause, subject) of each idle span by the idle attribution's rules (for charts; None without an idle
+    section); the replayed timeline."""
     summary: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     gap_causes: object = None
     timeline: object = None  # the steady iterations the predictions replayed (sections/timeline.Timeline), if any
 
 
-def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysis:
-    """Analyse one trace: the summary (JSON-able) and the tables behind it. Each section declares itself in its module
+def analyze_sections(trace: Trace, opts: Options | None = None, progress=None) -> TraceSections:
+    """One open trace's sections over opts.window (in trace ns; facade.analyze, the public door, resolves a window the
+    user asked for first): the summary (JSON-able) and the tables behind it. Each section declares itself in its module
     under sections/ (sections/base.py); analysis/schedule.py runs them in the order their declarations set, the long
     reads on background threads beside the rest."""
     opts = opts or Options()
@@ -64,9 +67,9 @@ def analyze(trace: Trace, opts: Options | None = None, progress=None) -> Analysi
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
     idle_part = made["idle_part"]
-    return Analysis(schema.one_trace(out, section_keys()), tables, idle_part.gap_causes if idle_part else None,
+    return TraceSections(schema.one_trace(out, section_keys()), tables, idle_part.gap_causes if idle_part else None,
                     made["timeline"])
 
 
-# what analyze() reads of the sections' values beside their Parts
+# what analyze_sections() reads of the sections' values beside their Parts
 KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines", "timeline")

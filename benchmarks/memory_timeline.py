@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nsys_transfer.analysis.load.inputs import resolve_input
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.common.memory import return_freed_memory
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = tuple(str(ROOT / d) for d in ("analysis", "nsys_transfer"))  # the analysis's own files
@@ -180,7 +180,7 @@ def main() -> None:
     sampler.start()
     local, shown = resolve_input(args.trace)  # a .sqlite.xz is unpacked first
     with Trace(local, shown) as trace:
-        analyze(trace, progress=sampler.enter)
+        analyze_sections(trace, progress=sampler.enter)
     sampler.enter("done")
     sampler.done.set()
     gib = 1 << 30

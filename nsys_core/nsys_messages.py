@@ -35,7 +35,7 @@ PATTERNS = [
 # never started: a PyTorch program on a machine without a GPU, a helper that loads CUDA's libraries, or a program
 # whose CUDA work went unrecorded), "Not all CUDA events might have been collected" (a process nsys could not flush
 # at its end: killed, os._exit, still running when the capture stopped), events or buffers lost or dropped. The
-# analysis reconciles each with the rows (analysis/sections/capture_activity.py doubts), `--check` the run record's.
+# analysis reconciles each with the rows (analysis/sections/capture_messages.py doubts), `--check` the run record's.
 DOUBTS = [
     ("not-started", re.compile(r"\b(CUDA) profiling might have not been started correctly", re.I)),
     ("not-all", re.compile(r"\bNot all (.+?) events might have been collected", re.I)),

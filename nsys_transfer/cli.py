@@ -6,7 +6,6 @@ trace's reading the analysis's (through its facade)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,8 @@ from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
 from nsys_transfer.nsys_core.nsys_messages import summary_line
 from nsys_transfer.profiling import bench as bench_mod
 from nsys_transfer.profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
-from nsys_transfer.profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
+from nsys_transfer.profiling.checks import (check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning,
+                                            traced_python)
 from nsys_transfer.profiling.startable import cannot_start
 from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base,
                                             previous_trace, profile, profile_per_rank, quote, workload_command,
@@ -224,7 +224,8 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     base = _free_base(out.parent if str(out.parent) else Path("."), out.name, force, number=not keep_name)
     n = _nsys()
     driver_check = _driver_check(n)
-    _say_which_python(command)
+    if (python := traced_python(command)) is not None:  # a bare `python` is often the system's, not the venv's
+        say(python)
     if cpuctxsw is None:
         cpuctxsw = "none" if sample == "none" else "process-tree"
     req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,
@@ -298,23 +299,6 @@ def _program_status(rec: dict) -> None:
     say(f"the program exited with status {rc} (its error is in the output above); the capture of what it did is kept "
         f"in {rec['files']['sqlite']}, but it shows a failed run: fix the program, then trace it again")
     sys.exit(status)
-
-
-def _say_which_python(command) -> None:
-    """Where the command is a Python, say which one runs and whether it has the nvtx package (its ranges name the
-    program's phases); a bare `python` is often the system's, not the venv's."""
-    exe = shutil.which(command[0]) if command else None
-    if not exe or not re.match(r"^python(\d(\.\d+)?)?$", Path(command[0]).name):
-        return
-    probe = subprocess.run([exe, "-c", "import importlib.util, sys; print(sys.version.split()[0], "
-                            "bool(importlib.util.find_spec('nvtx')), bool(importlib.util.find_spec('torch')))"],
-                           capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        return
-    version, nvtx, torch = probe.stdout.split()
-    say(f"tracing {command[0]} = {exe} (Python {version}; nvtx "
-        f"{'installed' if nvtx == 'True' else 'missing: its NVTX ranges will not be recorded'}"
-        f"{'' if torch == 'True' else '; no torch'})")
 
 
 def _integrity(sqlite: Path) -> dict:

@@ -1,8 +1,11 @@
-"""Explain why a profiling run failed, from what nsys printed and what it left behind."""
+"""What a profiling run checks and explains: the Python and nvtx package the traced program runs with, and why a run
+failed, from what nsys printed and what it left behind."""
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
@@ -24,6 +27,23 @@ def nvtx_unrecorded_warning(nsys_version: tuple[int, int], nvtx_version: str | N
         return (f"the nvtx package {nvtx_version} is not recorded by nsys {nsys_version[0]}.{nsys_version[1]} "
                 "(no NVTX ranges in the trace); pip install 'nvtx<0.2.12' or use a newer nsys")
     return None
+
+
+def traced_python(command) -> str | None:
+    """Where the command is a Python, which one runs and whether it has the nvtx package (its ranges name the program's
+    phases) and torch, in one sentence; None for another command or a Python that cannot say."""
+    exe = shutil.which(command[0]) if command else None
+    if not exe or not re.match(r"^python(\d(\.\d+)?)?$", Path(command[0]).name):
+        return None
+    probe = subprocess.run([exe, "-c", "import importlib.util, sys; print(sys.version.split()[0], "
+                            "bool(importlib.util.find_spec('nvtx')), bool(importlib.util.find_spec('torch')))"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        return None
+    version, nvtx, torch = probe.stdout.split()
+    return (f"tracing {command[0]} = {exe} (Python {version}; nvtx "
+            f"{'installed' if nvtx == 'True' else 'missing: its NVTX ranges will not be recorded'}"
+            f"{'' if torch == 'True' else '; no torch'})")
 
 
 def diagnose_profile_failure(lines: list[str], rc: int, qdstrm: Path, nsys, req) -> str:

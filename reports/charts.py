@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.text import MS
+from nsys_transfer.analysis.render.formats import MS
 from nsys_transfer.analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
 from nsys_transfer.analysis.facade import time_breakdown
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS

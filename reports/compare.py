@@ -5,7 +5,7 @@ import pandas as pd
 
 from nsys_transfer.analysis.facade import NotComparable, Side, big_copies, scaling_row, verify
 from nsys_transfer.analysis.render.plots import plot_breakdown
-from nsys_transfer.analysis.render.text import verify_report as render_verify
+from nsys_transfer.analysis.render.verify_text import verify_report as render_verify
 from nsys_transfer.nsys_core.contracts import STAGES, gbps
 
 

@@ -11,11 +11,10 @@ import pandas as pd
 
 from nsys_transfer.analysis.cli.options import (OneLineCommand, check_numbers, chosen_executor, executor_options,
                                                 link_gbps_option, probe_option)
-from nsys_transfer.analysis.facade import (NotComparable, Options, Trace, TraceError, analyze, analyze_runs,
-                                           check_same_profiler, profiler_of, read_record, run_record_beside,
-                                           toolkit_record)
+from nsys_transfer.analysis.facade import (NotComparable, Trace, TraceError, analyze, analyze_runs, check_same_profiler,
+                                           options_for, profiler_of, read_record, run_record_beside)
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.plots import plot_ranks
+from nsys_transfer.analysis.render.rank_plots import plot_ranks
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from nsys_transfer.reports import charts, render
@@ -145,7 +144,7 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
             # the analysis analyze-trace gives by default (its steady state, each trace's own link unless --link-gbps
             # sets one): every figure the report prints is the one the text and the JSON print for that trace
             # (a stage row reads the trace's own figures: GPUs are compared in the multi-GPU runs' section)
-            a = analyze(t, Options(link_gbps=link_gbps, run_record=toolkit_record(str(path))), compare_gpus=False)
+            a = analyze(t, options_for(path, link_gbps=link_gbps), compare_gpus=False)
             if link is None and (link_gbps or a.summary["trace"]["link"]["gbps"]):  # the chart's line: the traces' own
                 link = a.summary["trace"]["link"]
                 line_gbps = line_gbps or link_gbps or link["gbps"]
@@ -241,7 +240,7 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
         for i, (run, paths) in enumerate(multi.items(), 1):
             click.echo(f"compare-traces: [{i}/{len(multi)}] analysing the GPUs of {run} "
                        f"({', '.join(p.name for p in paths)})", err=True)
-    results = analyze_runs(multi, Options(link_gbps=link_gbps), probe=probe, workloads=workloads, where=where,
+    results = analyze_runs(multi, options_for(None, link_gbps=link_gbps), probe=probe, workloads=workloads, where=where,
                            on_start=started)
     for run, result in results.items():
         r = result.ranks

@@ -6,7 +6,8 @@ import html
 import pandas as pd
 
 from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.text import MS as IDLE_PER_STEP, prediction_text, site_place
+from nsys_transfer.analysis.render.formats import MS as IDLE_PER_STEP
+from nsys_transfer.analysis.render.text import prediction_text, site_place
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
 
 # the palette's keys the charts draw, named once in the HTML report's colour key

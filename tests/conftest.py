@@ -49,11 +49,11 @@ def nsys():
 def analyzed(h200):
     """analysis of every H200 trace, computed once."""
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     out = {}
     for name, path in h200.items():
         with Trace.open(path) as t:
-            out[name] = analyze(t)
+            out[name] = analyze_sections(t)
     return out
 
 

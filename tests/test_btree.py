@@ -18,7 +18,7 @@ import golden_answers as answers
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.load.btree import Bits, In, Touches, Usable
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
@@ -176,7 +176,7 @@ def test_the_analysis_of_a_real_trace_reads_every_big_table_through_the_fast_rea
         return got
     monkeypatch.setattr(btree.Pages, "read", recorded)
     with Trace.open(ROOT / "tests" / "data" / "programs" / "hf_generate_nsys2023.sqlite.xz") as t:
-        analyze(t)
+        analyze_sections(t)
     assert gave_up == []
 
 
@@ -190,7 +190,7 @@ def test_sqlite_alone_gives_the_stored_answers(name, monkeypatch):
 
 def _analysis(path: Path) -> dict:
     with Trace.open(path) as t:
-        a = analyze(t)
+        a = analyze_sections(t)
         return {"summary": a.summary, "warnings": sorted(t.warnings)}
 
 

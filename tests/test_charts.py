@@ -343,12 +343,12 @@ def test_the_gpus_chart_labels_each_bar_with_its_height_and_no_legend_covers_a_b
     and the legend lies on no bar; read from the artists before the figure is saved."""
     from nsys_transfer.analysis import Trace
     from nsys_transfer.analysis.rank_summary import RankOptions, analyze_ranks
-    from nsys_transfer.analysis.render import plots
+    from nsys_transfer.analysis.render import plots, rank_plots
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig) or path)
     with Trace.open(ROOT / "reports/data/h200x2/streams-x2.sqlite.xz") as t:
         ranks = analyze_ranks([t], RankOptions())
-    plots.plot_ranks(ranks, tmp_path / "gpus.png")
+    rank_plots.plot_ranks(ranks, tmp_path / "gpus.png")
     fig = drawn[0]
     ax = fig.axes[0]
     fig.canvas.draw()

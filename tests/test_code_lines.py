@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 STRANGERS = ROOT / "tests" / "data" / "strangers"
 
@@ -97,7 +97,7 @@ def test_the_text_shows_each_findings_line_and_path():
 
 def test_a_trace_without_stacks_names_no_line_and_says_how_to_get_them(h200):
     with Trace.open(h200["baseline"]) as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     assert s["code"]["missing"].startswith("no Python stacks beside this trace")
     assert all(f["line"] is None for f in s["diagnosis"])
 

@@ -7,7 +7,7 @@ import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.rules.base import HIGH_SHARE, MEDIUM_SHARE
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 TRANSFER_RULES = ("pageable-memcpy", "sync-memcpy", "no-copy-compute-overlap", "memory-mapping-in-gaps")
 
@@ -20,7 +20,7 @@ STAGE_WORDS = ("stage ", "bufpool", "multiproc", "prefetcher", "(see stage")
 def public(public_traces, prefix):
     path = next(p for p in public_traces if p.name.startswith(prefix))
     with Trace.open(path) as t:
-        return analyze(t).summary
+        return analyze_sections(t).summary
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_link_is_the_traces_own(publics, analyzed):
 
 def test_link_given_by_the_user(h200):
     with Trace.open(h200["streams"]) as t:
-        s = analyze(t, Options(link_gbps=25.0)).summary
+        s = analyze_sections(t, Options(link_gbps=25.0)).summary
     link = s["trace"]["link"]
     assert (link["gbps"], link["pcie_gen"]) == (25.0, None) and link["source"].startswith("--link-gbps")
     # its pinned input copies ran at 55 GB/s: the given figure is kept, and the trace's contradiction said beside it
@@ -194,7 +194,8 @@ def last_verdict(text: str) -> str:
 
 
 def test_every_trace_ends_in_a_verdict(analyzed, publics):
-    from nsys_transfer.analysis.render.text import WIDTH, text_report
+    from nsys_transfer.analysis.render.formats import WIDTH
+    from nsys_transfer.analysis.render.text import text_report
     for name, s in [*((k, a.summary) for k, a in analyzed.items()), *publics.items()]:
         text = text_report(s)
         verdict = last_verdict(text)
@@ -223,7 +224,7 @@ def test_output_bound_weighs_what_the_workers_can_take(workers_ms, severity, sub
     from nsys_transfer.nsys_core.contracts import PIPELINE_PACE
     from conftest import ROOT
     with Trace.open(str(ROOT / "tests/data/programs/seg_logits_fixed_nsys2024.sqlite.xz")) as t:
-        a = analyze(t, Options())
+        a = analyze_sections(t, Options())
     ns = a.tables["nvtx_summary"]
     row = ns.iloc[:1].assign(name=PIPELINE_PACE.format(workers=workers_ms[0], ms_per_batch=workers_ms[1]),
                              count=1, total_ns=0)

@@ -16,7 +16,7 @@ from nsys_transfer.analysis.rules.base import Context, Finding, Rule
 from nsys_transfer.analysis.sections import base
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "json-schema.md"
@@ -25,7 +25,7 @@ TRACE = ROOT / "tests" / "data" / "programs" / "seg_logits_fixed_nsys2024.sqlite
 
 def _analysis():
     with Trace.open(TRACE) as t:
-        return analyze(t)
+        return analyze_sections(t)
 
 
 @pytest.fixture(scope="module")

@@ -114,12 +114,12 @@ DATA = ROOT / "tests" / "data" / "programs"
 @pytest.fixture(scope="module")
 def captured():
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     out = {}
     for name in PAIRS:
         for variant in (name, f"{name}_fixed"):
             with Trace.open(DATA / f"{variant}_nsys2024.sqlite.xz") as t:
-                out[variant] = analyze(t).summary
+                out[variant] = analyze_sections(t).summary
     return out
 
 

@@ -11,7 +11,7 @@ from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.render.text import text_report
 from nsys_transfer.analysis.rules.capture_checks import verdict
 from nsys_transfer.analysis.sections.capture_figures import figures
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 from conftest import run_cli
 from test_against_nsys_stats import _local_copy
 
@@ -21,7 +21,7 @@ DATA = Path(__file__).parent / "data" / "programs"
 def _analyzed(path, whole=True):
     """The summary over the whole capture (the counts here are the tables' own), or over the steady state."""
     with Trace.open(path) as t:
-        return analyze(t, Options(whole=whole)).summary
+        return analyze_sections(t, Options(whole=whole)).summary
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,11 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.common.intervals import intersect, subtract, union
+from nsys_transfer.analysis.common.interval_sets import intersect, subtract
+from nsys_transfer.analysis.common.intervals import union
 from nsys_transfer.analysis.sections.machine import host_link, pcie_generation
 from nsys_transfer.analysis.sections.program import base_name, family
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 
 def _mask(u, n):
@@ -32,7 +33,7 @@ def test_intersect_and_subtract_match_a_bitmap(seed, na, nb):
 def test_every_idle_nanosecond_has_one_cause(h200, public_traces):
     for path in [h200["baseline"], h200["pinned-long"], *public_traces]:
         with Trace.open(path) as t:
-            s = analyze(t).summary
+            s = analyze_sections(t).summary
         for dev, d in s["idle"]["devices"].items():
             given = sum(c["idle_ns"] for c in s["idle"]["causes"] if str(c["device"]) == dev)
             assert given == d["idle_ns"], (path.name, dev)
@@ -81,7 +82,7 @@ def test_idle_attributed_in_time_segments_equals_one_segment(name, h200, monkeyp
     for size in (10 ** 12, None):
         monkeypatch.setattr(idle, "SEGMENT_INTERVALS", size or max(1, busy_intervals[0] // 30))
         with Trace.open(path) as t:
-            a = analyze(t)
+            a = analyze_sections(t)
         answers.append((a.summary["idle"], a.tables["idle"].to_dict("records")))
     assert len(cuts[0]) == 1 and len(cuts[-1]) >= 30
     assert answers[1] == answers[0]

@@ -133,9 +133,9 @@ def test_shared_correlation_ids_are_reported_not_lossy(h200, tmp_path):
 
 
 def test_summary_carries_it(h200):
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(h200["ceiling"]) as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     integ = s["trace"]["integrity"]
     assert integ["verdict"] == "complete" and integ["figures"]["expected_ops"] == s["kernels"]["count"] + 2
     json.dumps(integ)  # JSON-safe
@@ -337,9 +337,9 @@ def _nsys_says(path, text, pid, times=1):
 
 
 def _summary(path):
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(path) as t:
-        return analyze(t).summary
+        return analyze_sections(t).summary
 
 
 def test_nsys_doubting_its_cuda_events_is_not_complete(tmp_path):

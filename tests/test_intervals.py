@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from nsys_transfer.analysis.sections.gpu import device_pass, gpu_ops
-from nsys_transfer.analysis.common.intervals import covered_chunks, gaps, in_chunks, intersect, subtract, union
+from nsys_transfer.analysis.common.interval_sets import intersect, subtract
+from nsys_transfer.analysis.common.intervals import covered_chunks, gaps, in_chunks, union
 
 SPAN = 400
 
@@ -245,8 +246,8 @@ def test_median_of_kernel_times_is_pandas_median(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_overlapped_marks_the_intervals_another_union_overlaps(seed):
-    """intervals.overlapped(): each interval of `a` that some interval of `b` overlaps (a shared end is no overlap)."""
-    from nsys_transfer.analysis.common.intervals import overlapped
+    """interval_sets.overlapped(): each interval of `a` that some interval of `b` overlaps (a shared end is no overlap)."""
+    from nsys_transfer.analysis.common.interval_sets import overlapped
     rng = np.random.default_rng(seed)
     a, b = _holes(rng, 40), _random_union(rng, int(rng.integers(0, 12)))
     want = [bool(((b[0] < ae) & (b[1] > as_)).any()) for as_, ae in zip(*a)]

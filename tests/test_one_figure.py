@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import H200, ROOT, SHARED_TRACES, run_cli
-from nsys_transfer.analysis.render.text import MS
+from nsys_transfer.analysis.render.formats import MS
 from nsys_transfer.reports.charts import idle_per_step
 
 SINGLE = sorted(H200.glob("*.sqlite.xz"))

@@ -14,7 +14,7 @@ from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.sections import os_calls
 from nsys_transfer.analysis.load import osrt as osrt_module
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 PROGRAMS = Path(__file__).resolve().parent / "data" / "programs"
 WHOLE_TABLE = 10 ** 12
@@ -31,7 +31,7 @@ def _analyze(path: Path, zone_rows: int, monkeypatch) -> tuple[dict, list, list]
         return conditions[-1]
     monkeypatch.setattr(os_calls, "_near_gaps", recorded)
     with Trace.open(path) as t:
-        return analyze(t).summary, t.osrt.zones, conditions
+        return analyze_sections(t).summary, t.osrt.zones, conditions
 
 
 @pytest.mark.parametrize("name", ["torchvision_loader_nsys2023", "lightning_predict_nsys2023"])

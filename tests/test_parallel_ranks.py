@@ -266,7 +266,8 @@ def test_many_ranks_are_summarised_and_the_straggler_named(derived, tmp_path):
 
 def test_the_heat_map_numbers(derived):
     """time_grid: one row per GPU in rank order, busy only inside each GPU's steps, DtoH where the copies are."""
-    from nsys_transfer.analysis.rank_summary import RankOptions, merge_parts, part_of_path, time_grid, trace_labels
+    from nsys_transfer.analysis.rank_summary import RankOptions, merge_parts, part_of_path, trace_labels
+    from nsys_transfer.analysis.render.many_gpus import time_grid
     labels = trace_labels([p.name for p in derived])
     r = merge_parts([part_of_path(p, lb, RankOptions()) for p, lb in zip(derived, labels)])
     g = time_grid(r, columns=200)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 DATA = Path(__file__).parent / "data" / "programs"
 STAGE_WORDS = ("(see stage", "bufpool", "multiproc", "prefetcher")
@@ -16,7 +16,7 @@ def programs():
     out = {}
     for name in ("torchvision_loader", "hf_generate", "lightning_predict"):
         with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
-            out[name] = analyze(t).summary
+            out[name] = analyze_sections(t).summary
     return out
 
 
@@ -78,7 +78,7 @@ def test_lightning_predict(programs):
     assert s["setup"]["warmup"]["durations_ns"][0] > 20 * s["setup"]["warmup"]["median_step_ns"]
     assert {c["cause"] for c in s["setup"]["causes"]} >= {"first allocations", "module loading", "starting processes"}
     with Trace.open(DATA / "lightning_predict_nsys2024.sqlite.xz") as t:
-        whole = analyze(t, Options(whole=True)).summary
+        whole = analyze_sections(t, Options(whole=True)).summary
     assert whole["setup"] is None and whole["window"]["source"] == "first to last GPU operation or step range"
     conv = [f for f in costed(whole) if f["subject"] == "aten::cudnn_convolution"]
     assert conv and "warm-up" in conv[0]["suggestion"]
@@ -105,7 +105,7 @@ def test_lossy_capture_is_flagged_first():
     evidence, and the text report opens with it; the complete 2024.2 capture of the same program has no such note."""
     from nsys_transfer.analysis.render.text import text_report
     with Trace.open(DATA / "hf_generate_nsys2023.sqlite.xz") as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     first = s["diagnosis"][0]
     assert first["rule"] == "incomplete-trace" and first["severity"] == "high"
     assert "98%" in first["evidence"] and "make nsys" in first["suggestion"]
@@ -123,7 +123,7 @@ def test_toolkit_stages_captured_with_nsys_2024(stage):
     complete captures, and the same story as the bundled 2023.4 ones (baseline: post-processing first; pinned:
     nothing)."""
     with Trace.open(Path(__file__).parent / "data" / "nsys2024" / f"{stage}.sqlite.xz") as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     assert s["trace"]["nsys_version"].startswith("2024.2") and s["trace"]["integrity"]["verdict"] == "complete"
     found = costed(s)
     if stage == "baseline":
@@ -146,7 +146,7 @@ def test_operator_ranges_are_never_steps(tmp_path):
     con.commit()
     con.close()
     with Trace.open(path) as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     assert s["steps"]["regex"] == r"^predict_batch \d+$" and s["steps"]["count"] == 9  # the first is warm-up
     # every section agrees with the header: each step's GPU time is inside the GPU's busy time
     assert s["gpu"]["utilization"] > 0
@@ -159,7 +159,7 @@ def test_setup_before_the_first_step_is_not_a_per_step_cost(programs):
     copies = [c for c in programs["torchvision_loader"]["setup"]["causes"] if c["cause"].startswith("copies")]
     assert copies and copies[0]["count"] >= 600  # cudaMemcpyAsync + cudaStreamSynchronize per parameter
     with Trace.open(DATA / "torchvision_loader_nsys2024.sqlite.xz") as t:
-        s = analyze(t, Options(whole=True)).summary
+        s = analyze_sections(t, Options(whole=True)).summary
     su = s["steps"]["setup"]
     # inside the 20 steps: about 2 per step (the result's read and its small copy's wait, which count as syncs since
     # issue 58: a copy under 64 KiB reads values), against the 320 of the set-up
@@ -198,7 +198,7 @@ def test_sleeping_is_a_wait_not_cpu_work(name):
     'ensure_layer_weights'. That is host-sleep (keep the weights resident, prefetch them), never "move the CPU work
     off the thread"."""
     with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     top = costed(s)[0]
     assert top["rule"] == "host-sleep" and top["subject"] == "ensure_layer_weights", top
     # 7 steady steps (the first is warm-up) x 8 layers x 5 ms
@@ -211,7 +211,7 @@ def test_a_rule_on_a_subset_of_copies_says_so(programs):
     smaller ones it leaves out, so its '1 of 1' never contradicts the summary's 168."""
     import re
     with Trace.open(DATA / "hf_generate_nsys2024.sqlite.xz") as t:  # the large copy is the set-up's: the whole capture
-        s = analyze(t, Options(whole=True)).summary
+        s = analyze_sections(t, Options(whole=True)).summary
     f = next(f for f in s["diagnosis"] if f["rule"] == "pageable-memcpy" and f["subject"] == "HtoD")
     m = re.search(r"^(\d+) of (\d+) HtoD copies .*; ([\d,]+) smaller HtoD copies", f["evidence"])
     assert m and int(m.group(2)) + int(m.group(3).replace(",", "")) == s["memcpy"]["htod"]["count"], f["evidence"]

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, run_cli
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load import python_stacks
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 PROGRAM = ROOT / "tests" / "programs" / "cpu_lines.py"
 SAMPLER = ROOT / "profiling" / "stack-sampler"
@@ -39,7 +39,7 @@ def test_run_samples_every_python_process_and_packs_one_file(captured):
 
 def test_a_cpu_capture_names_its_lines_with_their_role(captured):
     with Trace.open(captured.with_name("lines.sqlite")) as t:
-        code = analyze(t).summary["code"]
+        code = analyze_sections(t).summary["code"]
     assert code["missing"] is None and "every 10 ms" in code["source"]
     top = code["cpu"][0]
     assert top["code"] == CONCAT and top["file"].endswith("cpu_lines.py") and top["line"] == 34
@@ -137,7 +137,7 @@ def test_stacks_of_another_capture_are_not_read_as_this_ones(captured, tmp_path)
     trace = trace.rename(tmp_path / "other.sqlite.xz")
     (tmp_path / "other.pystacks.gz").write_bytes(captured.with_name("lines.pystacks.gz").read_bytes())
     with Trace.open(trace) as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     assert "another capture's" in s["code"]["missing"] and all(f["line"] is None for f in s["diagnosis"])
 
 

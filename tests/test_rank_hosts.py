@@ -257,7 +257,7 @@ def test_a_compute_bound_hosts_slowed_copies_take_no_blame_for_another_hosts_wai
 
 
 def test_host_rows_and_order():
-    from nsys_transfer.analysis.rank_summary import host_order, host_rows
+    from nsys_transfer.analysis.render.many_gpus import host_order, host_rows
     assert host_rows(["a", "a", "b", "b", "b", None]) == [("a", 0, 2), ("b", 2, 5), (None, 5, 6)]
     assert host_rows(["a"]) == [("a", 0, 1)] and host_rows([]) == []
     assert host_rows(["a", "b", "a"]) == [("a", 0, 1), ("b", 1, 2), ("a", 2, 3)]  # runs, as the rows come
@@ -266,10 +266,10 @@ def test_host_rows_and_order():
 
 def _heatmap_figure(ranks, path, monkeypatch):
     """plot_rank_heatmap's figure, kept open to read its artists."""
-    from nsys_transfer.analysis.render import plots
+    from nsys_transfer.analysis.render import plots, rank_plots
     kept = []
     monkeypatch.setattr(plots, "save", lambda fig, p: kept.append(fig) or p)
-    plots.plot_rank_heatmap(ranks, path)
+    rank_plots.plot_rank_heatmap(ranks, path)
     return kept[0]
 
 
@@ -283,7 +283,7 @@ def test_the_heat_map_groups_the_rows_by_host_and_marks_each_host(builder, tmp_p
     each, a line between two hosts' rows in both panels and each host named; one host: no line, no name."""
     import matplotlib.pyplot as plt
 
-    from nsys_transfer.analysis.rank_summary import time_grid
+    from nsys_transfer.analysis.render.many_gpus import time_grid
     paths = builder.build(tmp_path, 6, straggler=4, hosts=3)
     for p, host in zip(paths, ["node1", "node0", "node1", "node0", "node10", "node2"]):
         _edit(p, host=host, builder=builder)

@@ -171,9 +171,9 @@ def test_per_rank_gpu_traces_of_one_run(x2):
 
 def test_steps_of_a_multi_rank_trace_are_measured_against_their_own_gpu(x2):
     """Each rank's step ranges get its own GPU's busy time and its own copies, never the other rank's."""
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(x2["pinned-x2"]) as t:
-        st = analyze(t).tables["steps"]
+        st = analyze_sections(t).tables["steps"]
     assert st.groupby("pid").size().tolist() == [12, 12]
     with_copy = st[st["dtoh_bytes"] > 0]
     assert (with_copy["dtoh_bytes"] == 1409286144).all() and len(with_copy) >= 12  # one output per step, not two
@@ -201,9 +201,9 @@ def test_output_backlog_and_saturated_host_cpus(x2):
 
 def test_drain_reported_once_per_gap_across_ranks(x2):
     """Both ranks sit in 'drain outputs' at once: the share of idle time it covers stays a share (<= 100%)."""
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(x2["pinned-cpu8-x2gpu"]) as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     drain = next(c for c in s["gaps"]["covered_by"] if c["name"] == "drain outputs")
     assert 0.3 < drain["share"] <= 1.0
     # the idle time inside it is the ranks' wait for their output workers: output-bound, never input

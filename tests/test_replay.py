@@ -10,7 +10,7 @@ from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.replay.edits import NONE, Edit
 from nsys_transfer.analysis.replay import engine
 from nsys_transfer.analysis.replay.engine import replay
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 from conftest import ROOT
 
@@ -26,7 +26,7 @@ def timelines():
     out = {}
     for name, rel in CASES.items():
         with Trace.open(ROOT / rel) as t:
-            out[name] = analyze(t).timeline
+            out[name] = analyze_sections(t).timeline
     return out
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace, facade
-from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks, rule_table
+from nsys_transfer.analysis.rules import capture_checks, diagnosis, ranks, rule_table, scaling
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule, fired
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "json-schema.md"
@@ -21,7 +21,7 @@ X2 = ROOT / "reports" / "data" / "h200x2" / "pinned-x2.sqlite.xz"  # one nsys ca
 # family -> (the heading of its section in docs/json-schema.md, the registry's module and name)
 FAMILIES = {"diagnosis": ("## Diagnosis: the findings contract", diagnosis, "RULES"),
             "ranks": ("### Multi-GPU rules", ranks, "RANK_RULES"),
-            "scaling": ("### Scaling rules", ranks, "SCALING_RULES")}
+            "scaling": ("### Scaling rules", scaling, "SCALING_RULES")}
 # family -> whether its rules are exclusive: diagnosis gives every finding, the others one verdict each
 EXCLUSIVE = {"diagnosis": False, "ranks": True, "scaling": True}
 
@@ -70,7 +70,7 @@ def test_every_rule_declares_the_rule_interface(family):
 def test_only_the_capture_notes_come_first():
     assert [rule.id for rule in diagnosis.RULES if rule.first] == ["failed-run", "incomplete-trace",
                                                                     "too-little-to-judge"]
-    assert not any(rule.first for rule in ranks.RANK_RULES + ranks.SCALING_RULES)
+    assert not any(rule.first for rule in ranks.RANK_RULES + scaling.SCALING_RULES)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -186,7 +186,7 @@ def test_a_new_rule_is_one_class_in_the_output_and_in_the_docs_check(monkeypatch
     with monkeypatch.context() as m:
         m.setattr(diagnosis, "RULES", [*diagnosis.RULES, WindowNote(), TrustNote()])
         with Trace.open(TRACE) as t:
-            summary = analyze(t).summary
+            summary = analyze_sections(t).summary
         assert mismatch("diagnosis") == ({"window-note", "trust-note"}, set())
     found = summary["diagnosis"]
     rules = [f["rule"] for f in found]

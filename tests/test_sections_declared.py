@@ -13,7 +13,7 @@ from nsys_transfer.analysis import Trace, schedule
 from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.sections import base
 from nsys_transfer.analysis.sections.base import Section, declare, declared
-from nsys_transfer.analysis.summary import KEPT, analyze
+from nsys_transfer.analysis.summary import KEPT, analyze_sections
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "tests" / "data" / "programs" / "seg_logits_fixed_nsys2024.sqlite.xz"
@@ -22,7 +22,7 @@ TRACE = ROOT / "tests" / "data" / "programs" / "seg_logits_fixed_nsys2024.sqlite
 def test_every_section_of_the_json_is_declared_once():
     sections = declared()
     parts = {s.name for s in sections if s.part}
-    # trace and window are dicts, not Parts: summary.analyze writes them first (trace_info: `trace` is the Trace); the
+    # trace and window are dicts, not Parts: summary.analyze_sections writes them first (trace_info: `trace` is the Trace); the
     # Parts in the order each declares (the answers' order: test_same_answers)
     assert base.section_keys() == ("setup", "gpu", "memcpy", "steps", "gaps", "idle", "kernels", "nvtx", "code")
     assert base.table_keys() == ("setup", "gpu", "memcpy", "steps", "kernels", "idle", "gaps", "nvtx", "code")
@@ -99,7 +99,7 @@ def test_a_new_section_is_one_declaration():
                     {"top_kernel": kernels.tables["kernels_top"].head(1)})
     try:
         with Trace.open(TRACE) as t:
-            a = analyze(t)
+            a = analyze_sections(t)
     finally:
         base.remove("top_kernel")
     s = a.summary

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 from conftest import ROOT
 from test_against_nsys_stats import _local_copy, _stats
 
@@ -54,7 +54,7 @@ def _dup_ids(path) -> int:
 def _check_once(original, altered, added, nsys, tmp_path):
     assert added["CUPTI_ACTIVITY_KIND_MEMCPY"] > 0 and _dup_ids(altered) >= added["CUPTI_ACTIVITY_KIND_MEMCPY"]
     with Trace.open(original) as t:
-        before = analyze(t, Options(whole=True)).summary  # the whole capture: NVIDIA's totals below
+        before = analyze_sections(t, Options(whole=True)).summary  # the whole capture: NVIDIA's totals below
         n_copies = len(t.device.memcpys)
         api_before = t.calls.memcpy_api
         kernel_ids = t.device.kernels["correlation_id"].head(500)
@@ -70,7 +70,7 @@ def _check_once(original, altered, added, nsys, tmp_path):
         assert not launch.duplicated(["pid", "correlation_id"]).any()
         assert launch.sort_values(cols[:2]).reset_index(drop=True).equals(
             launch_before.sort_values(cols[:2]).reset_index(drop=True))
-        after = analyze(t, Options(whole=True)).summary
+        after = analyze_sections(t, Options(whole=True)).summary
     for kind in ("dtoh", "htod", "dtod"):
         for key in ("count", "bytes", "total_ns", "sync", "async", "blocking"):
             assert after["memcpy"][kind][key] == before["memcpy"][kind][key], (kind, key)

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.sections import steady
-from nsys_transfer.analysis.summary import Options, analyze
+from nsys_transfer.analysis.summary import Options, analyze_sections
 
 DATA = Path(__file__).parent / "data" / "programs"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -21,7 +21,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 def summary(path: Path, **kw) -> dict:
     with Trace.open(path) as t:
-        return analyze(t, Options(**kw)).summary
+        return analyze_sections(t, Options(**kw)).summary
 
 
 def unpacked(tmp_path: Path, name: str) -> Path:

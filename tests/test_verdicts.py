@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.summary import analyze
+from nsys_transfer.analysis.summary import analyze_sections
 
 DATA = Path(__file__).parent / "data" / "programs"
 
@@ -54,7 +54,7 @@ def verdicts():
     out = {}
     for name in EXPECT:
         with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
-            out[name] = analyze(t).summary
+            out[name] = analyze_sections(t).summary
     return out
 
 
@@ -100,7 +100,7 @@ def test_without_samples_the_cpu_work_is_still_the_finding_not_the_sync():
     """The same argmax program captured with --sample none: the idle after the copy's sync is CPU work outside any
     range, with the advice to sample it; never host-sync."""
     with Trace.open(DATA / "seg_cpu_argmax_nosample_nsys2024.sqlite.xz") as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     f = first(s)
     assert f["rule"] == "gpu-idle-cpu-bound" and f["subject"] is None and "--sample=process-tree" in f["suggestion"]
     assert f["impact_fraction"] > 0.5
@@ -121,7 +121,7 @@ def test_a_compile_workers_unflushed_events_leave_the_capture_complete():
     """torch.compile's workers end at exit before nsys flushes them ("Not all NVTX events might have been collected"
     of one): that process holds no GPU work, CUDA call or NVTX range, so the GPU figures are whole."""
     with Trace.open(DATA / "compiled_server_nsys2024.sqlite.xz") as t:
-        s = analyze(t).summary
+        s = analyze_sections(t).summary
     integ = s["trace"]["integrity"]
     assert integ["verdict"] == "complete"
     helper = [d for d in integ["figures"]["diagnostics"]["doubts"] if d["kind"] == "not-all"]

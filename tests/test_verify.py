@@ -146,9 +146,9 @@ def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
     from nsys_transfer.analysis import Trace
     from nsys_transfer.analysis.sections.breakdown import time_breakdown
     from nsys_transfer.analysis.render.plots import idle_by_cause
-    from nsys_transfer.analysis.summary import analyze
+    from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(H200 / "streams.sqlite.xz") as t:
-        a = analyze(t)
+        a = analyze_sections(t)
     w = a.summary["window"]
     drawn = idle_by_cause(a, (w["start_ns"], w["end_ns"]))
     longest = max(drawn, key=lambda x: x[1] - x[0])
@@ -304,7 +304,7 @@ def test_host_memory_is_where_the_bytes_went(tmp_path):
 def test_the_verdict_never_says_the_gpu_is_the_limit_beside_a_new_stall(after_severity, said):
     """image_loop -> image_loop_fixed's rows (its gpu-bound reached, an input-bound wait new): with the wait medium
     the verdict names it and does not call the GPU the limit; low, the GPU is the limit."""
-    from nsys_transfer.analysis.comparison import verdict
+    from nsys_transfer.analysis.verify.verdict import verdict
     rows = [{"rule": "gpu-bound", "subject": "bn_fw_inf_1C11_kernel_NCHW", "status": "limit reached",
              "after_ns": 4.7e8, "after_severity": "high"},
             {"rule": "input-bound", "subject": "poll", "status": "new", "after_ns": 2e7,

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.cli import options, window
+from nsys_transfer.analysis.cli import charts, options, window
 from nsys_transfer.analysis.facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, analyze_cycles,
                                            capture_verdict, capture_record_beside, defaults, not_built_notice,
                                            one_run, options_for, read_record, run_record_beside, traces_given)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.check_report import check_report
-from nsys_transfer.analysis.render.text import cycles_report, ranks_report, text_report
+from nsys_transfer.analysis.render.ranks_text import ranks_report
+from nsys_transfer.analysis.render.text import cycles_report, text_report
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:
@@ -84,15 +85,15 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
             _fail(f"{win.flag if win else '--whole'} applies to one trace; with several traces each GPU is analysed "
                   "over its own steps")
         if _one_run(traces):  # a torch.profiler schedule's cycles: one run, one verdict
-            return _main_cycles(traces, json_path, csv_dir, plot_dir, Options(
-                min_gap_ns=min_gap_ns, step_regex=step_regex, link_gbps=link_gbps, top=top), show_all, quiet, where)
+            return _main_cycles(traces, json_path, csv_dir, plot_dir, options_for(
+                None, step_regex, None, min_gap_ns, link_gbps=link_gbps, top=top), show_all, quiet, where)
         given = [flag for flag, name in (("--top", "top"), ("--pipeline-depth", "pipeline_depth"), ("--all", "show_all"))
                  if _on_command_line(name)]
         if given:
             _fail(f"{given[0]} applies to one trace's findings; with several traces the report compares the GPUs "
                   "(analyse one trace for its findings)")
-        return _main_ranks(traces, json_path, csv_dir, plot_dir, Options(min_gap_ns=min_gap_ns, step_regex=step_regex,
-                                                                          link_gbps=link_gbps), probe, run, quiet, where)
+        return _main_ranks(traces, json_path, csv_dir, plot_dir, options_for(None, step_regex, None, min_gap_ns,
+                                                                              link_gbps=link_gbps), probe, run, quiet, where)
     trace = traces[0]
     t_start = time.time()
     verbose = sys.stderr.isatty() or (trace.exists() and trace.is_file() and trace.stat().st_size > 64 << 20)
@@ -125,44 +126,8 @@ def analyze_file(trace: Path, opts: Options, progress=None, plot_dir: Path | Non
         a = analyze(t, opts, probe=probe, workload=workload, progress=progress)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
-            _plot_one(a, t, plot_dir, plot_stem or plot_stem_of(trace), opts.min_gap_ns, tool)
+            charts.plot_trace(a, t, plot_dir, plot_stem or charts.plot_stem_of(trace), opts.min_gap_ns, tool)
     return a
-
-
-def plot_stem_of(trace: Path) -> str:
-    """What a trace's chart names start with: its file name up to the first dot."""
-    return trace.name.split(".")[0]
-
-
-PLOT_KINDS = ("timeline", "gaps", "dtoh", "breakdown", "gpus")  # <stem>_<kind>.png, what --plots writes of a trace
-
-
-def _plot_one(a: Result, t: Trace, plot_dir: Path, stem: str, min_gap_ns: int, tool: str) -> None:
-    """A trace's charts into plot_dir as <stem>_<kind>.png; a chart that would show nothing (no DtoH copy, no idle
-    gap) is not drawn, said once on stderr, and its file from an earlier run removed: the folder holds this run's."""
-    plots = _plots()
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    path = {k: plot_dir / f"{stem}_{k}.png" for k in PLOT_KINDS}
-    drawn = {"timeline": plots.plot_timeline(a, t, path["timeline"], name=stem),
-             "gaps": plots.plot_gaps(a, path["gaps"], name=stem),
-             "dtoh": plots.plot_dtoh(a, path["dtoh"], a.summary["trace"]["link"]["gbps"], name=stem),
-             "breakdown": plots.plot_breakdown([a.summary], [stem], path["breakdown"],
-                                               title=f"{stem}: where the GPU's time went"),
-             "gpus": plots.plot_ranks(a.ranks, path["gpus"], title=stem) if a.ranks is not None else None}
-    why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {defaults.ms_of_ns(min_gap_ns):g} ms",
-           "dtoh": "no DtoH copies", "breakdown": "no GPU time to share out"}
-    left = [f"{path[k].name} ({why[k]})" for k in PLOT_KINDS if drawn[k] is None and k in why]
-    for k in PLOT_KINDS:
-        if drawn[k] is None and path[k].exists():
-            path[k].unlink()
-    if left:
-        click.echo(f"{tool}: --plots: not drawn: {'; '.join(left)}", err=True)
-
-
-def _plots():
-    """The charts module, imported only when charts are asked for: matplotlib costs ~0.3 s of every run."""
-    import nsys_transfer.analysis.render.plots as plots  # noqa: PLC0415
-    return plots
 
 
 def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, quiet, where):
@@ -182,9 +147,9 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, 
         r = analyze(list(paths), opts, probe=probe, workload=run, progress=progress, where=where, on_start=started)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
-            plots = _plots()
-            plots.plot_ranks(r.ranks, plot_dir / "gpus.png", title=f"{len(paths)} traces")
-            plots.plot_rank_heatmap(r.ranks, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
+            drawing = charts.rank_plots()
+            drawing.plot_ranks(r.ranks, plot_dir / "gpus.png", title=f"{len(paths)} traces")
+            drawing.plot_rank_heatmap(r.ranks, plot_dir / "gpus_heatmap.png", title=f"{len(paths)} traces")
     except TraceError as e:
         _fail(str(e))
     except (OSError, MemoryError) as e:

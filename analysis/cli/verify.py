@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.cli import options, window
-from nsys_transfer.analysis.cli.analyze import _plots, analyze_file, plot_stem_of
+from nsys_transfer.analysis.cli import charts, options, window
+from nsys_transfer.analysis.cli.analyze import analyze_file
 from nsys_transfer.analysis.facade import (NotComparable, Side, TraceError, check_same_profiler, options_for,
                                            profiler_of, rule_ids, side_of, traces_given, verify)
 from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.text import verify_report
+from nsys_transfer.analysis.render.verify_text import verify_report
 
 
 
@@ -91,7 +91,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
             outputs.make_folder(plot_dir, "--plots")
         labels = ("before", "after")
         check_same_profiler({label: profiler_of(trace_in(p)) for label, p in zip(labels, (before, after))})
-        stems = [plot_stem_of(trace_in(p)) for p in (before, after)]
+        stems = [charts.plot_stem_of(trace_in(p)) for p in (before, after)]
         names = list(stems)
         if stems[0] == stems[1]:  # one program's two runs: each side's charts under its own name
             stems = [f"{label}_{stem}" for label, stem in zip(labels, stems)]
@@ -112,7 +112,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
             _fail(str(e))
     if plot_dir:
         named = [f"{label}: {stem}" for label, stem in zip(labels, names)]  # which trace each bar is, not only its side
-        if _plots().plot_breakdown([s.summary for s in sides], named, plot_dir / "verify_breakdown.png",
+        if charts.plots().plot_breakdown([s.summary for s in sides], named, plot_dir / "verify_breakdown.png",
                                    title="where the GPU's time went") is None:
             (plot_dir / "verify_breakdown.png").unlink(missing_ok=True)  # an earlier run's: not this one's
             click.echo("verify: --plots: not drawn: verify_breakdown.png (no GPU activity in either trace)", err=True)

@@ -8,7 +8,7 @@ TOP = 10                  # --top: rows in each top-N list
 PIPELINE_DEPTH = 10       # --pipeline-depth: output buffers in the pipeline, for the short-capture rule
 # nsys's own cost of each traced CUDA call, which a program's unprofiled clock does not pay: nsys 2024.2 on an H200
 # (2026-12-05, docs/benchmarks.md: a loop of 230,000 traced calls, `.item()` reads, ran 1.9-3.7 us a call slower than
-# unprofiled); verify's bias (comparison.py) and the predictions' unprofiled end (rules/prediction.py) read it
+# unprofiled); verify's bias (verify/profiler_cost.py) and the predictions' unprofiled end (rules/prediction.py) read it
 NSYS_CALL_COST_NS = 2_000
 
 

@@ -1,8 +1,9 @@
 """The GPU's idle causes, declared once: each one's name in the JSON (`idle.causes[].cause`), the rule that reports it,
 what a chart's legend and the time breakdown call it, its colour, and what it means. The idle attribution
 (sections/idle.py) gives each idle nanosecond to one of them, first match in CAUSES' order; the time breakdown
-(sections/breakdown.py), the palette (render/palette.py), the rules (rules/base.py, rules/gpu_idle.py) and the docs'
-`idle` row (docs/json-schema.md, held to this list by tests/test_extension_points.py) read them here.
+(sections/breakdown.py), the palette (render/palette.py), the rules (rules/base.py, rules/gpu_idle.py,
+rules/host_work.py) and the docs' `idle` row (docs/json-schema.md, held to this list by tests/test_extension_points.py)
+read them here.
 
 A new cause is one IdleCause registered here (register(), in precedence order): it gets its colour, its labels and,
 with an `idle_rule`, its finding (rules/gpu_idle.IdleRule); its attribution is sections/idle.py's, where a cause with
@@ -19,7 +20,7 @@ class IdleCause:
     legend names it by (the rule, and which part of it where one rule reports two causes); label: its part of the
     time breakdown (None: the range it lies in names it, cpu-range); color: #RRGGBB in every chart; doc: what the
     launching thread was doing (what the generic rule's evidence says); fix: the
-    generic rule's suggestion (a cause whose rule is written out, rules/gpu_idle.py, gives its own); per_step: a cost of each step, counted inside the steps where the set-up before
+    generic rule's suggestion (a cause whose rule is written out, rules/gpu_idle.py or host_work.py, gives its own); per_step: a cost of each step, counted inside the steps where the set-up before
     them is reported apart (summary.setup); calls: for a cause added to the attribution by its OS calls alone, the
     call names that claim the idle time in them (the built-in causes' own tests are sections/idle.py's)."""
     name: str

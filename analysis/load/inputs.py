@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
-from nsys_transfer.analysis.load import kineto, validate
+from nsys_transfer.analysis.load import kineto, kineto_json, validate
 from nsys_transfer.analysis.load.cache import cached
 from nsys_transfer.analysis.common.errors import TraceError
 
@@ -31,7 +31,7 @@ def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
         raise TraceError(f"{path}: not a regular file (a pipe, socket or device); give the path of "
                          f"{validate.TRACE_KINDS} on disk")
     if path.stat().st_size == 0:
-        if path.name.endswith(kineto.NAMES):
+        if path.name.endswith(kineto_json.NAMES):
             raise TraceError(f"{path}: the file is empty; record the torch.profiler trace again (its "
                              "on_trace_ready writes it when the profiler's schedule ends)")
         return path, str(path)
@@ -41,7 +41,7 @@ def resolve_input(path: Path, nsys=None) -> tuple[Path, str]:
         return cached(path, lambda tmp: _decompress_xz(path, tmp)), str(path)
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         return cached(path, lambda tmp: _export_report(path, tmp, nsys)), str(path)
-    if kineto.looks_like_json(path):
+    if kineto_json.looks_like_json(path):
         return cached(path, lambda tmp: kineto.convert(path, tmp), salt=kineto.VERSION), str(path)
     return path, str(path)
 
@@ -124,7 +124,7 @@ def traces_in(folder: Path) -> list[Path]:
     exports = {p.name[: -len(e)] for p in files for e in (".sqlite", ".sqlite.xz") if p.name.endswith(e)}
     found = [p for p in files if p.name.endswith(NSYS_ENDINGS) and not
              (p.name.endswith((".nsys-rep", ".qdrep")) and p.name.rsplit(".", 1)[0] in exports)]
-    found += [p for p in files if p.name.endswith(KINETO_ENDINGS) and kineto.has_trace_events(p)]
+    found += [p for p in files if p.name.endswith(KINETO_ENDINGS) and kineto_json.has_trace_events(p)]
     if not found:
         raise TraceError(f"{folder}: is a directory with no trace in it; give the path of {validate.TRACE_KINDS}, or "
                          "the folder tensorboard_trace_handler wrote them into")

@@ -39,19 +39,12 @@ import gzip
 import re
 import sqlite3
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
-try:
-    import ijson
-except ImportError:  # only a torch.profiler trace needs it: nsys captures and their analysis run without it
-    ijson = None
-
 from nsys_transfer.analysis.common.errors import TraceError
+from nsys_transfer.analysis.load import kineto_json
 
 VERSION = "kineto-4"  # the conversion's version: the cache keys its files by it (load/cache.py)
-GZIP_MAGIC = b"\x1f\x8b"
-NAMES = (".json", ".json.gz", ".json.gzip")  # how torch.profiler's traces are named (the content decides, not this)
 MARKER_TABLE = "KINETO_TRACE"
 HOST_EVENTS = "KINETO_HOST_EVENTS"
 PYTHON, CPU_OP = 0, 1  # KINETO_HOST_EVENTS.kind
@@ -115,35 +108,6 @@ GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI
 WHAT_IS_MISSING = ("a torch.profiler trace holds no OS runtime calls and no CPU samples of other threads (Nsight "
                    "Systems records them): idle time they would explain (input waits, sleeps, memory mapping) is "
                    "said to be computing or waiting in the OS, unknown which")
-
-
-def is_json(head: bytes) -> bool:
-    """Whether a file's first bytes (after a gzip header's decompression) begin a JSON object (`{"` or `{}`) or
-    array (`[{`, `[]`, `["`, `[1`): two characters, so that random bytes are seldom taken for JSON."""
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    rest = text[1:].lstrip(b" \t\r\n")[:1]
-    if text[:1] == b"{":
-        return rest in (b'"', b"}")
-    return text[:1] == b"[" and (rest in (b"{", b"[", b'"', b"]", b"-", b"t", b"f", b"n") or rest.isdigit())
-
-
-NSYS_NAMES = (".sqlite", ".sqlite.xz", ".nsys-rep", ".qdrep")  # named as an nsys trace: read as one, whatever it holds
-
-
-def looks_like_json(path: Path) -> bool:
-    """Whether the file is JSON or gzip-compressed JSON, by its first bytes (never by its name alone); a file named as
-    an nsys trace is one (its checks then word what is wrong with it)."""
-    if path.name.endswith(NSYS_NAMES):
-        return False
-    with open(path, "rb") as f:
-        head = f.read(64)
-    if head.startswith(GZIP_MAGIC):
-        try:
-            with gzip.open(path, "rb") as g:
-                return is_json(g.read(64))
-        except (OSError, EOFError, zlib.error):
-            return path.name.endswith(NAMES)  # a damaged one: convert() words it
-    return is_json(head)
 
 
 def short_name(name: str) -> str:
@@ -299,64 +263,14 @@ def _dims(value) -> tuple:
     return tuple(value[:3]) if isinstance(value, list) and len(value) >= 3 else (None, None, None)
 
 
-def _open(path: Path):
-    with open(path, "rb") as f:
-        gz = f.read(2) == GZIP_MAGIC
-    return gzip.open(path, "rb") if gz else open(path, "rb")
-
-
-def has_trace_events(path: Path) -> bool:
-    """Whether a JSON file is a Chrome trace (its events, an array or a traceEvents key), read no further than that;
-    False for other JSON (a run record) and for files that are not JSON at all."""
-    if ijson is None or not looks_like_json(path):
-        return False
-    try:
-        return _header(path)[1]
-    except (ijson.IncompleteJSONError, ijson.JSONError, OSError, EOFError, zlib.error):
-        return False
-
-
-def _is_array(path: Path) -> bool:
-    """Whether the JSON is a bare array of events (libkineto's first traces, 2020), not an object."""
-    with _open(path) as f:
-        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head[:1] == b"["
-
-
-def _header(path: Path) -> tuple[dict, bool]:
-    """The top-level keys Kineto writes before traceEvents (schemaVersion, deviceProperties, baseTimeNanoseconds,
-    distributedInfo, ...), read without reading the events; and whether a traceEvents key (or a bare array of
-    events) was found."""
-    if _is_array(path):
-        return {}, True
-    out: dict = {}
-    with _open(path) as f:
-        builder, key = None, None
-        for prefix, event, value in ijson.parse(f, use_float=True):
-            if prefix == "" and event == "map_key":
-                if value == "traceEvents":
-                    return out, True
-                key, builder = value, ijson.ObjectBuilder()
-            elif builder is not None:
-                builder.event(event, value)
-                if prefix == key and event != "map_key" and event not in ("start_map", "start_array"):
-                    out[key], builder = builder.value, None
-    return out, False
-
-
-def _events(path: Path) -> Iterator[dict]:
-    with _open(path) as f:
-        yield from ijson.items(f, "item" if _is_array(path) else "traceEvents.item", use_float=True)
-
-
 def convert(path: Path, out: Path) -> None:
     """Write the Kineto trace at path as an SQLite file at out (a new file); TraceError on bad input."""
     source = str(path)
-    if ijson is None:
+    if not kineto_json.STREAMS:
         raise TraceError(f"{source}: reading a torch.profiler trace needs the ijson package, which is not installed; "
                          "install it (`pip install ijson`, or `make install`) and run again")
     try:
-        header, has_events = _header(path)
+        header, has_events = kineto_json.header(path)
         if not has_events:
             raise TraceError(f"{source}: JSON, but not a torch.profiler (Kineto) trace (no traceEvents); give the "
                              "file that torch.profiler's export_chrome_trace or tensorboard_trace_handler wrote")
@@ -365,7 +279,7 @@ def convert(path: Path, out: Path) -> None:
             _write(con, path, header)
         finally:
             con.close()
-    except (ijson.IncompleteJSONError, ijson.JSONError) as e:
+    except kineto_json.BAD_JSON as e:
         raise TraceError(f"{source}: not readable JSON ({_short(e)}): the file is cut short or damaged; record or "
                          "copy the trace again") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
@@ -385,7 +299,7 @@ def _write(con: sqlite3.Connection, path: Path, header: dict) -> None:
     for name in STAGED:
         con.execute(f"CREATE TEMP TABLE staged_{name} AS SELECT * FROM {name} WHERE 0")
     conv = _Converter(con)
-    for e in _events(path):
+    for e in kineto_json.events(path):
         if isinstance(e, dict):
             conv.add(e)
     conv.flush()

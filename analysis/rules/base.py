@@ -138,7 +138,7 @@ class Context:
         return f" ({100 * gbps / link:.0f}% of the {link:.0f} GB/s link)" if link else ""
 
 
-CtxT = TypeVar("CtxT")  # what a family's rules read: Context (diagnosis), RankContext, ScalingContext (rules/ranks.py)
+CtxT = TypeVar("CtxT")  # what a family's rules read: Context (diagnosis), RankContext (ranks), ScalingContext (scaling)
 
 
 class Rule(Generic[CtxT]):
@@ -147,9 +147,10 @@ class Rule(Generic[CtxT]):
     capture can be trusted at all, which diagnosis.diagnose lists first and never drops as noise; `exclusive` whether,
     when it fires, it excludes every rule listed after it (fired() stops there: the multi-GPU and scaling rules each
     give one verdict); check(ctx) its findings, empty when it does not fire. A family's registry (diagnosis.RULES,
-    ranks.RANK_RULES, SCALING_RULES) lists one instance of each, in the order fired() applies them. `fires_when` and
-    `suggests` are its row of the docs' table (rules/rule_table.py makes the table from them): markdown, where
-    {rule.NAME} stands for the rule's own attribute (its threshold), so that a threshold is written once."""
+    ranks.RANK_RULES, scaling.SCALING_RULES) lists one instance of each, in the order fired() applies them.
+    `fires_when` and `suggests` are its row of the docs' table (rules/rule_table.py makes the table from them):
+    markdown, where {rule.NAME} stands for the rule's own attribute (its threshold), so that a threshold is written
+    once."""
     id: str
     first: bool = False
     exclusive: bool = False

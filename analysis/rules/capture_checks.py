@@ -144,7 +144,7 @@ def verdict(f: Figures) -> dict:
 
 def unexplained(f: Figures) -> list[Doubt]:
     """nsys's doubts about the capture (its DIAGNOSTIC_EVENT messages that question completeness) that neither the
-    rows nor its own log explain (sections/capture_activity.doubts)."""
+    rows nor its own log explain (sections/capture_messages.doubts)."""
     return [d for d in f.doubts if not d.explained]
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from nsys_transfer.analysis.rules.capture import (FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, TooLittleToJudge,
                                                   WarmupInCapture)
-from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, GpuIdleCpuBound, HostSleep, HostSync, InputBound,
-                                                  LaunchBound, MemoryMappingInGaps, SetupInWindow, generic_rules)
+from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, HostSleep, HostSync, InputBound, MemoryMappingInGaps,
+                                                  SetupInWindow, generic_rules)
+from nsys_transfer.analysis.rules.host_work import GpuIdleCpuBound, LaunchBound
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
 from nsys_transfer.analysis.rules import code_advice, prediction

@@ -1,4 +1,4 @@
-"""What limits several GPUs, and whether N GPUs scale: rule classes like diagnosis.py's, returning its Finding.
+"""What limits several GPUs: rule classes like diagnosis.py's, returning its Finding.
 
 Multi-GPU rules (RANK_RULES) read the per-GPU rows, the contention table, the host-side DtoH summary and the run record
 (RankContext). They are mutually exclusive (each declares `exclusive`): exactly one fires, and limit() returns it. Its
@@ -15,9 +15,7 @@ wait, the limiting host is a waiting one (hosts.how_limiting): a compute-bound h
 its compute, neither take the blame for the waiting host's time nor hide it; host-dtoh-bandwidth then reads the
 waiting host's contention, and rank-pipeline and host-cpu name the idlest GPU (on a waiting host) with its host.
 
-Scaling rules (SCALING_RULES, exclusive too: the first that fires is the verdict) read one `nsys-transfer scaling`
-scenario: the N-GPU total against N x one GPU and the CPUs' load. An unprofiled run has no timeline, so `impact_ns` is 0
-and `impact_fraction` is the throughput short of N x single (1 - efficiency); `scales` is info.
+The scaling rules (unprofiled N-GPU runs against N x one GPU) are rules/scaling.py's.
 
 Thresholds are class attributes; RankOptions (analysis/rank_summary.py) may override the multi-GPU ones per run.
 """
@@ -28,7 +26,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from nsys_transfer.analysis.rules.base import Finding, Rule, fired, make_finding, severity_of
+from nsys_transfer.analysis.rules.base import Finding, Rule, fired, make_finding
 from nsys_transfer.analysis.rules.facts import CpuLoad, HostDtoh
 from nsys_transfer.analysis.sections.sharing import slowest_kind
 
@@ -356,78 +354,3 @@ class RankContext:
 def limit(ctx: RankContext) -> Finding:
     """The one multi-GPU rule that fires: the resource that limits the GPUs, as a Finding."""
     return next(f for _, f in fired(RANK_RULES, ctx))
-
-
-# --- scaling: unprofiled N-GPU runs against N x one GPU ---------------------------------------------------------
-
-@dataclass
-class ScalingContext:
-    """What the scaling rules read: N, the efficiency (N-GPU total over N x single; None when unknown) and the
-    CPU load of the N-GPU run, if measured."""
-    gpus: int
-    efficiency: float | None
-    cpu: CpuLoad | None
-
-    def finding(self, rule: str, evidence: str, suggestion: str, severity: str | None = None) -> Finding:
-        """A scaling finding: no timeline, so impact_ns 0; impact_fraction is the throughput short of N x single."""
-        short = round(max(0.0, 1 - self.efficiency), 4) if self.efficiency is not None else 0.0
-        return Finding(rule, severity or severity_of(short), 0, short, None, evidence, suggestion)
-
-
-class Scales(Rule[ScalingContext]):
-    """N GPUs give at least `efficiency` x N x one GPU's throughput (or the single run measured nothing) (info)."""
-    id = "scales"
-    fires_when = "efficiency >= {rule.efficiency:g} (`Scales.efficiency`), or no single-GPU figure (info)"
-    suggests = "`scales (>= {rule.efficiency:g} x N x single)`"
-    exclusive = True
-    efficiency = 0.9
-
-    def check(self, ctx: ScalingContext) -> list[Finding]:
-        """This rule's finding for the scenario; empty when it does not fire."""
-        if ctx.efficiency is not None and ctx.efficiency < self.efficiency:
-            return []
-        return [ctx.finding(self.id, f"scales (>= {self.efficiency:g} x N x single)",
-                            "nothing shared limits N GPUs at this size", severity="info")]
-
-
-class ScalingHostCpu(Rule[ScalingContext]):
-    """Short of Scales.efficiency while the N-GPU run's CPUs are at least HostCpu.busy busy: the host's cores."""
-    id = "host-cpu"
-    fires_when = "the N-GPU run's CPUs >= {rule.busy:.0%} busy (`ScalingHostCpu.busy`, the same as `HostCpu.busy`)"
-    suggests = "`host CPU cores: B of C busy (P%) with N GPUs`"
-    exclusive = True
-    busy = HostCpu.busy
-
-    def check(self, ctx: ScalingContext) -> list[Finding]:
-        """This rule's finding for the scenario; empty when it does not fire."""
-        cpu = ctx.cpu
-        if not (cpu and cpu.busy >= self.busy):
-            return []
-        return [ctx.finding(self.id, f"host CPU cores: {cpu.busy_cores:.1f} of {cpu.cpus} busy ({cpu.busy:.0%}) "
-                                     f"with {ctx.gpus} GPUs",
-                            "give the job more cores, or less CPU work per output (argmax or bf16 on the GPU before the "
-                            "copy)")]
-
-
-class NotHostCpu(Rule[ScalingContext]):
-    """Short of Scales.efficiency with CPUs to spare (or unmeasured): the cause is in the ranks, which the traces show."""
-    id = "not-host-cpu"
-    fires_when = "otherwise"
-    suggests = "`not the host CPUs (P% busy): see the traces' per-GPU rows`"
-    exclusive = True
-
-    def check(self, ctx: ScalingContext) -> list[Finding]:
-        """This rule's finding for the scenario; empty when it does not fire."""
-        cpu = ctx.cpu
-        return [ctx.finding(self.id, "not the host CPUs" + (f" ({cpu.busy:.0%} busy)" if cpu else " (no CPU reading)")
-                            + ": see the traces' per-GPU rows",
-                            "profile the N-GPU run (`make profile STAGE=... GPUS=N`): analyze-trace names its limit")]
-
-
-# exclusive, in this order: the first that fires names the verdict
-SCALING_RULES: list[Rule[ScalingContext]] = [Scales(), ScalingHostCpu(), NotHostCpu()]
-
-
-def scaling_verdict(ctx: ScalingContext) -> Finding:
-    """Whether N GPUs scale, and what limits them when they fall short, as a Finding."""
-    return next(f for _, f in fired(SCALING_RULES, ctx))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nsys_transfer.analysis.rules import diagnosis, ranks
+from nsys_transfer.analysis.rules import diagnosis, ranks, scaling
 from nsys_transfer.analysis.rules.base import Rule
 
 
@@ -23,7 +23,7 @@ class Family:
 FAMILIES = {
     "diagnosis": Family("## Diagnosis: the findings contract", ("fires when (impact)", "suggests"), diagnosis.rules),
     "ranks": Family("### Multi-GPU rules", ("fires when (threshold)", "suggests"), lambda: ranks.RANK_RULES),
-    "scaling": Family("### Scaling rules", ("fires when", "evidence"), lambda: ranks.SCALING_RULES),
+    "scaling": Family("### Scaling rules", ("fires when", "evidence"), lambda: scaling.SCALING_RULES),
 }
 
 

@@ -1,7 +1,7 @@
 """How a section declares itself: what it provides (its key in the JSON, or a value the sections share: the window,
 the device pass), what it needs (values the analysis is given -- trace, opts, say -- or that other sections provide)
 and the function that makes it from them. analysis/schedule.py runs the declared sections in the order their needs
-set; summary.analyze assembles the JSON from the Parts they make.
+set; summary.analyze_sections assembles the JSON from the Parts they make.
 
     @declare("kernels", needs=("digest", "opts", "trace"), part=True, json_at=70, tables_at=50)
     def _kernels(digest, opts, trace) -> Part: ...

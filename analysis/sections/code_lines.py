@@ -21,14 +21,13 @@ from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks, place_of
 from nsys_transfer.analysis.sections import roles
 from nsys_transfer.analysis.sections.base import declare
+from nsys_transfer.analysis.sections.gap_sides import GapSides
 
 PROFILER_ROLE = roles.PROFILER
 TOP = 3            # lines kept per cause
 PATH_STEPS = 6     # frames shown between the loop's line and the work
 SHORT_GAPS = "launch"
 GROWTH_VISITS = 6  # visits needed to call a line's cost growing
-SIDE_BYTES = 64 * 1024  # a copy at a gap's edge this large carries a batch's input or output, not a scalar
-EDGE_NS = 2_000_000     # a DtoH copy that ended this close before a gap began it
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ class _Sites:
             got = self.info[stack] = _stack_info(self.stacks.stacks[stack], self.stacks.frames)
         return got
 
-    def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: "GapSides | None" = None) -> list[CodeSite]:
+    def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: GapSides | None = None) -> list[CodeSite]:
         """The TOP lines by the time ns (one value per sample) the samples give them; gaps: the GPU's idle gaps this
         time lies in, one a step: a line's share of each says whether its cost grows, and, for work of no role of its
         own, what the copies around its gaps say it is for."""
@@ -194,7 +193,7 @@ class _Sites:
             mine_rows = s.iloc[df.loc[rows, "i"].to_numpy()]
             visits, growth = _visits(mine_rows, ns[df.loc[rows, "i"].to_numpy()], self.stacks.period_ns)
             if gaps is not None:
-                per = _per_gap(mine_rows, gaps)
+                per = gaps.covered_ms(mine_rows)
                 growth = growth or _growth(per[per > 0])
                 role = gaps.role(per) if role == roles.COMPUTE else role
             threads = len(mine_rows[["pid", "tid"]].drop_duplicates())
@@ -217,53 +216,6 @@ def _visits(samples: pd.DataFrame, ns: np.ndarray, period_ns: int) -> tuple[int,
     if per.size < GROWTH_VISITS:
         per = ns[(end - start) > 1.5 * period_ns] / 1e6
     return visits, _growth(per)
-
-
-def _per_gap(samples: pd.DataFrame, gaps: "GapSides") -> np.ndarray:
-    """The ms of each gap that the line's samples cover, in time order."""
-    u = union(samples["start_ns"].to_numpy(), samples["end_ns"].to_numpy())
-    return Coverage(*u).within(gaps.start, gaps.end) / 1e6
-
-
-@dataclass(frozen=True)
-class GapSides:
-    """Idle gaps (disjoint, in time order) and the copies at their edges: a gap that ends with a large HtoD copy
-    waited for input being made; one that begins as a large DtoH copy ends waited on the output's handling."""
-    start: np.ndarray
-    end: np.ndarray
-    before_input: np.ndarray   # bool: the gap's next GPU operation is an HtoD copy of at least SIDE_BYTES
-    after_output: np.ndarray   # bool: a DtoH copy of at least SIDE_BYTES ended where the gap begins
-
-    @classmethod
-    def of(cls, gaps: pd.DataFrame, copies: pd.DataFrame | None) -> "GapSides":
-        """The gaps' edges, from the gap table's next operation and the copies' ends."""
-        g = gaps.sort_values("start_ns")
-        start, end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
-        none = np.zeros(len(g), bool)
-        if copies is None or copies.empty:
-            return cls(start, end, none, none)
-        big = copies[copies["bytes"].to_numpy() >= SIDE_BYTES]
-        htod = big[big["copy_kind"] == "HtoD"]
-        before = np.isin(g["next_correlation_id"].to_numpy(), htod["correlation_id"].to_numpy())
-        dtoh_ends = np.sort(big.loc[big["copy_kind"] == "DtoH", "end_ns"].to_numpy(np.int64))
-        i = np.searchsorted(dtoh_ends, start, side="right") - 1
-        after = (i >= 0) & (start - dtoh_ends[np.clip(i, 0, None)] <= EDGE_NS) if dtoh_ends.size else none
-        return cls(start, end, before, after)
-
-    def subset(self, keep: np.ndarray) -> "GapSides":
-        """The gaps where keep is True."""
-        return GapSides(self.start[keep], self.end[keep], self.before_input[keep], self.after_output[keep])
-
-    def role(self, per_gap: np.ndarray) -> str:
-        """Input where most of the line's gap time ends in an input copy, output where most follows an output's,
-        else host compute."""
-        total = float(per_gap.sum())
-        if total <= 0:
-            return roles.COMPUTE
-        into, out_of = float(per_gap[self.before_input].sum()), float(per_gap[self.after_output].sum())
-        if into > 0.5 * total and into > out_of:
-            return roles.INPUT
-        return roles.OUTPUT if out_of > 0.5 * total else roles.COMPUTE
 
 
 def _growth(per: np.ndarray) -> tuple[float, float] | None:

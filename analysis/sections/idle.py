@@ -39,10 +39,12 @@ import pandas as pd
 from nsys_transfer.analysis.common import idle_causes
 from nsys_transfer.analysis.common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, DRAIN, HOST_SYNC, INPUT, LAUNCH,
                                                        MAPPING, SETUP, SLEEP)
-from nsys_transfer.analysis.common.intervals import (Coverage, SpilledCoverage, gaps, intersect, overlapped, subtract, total,
-                                              union)
+from nsys_transfer.analysis.common.interval_sets import Union, intersect, overlapped, subtract, total
+from nsys_transfer.analysis.common.intervals import Coverage, SpilledCoverage, gaps, union
 from nsys_transfer.analysis.sections import cpu_work
-from nsys_transfer.analysis.sections.program import family, is_operator_range, matching, per_name
+from nsys_transfer.analysis.sections.idle_ranges import (Nesting, family_time, phases, range_edges, ranked_times,
+                                                         steps_end, thread_ranges)
+from nsys_transfer.analysis.sections.idle_syncs import idle_after_sync, sync_arrays, sync_turnaround
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.common.spill import Frames
 
@@ -59,7 +61,6 @@ LOADER_RANGE = re.compile(r"DataLoader|DataLoaderIter|__next__")
 COMM_CALLS = re.compile(r"^P?MPI_\w+$")
 COMM_RANGE = re.compile(r"^P?MPI_\w+|^nccl\w+|\b(all_?reduce|all_?gather|reduce_scatter|broadcast|barrier)\b", re.I)
 COLUMNS = ["cause", "subject", "idle_ns", "device"]
-Union = tuple[np.ndarray, np.ndarray]
 
 
 def _calls(osrt: pd.DataFrame, pattern: re.Pattern) -> tuple[Union, pd.DataFrame]:
@@ -93,69 +94,6 @@ def _name_time(u: Union, rows: pd.DataFrame) -> pd.Series:
 def _named(t: pd.Series) -> dict[str, int]:
     """Per-name times, longest first, without the empty ones."""
     return {str(k): int(v) for k, v in t.sort_values(ascending=False).items() if v > 0}
-
-
-RANGE_COLUMNS = ["global_tid", "start_ns", "end_ns", "name"]  # what the attribution reads of a range
-
-
-def _thread_ranges(nvtx: pd.DataFrame, threads) -> tuple[pd.DataFrame, np.ndarray]:
-    """The threads' NVTX ranges (RANGE_COLUMNS alone: a long capture has millions) and which are PyTorch operators'."""
-    d = nvtx.loc[nvtx["global_tid"].isin(list(threads)).to_numpy(), RANGE_COLUMNS] if len(nvtx) else nvtx
-    return d, per_name(d["name"], is_operator_range).to_numpy(bool) if len(d) else np.zeros(0, bool)
-
-
-def _phases(d: pd.DataFrame, operator: np.ndarray, step_regex: str | None) -> pd.DataFrame:
-    """The ranges of _thread_ranges() that mark phases of the program: not steps, not PyTorch operators."""
-    if d.empty:
-        return d
-    keep = ~operator
-    if step_regex:
-        keep &= ~matching(d["name"], step_regex)
-    return d[keep]
-
-
-@dataclass(frozen=True)
-class Nesting:
-    """Ranges in (thread, start, longest first) order with each one's parent among them (-1: none) and family name:
-    worked out once over all ranges, so that the time of any part of the time line adds up to that of the whole."""
-    s: np.ndarray
-    e: np.ndarray
-    parent: np.ndarray
-    family: np.ndarray
-
-    @classmethod
-    def of(cls, ranges: pd.DataFrame) -> "Nesting":
-        """The nesting of these NVTX ranges (global_tid, start_ns, end_ns, name), thread by thread."""
-        r = ranges.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False])
-        s, e, tid = r["start_ns"].to_numpy(), r["end_ns"].to_numpy(), r["global_tid"].to_numpy()
-        parent = np.full(len(r), -1, dtype=np.int64)
-        stack: list[int] = []
-        for i in range(len(r)):  # nesting among these ranges only: each range's time is taken from its parent's
-            while stack and (tid[stack[-1]] != tid[i] or e[stack[-1]] <= s[i]):
-                stack.pop()
-            if stack and e[i] <= e[stack[-1]]:
-                parent[i] = stack[-1]
-            stack.append(i)
-        return cls(s, e, parent, per_name(r["name"], family).to_numpy())
-
-
-def _family_time(u: Union, nest: Nesting, lo, hi) -> pd.Series:
-    """Time of `u` (inside [lo, hi)) given to the deepest range open at each instant, summed per family of names
-    (counters as N), unranked: the parts of the time line add up."""
-    if nest.s.size == 0 or u[0].size == 0:
-        return pd.Series(dtype="int64")
-    # only ranges overlapping [lo, hi) hold time there, and a range's parent overlaps wherever it does
-    near = np.flatnonzero((nest.s < hi) & (nest.e > lo))
-    within = Coverage(*u).within(nest.s[near], nest.e[near])
-    own = np.zeros(nest.s.size, dtype=np.int64)
-    own[near] = within
-    has = nest.parent[near] >= 0
-    np.subtract.at(own, nest.parent[near][has], within[has])
-    return pd.Series(own[near], index=nest.family[near]).groupby(level=0).sum()
-
-
-def _ranked(own: pd.Series) -> pd.Series:
-    return own[own > 0].sort_values(ascending=False)
 
 
 def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame | Frames,
@@ -192,7 +130,7 @@ def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, 
 
 
 def _dominant(part: dict) -> tuple[str, str | None]:
-    ranges = _ranked(part["range_time"])
+    ranges = ranked_times(part["range_time"])
     held = {(SETUP.name, None): part["setup"], (COMM_WAIT.name, None): part["comm"], (SLEEP.name, None): part["sleep"],
             (INPUT.name, None): part["input"] + part["loader"], (DRAIN.name, None): part["drain"],
             (MAPPING.name, None): part["mapping"],
@@ -212,12 +150,12 @@ class _Shared:
     min_gap_ns: int
     osrt: pd.DataFrame | Frames  # the waiting calls (os_calls.wait_calls), or in temporary files
     in_cuda: Union        # OS calls made inside a CUDA call belong to that call
-    ranges: Nesting       # _phases(): the ranges that mark the program's phases
+    ranges: Nesting       # phases(): the ranges that mark the program's phases
     in_ranges: Union
     op_ranges: Nesting    # PyTorch operator ranges (emit_nvtx): which op the thread was in
     sync_ends: np.ndarray  # the threads' synchronize calls' ends, sorted, and their starts in the same order
     sync_starts: np.ndarray
-    edges: np.ndarray     # _range_edges()
+    edges: np.ndarray     # range_edges()
     sample_times: np.ndarray  # the threads' CPU samples (sections/cpu_work.owners), sorted, and each one's owner
     sample_keys: np.ndarray
     steps_end: int | None  # where the threads' last step range ends (None: no steps): later waits are the drain's
@@ -227,16 +165,16 @@ class _Shared:
     @classmethod
     def of(cls, threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader, samples=None,
            setup_calls=None) -> "_Shared":
-        mine, operator = _thread_ranges(nvtx, threads)
-        ranges = _phases(mine, operator, step_regex)
+        mine, operator = thread_ranges(nvtx, threads)
+        ranges = phases(mine, operator, step_regex)
         setup_rows = _thread_rows(setup_calls, threads) if setup_calls is not None else None
         return cls(threads=list(threads), pids=[pid_of(t) for t in threads], loader=loader, min_gap_ns=min_gap_ns,
                    osrt=osrt, in_cuda=_thread_union(cuda_calls, threads), ranges=Nesting.of(ranges),
                    in_ranges=union(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy()),
                    op_ranges=Nesting.of(mine[operator]),
-                   **_sync_arrays(_thread_rows(sync_calls, threads)),
-                   edges=_range_edges(mine, operator), **_sample_arrays(samples, threads),
-                   steps_end=_steps_end(mine, step_regex),
+                   **sync_arrays(_thread_rows(sync_calls, threads)),
+                   edges=range_edges(mine, operator), **_sample_arrays(samples, threads),
+                   steps_end=steps_end(mine, step_regex),
                    setup=_thread_union(setup_rows, threads) if setup_rows is not None else
                    (np.zeros(0, np.int64), np.zeros(0, np.int64)), setup_rows=setup_rows)
 
@@ -266,8 +204,8 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     # off the CPU outside any call that says why (a wait, a mapping, a CUDA call): asleep all the same
     off = subtract(subtract(subtract(off, sh.in_cuda), waits), maps)
     sleeps = union(*(np.concatenate(x) for x in zip(sleeps, off)))
-    waited = _after_sync(idle, sh.sync_ends, sh.edges)
-    after_sync = _turnaround(waited, sh.sync_ends, sh.sync_starts)  # the sync's cost; past it, the thread's next work
+    waited = idle_after_sync(idle, sh.sync_ends, sh.edges)
+    after_sync = sync_turnaround(waited, sh.sync_ends, sh.sync_starts)  # the sync's cost; past it, the thread's next work
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
     added = {name: _calls(mine, calls)[0] for name, calls in idle_causes.added_calls()}
@@ -296,17 +234,17 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     return {"setup": total(setup_u), "setup_calls": _name_time(setup_u, sh.setup_rows) if sh.setup_rows is not None
             else pd.Series(dtype="int64"),
             "comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
-            "sleep": total(sleep_u), "sleep_ranges": _family_time(sleep_u, sh.ranges, lo, hi),
+            "sleep": total(sleep_u), "sleep_ranges": family_time(sleep_u, sh.ranges, lo, hi),
             "input": total(input_u), "loader": total(loader_u), "drain": total(drain_u),
-            "drain_ranges": _family_time(drain_u, sh.ranges, lo, hi), "mapping": total(mapping_u),
+            "drain_ranges": family_time(drain_u, sh.ranges, lo, hi), "mapping": total(mapping_u),
             "sync": total(sync_long) + total(sync_short),
             "launch": total(launch_u) + int((idle[1][plain] - idle[0][plain]).sum()), "cpu": total(rest_long),
             "cpu_after_sync": total(serialised),
             "idle": total(idle), "holes": int(len(holes)), "short": int((~is_long).sum()),
             "after_sync": int(after_sync[0].size),
-            "input_ranges": _family_time(input_u, sh.ranges, lo, hi),
-            "range_time": _family_time(range_u, sh.ranges, lo, hi),
-            "cpu_ops": _family_time(rest_long, sh.op_ranges, lo, hi),
+            "input_ranges": family_time(input_u, sh.ranges, lo, hi),
+            "range_time": family_time(range_u, sh.ranges, lo, hi),
+            "cpu_ops": family_time(rest_long, sh.op_ranges, lo, hi),
             "cpu_samples": cpu_samples, "range_samples": range_samples,
             "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows),
             **{_added_key(c): total(claimed[c.name]) for c in idle_causes.added()}}
@@ -333,14 +271,6 @@ def _claimed(judged: Union, by_calls: dict[str, Union]) -> tuple[dict[str, Union
 def _added_key(cause) -> str:
     """A declared cause's total in a segment's part (a key no built-in total has)."""
     return f"cause:{cause.name}"
-
-
-def _steps_end(mine: pd.DataFrame, step_regex: str | None) -> int | None:
-    """Where the last step range of the threads (mine: _thread_ranges()) ends; None without steps."""
-    if not step_regex or mine.empty:
-        return None
-    steps = mine[matching(mine["name"], step_regex)]
-    return int(steps["end_ns"].max()) if len(steps) else None
 
 
 def _after(u: Union, t: int | None) -> Union:
@@ -374,9 +304,9 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
               for k, v in parts[0].items() if isinstance(v, pd.Series)}
 
     def subject(key: str, time: int) -> str | None:  # the deepest range holding most of it, if one holds half
-        ranked = _ranked(summed[key])
+        ranked = ranked_times(summed[key])
         return str(ranked.index[0]) if len(ranked) and ranked.iloc[0] >= 0.5 * time else None
-    comm, setup = _ranked(summed["comm_calls"]), _ranked(summed["setup_calls"])
+    comm, setup = ranked_times(summed["comm_calls"]), ranked_times(summed["setup_calls"])
     rows = [(SETUP.name, str(setup.index[0]) if len(setup) else None, t["setup"]),
             (COMM_WAIT.name, str(comm.index[0]) if len(comm) else None, t["comm"]),
             (SLEEP.name, subject("sleep_ranges", t["sleep"]), t["sleep"]),
@@ -386,7 +316,7 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     rows += [(c.name, None, t[_added_key(c)]) for c in idle_causes.added()]
     # a range that fetches a batch (PyTorch's profiler names it 'enumerate(DataLoader)#...__next__') is input time
     rows += [(INPUT.name if LOADER_RANGE.search(name) else COMM_WAIT.name if COMM_RANGE.search(name) else
-              CPU_RANGE.name, name, int(v)) for name, v in _ranked(summed["range_time"]).items()]
+              CPU_RANGE.name, name, int(v)) for name, v in ranked_times(summed["range_time"]).items()]
     rows += [(HOST_SYNC.name, None, t["sync"]), (LAUNCH.name, None, t["launch"]),
              (CPU.name, subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
@@ -429,13 +359,6 @@ def _split(counts: pd.Series) -> pd.Series:
     return pd.Series(counts.to_numpy(), index=pd.MultiIndex.from_tuples([tuple(k.split(KEY_SEP)) for k in counts.index]))
 
 
-def _range_edges(mine: pd.DataFrame, operator: np.ndarray) -> np.ndarray:
-    """Starts and ends of the threads' non-operator ranges (mine: _thread_ranges()), sorted: where the thread moves to
-    other work."""
-    d = mine[~operator] if len(mine) else mine
-    return np.sort(np.concatenate((d["start_ns"].to_numpy(), d["end_ns"].to_numpy())))
-
-
 def _loader_starved(osrt: pd.DataFrame, loader: dict) -> Union:
     """When the DataLoader's pin-memory thread waits for a batch while at least one worker is still working on one:
     the input pipeline has nothing ready. When every worker waits too, the consumer is the slow side."""
@@ -457,42 +380,3 @@ def _thread_rows(calls: pd.DataFrame, threads) -> pd.DataFrame:
 def _thread_union(calls: pd.DataFrame, threads) -> Union:
     rows = _thread_rows(calls, threads)
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
-
-
-SYNC_TURNAROUND_NS = 100_000  # a sync's own cost to the GPU: the host returns from it and issues the next work
-
-
-def _sync_arrays(syncs: pd.DataFrame) -> dict:
-    order = np.argsort(syncs["end_ns"].to_numpy(), kind="stable")
-    return {"sync_ends": syncs["end_ns"].to_numpy()[order], "sync_starts": syncs["start_ns"].to_numpy()[order]}
-
-
-def _turnaround(after: Union, ends: np.ndarray, starts: np.ndarray) -> Union:
-    """Of the idle time after each sync returned (_after_sync), the first SYNC_TURNAROUND_NS: the sync's cost. Past
-    it the GPU waits for what the thread does next (its ranges, OS calls, CPU work), which the sync only serialises."""
-    if after[0].size == 0:
-        return after
-    i = np.searchsorted(ends, after[0], side="left")  # the sync that returned inside each piece (_after_sync's)
-    sync_start = starts[np.clip(i, 0, ends.size - 1)]
-    # from the sync's call: the idle time before it was the thread's own work up to the call (the GPU had drained)
-    s = np.maximum(sync_start, after[0])
-    e = np.minimum(after[1], s + SYNC_TURNAROUND_NS)
-    keep = e > s
-    return s[keep], e[keep]
-
-
-def _after_sync(idle: Union, ends: np.ndarray, range_starts: np.ndarray) -> Union:
-    """The idle time after a synchronising call returned (ends: the calls' ends, sorted): the GPU drained while the
-    host waited, then stayed idle until the host issued more work, or until the thread entered or left an NVTX range
-    (other work, other causes)."""
-    if ends.size == 0 or idle[0].size == 0:
-        return idle[0][:0], idle[1][:0]
-    i = np.searchsorted(ends, idle[0], side="left")
-    hit = (i < ends.size) & (ends[np.clip(i, 0, ends.size - 1)] <= idle[1])
-    s, e, sync_end = idle[0][hit], idle[1][hit], ends[np.clip(i, 0, ends.size - 1)][hit]
-    if range_starts.size:
-        j = np.searchsorted(range_starts, sync_end, side="left")
-        nxt = np.where(j < range_starts.size, range_starts[np.clip(j, 0, range_starts.size - 1)], e)
-        e = np.minimum(e, np.maximum(nxt, sync_end))
-    keep = e > s
-    return s[keep], e[keep]

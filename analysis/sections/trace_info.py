@@ -1,6 +1,6 @@
 """The `trace` section: what the trace is -- its counts, GPUs, host link and program, and for a capture without GPU
 work (a CPU-only program, a machine without a GPU) what its OS calls took instead. Its integrity verdict and its
-count of OS calls are set by summary.analyze, last (the verdict is a rule's; the count follows the scoped reads)."""
+count of OS calls are set by summary.analyze_sections, last (the verdict is a rule's; the count follows the scoped reads)."""
 from __future__ import annotations
 
 import pandas as pd

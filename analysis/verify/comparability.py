@@ -1,0 +1,107 @@
+"""Whether two analyses can be compared at all: one profiler, runs that did not fail, complete captures, the same
+GPUs, GPU work, one program, one definition of a step; and the warnings a comparison that can be made carries."""
+from __future__ import annotations
+
+from nsys_transfer.analysis.load.validate import NO_API_ROWS
+from nsys_transfer.analysis.rules.capture import failed_run_evidence
+from nsys_transfer.analysis.rules.facts import ProgramEnd
+from nsys_transfer.analysis.verify.side import Side
+
+STEP_RATIO = 2.0       # step counts further apart than this: warned
+GENERIC_KERNELS = {"Kernel", "Kernel2", "kernel", "Kernel3"}
+PROFILERS = {"nsys": "an Nsight Systems export", "torch.profiler": "a torch.profiler trace"}
+
+
+class NotComparable(ValueError):
+    """The two traces cannot be compared; the message says why and what to do."""
+
+
+def _gpus(s: dict) -> list[str]:
+    return [g.get("name") or "?" for g in s["trace"].get("gpus") or []]
+
+
+def check_same_profiler(kinds: dict[str, str]) -> None:
+    """NotComparable when the traces (name -> "nsys" or "torch.profiler") were not all recorded by one profiler: the
+    two record different things (OS runtime calls, CPU samples, the cost of profiling) and their figures differ by
+    more than any fix, so a verdict across them would be the profilers' difference."""
+    first = next(iter(kinds.items()), None)
+    other = next(((n, k) for n, k in kinds.items() if first and k != first[1]), None)
+    if first and other:
+        raise NotComparable(f"{first[0]} is {PROFILERS.get(first[1], first[1])} and {other[0]} "
+                            f"{PROFILERS.get(other[1], other[1])}: the two profilers record and time different "
+                            "things; profile both the same way (both with nsys, or both with torch.profiler)")
+
+
+def _recorded_by(summary: dict) -> str:
+    """What recorded the trace behind an analysis summary: the trace section's `profiler`, nsys where absent (the
+    summary's word for it; facade.profiler_of reads a trace file's first bytes instead)."""
+    return summary["trace"].get("profiler") or "nsys"
+
+
+def check_comparable(before: Side, after: Side) -> list[str]:
+    """NotComparable when the two cannot be compared; else the warnings to print."""
+    check_same_profiler({"before": _recorded_by(before.summary), "after": _recorded_by(after.summary)})
+    for side in (before, after):
+        end = side.summary["trace"].get("program_end") or {}
+        if end.get("failed"):  # a failed run's speed is no speed: never a verdict of faster or slower
+            raise NotComparable(f"{side.path} is of a failed run: {failed_run_evidence(ProgramEnd.of(end))}; fix the program, "
+                                "then trace it again before comparing")
+    for side in (before, after):
+        integ = side.summary["trace"].get("integrity") or {}
+        if integ.get("verdict") not in (None, "complete"):
+            what = ("nsys questions the capture's completeness" if integ.get("verdict") == "doubtful"
+                    else "the capture lost CUDA events")
+            raise NotComparable(f"{side.path}: {what} ({integ.get('verdict')}, analyze-trace --check says why): "
+                                "capture it again before comparing")
+    lacking = [side.path for side in (before, after) if any(w.startswith(NO_API_ROWS) for w in side.summary["warnings"])]
+    if len(lacking) == 1:
+        raise NotComparable(f"{lacking[0]}: {NO_API_ROWS}, so its launching thread and its syncs are unknown and its "
+                            "idle time is counted differently; capture it again with --trace=cuda")
+    gb, ga = _gpus(before.summary), _gpus(after.summary)
+    if len(gb) != len(ga) or sorted(gb) != sorted(ga):
+        raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
+                            "compare captures from the same machine")
+    if not before.summary.get("gpu") and not after.summary.get("gpu"):
+        raise NotComparable("neither trace ran GPU work (CPU-only captures): verify compares the GPU side of a "
+                            "program before and after a fix; capture both on the GPU machine")
+    _same_program(before, after)
+    sb, sa = before.summary["steps"], after.summary["steps"]
+    if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
+        raise NotComparable(f"different steps: {sb['regex']!r} before, {sa['regex']!r} after; pass --step-regex "
+                            "to use one definition for both")
+    warnings = [w for w in [_sampled_warning(before, after)] if w]
+    if bool(sb.get("count")) != bool(sa.get("count")):
+        warnings.append("steps were found in only one trace: throughput is compared over the GPU windows")
+    elif sb.get("count") and max(sb["count"], sa["count"]) > STEP_RATIO * min(sb["count"], sa["count"]):
+        warnings.append(f"{sb['count']} steps before, {sa['count']} after: per-step figures are compared, totals "
+                        "are not")
+    return warnings
+
+
+def _sampled_warning(before: Side, after: Side) -> str | None:
+    """CPU sampling with stacks costs each side what its CPU work costs: unequal between a program and its fix (on the
+    H200, image_loop_fixed ran at 0.66 of its unprofiled pace so, image_loop at 0.95: docs/benchmarks.md)."""
+    heavy = [s.label or s.path for s in (before, after) if s.recorded and
+             (s.recorded.get("sample") not in (None, "none") or s.recorded.get("python_backtrace"))]
+    if not heavy:
+        return None
+    return (f"{' and '.join(heavy)} captured with CPU sampling and stacks: nsys slows CPU-heavy work most, so the "
+            "speed-up can be off; for it, capture both with `nsys-transfer run --sample none --python-backtrace none`")
+
+
+def _names(s: dict) -> tuple[set[str], set[str]]:
+    """The top kernels' names and the NVTX range names of a summary (the program's own marks)."""
+    # a library's generic short names (cuBLAS's and CUTLASS's `Kernel`, `Kernel2`) say nothing of the program
+    kernels = {str(k["name"]) for k in (s.get("kernels") or {}).get("top") or []} - GENERIC_KERNELS
+    ranges = {str(r["name"]) for r in (s.get("nvtx") or {}).get("ranges") or []}
+    return kernels, ranges
+
+
+def _same_program(before: Side, after: Side) -> None:
+    """NotComparable when the two share no top kernel and no NVTX range name: two different programs (a fix keeps
+    most of a program's kernels, even in another precision its elementwise and copy kernels, or its ranges)."""
+    kb, rb = _names(before.summary)
+    ka, ra = _names(after.summary)
+    if (kb and ka and not kb & ka) and not (rb & ra):
+        raise NotComparable(f"different programs: no kernel among the top {len(kb)} before and {len(ka)} after, and "
+                            "no NVTX range, is in both; verify compares one program before and after a fix")

@@ -1,0 +1,35 @@
+"""verify's whole comparison: the two sides checked, then their speed, figures, findings, loop, verdict, the
+prediction held and the gates, assembled into one document (docs/json-schema.md, "verify")."""
+from __future__ import annotations
+
+from nsys_transfer.analysis.verify.backlog import with_backlog
+from nsys_transfer.analysis.verify.comparability import check_comparable
+from nsys_transfer.analysis.verify.gates import gates
+from nsys_transfer.analysis.verify.loop import loop_speed
+from nsys_transfer.analysis.verify.matching import findings
+from nsys_transfer.analysis.verify.metrics import metrics
+from nsys_transfer.analysis.verify.predictions import prediction_held
+from nsys_transfer.analysis.verify.side import Comparison, Side
+from nsys_transfer.analysis.verify.throughput import throughput, work_of
+from nsys_transfer.analysis.verify.verdict import verdict
+
+SCHEMA = "nsys-transfer.verify/1"
+
+
+def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_on_new: str | None = None) -> Comparison:
+    """The whole comparison (NotComparable when there is none to make)."""
+    warnings = check_comparable(before, after)
+    speed = throughput(before, after)
+    work = work_of(before, after, speed)
+    rows = findings(before, after, work)
+    speed = with_backlog(before, after, speed, work)
+    whole_loop = loop_speed(before, after, speed, work)
+    v = verdict(speed, rows, whole_loop)
+    held = prediction_held(before.summary, after.summary, rows, speed, whole_loop)
+    failed = gates(v, rows, fail_if_slower, fail_on_new)
+    doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
+           "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": metrics(before, after, speed),
+           "loop": whole_loop, "predicted": held, "findings": rows, "warnings": warnings,
+           "gates": {"failed": failed, "fail_if_slower": fail_if_slower, "fail_on_new": fail_on_new},
+           "exit_code": 1 if failed else 0}
+    return Comparison(doc, warnings)

@@ -1,0 +1,78 @@
+"""The loop as each program runs it (Side.loop, read by sections/loop.py): its speed from the first iteration to the
+end of the last output's work, each side's set-up beyond the steady state (warm-up before it, drain after it), why
+the whole loop's figure and the steady state's differ, and nsys's own cost in it."""
+from __future__ import annotations
+
+from nsys_transfer.analysis.verify.profiler_cost import profiler_cost
+from nsys_transfer.analysis.verify.side import Side
+from nsys_transfer.analysis.verify.throughput import Work
+
+
+def loop_speed(before: Side, after: Side, speed: dict, work: Work) -> dict | None:
+    """The loop as each program runs it (Side.loop): its throughput (the steady state's work plus its warm-up
+    iterations or steps, over first iteration to the last output's end), each side's set-up beyond the steady state
+    (warm-up before it, drain after it, ms), why the two figures differ, and nsys's own cost; None without both loops
+    or a steady-state throughput."""
+    lb, la = before.loop, after.loop
+    if not lb or not la or speed["before"] is None:
+        return None
+    nb, na, _ = work
+    rates = [_loop_rate(s, n) for s, n in ((before, nb), (after, na))]
+    sides = {label: {**side.loop, "per_second": rate, "unit": speed["unit"] if n else "1/s",
+                     "warmup_ms": _warmup_ms(side), "drain_ms": drain_ms(side),
+                     "workers_wait_ms": _workers_wait_ms(side)}
+             for label, side, rate, n in (("before", before, rates[0], nb), ("after", after, rates[1], na))}
+    change = rates[1] / rates[0] - 1 if all(rates) else None
+    out = {"before": rates[0], "after": rates[1], "change": change, "sides": sides,
+           "why": _why_differ(sides, change, speed), "profiler_cost": profiler_cost(sides)}
+    return out
+
+
+def drain_ms(side: Side) -> float:
+    """The loop's part after the steady-state window (and the output pipeline's close it counts): work other threads
+    or processes did after it."""
+    w = side.summary["window"]
+    return max(0, side.loop["end_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)) / 1e6
+
+
+def _loop_rate(side: Side, n: float | None) -> float | None:
+    """Work per second over the loop: the steady state's work and the warm-up's; 1/loop time where none is counted."""
+    ns = side.loop["duration_ns"]
+    if not ns:
+        return None
+    warmup = ((side.summary.get("setup") or {}).get("warmup") or {}).get("count") or 0
+    return (n + warmup) / (ns / 1e9) if n else 1e9 / ns
+
+
+def _warmup_ms(side: Side) -> float:
+    """The loop's part before the steady state: the first iterations' warm-up (cuDNN autotuning, module loading)."""
+    return max(0, side.summary["window"]["start_ns"] - side.loop["start_ns"]) / 1e6
+
+
+def _workers_wait_ms(side: Side) -> float:
+    """The part of the drain spent waiting for output worker processes to start (sections/loop.py WorkersStart): from
+    the steady window's end (and close) to the first of them at work."""
+    ws, w = side.loop.get("workers_start"), side.summary["window"]
+    if not ws:
+        return 0.0
+    waited = ws["first_ready_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)
+    return min(max(0, waited) / 1e6, drain_ms(side))
+
+
+def _why_differ(sides: dict, change: float | None, speed: dict) -> str:
+    """One line: each side's set-up in ms, the part of the loop the steady state leaves out."""
+    said = "; ".join(f"{label}: {s['warmup_ms']:,.0f} ms of first iterations before the steady state, "
+                     f"{s['drain_ms']:,.0f} ms of work after it (until {s['end_from']})" + _waited(s)
+                     for label, s in sides.items())
+    return f"the whole loop counts each side's set-up, which the steady state leaves out: {said}"
+
+
+def _waited(side: dict) -> str:
+    """', of which N ms ...' for a side whose loop waited for its output workers to start; else ''."""
+    ws = side.get("workers_start")
+    if not ws or not side["workers_wait_ms"]:
+        return ""
+    return (f", of which {side['workers_wait_ms']:,.0f} ms waiting for its {ws['processes']} output worker processes "
+            f"to finish starting (imports: {(ws['last_ready_ns'] - ws['started_ns']) / 1e9:,.1f} s until the last "
+            "was ready), a start that varies from machine to machine and that the profiler can lengthen, by a cost "
+            "this trace cannot measure: time the program unprofiled to know it")

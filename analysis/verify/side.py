@@ -1,0 +1,23 @@
+"""What verify compares: one side of it (a trace's analysis summary, the records beside it, its loop) and what it
+gives back (the comparison document and its warnings)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Side:
+    """One side's analysis summary, its path and, when given, its workload record."""
+    path: str
+    summary: dict
+    workload: dict | None = None
+    label: str = ""
+    recorded: dict | None = None  # what nsys was asked to record (the run record beside the trace), if known
+    loop: dict | None = None      # the loop as the program runs it (facade.side_of; sections/loop.py), if read
+
+
+@dataclass
+class Comparison:
+    """What verify() found: the comparison document, its warnings and whether gates failed."""
+    document: dict
+    warnings: list = field(default_factory=list)
