@@ -134,27 +134,23 @@ def plot_stem_of(trace: Path) -> str:
     return trace.name.split(".")[0]
 
 
-PLOT_KINDS = ("timeline", "gaps", "dtoh", "breakdown", "gpus")  # <stem>_<kind>.png, what --plots writes of a trace
-
-
 def _plot_one(a: Result, t: Trace, plot_dir: Path, stem: str, min_gap_ns: int, tool: str) -> None:
     """A trace's charts into plot_dir as <stem>_<kind>.png; a chart that would show nothing (no DtoH copy, no idle
     gap) is not drawn, said once on stderr, and its file from an earlier run removed: the folder holds this run's."""
     plots = _plots()
     plot_dir.mkdir(parents=True, exist_ok=True)
-    path = {k: plot_dir / f"{stem}_{k}.png" for k in PLOT_KINDS}
-    drawn = {"timeline": plots.plot_timeline(a, t, path["timeline"], name=stem),
-             "gaps": plots.plot_gaps(a, path["gaps"], name=stem),
-             "dtoh": plots.plot_dtoh(a, path["dtoh"], a.summary["trace"]["link"]["gbps"], name=stem),
-             "breakdown": plots.plot_breakdown([a.summary], [stem], path["breakdown"],
-                                               title=f"{stem}: where the GPU's time went"),
-             "gpus": plots.plot_ranks(a.ranks, path["gpus"], title=stem) if a.ranks is not None else None}
     why = {"timeline": "no window to draw", "gaps": f"no GPU idle gap >= {defaults.ms_of_ns(min_gap_ns):g} ms",
            "dtoh": "no DtoH copies", "breakdown": "no GPU time to share out"}
-    left = [f"{path[k].name} ({why[k]})" for k in PLOT_KINDS if drawn[k] is None and k in why]
-    for k in PLOT_KINDS:
-        if drawn[k] is None and path[k].exists():
-            path[k].unlink()
+    left = []
+    for kind in plots.TRACE_CHARTS:  # one at a time: a long trace's timeline and gaps are large figures
+        path = plot_dir / f"{stem}_{kind}.png"
+        fig = plots.trace_chart(kind, a, t, stem)
+        if fig is not None:
+            plots.save(fig, path)
+            continue
+        path.unlink(missing_ok=True)
+        if kind in why:
+            left.append(f"{path.name} ({why[kind]})")
     if left:
         click.echo(f"{tool}: --plots: not drawn: {'; '.join(left)}", err=True)
 
