@@ -24,7 +24,7 @@ from nsys_transfer.analysis.cli.window import parse_span
 from nsys_transfer.analysis.facade import (Trace, TraceError, defaults, options_for, read_record, run_record_beside,
                                            time_breakdown, traces_given, verdict_finding)
 from nsys_transfer.analysis.facade import analyze as analyze_result
-from nsys_transfer.analysis.render.text import prediction_text, ranks_report, text_report, verdict_line
+from nsys_transfer.analysis.render.text import ranks_report, text_report, verdict_line
 from nsys_transfer.analysis.result import CodeSite, Finding, Prediction, Result
 
 __all__ = ["analyze", "TraceReport", "Verdict", "Charts", "Finding", "CodeSite", "Prediction", "TraceError"]
@@ -173,9 +173,9 @@ class TraceReport:
         """What each finding's fix buys, a row per predicted finding: rule, subject, severity, impact_ns,
         impact_fraction, the speed-up ranges steady_low_x, steady_high_x (the steady state) and whole_low_x,
         whole_high_x (the whole loop, warm-up included), next_limit, ceiling_x (the further speed-up the kernels
-        alone leave), why_not (why the trace cannot say, instead of figures), says (the line analyze-trace prints)."""
-        rows = [_prediction_row(f, d["prediction"]) for f, d in zip(self.findings, self.summary["diagnosis"])
-                if f.prediction is not None]
+        alone leave), why_not (why the trace cannot say, instead of figures), says (the line analyze-trace prints
+        under the finding: str(prediction))."""
+        rows = [_prediction_row(f) for f in self.findings if f.prediction is not None]
         return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
     @property
@@ -200,13 +200,12 @@ def _code_row(kind: str, cause: str | None, site: CodeSite) -> list:
             site.visits, site.threads, g[0], g[1], site.path]
 
 
-def _prediction_row(f: Finding, as_json: dict) -> list:
-    """A predictions row (PREDICTION_COLUMNS) of a finding, its prediction's line as the text prints it (from its
-    JSON, as the text does)."""
+def _prediction_row(f: Finding) -> list:
+    """A predictions row (PREDICTION_COLUMNS) of a finding."""
     p = f.prediction
     steady, whole = p.steady or (None, None), p.whole or (None, None)
     return [f.rule, f.subject, f.severity, f.impact_ns, f.impact_fraction, steady[0], steady[1], whole[0], whole[1],
-            p.next_limit, p.ceiling_x, p.why_not, prediction_text(as_json)]
+            p.next_limit, p.ceiling_x, p.why_not, str(p)]
 
 
 @dataclass(frozen=True)
@@ -255,8 +254,7 @@ def _plots():
 
 
 def _laid_out(fig):
-    """A chart laid out as its file is (tight where it fits), so fig.savefig writes what the notebook shows."""
+    """A chart laid out as its file is (Chart.laid_out), so fig.savefig writes what the notebook shows."""
     if fig is not None:
-        from nsys_transfer.analysis.render.figure import lay_out  # noqa: PLC0415
-        lay_out(fig)
+        fig.laid_out()
     return fig

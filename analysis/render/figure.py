@@ -21,6 +21,14 @@ class Chart(Figure):
     def __init__(self, **kw):
         super().__init__(**kw)
         FigureCanvasAgg(self)
+        self._fits: bool | None = None  # lay_out's answer, once laid out (None: not yet)
+
+    def laid_out(self) -> bool:
+        """Lay the chart out, once (lay_out: a second tight_layout moves it by a pixel), and say whether
+        tight_layout could: the file, the notebook's picture and a user's savefig then draw the same layout."""
+        if self._fits is None:
+            self._fits = lay_out(self)
+        return self._fits
 
     def _repr_png_(self) -> bytes:
         """The PNG a notebook shows: the chart as save() writes it."""
@@ -53,7 +61,7 @@ def lay_out(fig: Figure) -> bool:
 def save(fig: Figure, path, dpi: int = DPI):
     """Lay out and write a figure as PNG to path (a file name or a binary file); returns path. A figure pyplot made
     (reports/charts.py draws with pyplot) is closed, so pyplot stops holding it."""
-    tight = lay_out(fig)
+    tight = fig.laid_out() if isinstance(fig, Chart) else lay_out(fig)
     fig.savefig(path, dpi=dpi, bbox_inches=None if tight else "tight", format="png")
     pyplot = sys.modules.get("matplotlib.pyplot")  # loaded wherever pyplot made a figure; never loaded here for it
     if pyplot is not None:
