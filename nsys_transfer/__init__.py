@@ -13,10 +13,9 @@ symbolic links to them, so the checkout is an ordinary package tree: Python, pip
 all resolve `nsys_transfer.analysis` to analysis/ with no import hook, and a new module needs no re-install. The
 Makefile installs it path-based (editable_mode=compat: a .pth naming the checkout), and py.typed marks it typed, so a
 type checker run from any folder reads it too."""
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
+# not typing's: importing typing (and __future__) would be most of this module's cost; mypy and pyright read a
+# module-level TYPE_CHECKING = False as typing's
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getattr__ imports it when first asked for
     from nsys_transfer.analysis.api import analyze
 
