@@ -27,6 +27,7 @@ from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ran
 from nsys_transfer.analysis.result import Result
 from nsys_transfer.analysis.rules import capture_checks
 from nsys_transfer.analysis.rules import diagnosis
+from nsys_transfer.analysis.rules.diagnosis import verdict_finding
 from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.executors import parallel
 from nsys_transfer.analysis.executors.parallel import Dask, cores, executor
@@ -43,7 +44,7 @@ __all__ = [
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
     "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "one_run", "analyze_cycles",
-    "Cycles", "traces_given",
+    "Cycles", "traces_given", "verdict_finding",
 ]
 Cycles = cycles.Cycles
 

@@ -1,5 +1,6 @@
 """What the analysis gives back (facade.analyze), whichever traces it read: one Result that the text and JSON renderers,
-the charts, verify and the reports render; and the result types beside it (the GPUs side by side, a side of verify)."""
+the charts, verify, the reports and the Python API (api.py) render; and the result types beside it (the GPUs side by
+side, a side of verify, a finding with its line in the program and what its fix buys)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,8 +9,11 @@ import pandas as pd
 
 from nsys_transfer.analysis.verify import NotComparable, Side
 from nsys_transfer.analysis.rank_summary import Ranks
+from nsys_transfer.analysis.rules.base import Finding
+from nsys_transfer.analysis.rules.prediction import Prediction
+from nsys_transfer.analysis.sections.code_lines import CodeSite
 
-__all__ = ["Result", "Ranks", "Side", "NotComparable"]
+__all__ = ["Result", "Ranks", "Side", "NotComparable", "Finding", "Prediction", "CodeSite"]
 
 
 @dataclass

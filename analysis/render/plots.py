@@ -1,18 +1,16 @@
-"""Charts of one analysis (matplotlib, Agg). Plotting only: every number comes from the computed tables."""
+"""Charts of one analysis (matplotlib, each on its own Agg canvas: render/figure.py). Plotting only: every number
+comes from the computed tables. Each chart is a function that returns its figure (the Python API's charts, None where
+it would show nothing) and one that writes it (analyze-trace --plots, the reports), the same drawing."""
 from __future__ import annotations
 
-import warnings
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Rectangle
 
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from nsys_transfer.analysis.render import palette
+from nsys_transfer.analysis.render.figure import Chart, new, save
 from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
 
 LINK_COLOR = "#333333"
@@ -20,7 +18,7 @@ LINK_COLOR = "#333333"
 
 def swatch(key: str, **kw):
     """A legend's swatch of a palette key (every chart's legends)."""
-    return plt.Rectangle((0, 0), 1, 1, facecolor=palette.color(key), lw=0, **kw)
+    return Rectangle((0, 0), 1, 1, facecolor=palette.color(key), lw=0, **kw)
 
 
 def _copy_keys(copies: pd.DataFrame) -> pd.Series:
@@ -107,26 +105,14 @@ def _finish(ax, labels: list[str], span_ns: int, title: str, named: list[str], n
     handles = [swatch(key) for key in named]
     names = [palette.key_label(key) for key in named]
     if nvtx:
-        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor=palette.NVTX_COLOR, edgecolor="#777777", hatch="///"))
+        handles.append(Rectangle((0, 0), 1, 1, facecolor=palette.NVTX_COLOR, edgecolor="#777777", hatch="///"))
         names.append("NVTX range (CPU)")
     ax.legend(handles, names, loc="center left", bbox_to_anchor=(1.005, 0.5), fontsize=7, frameon=False)
 
 
-def save(fig, path, dpi: int = 110):
-    """Lay out, write and close a figure; returns the path. A figure tight_layout cannot lay out (matplotlib's
-    "Tight layout not applied": a legend wider than the figure) is cropped to what it draws instead, silently."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fig.tight_layout()
-    tight = True
-    for w in caught:
-        if "layout not applied" in str(w.message):
-            tight = False
-        else:  # not ours to hide
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    fig.savefig(path, dpi=dpi, bbox_inches=None if tight else "tight")
-    plt.close(fig)
-    return path
+def _written(fig: Chart | None, path):
+    """Write a chart to path (save); None, nothing written, where there is no chart."""
+    return None if fig is None else save(fig, path)
 
 
 def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
@@ -173,8 +159,13 @@ def launched_copies_end(copies: pd.DataFrame | None, span: tuple[int, int]) -> i
 
 
 def plot_timeline(analysis, trace, path, n_steps: int = 3, name: str = ""):
-    """Plot the timeline of the last n_steps steps (else the window) to path, titled by what it draws ('name: the
-    last 3 of 12 steps (...)'); None without a window."""
+    """Write timeline_figure to path; None (nothing written) without a window."""
+    return _written(timeline_figure(analysis, trace, n_steps, name), path)
+
+
+def timeline_figure(analysis, trace, n_steps: int = 3, name: str = "") -> Chart | None:
+    """The timeline of the last n_steps steps (else the window), titled by what it draws ('name: the last 3 of 12
+    steps (...)'); trace: the analysed trace, open (its kernels and NVTX ranges are drawn); None without a window."""
     got = timeline_span(analysis, n_steps)
     if got is None:
         return None
@@ -187,10 +178,10 @@ def plot_timeline(analysis, trace, path, n_steps: int = 3, name: str = ""):
             launch = int(cand["global_tid"].iloc[0]) if len(cand) else None
         if launch is None:
             launch = int(trace.host.nvtx["global_tid"].value_counts().idxmax())
-    fig, ax = plt.subplots(figsize=(12, 3.9))
+    fig, ax = new((12, 3.9))
     timeline(ax, trace.device.kernels_touching(*span), analysis.tables["memcpy"], trace.host.nvtx, span[0], span[1],
              launch, f"{name}: {what}" if name else what, idle_by_cause(analysis, span))
-    return save(fig, path)
+    return fig
 
 
 MAX_DRAWN_GAPS = 400  # the longest gaps of the span get a cause; the others are too thin to see
@@ -212,8 +203,13 @@ def idle_by_cause(analysis, span, device: int | None = None, limit: int = MAX_DR
 
 
 def plot_gaps(analysis, path, name: str = ""):
-    """Plot the GPU idle gaps over the window to path, each drawn to scale: from its start to its end (width) and
-    as tall as it is long, coloured by its cause; None (nothing written) without gaps above the threshold."""
+    """Write gaps_figure to path; None (nothing written) without gaps above the threshold."""
+    return _written(gaps_figure(analysis, name), path)
+
+
+def gaps_figure(analysis, name: str = "") -> Chart | None:
+    """The GPU idle gaps over the window, each drawn to scale: from its start to its end (width) and as tall as it
+    is long, coloured by its cause; None without gaps above the threshold."""
     g = analysis.tables["gaps"]
     if g is None or g.empty:
         return None
@@ -228,7 +224,7 @@ def plot_gaps(analysis, path, name: str = ""):
     for a, b, label in drawn:
         weights[palette.part_key(label)] = weights.get(palette.part_key(label), 0.0) + (b - a)
     named, folded = palette.legend_keys(weights)
-    fig, ax = plt.subplots(figsize=(9, 3.2))
+    fig, ax = new((9, 3.2))
     for a, b, label in drawn:
         key = palette.part_key(label)
         ax.bar((a - t0) / 1e6, (b - a) / 1e6, width=(b - a) / 1e6, align="edge", lw=0,
@@ -242,7 +238,7 @@ def plot_gaps(analysis, path, name: str = ""):
     ax.set_title(f"{name}: {what}" if name else what, fontsize=10)
     ax.legend([swatch(k) for k in named], [palette.key_label(k) for k in named], fontsize=7, loc="center left",
               bbox_to_anchor=(1.005, 0.5), frameon=False)
-    return save(fig, path)
+    return fig
 
 
 def link_words(link: dict | None) -> str:
@@ -266,15 +262,20 @@ def draw_link(ax, gbps: float, words: str, title: str) -> None:
 
 
 def plot_dtoh(analysis, path, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = ""):
-    """Plot each DtoH copy's duration and bandwidth (against the link speed, with what that figure is) to path,
-    coloured by host memory kind; None (nothing written) without DtoH copies."""
+    """Write dtoh_figure to path; None (nothing written) without DtoH copies."""
+    return _written(dtoh_figure(analysis, link_gbps, name), path)
+
+
+def dtoh_figure(analysis, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = "") -> Chart | None:
+    """Each DtoH copy's duration and bandwidth (against the link speed, with what that figure is), coloured by host
+    memory kind; None without DtoH copies."""
     c = analysis.tables["memcpy"]
     d = c[c["copy_kind"] == "DtoH"].reset_index(drop=True)
     if d.empty:
         return None
     keys = _copy_keys(d)
     colors = [palette.color(k) for k in keys]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, (a1, a2) = new((11, 3.6), 1, 2)
     a1.bar(d.index, d["duration_ns"] / 1e6, color=colors, lw=0)
     a1.set_ylim(0, float(d["duration_ns"].max()) / 1e6 * 1.25 or 1)  # room for the legend
     timed = d["gbps"].notna().to_numpy()  # a zero-length copy (a damaged export) has no bandwidth to draw
@@ -298,14 +299,19 @@ def plot_dtoh(analysis, path, link_gbps: float | None = DEFAULT_LINK_GBPS, name:
     a1.legend([swatch(k) for k in used], [palette.key_label(k) for k in used], fontsize=7, loc="upper right", ncol=2)
     if name:
         fig.suptitle(name, fontsize=10)
-    return save(fig, path)
+    return fig
 
 
 def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
+    """Write breakdown_figure to path; None (nothing written) when no trace has GPU time to share out."""
+    return _written(breakdown_figure(summaries, labels, title), path)
+
+
+def breakdown_figure(summaries: list, labels: list, title: str = "") -> Chart | None:
     """One stacked bar per trace: the share of the GPUs' time in each part of analysis.breakdown.time_breakdown,
     coloured by the palette (an NVTX range's idle time is cpu-range's colour, its name on the bar); the legend names
-    at most palette.MAX_LEGEND colours, the smallest parts beyond them drawn as 'other'. None (nothing written) when
-    no trace has GPU time to share out."""
+    at most palette.MAX_LEGEND colours, the smallest parts beyond them drawn as 'other'. None when no trace has GPU
+    time to share out."""
     rows = [time_breakdown(s) if s.get("gpu") else [] for s in summaries]  # no GPU activity: no time to share out
     if not any(rows):
         return None
@@ -315,7 +321,7 @@ def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
         for label, ns in r:
             weights[palette.part_key(label)] = weights.get(palette.part_key(label), 0.0) + ns / total
     named, folded = palette.legend_keys(weights)
-    fig, ax = plt.subplots(figsize=(11, 1.5 + 0.6 * max(len(rows), len(named) / 4)))
+    fig, ax = new((11, 1.5 + 0.6 * max(len(rows), len(named) / 4)))
     for y, r in enumerate(rows):
         total, left = sum(ns for _, ns in r) or 1, 0.0
         for label, ns in r:
@@ -336,7 +342,7 @@ def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
     ax.legend([swatch(k) for k in named], [palette.key_label(k) for k in named], loc="center left",
               bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
     ax.set_title(title or "where the GPU's time went", fontsize=10)
-    return save(fig, path)
+    return fig
 
 
 DARK = {"compute", "comm-wait", "mapping", "cpu-range", "DtoH", "DtoD"}  # keys whose bars take white text

@@ -1,21 +1,26 @@
 """Charts of several GPUs (the GPUs side by side, analysis/rank_summary.Ranks): each GPU's kernel and copy shares
-beside the host-side DtoH they share over time (plot_ranks), and many GPUs over time as a heat map
-(plot_rank_heatmap). Plotting only: every number comes from the computed tables (and render/many_gpus.py). Saved
-through plots.save, the one place a chart is written."""
+beside the host-side DtoH they share over time (ranks_figure), and many GPUs over time as a heat map
+(rank_heatmap_figure). Plotting only: every number comes from the computed tables (and render/many_gpus.py). Each
+chart returns its figure (render/figure.py) and has a writer (plot_ranks, plot_rank_heatmap), saved through
+plots.save, the one place a chart is written."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.render import palette, plots  # plots first: it sets matplotlib's Agg backend
+from nsys_transfer.analysis.render import palette, plots
+from nsys_transfer.analysis.render.figure import Chart, new
 from nsys_transfer.analysis.render.many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
-
-import matplotlib.pyplot as plt  # after plots chose the backend
 
 GPU_HATCHES = ["", "////", "....", "\\\\\\\\", "xxxx", "++++", "oo", "----"]  # the GPUs' bands of the stacked DtoH chart
 
 
 def plot_ranks(ranks, path, title: str = ""):
+    """Write ranks_figure to path."""
+    return plots.save(ranks_figure(ranks, title), path)
+
+
+def ranks_figure(ranks, title: str = "") -> Chart:
     """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
     time, stacked per GPU, against the shared capacity (right; left out, and said in the title, when no GPU copied to
     the host). With many GPUs (more than SUMMARISE_OVER) the bars carry no figures, every k-th GPU is named and the
@@ -27,15 +32,15 @@ def plot_ranks(ranks, path, title: str = ""):
         host = host[host["host"].map(lambda h: h == hs["host"])]
     many = len(d) > SUMMARISE_OVER
     if len(host):
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.6 if many else 4), gridspec_kw={"width_ratios": [1, 2]})
+        fig, (a1, a2) = new((13, 4.6 if many else 4), 1, 2, gridspec_kw={"width_ratios": [1, 2]})
     else:
-        fig, a1 = plt.subplots(figsize=(7, 4.9 if many else 4.3))
+        fig, a1 = new((7, 4.9 if many else 4.3))
     key = _per_gpu(a1, d, many)
     if len(host):
         _host_dtoh(a2, ranks, host, hosts, key, many)
     head = (title + ": " if title else "") + ranks.summary["limit"]["rule"]
     fig.suptitle(head if len(host) else head + "\nno DtoH copy into host memory: no host-side panel", fontsize=11)
-    return plots.save(fig, path)
+    return fig
 
 
 def _per_gpu(ax, d: pd.DataFrame, many: bool) -> str:
@@ -108,6 +113,11 @@ def _host_dtoh(ax, ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) 
 
 
 def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
+    """Write rank_heatmap_figure to path."""
+    return plots.save(rank_heatmap_figure(ranks, title, columns), path)
+
+
+def rank_heatmap_figure(ranks, title: str = "", columns: int = 600) -> Chart:
     """Many GPUs over time (ranks.time_grid): each GPU's busy share per time bin over its own steps (top; blank
     outside them) and its DtoH into host memory in GB/s (bottom), one row per GPU, on the common clock. Rows are
     named (every one up to 64, else every k-th), the stragglers always, in red."""
@@ -117,7 +127,7 @@ def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
     late = {s["gpu"] for s in spread(ranks.summary["gpus"])["slowest"] if s["straggler"]}
     step = max(1, -(-n // 64))
     named = [i for i in range(n) if i % step == 0 or g.gpus[i] in late]
-    fig, axes = plt.subplots(2, 1, figsize=(13, 2 * (0.9 + (0.14 if n > 16 else 0.3) * n) + 0.5), sharex=True)
+    fig, axes = new((13, 2 * (0.9 + (0.14 if n > 16 else 0.3) * n) + 0.5), 2, 1, sharex=True)
     top = max(float(np.nanmax(g.dtoh_gbps)) if g.dtoh_gbps.size else 0.0, 1e-9)
     head = (title + ": " if title else "") + f"{n} GPUs; limit: {ranks.summary['limit']['rule']}. "
     panels = ((np.ma.masked_invalid(100 * g.busy), "viridis", 100, head + "GPU busy, % of the bin (blank: outside "
@@ -139,7 +149,7 @@ def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
     axes[1].set_xlabel(f"ms from the first trace's start (common clock; {bin_ms:g} ms bins)")
     if len(g.hosts) > 1:
         _mark_hosts(fig, axes, g.hosts, 6 if n > 16 else 8)
-    return plots.save(fig, path)
+    return fig
 
 
 def _mark_hosts(fig, axes, hosts: list, fontsize: int):

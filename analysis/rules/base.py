@@ -13,6 +13,7 @@ from nsys_transfer.analysis.common.idle_causes import IdleCause
 from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
 from nsys_transfer.analysis.rules.advice import FIXES
 from nsys_transfer.analysis.rules.facts import Facts, Idle, Program
+from nsys_transfer.analysis.rules.prediction import Prediction
 from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
 from nsys_transfer.analysis.sections.timeline import Timeline
 
@@ -45,6 +46,15 @@ class Finding:
         out["line"] = self.line.as_dict() if self.line else None
         out["prediction"] = self.prediction.as_dict() if self.prediction is not None else None
         return out
+
+    @classmethod
+    def of(cls, d: dict) -> "Finding":
+        """A finding from its JSON (as_dict): its line a CodeSite, its prediction a Prediction (the merged parts are
+        not in the JSON)."""
+        line, p = d.get("line"), d.get("prediction")
+        return cls(d["rule"], d["severity"], d["impact_ns"], d["impact_fraction"], d.get("subject"), d["evidence"],
+                   d["suggestion"], CodeSite.of(line) if line else None,
+                   prediction=Prediction.of(p) if p is not None else None)
 
 
 def severity_of(share: float) -> str:

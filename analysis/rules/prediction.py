@@ -64,6 +64,10 @@ class Prediction:
         """Whether it gives figures."""
         return bool(self.steady or self.whole)
 
+    def __str__(self) -> str:
+        """The prediction as the text prints it under its finding (text())."""
+        return text(self)
+
     def as_dict(self) -> dict:
         """The prediction as JSON (rounded: the text prints from these values, Prediction.of)."""
         r = lambda v: None if v is None else [round(v[0], 2), round(v[1], 2)]  # noqa: E731

@@ -60,6 +60,13 @@ class CodeSite:
                 "visits": self.visits, "threads": self.threads,
                 "growth_ms": None if self.growth is None else [round(self.growth[0], 2), round(self.growth[1], 2)]}
 
+    @classmethod
+    def of(cls, d: dict) -> "CodeSite":
+        """A site from its JSON (as_dict)."""
+        g = d.get("growth_ms")
+        return cls(d["file"], d["line"], d["function"], d["code"], tuple(d["path"]), d["role"], d["ns"], d["share"],
+                   d.get("visits", 0), None if g is None else (float(g[0]), float(g[1])), d.get("threads", 1))
+
 
 @dataclass
 class CodeLines:
