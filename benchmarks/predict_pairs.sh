@@ -10,6 +10,7 @@
 # capture: OUT/captures-K.tar (the scrub happens on the dev machine: scrub-trace) with NAME.sqlite.xz,
 #   NAME.pystacks.gz, NAME.run.json and NAME.console per program, in archives of at most 14 MB (the device returns 8
 #   files of 16 MiB at most);
+# capture_one / pack: the named programs captured (not as pairs), then packed as capture's are;
 # time: OUT/times.txt, one `NAME plain ARGS: {RESULT json}` line a run, and a table last.
 # PAIRS: programs of tests/programs/strangers56 (default: every pair there); ARGS: the programs' defaults.
 set -u
@@ -92,6 +93,10 @@ case $what in
     mkdir -p "$W/cap"
     for p in "${pairs[@]}"; do capture "$p"; capture "${p}_fixed"; done
     pack; ls -la "$OUT" ;;
+  capture_one)  # each program named (not its pair): benchmarks/device_owed.sh's after sides
+    mkdir -p "$W/cap"
+    for p in "${pairs[@]}"; do capture "$p"; done ;;
+  pack) pack; ls -la "$OUT" ;;
   time) timing; table ;;
-  *) echo "predict_pairs.sh: capture, time or befores" >&2; exit 2 ;;
+  *) echo "predict_pairs.sh: capture, capture_one, pack, time or befores" >&2; exit 2 ;;
 esac
