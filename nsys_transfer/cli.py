@@ -5,6 +5,7 @@ stderr after the name of the command that says it: say, fail); the capture itsel
 trace's reading the analysis's (through its facade)."""
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shutil
@@ -214,6 +215,7 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt). By default with CPU
     samples and context switches of the process tree and the Python stack of each CUDA call (`--sample none
     --python-backtrace none` for neither); the run record's "recorded" says what was asked of nsys."""
+    _refuse_unknown_option(command)
     why = cannot_start(list(command))
     if why:  # refused before nsys runs: a program that never started leaves no trace to read as a run
         fail(f"cannot start the program: {why}")
@@ -250,6 +252,19 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     if analyze:
         _analyze(sqlite)
     click.echo(f"next: {_next_command(sqlite, analyzed=analyze)}", err=True)
+
+
+def _refuse_unknown_option(command) -> None:
+    """An option run does not know, before the program (`--sampel none -- python my.py`): click, told to pass unknown
+    options on so that the program's own (`python my.py --batch 64`) reach it, would hand it over as the program to
+    run; a program's name never starts with '-', so it is named as the option it is, with run's nearest ones."""
+    first = command[0] if command else ""
+    if not first.startswith("-"):
+        return
+    ctx = click.get_current_context()
+    name = first.split("=", 1)[0]
+    known = [o for p in ctx.command.params for o in getattr(p, "opts", []) if o.startswith("--")]
+    raise click.NoSuchOption(name, possibilities=difflib.get_close_matches(name, known, n=2, cutoff=0.6), ctx=ctx)
 
 
 def _analyze(sqlite: Path) -> None:

@@ -78,3 +78,11 @@ def test_a_program_that_is_not_there_is_refused_before_nsys(user, tmp_path):
 def test_bad_capture_options_get_one_line(user, tmp_path):
     r = _make_trace(user, "PROG=my.py 1 out", f"OUT={tmp_path / 'runs'}", "OPTS=--sample sometimes")
     assert r.returncode != 0 and "--sample" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_mistyped_option_is_named_as_an_option(user, tmp_path):
+    """issue 57, item 3: `OPTS="--sampel none"` is an option run does not know, not a program missing from PATH."""
+    r = _make_trace(user, "PROG=my.py 1 out", f"OUT={tmp_path / 'runs'}", "OPTS=--sampel none")
+    assert r.returncode == 2 and "No such option '--sampel'. Did you mean '--sample'?" in r.stderr, r.stderr[-2000:]
+    assert "no such program" not in r.stderr and "Traceback" not in r.stderr and "run: using" not in r.stderr
+    assert not list((tmp_path / "runs").rglob("*.sqlite"))
