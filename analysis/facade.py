@@ -19,6 +19,7 @@ from nsys_transfer.analysis.common.window_spec import Spec
 from nsys_transfer.analysis.comparison import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
 from nsys_transfer.analysis.load import kineto
+from nsys_transfer.analysis.load.journal import lock_held
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
@@ -42,7 +43,7 @@ __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
-    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler",
+    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "lock_held",
 ]
 
 
