@@ -238,13 +238,22 @@ class Facts:
             gpu=_gpu(summary.get("gpu")), steps=_steps(summary.get("steps")), idle=_idle(summary.get("idle")),
             kernels=_kernels(summary.get("kernels")), copies=_copies(summary.get("memcpy")),
             nvtx_count=nvtx.get("count") or 0,
-            nvtx_ranges=tuple(NvtxRange(r["name"], r["count"]) for r in nvtx.get("ranges") or ()),
+            nvtx_ranges=_nvtx_ranges(nvtx, tables.get("nvtx_summary")),
             copy_rows=tables.get("memcpy", pd.DataFrame()),
             idle_rows=tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"])),
             idle_step_rows=tables.get("idle_steps"),
             step_rows=tables.get("steps", pd.DataFrame()),
             sync_names=tables.get("sync_names", pd.Series(dtype="int64")),
             nvtx_names=tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"])
+
+
+def _nvtx_ranges(nvtx: dict, summary: pd.DataFrame | None) -> tuple[NvtxRange, ...]:
+    """Every NVTX range name and its count: from the NVTX summary's table, where the JSON shows only the costliest
+    20 (a loop that names each step, `step 0` .. `step 99`, would push a small range such as the OutputPipeline's
+    drain out of them, and a rule reading the JSON would not see it)."""
+    if summary is not None and len(summary) and {"name", "count"} <= set(summary.columns):
+        return tuple(NvtxRange(str(n), int(c)) for n, c in zip(summary["name"], summary["count"]))
+    return tuple(NvtxRange(r["name"], r["count"]) for r in nvtx.get("ranges") or ())
 
 
 def _program(p: dict | None) -> Program:
