@@ -5,6 +5,7 @@ stderr after the name of the command that says it: say, fail); the capture itsel
 trace's reading the analysis's (through its facade)."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import re
@@ -23,6 +24,7 @@ from nsys_transfer.nsys_core.driver import check
 from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
 from nsys_transfer.nsys_core.nsys_messages import summary_line
 from nsys_transfer.profiling import bench as bench_mod
+from nsys_transfer.profiling import staging
 from nsys_transfer.profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
 from nsys_transfer.profiling.checks import check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning
 from nsys_transfer.profiling.startable import cannot_start
@@ -138,26 +140,32 @@ def profile_command(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, 
     if per_rank and gpus < 2:
         fail("--per-rank needs --gpus 2 or more")
     name = stage if gpus == 1 else f"{stage}-x{gpus}{'rank' if per_rank else 'gpu'}"
+    created = staging.first_missing(Path(out_dir) / name)
     base = _free_base(Path(out_dir) / name, name, force)
-    workload_json = base.with_name(base.name + ".workload.json")  # throughput, integrity, host CPU load
-    args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
-    cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
-    req = ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
-    click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
-    try:
-        rec = profile_per_rank(n, req, gpus) if per_rank else profile(n, req)
-    except ProfileError as e:
-        fail(str(e), 1)
-    if workload_json.exists():
-        rec["files"]["workload"] = str(workload_json)
-    rec["nsys"]["driver_check"] = driver_check
-    rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
-                "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
-                "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
-    sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
-    rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
-    rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
-    path = write_record(base, rec)
+    with _whole_or_nothing(base, created) as staged:
+        workload_json = staged.base.with_name(staged.base.name + ".workload.json")  # throughput, integrity, host CPU
+        args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
+        cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
+        req = ProfileRequest(cmd, staged.base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
+        click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
+        try:
+            rec = profile_per_rank(n, req, gpus, _echo(staged)) if per_rank else profile(n, req, _echo(staged))
+        except ProfileError as e:
+            fail(str(e), 1)
+        if workload_json.exists():
+            rec["files"]["workload"] = str(workload_json)
+        rec["nsys"]["driver_check"] = driver_check
+        rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
+                    "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
+                    "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
+        sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
+        rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
+        rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
+        rec = staged.record(rec)
+        write_record(staged.base, rec)
+        staged.publish()
+    path = base.with_name(base.name + ".run.json")
+    sqlites = [staged.final_of(q) for q in sqlites]
     for w in rec["checks"]:
         say(f"warning: {w}")
     click.echo("\n".join(sqlites))
@@ -223,24 +231,30 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
-    base = _free_base(out.parent if str(out.parent) else Path("."), out.name, force, number=not keep_name)
+    folder = out.parent if str(out.parent) else Path(".")
+    created = staging.first_missing(folder)
+    base = _free_base(folder, out.name, force, number=not keep_name)
     n = _nsys()
     driver_check = _driver_check(n)
     _say_which_python(command)
     if cpuctxsw is None:
         cpuctxsw = "none" if sample == "none" else "process-tree"
-    req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,
-                         env=environment_for_profile(), cuda_graph_trace=cuda_graph_trace,
-                         um_page_faults=um_page_faults,
-                         python_backtrace=None if python_backtrace == "none" else python_backtrace,
-                         python_sampling=python_sampling, python_stacks_ms=python_stacks_ms or None)
-    try:
-        rec = profile(n, req)
-    except ProfileError as e:
-        fail(str(e), 1)
-    rec["nsys"]["driver_check"] = driver_check
-    rec["integrity"] = [_integrity(Path(rec["files"]["sqlite"]))]
-    path = write_record(base, rec)
+    with _whole_or_nothing(base, created) as staged:
+        req = ProfileRequest(list(command), staged.base, trace=trace, capture_range=capture_range, sample=sample,
+                             ctxsw=cpuctxsw, env=environment_for_profile(), cuda_graph_trace=cuda_graph_trace,
+                             um_page_faults=um_page_faults,
+                             python_backtrace=None if python_backtrace == "none" else python_backtrace,
+                             python_sampling=python_sampling, python_stacks_ms=python_stacks_ms or None)
+        try:
+            rec = profile(n, req, _echo(staged))
+        except ProfileError as e:
+            fail(str(e), 1)
+        rec["nsys"]["driver_check"] = driver_check
+        rec["integrity"] = [_integrity(Path(rec["files"]["sqlite"]))]
+        rec = staged.record(rec)
+        write_record(staged.base, rec)
+        staged.publish()
+    path = base.with_name(base.name + ".run.json")
     for why in rec["recorded"]["left_out"]:
         if "no such option" in why:  # the nsys in use is older than the option; a trace without cuda is no news
             say(f"left out {why}")
@@ -252,6 +266,36 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     if analyze:
         _analyze(sqlite)
     click.echo(f"next: {_next_command(sqlite, analyzed=analyze)}", err=True)
+
+
+@contextlib.contextmanager
+def _whole_or_nothing(base: Path, created: Path | None):
+    """The run's files written under a hidden name and renamed into place once whole (profiling/staging.py): a stop
+    (Ctrl-C, SIGTERM) or a failure leaves nothing under `base`, and an earlier trace there (--force) as it was; a
+    stop is said in one line before it ends the command."""
+    earlier = base.with_name(base.name + ".sqlite").exists()
+    try:
+        with staging.staged(base, created) as staged:
+            yield staged
+    except (KeyboardInterrupt, SystemExit) as e:
+        code = e.code if isinstance(e, SystemExit) else None
+        if isinstance(e, KeyboardInterrupt) or (isinstance(code, int) and code >= 128):
+            say(f"{'interrupted' if isinstance(e, KeyboardInterrupt) else 'stopped by SIGTERM'}: nothing written "
+                f"under {_shown(base)}" + (" (the earlier trace of that name is kept)" if earlier else
+                                            " (the name stays free)"))
+            sys.exit(130 if isinstance(e, KeyboardInterrupt) else code)  # said: not again as click's "interrupted"
+        raise
+
+
+def _echo(staged: staging.Staged):
+    """nsys's and the program's output on stderr, the run's hidden name said as the name it will have ("Generated:
+    runs/x/x.nsys-rep", not the staged file that is renamed once the run is whole)."""
+    hidden, final = staged.base.name.encode(), staged.final.name.encode()
+
+    def echo(chunk: bytes) -> None:
+        sys.stderr.buffer.write(chunk.replace(hidden, final))
+        sys.stderr.flush()
+    return echo
 
 
 def _refuse_unknown_option(command) -> None:

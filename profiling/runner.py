@@ -20,7 +20,7 @@ from nsys_transfer.nsys_core.nsys import Nsys
 from nsys_transfer.nsys_core.nsys_messages import MessageSink
 from nsys_transfer.nsys_core.signals import sigterm_raising
 
-from nsys_transfer.profiling import python_stacks
+from nsys_transfer.profiling import python_stacks, staging
 from nsys_transfer.profiling.checks import diagnose_profile_failure
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
@@ -50,7 +50,7 @@ class ProfileRequest:
     um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
 
 
-RUN_FILES = (".nsys-rep", ".sqlite", ".qdstrm", ".run.json", python_stacks.SUFFIX)  # what a run writes beside its base
+RUN_FILES = staging.RUN_SUFFIXES  # what a run writes beside its base
 
 
 def next_free_base(directory: Path, name: str, force: bool, number: bool = True) -> Path:
@@ -82,7 +82,8 @@ def previous_trace(sqlite: Path) -> Path | None:
     runs/after/after.sqlite): what a fix is verified against; None when there is none."""
     sqlite = Path(sqlite).resolve()
     here = [*sqlite.parent.glob("*.sqlite"), *sqlite.parent.parent.glob("*/*.sqlite")]
-    others = {p.resolve() for p in here if p.is_file()} - {sqlite}
+    # a hidden one is a run still being written (profiling/staging.py), never an earlier trace
+    others = {p.resolve() for p in here if p.is_file() and not p.name.startswith(".")} - {sqlite}
     return max(others, key=lambda p: p.stat().st_mtime, default=None)
 
 

@@ -63,7 +63,9 @@ def _trace_files(paths: list[Path]) -> list[Path]:
         if not p.exists():
             raise ReportInputError(f"{p}: no such file or folder")
         if p.is_dir():
-            files += [f for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)]
+            # a hidden file is a run still being written, or what a killed one left (profiling/staging.py): no trace
+            files += [f for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                      and not f.name.startswith(".")]
         elif p.name.endswith(GIVEN_SUFFIXES):
             files.append(p)
         else:

@@ -25,7 +25,8 @@ def _fail(msg: str, code: int = 2):
 def trace_in(path: Path) -> Path:
     """The trace a path names: itself, or the newest trace in a run folder; TraceError when there is none."""
     if path.is_dir():
-        found = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_ENDINGS) and ".rank" not in p.name),
+        found = sorted((p for p in path.iterdir() if p.name.endswith(TRACE_ENDINGS) and ".rank" not in p.name
+                        and not p.name.startswith(".")),  # hidden: a run still being written (nsys-transfer run)
                        key=lambda p: p.stat().st_mtime)
         if not found:
             raise TraceError(f"{path}: a folder without a trace (.sqlite, .sqlite.xz, .nsys-rep) in it")
