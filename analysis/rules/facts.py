@@ -49,6 +49,7 @@ class Integrity:
     verdict: str | None = None
     cut: bool = False
     evidence: str = "the capture lost CUDA events"
+    doubted: tuple[str, ...] = ()  # the events nsys's unexplained doubts are about (CUDA, NVTX, CPU samples, ...)
 
 
 @dataclass(frozen=True)
@@ -281,8 +282,10 @@ def _gpu(g: dict | None) -> Gpu | None:
 def _integrity(i: dict | None) -> Integrity:
     if not i:
         return Integrity()
+    doubts = ((i.get("figures") or {}).get("diagnostics") or {}).get("doubts") or []
     return Integrity(i.get("verdict"), bool((i.get("figures") or {}).get("cut")),
-                     i.get("evidence", Integrity.evidence))
+                     i.get("evidence", Integrity.evidence),
+                     tuple(sorted({str(d["events"]) for d in doubts if not d.get("explained")})))
 
 
 def _steps(s: dict | None) -> Steps:
