@@ -18,6 +18,7 @@ from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, GpuIdleCp
                                                   LaunchBound, MemoryMappingInGaps, generic_rules)
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
+from nsys_transfer.analysis.rules.cpu_lines import CpuHotspot
 from nsys_transfer.analysis.rules import code_advice
 from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 
@@ -29,7 +30,7 @@ from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Rule, fired
 RULES: list[Rule[Context]] = [
     FailedRun(), IncompleteTrace(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
     HostSync(), LaunchBound(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
-    WarmupInCapture(), ShortCapture(), NvtxMissing()]
+    CpuHotspot(), WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
 def rules() -> list[Rule[Context]]:

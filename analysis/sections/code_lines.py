@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.load import kineto_stacks, python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks, place_of
-from nsys_transfer.analysis.sections import roles
+from nsys_transfer.analysis.sections import roles, setup_lines
 from nsys_transfer.analysis.sections.base import declare
 
 TOP = 3            # lines kept per cause
@@ -61,15 +62,34 @@ class CodeSite:
                 "growth_ms": None if self.growth is None else [round(self.growth[0], 2), round(self.growth[1], 2)]}
 
 
+@dataclass(frozen=True)
+class SetupLines:
+    """A CPU-only capture's set-up on the main thread, before its loop (sections/setup_lines.py): its sampled time,
+    where it ends (trace ns) and what ended it, its time by kind (imports, model construction, the program's own),
+    and its costliest lines."""
+    ns: int
+    until_ns: int
+    until: str
+    by_kind: dict[str, int]
+    lines: list[CodeSite]
+
+    def as_dict(self) -> dict:
+        """The set-up as JSON."""
+        return {"ns": self.ns, "until_ns": self.until_ns, "until": self.until, "by_kind": self.by_kind,
+                "lines": [s.as_dict() for s in self.lines]}
+
+
 @dataclass
 class CodeLines:
     """The section's typed value: the lines behind each idle cause and each copy direction, the lines of a CPU-only
-    capture, and where the stacks came from (or why there are none)."""
+    capture's loop and of its set-up apart, and where the stacks came from (or why there are none)."""
     by_cause: dict[str, list[CodeSite]] = field(default_factory=dict)
     by_copy: dict[str, list[CodeSite]] = field(default_factory=dict)
     cpu: list[CodeSite] = field(default_factory=list)
     source: str | None = None
     missing: str | None = None
+    setup: SetupLines | None = None
+    cpu_ns: int = 0  # the loop's sampled time on the main thread, of which `cpu` gives the top lines (a CPU capture)
 
     def sites(self, causes, roles=None) -> list[CodeSite]:
         """The lines of these causes (idle causes or copy directions), of these roles where given, costliest first."""
@@ -94,7 +114,8 @@ class CodeLines:
         return {"source": self.source, "missing": self.missing,
                 "idle": {c: [s.as_dict() for s in v] for c, v in self.by_cause.items()},
                 "copies": {c: [s.as_dict() for s in v] for c, v in self.by_copy.items()},
-                "cpu": [s.as_dict() for s in self.cpu]}
+                "cpu": [s.as_dict() for s in self.cpu], "cpu_ns": self.cpu_ns,
+                "setup": self.setup.as_dict() if self.setup else None}
 
 
 def _package(file: str) -> str:
@@ -131,8 +152,6 @@ def _stack_info(stack: tuple[int, ...], frames: list[Frame]) -> _Stack:
         if f.in_program or prev_user or i == len(stack) - 1:  # user frames, each library entry, and the innermost
             shown.append(label(f) if i != loop else f"{f.place}  {f.code}")
         prev_user = f.in_program
-    if len(shown) > PATH_STEPS:
-        shown = [*shown[:PATH_STEPS - 1], "...", shown[-1]]
     leaf_frame = frames[stack[leaf]]
     return _Stack(stack[leaf], tuple(shown) if loop != leaf or len(stack) > leaf + 1 else (),
                   roles.role_of([frames[f] for f in stack], leaf_frame))
@@ -169,7 +188,7 @@ class _Sites:
             rows = df.index[df["leaf"] == fid]
             mine = [info[i] for i in df.loc[rows, "i"]]
             weights = ns[df.loc[rows, "i"].to_numpy()]
-            best = max(range(len(mine)), key=lambda k: weights[k])  # the path the most time took
+            path = _heaviest_path(mine, weights)
             role = pd.Series(weights, index=[m.role for m in mine]).groupby(level=0).sum().idxmax()
             f = self.stacks.frames[int(fid)]
             mine_rows = s.iloc[df.loc[rows, "i"].to_numpy()]
@@ -179,9 +198,90 @@ class _Sites:
                 growth = growth or _growth(per[per > 0])
                 role = gaps.role(per) if role == roles.COMPUTE else role
             threads = len(mine_rows[["pid", "tid"]].drop_duplicates())
-            out.append(CodeSite(f.file, f.line, f.function, f.code, mine[best].path, str(role), int(g), g / total,
-                                visits, growth, threads))
+            out.append(CodeSite(f.file, f.line, f.function, f.code, _shortened(self.through_loader(path)), str(role), int(g),
+                                g / total, visits, growth, threads))
         return out
+
+    def through_loader(self, path: tuple[str, ...]) -> tuple[str, ...]:
+        """A path that ends waiting in the DataLoader (`for x in loader` -> `_BaseDataLoaderIter.__next__ (torch)` ->
+        a library's wait) carried on into its worker processes and the work they did there (`__getitem__`), where the
+        program has DataLoader workers: the loop's line and the work it waits for on one path."""
+        loader = self.loader
+        at = next((i for i, step in enumerate(path) if LOADER_NEXT.match(step)), None)
+        if loader is None or at is None or any(_is_program_label(step) for step in path[at + 1:]):
+            return path
+        return (*path[:at + 1], f"{loader.processes} DataLoader worker process{'es' if loader.processes > 1 else ''}",
+                *loader.path)
+
+    @cached_property
+    def loader(self) -> "LoaderWork | None":
+        """What the program's DataLoader worker processes spent their time on (loader_work), read once."""
+        return loader_work(self.stacks)
+
+
+# a DataLoader's iterator, as label() names its frame: the loop's wait for a batch goes through it
+LOADER_NEXT = re.compile(r"^_\w*DataLoaderIter\.__next__ \(torch\)$")
+LOADER_WORKER = re.compile(r"torch/utils/data/_utils/worker\.py$")
+PROGRAM_LABEL = re.compile(r"\([^()]*:\d+\)$")  # `Images.__getitem__ (main.py:17)`: a frame of the program's own
+
+
+def _is_program_label(step: str) -> bool:
+    return bool(PROGRAM_LABEL.search(step)) or "  " in step  # the loop's own line: `main.py:31  for x in loader`
+
+
+def _heaviest_path(mine: list[_Stack], weights: np.ndarray) -> tuple[str, ...]:
+    """The path the most time took, summed over the samples that took it (one long sample must not pick it), a path
+    that goes somewhere first: one that stops at the line itself shows nothing of how the work is reached."""
+    by: dict[tuple[str, ...], float] = {}
+    for m, w in zip(mine, weights):
+        by[m.path] = by.get(m.path, 0.0) + float(w)
+    going = {p: w for p, w in by.items() if p}
+    return max(going, key=lambda p: going[p]) if going else ()
+
+
+def _shortened(shown) -> tuple[str, ...]:
+    """A path of at most PATH_STEPS steps: the first ones, `...`, the innermost."""
+    shown = list(shown)
+    return tuple([*shown[:PATH_STEPS - 1], "...", shown[-1]] if len(shown) > PATH_STEPS else shown)
+
+
+@dataclass(frozen=True)
+class LoaderWork:
+    """The DataLoader's worker processes: how many were sampled, their time in all, and the path of the work that
+    took most of it, from its first frame of the program's own (`Images.__getitem__ (main.py:17)`) inward."""
+    processes: int
+    ns: int
+    path: tuple[str, ...]
+
+
+def loader_work(stacks: PythonStacks) -> LoaderWork | None:
+    """The work of the processes whose stacks run in a DataLoader worker's loop (torch/utils/data/_utils/worker.py),
+    at the line of the program's own below that loop that took most of their time (a forked worker's stack still
+    holds the frames it was forked from, the loop's among them: those are not its work); None where the program has
+    none (num_workers=0), or they ran none of the program's own code."""
+    frames = stacks.frames
+    inner: dict[int, tuple[int, ...]] = {}  # each worker stack from its worker loop inward, where it holds program code
+    for k, stack in enumerate(stacks.stacks):
+        at = next((i for i, f in enumerate(stack) if LOADER_WORKER.search(frames[f].file)), None)
+        if at is not None and any(frames[f].in_program for f in stack[at:]):
+            inner[k] = stack[at:]
+    s = stacks.samples
+    mine = s[s["stack"].isin(list(inner))] if len(s) and inner else s.iloc[0:0]
+    if mine.empty:
+        return None
+    ns = (mine["end_ns"] - mine["start_ns"]).to_numpy(np.int64)
+    by_stack = pd.Series(ns, index=mine["stack"].to_numpy()).groupby(level=0).sum()
+    by_leaf = pd.Series({k: [f for f in inner[k] if frames[f].in_program][-1] for k in by_stack.index})
+    top_leaf = by_stack.groupby(by_leaf).sum().idxmax()
+    stack = inner[by_stack[by_leaf == top_leaf].idxmax()]  # the stack of that line the most time took
+    first = next(i for i, f in enumerate(stack) if frames[f].in_program)
+    shown, prev_user = [], True
+    for i in range(first, len(stack)):
+        f = frames[stack[i]]
+        if f.in_program or prev_user or i == len(stack) - 1:
+            shown.append(label(f))
+        prev_user = f.in_program
+    return LoaderWork(int(mine["pid"].nunique()), int(ns.sum()), tuple(shown))
 
 
 def _visits(samples: pd.DataFrame, ns: np.ndarray, period_ns: int) -> tuple[int, tuple[float, float] | None]:
@@ -317,7 +417,8 @@ def _copy_lines(sites: _Sites, samples: pd.DataFrame, window, copies: pd.DataFra
     return out
 
 
-def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part, copies) -> CodeLines:
+def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part, copies,
+               step_rows: pd.DataFrame | None = None) -> CodeLines:
     """The section's value for one trace."""
     got = _stacks(trace)
     if isinstance(got, CodeLines):
@@ -335,9 +436,7 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
               if trace.profiler == "torch.profiler" else f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms") + \
         (" (the file is cut short: the samples after the cut are missing)" if stacks.cut else "")
     if passed is None or not tids.get("all") or window is None:
-        main = _main_thread_samples(stacks)
-        ns = (main["end_ns"] - main["start_ns"]).to_numpy()
-        return CodeLines(cpu=sites.rank(main, ns), source=source)
+        return _cpu_lines(sites, stacks, source, step_rows)
     mine = _thread_samples(stacks, tids["all"])
     if mine.empty:
         return CodeLines(source=source, missing=f"{path.name} has no samples of the launching threads")
@@ -348,6 +447,37 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
     sides = GapSides.of(in_window, copies)
     return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, sides, cause_of),
                      by_copy=_copy_lines(sites, mine, window, copies), source=source)
+
+
+def _cpu_lines(sites: _Sites, stacks: PythonStacks, source: str, step_rows: pd.DataFrame | None) -> CodeLines:
+    """A capture without GPU work: the main thread's time by line, the loop's apart from the set-up before it (the
+    first step's start where the program marks steps, else where its imports and model construction end:
+    setup_lines.setup_end), which is paid once a run and would otherwise top a short run's lines."""
+    main = _main_thread_samples(stacks)
+    kind = setup_lines.kinds(stacks.frames, stacks.stacks)
+    start, until = loop_start(main, kind, step_rows)
+    loop = main if start is None else main[main["end_ns"].to_numpy() > start]
+    lo = start if start is not None else 0
+    ns = (loop["end_ns"].to_numpy() - np.maximum(loop["start_ns"].to_numpy(), lo)).clip(0)
+    out = CodeLines(cpu=sites.rank(loop, ns), source=source, cpu_ns=int(ns.sum()))
+    if start is None:
+        return out
+    before = main[main["start_ns"].to_numpy() < start]
+    setup_ns = (np.minimum(before["end_ns"].to_numpy(), start) - before["start_ns"].to_numpy()).clip(0)
+    what = [kind[k] or "the program's own" for k in before["stack"].to_numpy()]
+    by_kind = pd.Series(setup_ns, index=what, dtype="int64").groupby(level=0).sum().sort_values(ascending=False)
+    out.setup = SetupLines(int(setup_ns.sum()), int(start), until, {str(k): int(v) for k, v in by_kind.items()},
+                           sites.rank(before, setup_ns))
+    return out
+
+
+def loop_start(main: pd.DataFrame, kind: np.ndarray, step_rows: pd.DataFrame | None) -> tuple[int | None, str]:
+    """Where a CPU-only program's loop starts on its main thread (trace ns), and what says so: its first step's start,
+    else the end of its set-up (imports, model construction) read from the stacks; (None, "") when neither is known."""
+    if step_rows is not None and len(step_rows):
+        return int(step_rows["start_ns"].min()), "the first step's start"
+    end = setup_lines.setup_end(main, kind)
+    return (end, "the end of its imports and model construction") if end is not None else (None, "")
 
 
 def _stacks(trace) -> PythonStacks | CodeLines:
@@ -370,12 +500,13 @@ def _stacks(trace) -> PythonStacks | CodeLines:
         return CodeLines(missing=str(e))
 
 
-@declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "say"))
+@declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "step_rows",
+                              "say"))
 def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, idle_part, memcpy: Part,
-                say) -> CodeLines:
+                step_rows: pd.DataFrame, say) -> CodeLines:
     say("naming the program's lines")
     copies = memcpy.tables.get("memcpy") if memcpy is not None else None
-    return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies)
+    return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies, step_rows)
 
 
 @declare("code", needs=("code_lines",), part=True, json_at=90)
