@@ -20,7 +20,7 @@ BACKLOG_ITERATIONS = 2.0  # output work past the steady window longer than this 
 # findings that say what limits a program that has nothing left to fix: reaching them is the aim, not a regression
 LIMITS = {"gpu-bound"}
 # rules whose subject is what the finding is about (a copy direction, a range): never paired across subjects
-BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps"}
+BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps", "cpu-hotspot"}
 
 
 GENERIC_KERNELS = {"Kernel", "Kernel2", "kernel", "Kernel3"}
@@ -95,9 +95,6 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     if len(gb) != len(ga) or sorted(gb) != sorted(ga):
         raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
                             "compare captures from the same machine")
-    if not before.summary.get("gpu") and not after.summary.get("gpu"):
-        raise NotComparable("neither trace ran GPU work (CPU-only captures): verify compares the GPU side of a "
-                            "program before and after a fix; capture both on the GPU machine")
     _same_program(before, after)
     sb, sa = before.summary["steps"], after.summary["steps"]
     if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
@@ -378,7 +375,7 @@ def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, di
     a = [f for f in after if f["severity"] != "info"]
     pairs = []
     for fb in list(b):
-        fa = next((f for f in a if (f["rule"], f["subject"]) == (fb["rule"], fb["subject"])), None)
+        fa = next((f for f in a if (f["rule"], f["subject"]) == (fb["rule"], fb["subject"]) or _same_line(fb, f)), None)
         if fa is not None:
             pairs.append((fb, fa))
             b.remove(fb)
@@ -392,6 +389,14 @@ def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, di
         if fa is not None:
             a.remove(fa)
     return pairs + [(None, fa) for fa in a]
+
+
+def _same_line(fb: dict, fa: dict) -> bool:
+    """A CPU-only line found on both sides under another place: the same function's same source text (a fix moved it
+    down the file, or the fixed program is a copy under another name, my.py and my_fixed.py)."""
+    lb, la = fb.get("line"), fa.get("line")
+    return fb["rule"] == fa["rule"] == "cpu-hotspot" and bool(lb and la) and \
+        (lb["function"], lb["code"].strip()) == (la["function"], la["code"].strip())
 
 
 def finding_name(f: dict) -> str:
@@ -466,8 +471,11 @@ def gates(v: dict, rows: list[dict], fail_if_slower: float | None, fail_on_new: 
 
 
 def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_on_new: str | None = None) -> Comparison:
-    """The whole comparison (NotComparable when there is none to make)."""
+    """The whole comparison (NotComparable when there is none to make); two captures without GPU work are compared by
+    their loops' time (verify_cpu)."""
     warnings = check_comparable(before, after)
+    if not before.summary.get("gpu") and not after.summary.get("gpu"):
+        return verify_cpu(before, after, warnings, fail_if_slower, fail_on_new)
     speed = throughput(before, after)
     work = _work(before, after, speed)
     rows = findings(before, after, work)
@@ -643,3 +651,83 @@ def profiler_cost(sides: dict) -> dict:
                 f"{cost_a / 1e6:,.0f} ms of the loops, and can make the speed-up {100 * abs(bias):.0f}% "
                 f"{'larger' if bias > 0 else 'smaller'} than unprofiled")
     return {"per_call_ns": per_call, "before_ms": cost_b / 1e6, "after_ms": cost_a / 1e6, "bias": bias, "said": said}
+
+
+
+# --- captures without GPU work (issue 57): the loops by the program's own clock -------------------------------------
+# A program traced on a machine without a GPU (or two torch.profiler traces of CPU work) has no GPU time, copies or
+# idle gaps to compare, but it has a loop whose time a fix changed: from its first step (or the end of its imports
+# and model construction) to the end of its last step's work (sections/loop.py cpu_of), and the lines of the program
+# that loop spent its time at (rules/cpu_lines.py, one finding each). The verdict is the same line as on a GPU: faster
+# or slower over the whole loop, the findings resolved and new.
+
+CPU_METRICS = ("loop_s", "main_thread_ms")
+
+
+def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: float | None = None,
+               fail_on_new: str | None = None) -> Comparison:
+    """Two captures without GPU work compared by their loops (Side.loop): steps/s over the loop where both mark
+    steps, else the loop's time (the same work assumed, and said); the lines' findings matched as on a GPU."""
+    if not (before.loop and after.loop):
+        missing = [s.label or s.path for s in (before, after) if not s.loop]
+        raise NotComparable(f"{' and '.join(missing)}: no loop to time (no step ranges, and no Python stacks beside "
+                            "the trace); trace both with `nsys-transfer run` (or `make trace`), which samples the "
+                            "stacks, or mark each step with an NVTX range 'step N'")
+    speed = cpu_throughput(before, after)
+    work = _work(before, after, speed)
+    rows = findings(before, after, work)
+    loop = {"before": speed["before"], "after": speed["after"], "change": _pace(speed["before"], speed["after"])[1],
+            "sides": {label: {**side.loop, "per_second": speed[label], "unit": speed["unit"]}
+                      for label, side in (("before", before), ("after", after))},
+            "why": _cpu_loops_said(before, after), "profiler_cost": {"per_call_ns": None, "bias": None, "said": None}}
+    # a line new after the fix is often the fix's own (the vectorised call that replaced a loop): the verdict names it
+    # where it holds a high share of the loop; the table lists every one
+    v = verdict(speed, [r for r in rows if not (r["status"] == "new" and r["after_severity"] != "high")], loop)
+    failed = gates(v, rows, fail_if_slower, fail_on_new)
+    warnings = [*warnings, *(["no steps in either trace: the loops' time is compared, the same work assumed on both "
+                              "sides (mark each step with an NVTX range 'step N' to compare per step)"]
+                             if speed["unit"] == "1/s" else [])]
+    doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
+           "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": cpu_metrics(before, after, speed),
+           "loop": loop, "findings": rows, "warnings": warnings,
+           "gates": {"failed": failed, "fail_if_slower": fail_if_slower, "fail_on_new": fail_on_new},
+           "exit_code": 1 if failed else 0}
+    return Comparison(doc, warnings)
+
+
+def cpu_throughput(before: Side, after: Side) -> dict:
+    """Steps/s over each loop where both traces mark steps, else the inverse of each loop's time."""
+    nb, na = (s.summary["steps"].get("count") or 0 for s in (before, after))
+    sb, sa = (s.loop["duration_ns"] / 1e9 for s in (before, after))
+    if nb and na and sb > 0 and sa > 0:
+        return {"before": nb / sb, "after": na / sa, "unit": "steps/s",
+                "source": f"the steps in each trace, over its loop ({nb} steps in {sb:.2f} s and {na} in {sa:.2f} s: "
+                          "from the first step's start to the end of the last one's work)"}
+    return {"before": 1 / sb if sb > 0 else None, "after": 1 / sa if sa > 0 else None, "unit": "1/s",
+            "source": f"each loop's time ({sb:.2f} s and {sa:.2f} s, {_no_steps(before, after)[2:]})"}
+
+
+def cpu_metrics(before: Side, after: Side, speed: dict) -> list[dict]:
+    """The throughput, each loop's time, and the main thread's sampled time in its loop (where the stacks give it)."""
+    rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
+             "after": speed["after"], "better": "higher", "source": speed["source"], "bounded": []},
+            {"key": "loop_s", "label": "the loop's time", "unit": "s", "before": before.loop["duration_ns"] / 1e9,
+             "after": after.loop["duration_ns"] / 1e9, "better": "lower"},
+            {"key": "main_thread_ms", "label": "main thread in the loop", "unit": "ms",
+             "before": _main_thread_ms(before.summary), "after": _main_thread_ms(after.summary), "better": "lower"}]
+    for r in rows:
+        r["delta"], r["change"] = _delta_and_change(r["before"], r["after"], r["unit"])
+    return rows
+
+
+def _main_thread_ms(s: dict) -> float | None:
+    ns = (s.get("code") or {}).get("cpu_ns")
+    return ns / 1e6 if ns else None
+
+
+def _cpu_loops_said(before: Side, after: Side) -> str:
+    """Where each loop starts and ends, in words: what the verdict's times are of."""
+    said = "; ".join(f"{label}: {s.loop['duration_ns'] / 1e9:,.2f} s from {s.loop['start_from']} to "
+                     f"{s.loop['end_from']}" for label, s in (("before", before), ("after", after)))
+    return (f"no GPU work on either side, so the loops are compared by their time as the program's own clock would "
+            f"take it (set-up before them left out): {said}")

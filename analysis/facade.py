@@ -158,7 +158,7 @@ def _loop(trace: Path, summary: dict) -> dict | None:
     """The loop as the program runs it (sections/loop.py), read from the trace again: first iteration to the end of the
     last output's work, wherever it ran; None without GPU work."""
     with Trace.open(trace) as t:
-        found = loop.of(t, summary)
+        found = loop.of(t, summary) or loop.cpu_of(t, summary)  # no GPU work: the loop by its own clock
     if found is None:
         return None
     return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,

@@ -329,14 +329,14 @@ def _next_command(sqlite: Path, analyzed: bool) -> str:
         return f"{analyze_trace} {_shown(sqlite)}"
     verify = _shown(tool / "nsys-transfer") if (tool / "nsys-transfer").exists() else \
         f"{_shown(Path(sys.executable))} -m nsys_transfer"
-    if not has_gpu():  # verify compares GPU work, and would refuse two CPU-only captures
-        return ("trace the program on a machine with an NVIDIA GPU: without one no transfer can be measured, and "
-                f"`{verify} verify BEFORE.sqlite AFTER.sqlite` compares GPU work")
+    # without a GPU, verify compares the two loops by their time (no transfer to measure): said once
+    cpu = "" if has_gpu() else "; no GPU here, so verify compares the loops' time: the transfers are measured on a " \
+        "machine with an NVIDIA GPU"
     before = previous_trace(sqlite)
     if before is None:
         return (f"apply the fix the top finding names, trace the fixed program under another name, then "
-                f"`{verify} verify {_shown(sqlite)} AFTER.sqlite`")
-    return f"{verify} verify {_shown(before)} {_shown(sqlite)}   (before: the newest other trace beside this one)"
+                f"`{verify} verify {_shown(sqlite)} AFTER.sqlite`{cpu}")
+    return f"{verify} verify {_shown(before)} {_shown(sqlite)}   (before: the newest other trace beside this one{cpu})"
 
 
 def _shown(path: Path) -> str:
