@@ -43,7 +43,7 @@ __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
-    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "lock_held",
+    "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "lock_held", "loop_of",
 ]
 
 
@@ -152,6 +152,11 @@ def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
     return Side(str(trace), result.summary, workload, label, _recorded(trace),
                 _loop(trace, result.summary) if read_loop else None)
+
+
+def loop_of(trace: Path | str, summary: dict) -> dict | None:
+    """The loop as the program runs it, read from the trace (as verify reads each side's): None without one."""
+    return _loop(Path(trace), summary)
 
 
 def _loop(trace: Path, summary: dict) -> dict | None:

@@ -50,7 +50,8 @@ def find_runs(paths: list[Path]) -> tuple[dict[str, Path], dict[str, list[Path]]
             groups.setdefault(m.group(1), {})[int(m.group(2))] = f
     stages = _best_per_stage([f for f in files if not RANK_FILE.match(_bare(f))])
     if not stages and not groups:
-        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}; run `make profile-all` first")
+        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}: `make trace PROG=my.py NAME=before` "
+                               "traces your program there (`make profile-all` the toolkit's stages)")
     single, multi = split_multi_gpu(stages)
     runs = {s: [p] for s, p in multi.items()}
     runs.update({name: [g[r] for r in sorted(g)] for name, g in sorted(groups.items())})
