@@ -94,7 +94,9 @@ def _driver_check(n) -> dict:
 
 @click.group(cls=OneLineGroup, name="nsys-transfer", context_settings={"help_option_names": ["-h", "--help"]})
 def main():
-    """Profile the workloads with Nsight Systems, or measure them unprofiled."""
+    """Trace your program with Nsight Systems and read the trace (`run -o runs/x/x --analyze -- python my.py`: what
+    `make trace` does), compare two traces of it before and after a fix (`verify BEFORE AFTER`), or profile and
+    measure the toolkit's own stages (`profile`, `bench`, `scaling`)."""
 
 
 @main.command()
