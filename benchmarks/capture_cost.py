@@ -5,8 +5,8 @@ none --python-backtrace none`, the stack sampler on). Each mode RUNS times, the 
 shared machine's noise spread over all of them); the median of each, and its cost against untraced. The program must
 print its own clock: the first group of --clock's regex on its output (seconds, or with --rate a rate, higher better);
 more clocks may be named (cpu_roll.py prints its loop's, loop_s, its whole process's, process_s: its imports too, and
-the process's CPU seconds, cpu_s, which other jobs on a shared machine move less than its clock). Each line also gives the whole command's wall time (nsys's start, the capture and the export included): what
-the user waits for.
+the process's CPU seconds, cpu_s, which other jobs on a shared machine move less than its clock). Each line also gives
+the whole command's wall time (nsys's start, the capture and the export included): what the user waits for.
 
 usage:
   python benchmarks/capture_cost.py [--runs 3] [--modes plain,default,no-stacks] [--clock NAME=REGEX ...] [--rate]

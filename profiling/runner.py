@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from nsys_transfer.nsys_core import nsys as nsys_tool
+from nsys_transfer.nsys_core.contracts import name_says
 from nsys_transfer.nsys_core.nsys import Nsys
 from nsys_transfer.nsys_core.nsys_messages import MessageSink
 from nsys_transfer.nsys_core.signals import sigterm_raising
@@ -79,11 +80,16 @@ def next_free_base(directory: Path, name: str, force: bool, number: bool = True)
 
 def previous_trace(sqlite: Path) -> Path | None:
     """The newest other trace beside this one, or in a sibling run folder (runs/before/before.sqlite for
-    runs/after/after.sqlite): what a fix is verified against; None when there is none."""
+    runs/after/after.sqlite): what a fix is verified against, never one whose name says it is an after (the last
+    pair's `after` is no before of the next run); None when there is none, or when this trace's own name says it is a
+    before (NAME=before2: a new pair starts)."""
     sqlite = Path(sqlite).resolve()
+    if name_says(sqlite.stem) == "before":
+        return None
     here = [*sqlite.parent.glob("*.sqlite"), *sqlite.parent.parent.glob("*/*.sqlite")]
     # a hidden one is a run still being written (profiling/staging.py), never an earlier trace
     others = {p.resolve() for p in here if p.is_file() and not p.name.startswith(".")} - {sqlite}
+    others = {p for p in others if name_says(p.stem) != "after"}
     return max(others, key=lambda p: p.stat().st_mtime, default=None)
 
 

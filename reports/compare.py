@@ -1,7 +1,6 @@
 """One row per stage: the article's results table, computed from analyses and bench records."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +8,7 @@ import pandas as pd
 from nsys_transfer.analysis.facade import NotComparable, Side, big_copies, loop_of, scaling_row, verify
 from nsys_transfer.analysis.render.plots import plot_breakdown
 from nsys_transfer.analysis.render.text import verify_report as render_verify
-from nsys_transfer.nsys_core.contracts import STAGES, gbps
+from nsys_transfer.nsys_core.contracts import STAGES, gbps, name_says
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:
@@ -129,16 +128,13 @@ def is_pair(names: list[str]) -> bool:
     return len(names) == 2 and not any(n.split("-long")[0] in STAGES for n in names)
 
 
-BEFORE_WORDS, AFTER_WORDS = re.compile(r"before|orig|base|slow|old", re.I), re.compile(r"after|fix|fast|new", re.I)
-
-
 def pair_order(names: list[str], paths: list) -> list[int]:
     """Which of two traces is the before and which the after: by their names where they say it (`before`, `after`,
     `my_fixed`: the README's names sort `after` first), else the older capture first."""
-    says = [(bool(BEFORE_WORDS.search(n)), bool(AFTER_WORDS.search(n))) for n in names]
-    if says[1][0] and not says[1][1] and not says[0][0] or says[0][1] and not says[0][0] and not says[1][1]:
+    says = [name_says(n) for n in names]
+    if says[0] == "after" and says[1] != "after" or says[1] == "before" and says[0] != "before":
         return [1, 0]
-    if any(b or a for b, a in says):
+    if any(says):
         return [0, 1]
     mtimes = [Path(p).stat().st_mtime if Path(p).exists() else 0 for p in paths]
     return [0, 1] if mtimes[0] <= mtimes[1] else [1, 0]

@@ -29,6 +29,7 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
 NOT_DRAWN = {"throughput.png": "no trace gives steps/s", "utilization.png": "no trace has GPU activity",
              "gaps.png": "no trace has both steps and GPU activity", "dtoh.png": "no trace has DtoH copies",
              "overlap.png": "no trace has DtoH copies and kernels", "timelines.png": "no trace has steps"}
+GPU_CHARTS = ("utilization.png", "gaps.png", "dtoh.png", "overlap.png")  # nothing to draw without GPU activity
 BUNDLED_DIR = "bundled"  # --bundled: the bundled H200 report's own folder inside --out
 # what a report writes into --out, and so what the next report removes first (nothing else there is touched)
 REPORT_FILES = ("report.md", "report.html", "results.json", "gpus.json", "before_after.png", "gpus_*.png",
@@ -227,7 +228,12 @@ def _draw(df, stages, summaries, timeline_items, out_dir: Path, link_gbps, link)
              "dtoh.png": charts.dtoh(df, out_dir / "dtoh.png", link_gbps or DEFAULT_LINK_GBPS, link),
              "overlap.png": charts.overlap(df, out_dir / "overlap.png")}
     drawn["timelines.png"], no_steps = charts.timelines(timeline_items, out_dir / "timelines.png")
-    missing = [f"{name} ({NOT_DRAWN[name]})" for _, name in CHARTS if not drawn[name]]
+    missing = [f"{name} ({NOT_DRAWN[name]})" for _, name in CHARTS if not drawn[name] and name not in GPU_CHARTS]
+    gpu_missing = [name for name in GPU_CHARTS if not drawn[name]]
+    if gpu_missing and not any(s.get("gpu") for s in summaries):  # runs on the CPU: said once, not chart by chart
+        missing.insert(0, f"the GPU's charts ({', '.join(gpu_missing)}: no trace has GPU activity)")
+    else:
+        missing[:0] = [f"{name} ({NOT_DRAWN[name]})" for name in gpu_missing]
     if drawn["timelines.png"] and no_steps:
         missing.append(f"{', '.join(no_steps)} in timelines.png (no steps found in "
                        f"{'its' if len(no_steps) == 1 else 'their'} trace)")

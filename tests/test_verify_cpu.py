@@ -19,7 +19,7 @@ WORKERS = DATA / "loader_roll_lost_nsys2024.sqlite.xz"
 def _own_clock(trace) -> float:
     """The loop's time the traced program printed (its run record keeps the last lines of its output)."""
     rec = json.loads(trace.with_name(trace.name.replace(".sqlite.xz", ".run.json")).read_text())
-    return float(next(re.search(r"loop_s=([\d.]+)", x).group(1) for x in rec["last_lines"] if "RESULT" in x))
+    return float(next(re.search(r"loop_s=([\d.]+)", x).group(1) for x in rec["last_lines"] if "loop_s=" in x))
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,47 @@ def test_verify_compares_two_torch_profiler_cpu_traces(tmp_path):
 def test_one_cpu_capture_against_one_of_each_profiler_is_still_refused():
     r = run_cli("-m", "nsys_transfer", "verify", str(BEFORE), str(K_AFTER))
     assert r.returncode == 2 and "the two profilers record and time different things" in r.stderr, r.stderr
+
+
+TEXT_BEFORE, TEXT_AFTER = DATA / "textcls_nsys2024.sqlite.xz", DATA / "textcls_fixed_nsys2024.sqlite.xz"
+
+
+def test_a_line_is_listed_once_however_many_functions_run_on_it(tmp_path):
+    """textcls.py:26 `toks = [torch.tensor(tokenize(d)) for d in batch]` runs as the list comprehension's own function
+    and as the module's line: one line to the reader, listed once with the time of both."""
+    out = tmp_path / "s.json"
+    r = run_cli("-m", "nsys_transfer.analysis", str(TEXT_BEFORE), "--json", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    code = json.loads(out.read_text())["code"]
+    for sites in (code["cpu"], code["setup"]["lines"]):
+        places = [(site["file"], site["line"]) for site in sites]
+        assert len(places) == len(set(places)), places
+    assert code["cpu"][0]["line"] == 26 and code["cpu"][0]["share"] > 0.4
+
+
+def test_the_loop_never_ends_at_the_profilers_own_threads():
+    """textcls_fixed's loop took 75 ms by its own clock; a CPU sample of nsys's own thread in its process ('[NSys
+    Comms]', 1.8 s later) had ended it there, and verify said '56% slower' of a fix 10.9x faster by the clocks."""
+    r = run_cli("-m", "nsys_transfer", "verify", str(TEXT_BEFORE), str(TEXT_AFTER), "-q")
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = float(re.match(r"([\d.]+)x faster over the whole loop", r.stdout).group(1))
+    clock = _own_clock(TEXT_BEFORE) / _own_clock(TEXT_AFTER)  # 0.819 s / 0.075 s
+    assert abs(said / clock - 1) < 0.25, (said, clock)  # a 75 ms loop, sampled every 10 ms
+
+
+def test_the_next_run_is_never_verified_against_an_earlier_after(tmp_path):
+    """make trace's next command: the newest other trace is the before, but never one named as an after, and a run
+    named as a before starts a new pair."""
+    from nsys_transfer.profiling.runner import previous_trace
+    runs = tmp_path / "runs"
+
+    def traced(name):
+        path = runs / name / f"{name}.sqlite"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"")
+        return path
+    traced("before")
+    assert previous_trace(traced("after")) == (runs / "before" / "before.sqlite").resolve()
+    assert previous_trace(traced("b2")) == (runs / "before" / "before.sqlite").resolve()  # not the last `after`
+    assert previous_trace(traced("a2")) == (runs / "b2" / "b2.sqlite").resolve()
+    assert previous_trace(traced("before3")) is None  # its name starts a new pair

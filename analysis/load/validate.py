@@ -142,9 +142,11 @@ def check_sqlite_file(file: Path, path: str) -> None:
     """Cheap checks before SQLite sees the file: exists, not empty, SQLite, not truncated. path: what the user gave
     (the messages name it, not a cache entry made from it)."""
     if not file.exists():
-        raise TraceError(f"{path}: no such file; give the path of an nsys export (.sqlite) or report (.nsys-rep)")
+        raise TraceError(f"{path}: no such file; give the path of an nsys export (.sqlite), report (.nsys-rep) or "
+                         "torch.profiler trace (.json, .json.gz)")
     if file.is_dir():
-        raise TraceError(f"{path}: is a directory; give the path of an nsys export (.sqlite) inside it")
+        raise TraceError(f"{path}: is a directory; give the path of an nsys export (.sqlite) or torch.profiler trace "
+                         "(.json, .json.gz) inside it")
     size = file.stat().st_size
     if size == 0:
         raise TraceError(f"{path}: the file is empty; re-export it with `nsys export --type=sqlite REPORT.nsys-rep`")

@@ -24,6 +24,7 @@ from nsys_transfer.analysis.sections import roles, setup_lines
 from nsys_transfer.analysis.sections.base import declare
 
 TOP = 3            # lines kept per cause
+SETUP_NOTED = 0.01  # a CPU-only capture's set-up below this share of its loop's time is not said apart
 PATH_STEPS = 6     # frames shown between the loop's line and the work
 SHORT_GAPS = "launch"
 GROWTH_VISITS = 6  # visits needed to call a line's cost growing
@@ -170,6 +171,15 @@ class _Sites:
             got = self.info[stack] = _stack_info(self.stacks.stacks[stack], self.stacks.frames)
         return got
 
+    def place_of(self, frame: int) -> int:
+        """One frame for each line of the program: a line's frames of several functions (a comprehension on it is a
+        function of its own, `<listcomp>`, beside the line's `<module>` or `main`) are one line to the reader."""
+        if frame < 0:
+            return frame
+        places = self.__dict__.setdefault("_places", {})
+        f = self.stacks.frames[frame]
+        return places.setdefault((f.file, f.line), frame)
+
     def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: "GapSides | None" = None) -> list[CodeSite]:
         """The TOP lines by the time ns (one value per sample) the samples give them; gaps: the GPU's idle gaps this
         time lies in, one a step: a line's share of each says whether its cost grows, and, for work of no role of its
@@ -179,7 +189,7 @@ class _Sites:
             return []
         s, ns = samples[keep], ns[keep]
         info = [self.of(int(k)) for k in s["stack"].to_numpy()]
-        leaf = np.array([i.leaf for i in info])
+        leaf = np.array([self.place_of(i.leaf) for i in info])
         df = pd.DataFrame({"leaf": leaf, "ns": ns, "i": np.arange(len(info))})
         df = df[df["leaf"] >= 0]
         total = float(ns.sum())
@@ -464,6 +474,8 @@ def _cpu_lines(sites: _Sites, stacks: PythonStacks, source: str, step_rows: pd.D
         return out
     before = main[main["start_ns"].to_numpy() < start]
     setup_ns = (np.minimum(before["end_ns"].to_numpy(), start) - before["start_ns"].to_numpy()).clip(0)
+    if setup_ns.sum() < SETUP_NOTED * max(out.cpu_ns, 1):  # nothing of note: a torch.profiler trace records no set-up
+        return out
     what = [kind[k] or "the program's own" for k in before["stack"].to_numpy()]
     by_kind = pd.Series(setup_ns, index=what, dtype="int64").groupby(level=0).sum().sort_values(ascending=False)
     out.setup = SetupLines(int(setup_ns.sum()), int(start), until, {str(k): int(v) for k, v in by_kind.items()},

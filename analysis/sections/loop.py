@@ -20,6 +20,7 @@ code, past the import machinery and module bodies, is when it started working. A
 output work after it, not the wait for it, in the steady state."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,9 @@ IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"
 TID_BITS = 1 << 24  # nsys's globalTid: its thread part is the low 24 bits (frames.pid_of reads the process part)
 EXIT_FLUSH = "CUDA profiling data flush on process exit"
 SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack-sampler)
+# the threads nsys injects into each traced process ("[NSys]", "[NSys Comms]", and "*2CommsProcesso", its comms
+# processor's name cut at 15 characters, nsys 2024.2): they sample and flush to the process's end, no work of it
+NSYS_THREADS = re.compile(r"^\[NSys|CommsProcesso")
 CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
 IMPORT_MACHINERY = "<frozen importlib"  # a frame of Python's import system: its process is still importing
 
@@ -129,7 +133,10 @@ def cpu_of(trace, summary: dict) -> Loop | None:
         last_from = "the main thread's last Python stack in the program's own code"
     else:
         return None
-    end, end_from = last_work_end(trace, last, main, stacks) if main is not None else (last, last_from)
+    # other threads' CPU samples are left out: on the CPU, torch's OpenMP threads spin on after each parallel region
+    # (a sample 29 ms past a 75 ms loop), which is no work of the program's; their OS calls and ranges still count
+    end, end_from = last_work_end(trace, last, main, stacks, cpu_samples=False) if main is not None else \
+        (last, last_from)
     end_from = last_from if end == last else end_from.replace("the launching thread", "the main thread")
     return Loop(int(start), start_from, int(end), end_from, int(last), 0, None, None)
 
@@ -195,7 +202,7 @@ def _launch_of(trace, kernel_start_ns: int) -> int:
     return int(launched) if launched is not None and launched <= kernel_start_ns else int(kernel_start_ns)
 
 
-def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks) -> tuple[int, str]:
+def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks, cpu_samples: bool = True) -> tuple[int, str]:
     """The end of the last work after the GPU's last operation: the launching thread's (main, a global thread id) last
     Python stack in the program's own code (stacks: the Python stacks beside the trace, or None), and any other
     thread's OS runtime calls, NVTX ranges and CPU samples, each process's cut at its exit and at that last stack; the
@@ -208,7 +215,7 @@ def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks) -> tuple[int
         ends.append(("OS runtime calls", calls[["tid", "end_ns"]]))
     if trace.has("NVTX_EVENTS"):
         ends.append(("NVTX ranges", trace.query(NVTX_AFTER.format(t=int(gpu_end_ns)))))
-    if trace.has("COMPOSITE_EVENTS"):
+    if cpu_samples and trace.has("COMPOSITE_EVENTS"):
         ends.append(("CPU samples", trace.query(SAMPLES_AFTER.format(t=int(gpu_end_ns)))))
     exits = _process_exits(trace)
     best, said = int(gpu_end_ns), "the GPU's last operation"
@@ -291,12 +298,15 @@ def _program_code_end(stacks, main: int | None, after_ns: int) -> int | None:
 
 
 def _profilers_threads(trace) -> np.ndarray:
-    """The global ids of the threads the profiling added to the program (the Python stack sampler: its waits and
-    writes go on to the process's exit, and are no work of the program's)."""
+    """The global ids of the threads the profiling added to the program (the Python stack sampler, nsys's own: their
+    waits, samples and writes go on to the process's exit, and are no work of the program's; a CPU-only capture's
+    loop ended at '[NSys Comms]''s CPU sample 1.8 s after the program's last step, issue 57)."""
     threads = trace.host.threads
     if threads.empty:
         return np.zeros(0, np.int64)
-    return threads.loc[threads["thread_name"].astype(str) == SAMPLER_THREAD, "global_tid"].to_numpy(np.int64)
+    names = threads["thread_name"].astype(str)
+    ours = (names == SAMPLER_THREAD) | names.str.contains(NSYS_THREADS)
+    return threads.loc[ours, "global_tid"].to_numpy(np.int64)
 
 
 def _process_exits(trace) -> dict[int, int]:
