@@ -27,7 +27,7 @@ MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 .PHONY: install install-workloads nsys test lint report profile profile-all trace scaling bench benchmark-analysis benchmark-gpu clean help
 
 help:
-	@echo "make report [BUNDLED=0]     comparison report (PNGs, Markdown, HTML) of runs/ and the bundled H200 traces (BUNDLED=0: runs/ alone)"
+	@echo "make report [BUNDLED=0]     comparison report (PNGs, Markdown, HTML) of runs/ in out/report, the bundled H200 traces in out/report/bundled (BUNDLED=0: runs/ alone)"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
 	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
@@ -82,9 +82,10 @@ lint: $(VENV)/.dev
 	$(BIN)/lint-imports
 	sh tools/check_imports.sh $(BIN)/python
 
-# your runs (OUT) when there are some, with the bundled H200 report beside them (BUNDLED=0: without it)
+# your runs (OUT) in REPORT, the bundled H200 report always in REPORT/bundled (BUNDLED=0: without it); with no run
+# of yours yet, REPORT/report.md says how to make one (BUNDLED=0 then: one line, the same)
 report: $(VENV)/.base
-	$(BIN)/compare-traces --out $(REPORT) $(if $(wildcard $(OUT)/*/*.sqlite),$(OUT) $(if $(filter 0 no,$(BUNDLED)),,--bundled),)
+	$(BIN)/compare-traces --out $(REPORT) $(if $(or $(wildcard $(OUT)/*/*.sqlite),$(filter 0 no,$(BUNDLED))),$(OUT),) $(if $(filter 0 no,$(BUNDLED)),,--bundled)
 
 profile: $(VENV)/.full nsys
 	$(BIN)/python -m nsys_transfer.profiling profile $(STAGE) --steps $(STEPS) --warmup $(WARMUP) --out-dir $(OUT) --gpus $(GPUS) $(if $(PER_RANK),--per-rank,) $(if $(FORCE),--force,) $(MODEL_ARG)

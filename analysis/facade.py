@@ -20,6 +20,7 @@ from nsys_transfer.analysis import cycles
 from nsys_transfer.analysis.verify import NotComparable, Side, check_same_profiler, verify
 from nsys_transfer.analysis.load.btree import not_built_notice
 from nsys_transfer.analysis.load import kineto_json
+from nsys_transfer.analysis.load.journal import lock_held
 from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside, traces_in
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
@@ -44,7 +45,7 @@ __all__ = [
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
     "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "one_run", "analyze_cycles",
-    "Cycles", "traces_given", "verdict_finding",
+    "Cycles", "traces_given", "verdict_finding", "lock_held", "loop_of",
 ]
 Cycles = cycles.Cycles
 
@@ -158,11 +159,17 @@ def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
                 _loop(trace, result.summary) if read_loop else None)
 
 
+def loop_of(trace: Path | str, summary: dict) -> dict | None:
+    """The loop as the program runs it, read from the trace (as verify reads each side's): None without one."""
+    return _loop(Path(trace), summary)
+
+
 def _loop(trace: Path, summary: dict) -> dict | None:
     """The loop as the program runs it (sections/loop.py), read from the trace again: first iteration to the end of the
-    last output's work, wherever it ran; None without GPU work."""
+    last output's work, wherever it ran (without GPU work, cpu_of: the loop by the program's own clock); None without
+    one."""
     with Trace.open(trace) as t:
-        found = loop.of(t, summary)
+        found = loop.of(t, summary) or loop.cpu_of(t, summary)  # no GPU work: the loop by its own clock
     if found is None:
         return None
     return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import sys
 import threading
 
+from nsys_transfer.fixes import segments
 from nsys_transfer.fixes.errors import TerminatedBySignal
 from nsys_transfer.nsys_core.signals import let_stops_in, stops_blocked
 
@@ -20,23 +22,37 @@ PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 
 
 def die_with_parent(parent_pid: int, name: str | None = None) -> None:
-    """In a freshly started child: SIGTERM's default action back, SIGKILL when the parent dies, exit now if the parent
-    already has (the fork raced it), and `name` as the process name (`ps`, /proc/PID/comm) to tell workers apart.
+    """In a freshly started child: SIGTERM ends it (at its next Python instruction), SIGTERM too when the parent dies,
+    exit now if the parent already has (the fork raced it), and `name` as the process name (`ps`, /proc/PID/comm) to
+    tell workers apart.
 
     PR_SET_PDEATHSIG fires when the thread that forked this process exits, so workers must be started from a thread
     that lives as long as they do (the main thread)."""
-    # a worker stopped with SIGTERM (close(), the DataLoader's shutdown) just ends: the main process's
-    # handler, inherited through fork, would unwind it with a traceback from any of its threads
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # a worker stopped with SIGTERM (close(), the DataLoader's shutdown, the whole group's stop, its parent's death)
+    # just ends: the main process's handler, inherited through fork, would unwind it with a traceback from any of its
+    # threads. It ends from a Python handler, not the signal's default action: that runs between two Python
+    # instructions, never inside the C call that creates a shared-memory segment and unlinks its name, so no death
+    # leaves the name behind (fixes/segments.py); a worker stuck in one C call is killed by its pool after 2 s
+    signal.signal(signal.SIGTERM, functools.partial(_end_worker, parent_pid))
     quiet_resource_sharer()
     prctl = _prctl()
     if prctl is None:  # not Linux: the parent's own cleanup is all there is
         return
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if name:
         prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def _end_worker(parent_pid: int, signum, frame) -> None:
+    """A worker's SIGTERM: where its parent has died (the parent-death signal, a SIGKILL of the main process), the
+    shared-memory names the parent may have been creating when it died are removed first (nobody else outlives it);
+    then the worker ends by the signal itself, as SIGTERM's default action would (its exit status says SIGTERM)."""
+    if os.getppid() != parent_pid:
+        segments.sweep([parent_pid])
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class _Held:

@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 import torch.multiprocessing as mp
 
+from nsys_transfer.fixes import segments
 from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
 from nsys_transfer.fixes.lifetime import raise_held, stops_held, worker_started
 
@@ -257,6 +258,8 @@ class WorkerPool:
             if w.is_alive():
                 os.kill(w.pid, signal.SIGKILL)
                 w.join(timeout=2)
+        # a worker killed (SIGKILL) while it created a shared-memory segment left its name: this process outlives it
+        segments.sweep([w.pid for w in self.workers if not w.is_alive()])
         try:
             self.collect()
         except ProcessFailed:

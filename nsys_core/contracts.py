@@ -54,3 +54,15 @@ _PACE = re.compile(r"^output pipeline: (?P<workers>\d+) workers, (?P<ms>[0-9.]+)
 def gbps(nbytes, duration_ns):
     """GB/s from bytes and nanoseconds (bytes per ns is GB/s); works on numbers and pandas columns alike."""
     return nbytes / duration_ns
+
+
+# a user's two runs of one program, before and after a fix, told apart by their names where the names say it (the
+# README's NAME=before and NAME=after; my.py and my_fixed.py): make trace's next command, and the report's pair
+BEFORE_NAME = re.compile(r"before|orig|base|slow|old", re.I)
+AFTER_NAME = re.compile(r"after|fix|fast|new", re.I)
+
+
+def name_says(name: str) -> str | None:
+    """'before' or 'after' where a run's name says which it is (and not both), else None."""
+    b, a = bool(BEFORE_NAME.search(name)), bool(AFTER_NAME.search(name))
+    return "before" if b and not a else "after" if a and not b else None

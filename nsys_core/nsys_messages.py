@@ -44,6 +44,12 @@ DOUBTS = [
 ]
 # the events the analysis reads: a doubt about others (OpenGL, Vulkan, ...) questions nothing it shows
 READ_EVENTS = ("CUDA", "NVTX", "OS runtime libraries")
+CPU_SAMPLES = "CPU samples"  # what nsys calls Perf events and CPU profiling records: the CPU sampling's, no others
+# nsys 2024.2, a CPU-only capture under load: "Some events (\t9) were lost (including Perf:\t9). Certain charts ...",
+# and per thread "Process 16104, Thread 16110, lost 1 CPU profiling records (e.g. CPU Instruction Pointer samples or
+# CPU context switch tracing data)"
+LOST_SOME = re.compile(r"Some events \(\s*(\d+)\) were lost \(including ([^)]*)\)", re.I)
+LOST_RECORDS = re.compile(r"\blost (\d+) CPU profiling records", re.I)
 
 
 def doubt(text: str) -> tuple[str, str] | None:
@@ -56,10 +62,21 @@ def doubt(text: str) -> tuple[str, str] | None:
             continue
         events = next((g for g in m.groups() if g), "events")
         if kind == "lost":
-            return kind, "events"
+            return kind, CPU_SAMPLES if lost_samples(text) is not None else "events"
         named = next((e for e in READ_EVENTS if events.lower() == e.lower()), None)
         return (kind, named) if named else None
     return None
+
+
+def lost_samples(text: str) -> int | None:
+    """How many CPU samples a message of nsys's says were lost, where those are all it lost (Perf events alone, or a
+    thread's CPU profiling records); None for any other message."""
+    m = LOST_SOME.search(text)
+    if m:
+        kinds = [k.split(":")[0].strip().lower() for k in m.group(2).split(",") if k.strip()]
+        return int(m.group(1)) if kinds and set(kinds) == {"perf"} else None
+    m = LOST_RECORDS.search(text)
+    return int(m.group(1)) if m else None
 
 
 # nsys's progress and bookkeeping lines: never messages

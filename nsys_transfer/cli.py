@@ -14,19 +14,20 @@ from pathlib import Path
 import click
 
 from nsys_transfer.analysis.facade import TraceError, capture_verdict, gpu_names, scaling_row
-from nsys_transfer.analysis.cli.options import OneLineGroup
+from nsys_transfer.analysis.cli.options import OneLineGroup, refuse_unknown_option
 from nsys_transfer.analysis.cli.verify import main as verify_command
 from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
 from nsys_transfer.nsys_core.driver import check
 from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
 from nsys_transfer.nsys_core.nsys_messages import summary_line
 from nsys_transfer.profiling import bench as bench_mod
+from nsys_transfer.profiling import staging
 from nsys_transfer.profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
 from nsys_transfer.profiling.checks import (check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning,
                                             traced_python)
 from nsys_transfer.profiling.startable import cannot_start
-from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_free_base,
-                                            previous_trace, profile, profile_per_rank, quote, workload_command,
+from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_command,
+                                            next_free_base, profile, profile_per_rank, quote, shown, workload_command,
                                             write_record)
 
 
@@ -91,7 +92,9 @@ def _driver_check(n) -> dict:
 
 @click.group(cls=OneLineGroup, name="nsys-transfer", context_settings={"help_option_names": ["-h", "--help"]})
 def main():
-    """Profile the workloads with Nsight Systems, or measure them unprofiled."""
+    """Trace your program with Nsight Systems and read the trace (`run -o runs/x/x --analyze -- python my.py`: what
+    `make trace` does), compare two traces of it before and after a fix (`verify BEFORE AFTER`), or profile and
+    measure the toolkit's own stages (`profile`, `bench`, `scaling`)."""
 
 
 @main.command()
@@ -137,26 +140,32 @@ def profile_command(stage, steps, warmup, out_dir, force, trace, sample, ctxsw, 
     if per_rank and gpus < 2:
         fail("--per-rank needs --gpus 2 or more")
     name = stage if gpus == 1 else f"{stage}-x{gpus}{'rank' if per_rank else 'gpu'}"
+    created = staging.first_missing(Path(out_dir) / name)
     base = _free_base(Path(out_dir) / name, name, force)
-    workload_json = base.with_name(base.name + ".workload.json")  # throughput, integrity, host CPU load
-    args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
-    cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
-    req = ProfileRequest(cmd, base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
-    click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
-    try:
-        rec = profile_per_rank(n, req, gpus) if per_rank else profile(n, req)
-    except ProfileError as e:
-        fail(str(e), 1)
-    if workload_json.exists():
-        rec["files"]["workload"] = str(workload_json)
-    rec["nsys"]["driver_check"] = driver_check
-    rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
-                "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
-                "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
-    sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
-    rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
-    rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
-    path = write_record(base, rec)
+    with staging.whole_or_nothing(base, created, say, shown(base)) as staged:
+        workload_json = staged.base.with_name(staged.base.name + ".workload.json")  # throughput, integrity, host CPU
+        args = ["--steps", str(steps), "--warmup", str(warmup), *workload_args, "--json", str(workload_json)]
+        cmd = workload_command(stage, args, gpus=1 if per_rank else gpus)
+        req = ProfileRequest(cmd, staged.base, trace=trace, sample=sample, ctxsw=ctxsw, env=environment_for_profile())
+        click.echo(f"profiling: {quote(cmd)} -> {base}{'.rank<N>' if per_rank else ''}.nsys-rep", err=True)
+        try:
+            rec = profile_per_rank(n, req, gpus, staged.echo()) if per_rank else profile(n, req, staged.echo())
+        except ProfileError as e:
+            fail(str(e), 1)
+        if workload_json.exists():
+            rec["files"]["workload"] = str(workload_json)
+        rec["nsys"]["driver_check"] = driver_check
+        rec.update({"stage": stage, "steps": steps, "warmup": warmup, "gpus": gpus,
+                    "config": {"stage": stage, "steps": steps, "warmup": warmup, "args": list(workload_args)},
+                    "gpu": _gpu_names(Path(rec["files"]["sqlite"]))})
+        sqlites = [r["sqlite"] for r in rec["files"].get("ranks", [rec["files"]])]
+        rec["checks"] = [w for q in sqlites for w in check_trace(Path(q), expect_nvtx=True, nsys=n)]
+        rec["integrity"] = [_integrity(Path(q)) for q in sqlites]
+        rec = staged.record(rec)
+        write_record(staged.base, rec)
+        staged.publish()
+    path = base.with_name(base.name + ".run.json")
+    sqlites = [staged.final_of(q) for q in sqlites]
     for w in rec["checks"]:
         say(f"warning: {w}")
     click.echo("\n".join(sqlites))
@@ -214,6 +223,7 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     """Trace any COMMAND, the whole program (CPU-only programs too, with --trace=nvtx,osrt). By default with CPU
     samples and context switches of the process tree and the Python stack of each CUDA call (`--sample none
     --python-backtrace none` for neither); the run record's "recorded" says what was asked of nsys."""
+    refuse_unknown_option(command)
     why = cannot_start(list(command))
     if why:  # refused before nsys runs: a program that never started leaves no trace to read as a run
         fail(f"cannot start the program: {why}")
@@ -221,25 +231,31 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     for ext in (".nsys-rep", ".sqlite"):
         if out.name.endswith(ext):
             out = out.with_name(out.name[: -len(ext)])
-    base = _free_base(out.parent if str(out.parent) else Path("."), out.name, force, number=not keep_name)
+    folder = out.parent if str(out.parent) else Path(".")
+    created = staging.first_missing(folder)
+    base = _free_base(folder, out.name, force, number=not keep_name)
     n = _nsys()
     driver_check = _driver_check(n)
     if (python := traced_python(command)) is not None:  # a bare `python` is often the system's, not the venv's
         say(python)
     if cpuctxsw is None:
         cpuctxsw = "none" if sample == "none" else "process-tree"
-    req = ProfileRequest(list(command), base, trace=trace, capture_range=capture_range, sample=sample, ctxsw=cpuctxsw,
-                         env=environment_for_profile(), cuda_graph_trace=cuda_graph_trace,
-                         um_page_faults=um_page_faults,
-                         python_backtrace=None if python_backtrace == "none" else python_backtrace,
-                         python_sampling=python_sampling, python_stacks_ms=python_stacks_ms or None)
-    try:
-        rec = profile(n, req)
-    except ProfileError as e:
-        fail(str(e), 1)
-    rec["nsys"]["driver_check"] = driver_check
-    rec["integrity"] = [_integrity(Path(rec["files"]["sqlite"]))]
-    path = write_record(base, rec)
+    with staging.whole_or_nothing(base, created, say, shown(base)) as staged:
+        req = ProfileRequest(list(command), staged.base, trace=trace, capture_range=capture_range, sample=sample,
+                             ctxsw=cpuctxsw, env=environment_for_profile(), cuda_graph_trace=cuda_graph_trace,
+                             um_page_faults=um_page_faults,
+                             python_backtrace=None if python_backtrace == "none" else python_backtrace,
+                             python_sampling=python_sampling, python_stacks_ms=python_stacks_ms or None)
+        try:
+            rec = profile(n, req, staged.echo())
+        except ProfileError as e:
+            fail(str(e), 1)
+        rec["nsys"]["driver_check"] = driver_check
+        rec["integrity"] = [_integrity(Path(rec["files"]["sqlite"]))]
+        rec = staged.record(rec)
+        write_record(staged.base, rec)
+        staged.publish()
+    path = base.with_name(base.name + ".run.json")
     for why in rec["recorded"]["left_out"]:
         if "no such option" in why:  # the nsys in use is older than the option; a trace without cuda is no news
             say(f"left out {why}")
@@ -247,10 +263,10 @@ def run(output, trace, capture_range, cuda_graph_trace, um_page_faults, sample, 
     _finish(rec, path, strict)
     _program_status(rec)
     sqlite = Path(rec["files"]["sqlite"])
-    say(f"wrote {_shown(sqlite)} (beside it {base.name}.nsys-rep and the run record {path.name})")
+    say(f"wrote {shown(sqlite)} (beside it {base.name}.nsys-rep and the run record {path.name})")
     if analyze:
         _analyze(sqlite)
-    click.echo(f"next: {_next_command(sqlite, analyzed=analyze)}", err=True)
+    click.echo(f"next: {next_command(sqlite, analyzed=analyze)}", err=True)
 
 
 def _analyze(sqlite: Path) -> None:
@@ -259,34 +275,6 @@ def _analyze(sqlite: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "nsys_transfer.analysis", str(sqlite)])
     if done.returncode:
         sys.exit(done.returncode)
-
-
-def _next_command(sqlite: Path, analyzed: bool) -> str:
-    """The one command to run next: the analysis, else the comparison with the trace made before this one (or,
-    without one, what to do to make it)."""
-    tool = Path(sys.executable).parent
-    analyze_trace = _shown(tool / "analyze-trace") if (tool / "analyze-trace").exists() else \
-        f"{_shown(Path(sys.executable))} -m nsys_transfer.analysis"
-    if not analyzed:
-        return f"{analyze_trace} {_shown(sqlite)}"
-    verify = _shown(tool / "nsys-transfer") if (tool / "nsys-transfer").exists() else \
-        f"{_shown(Path(sys.executable))} -m nsys_transfer"
-    if not has_gpu():  # verify compares GPU work, and would refuse two CPU-only captures
-        return ("trace the program on a machine with an NVIDIA GPU: without one no transfer can be measured, and "
-                f"`{verify} verify BEFORE.sqlite AFTER.sqlite` compares GPU work")
-    before = previous_trace(sqlite)
-    if before is None:
-        return (f"apply the fix the top finding names, trace the fixed program under another name, then "
-                f"`{verify} verify {_shown(sqlite)} AFTER.sqlite`")
-    return f"{verify} verify {_shown(before)} {_shown(sqlite)}   (before: the newest other trace beside this one)"
-
-
-def _shown(path: Path) -> str:
-    """A path as the user can type it from here: relative to the working folder when it lies inside it."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _program_status(rec: dict) -> None:

@@ -16,12 +16,13 @@ from functools import lru_cache
 from pathlib import Path
 
 from nsys_transfer.nsys_core import nsys as nsys_tool
+from nsys_transfer.nsys_core.contracts import name_says
 from nsys_transfer.nsys_core.nsys import Nsys
 from nsys_transfer.nsys_core.nsys_messages import MessageSink
 from nsys_transfer.nsys_core.signals import sigterm_raising
 
-from nsys_transfer.profiling import python_stacks
-from nsys_transfer.profiling.checks import diagnose_profile_failure
+from nsys_transfer.profiling import python_stacks, staging
+from nsys_transfer.profiling.checks import diagnose_profile_failure, has_gpu
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 CUDA_BACKTRACE = "all"  # nsys --cudabacktrace with Python backtraces: every CUDA API kind, at nsys's 80 us threshold
@@ -50,7 +51,7 @@ class ProfileRequest:
     um_page_faults: bool = False        # nsys --cuda-um-{cpu,gpu}-page-faults: the faults behind managed-memory moves
 
 
-RUN_FILES = (".nsys-rep", ".sqlite", ".qdstrm", ".run.json", python_stacks.SUFFIX)  # what a run writes beside its base
+RUN_FILES = staging.RUN_SUFFIXES  # what a run writes beside its base
 
 
 def next_free_base(directory: Path, name: str, force: bool, number: bool = True) -> Path:
@@ -79,11 +80,45 @@ def next_free_base(directory: Path, name: str, force: bool, number: bool = True)
 
 def previous_trace(sqlite: Path) -> Path | None:
     """The newest other trace beside this one, or in a sibling run folder (runs/before/before.sqlite for
-    runs/after/after.sqlite): what a fix is verified against; None when there is none."""
+    runs/after/after.sqlite): what a fix is verified against, never one whose name says it is an after (the last
+    pair's `after` is no before of the next run); None when there is none, or when this trace's own name says it is a
+    before (NAME=before2: a new pair starts)."""
     sqlite = Path(sqlite).resolve()
+    if name_says(sqlite.stem) == "before":
+        return None
     here = [*sqlite.parent.glob("*.sqlite"), *sqlite.parent.parent.glob("*/*.sqlite")]
-    others = {p.resolve() for p in here if p.is_file()} - {sqlite}
+    # a hidden one is a run still being written (profiling/staging.py), never an earlier trace
+    others = {p.resolve() for p in here if p.is_file() and not p.name.startswith(".")} - {sqlite}
+    others = {p for p in others if name_says(p.stem) != "after"}
     return max(others, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def next_command(sqlite: Path, analyzed: bool) -> str:
+    """The one command to run next: the analysis, else the comparison with the trace made before this one (or,
+    without one, what to do to make it)."""
+    tool = Path(sys.executable).parent
+    analyze_trace = shown(tool / "analyze-trace") if (tool / "analyze-trace").exists() else \
+        f"{shown(Path(sys.executable))} -m nsys_transfer.analysis"
+    if not analyzed:
+        return f"{analyze_trace} {shown(sqlite)}"
+    verify = shown(tool / "nsys-transfer") if (tool / "nsys-transfer").exists() else \
+        f"{shown(Path(sys.executable))} -m nsys_transfer"
+    # without a GPU, verify compares the two loops by their time (no transfer to measure): said once
+    cpu = "" if has_gpu() else "; no GPU here, so verify compares the loops' time: the transfers are measured on a " \
+        "machine with an NVIDIA GPU"
+    before = previous_trace(sqlite)
+    if before is None:
+        return (f"apply the fix the top finding names, trace the fixed program under another name, then "
+                f"`{verify} verify {shown(sqlite)} AFTER.sqlite`{cpu}")
+    return f"{verify} verify {shown(before)} {shown(sqlite)}   (before: the newest other trace beside this one{cpu})"
+
+
+def shown(path: Path) -> str:
+    """A path as the user can type it from here: relative to the working folder when it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 # nsys's progress bar as it writes the report, one "[1/1] [===   40%   ] x.nsys-rep" a few times a second: repeated

@@ -50,7 +50,8 @@ def find_runs(paths: list[Path]) -> tuple[dict[str, Path], dict[str, list[Path]]
             groups.setdefault(m.group(1), {})[int(m.group(2))] = f
     stages = _best_per_stage([f for f in files if not RANK_FILE.match(_bare(f))])
     if not stages and not groups:
-        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}; run `make profile-all` first")
+        raise ReportInputError(f"no traces found in {', '.join(map(str, paths))}: `make trace PROG=my.py NAME=before` "
+                               "traces your program there (`make profile-all` the toolkit's stages)")
     single, multi = split_multi_gpu(stages)
     runs = {s: [p] for s, p in multi.items()}
     runs.update({name: [g[r] for r in sorted(g)] for name, g in sorted(groups.items())})
@@ -63,7 +64,9 @@ def _trace_files(paths: list[Path]) -> list[Path]:
         if not p.exists():
             raise ReportInputError(f"{p}: no such file or folder")
         if p.is_dir():
-            files += [f for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)]
+            # a hidden file is a run still being written, or what a killed one left (profiling/staging.py): no trace
+            files += [f for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                      and not f.name.startswith(".")]
         elif p.name.endswith(GIVEN_SUFFIXES):
             files.append(p)
         else:

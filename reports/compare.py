@@ -1,12 +1,14 @@
 """One row per stage: the article's results table, computed from analyses and bench records."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
-from nsys_transfer.analysis.facade import NotComparable, Side, big_copies, scaling_row, verify
+from nsys_transfer.analysis.facade import NotComparable, Side, big_copies, loop_of, scaling_row, verify
 from nsys_transfer.analysis.render.plots import plot_breakdown
 from nsys_transfer.analysis.render.verify_text import verify_report as render_verify
-from nsys_transfer.nsys_core.contracts import STAGES, gbps
+from nsys_transfer.nsys_core.contracts import STAGES, gbps, name_says
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:
@@ -36,8 +38,19 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
         "cannot_give": _cannot_give(s),
         "captured_steps": steps["count"],
         "diagnosis": s["diagnosis"],
+        **cpu_figures(s),
     }
     return row
+
+
+def cpu_figures(s: dict) -> dict:
+    """A capture without GPU work's own figures (its GPU ones are empty): the set-up before its loop, and its loop's
+    costliest line of the program with that line's share of the loop and its role (the cpu-hotspot findings)."""
+    code = s.get("code") or {}
+    setup = code.get("setup")
+    top = next((f for f in s["diagnosis"] if f["rule"] == "cpu-hotspot" and f.get("line")), None)
+    return {"setup_s": setup["ns"] / 1e9 if setup else None,
+            "top_line": (f"{top['subject']} {top['line']['role']}, {top['impact_fraction']:.0%}" if top else "")}
 
 
 def run_failed(s: dict) -> str:
@@ -48,6 +61,9 @@ def run_failed(s: dict) -> str:
     return f"FAILED (exit {end['exit_code']})" if end.get("exit_code") is not None else "FAILED"
 
 
+NO_GPU = "no GPU activity: every GPU figure"
+
+
 def _cannot_give(s: dict) -> list[str]:
     """What this trace's row leaves empty and why: figures from tables the export lacks, or from a lossy capture."""
     out = []
@@ -56,7 +72,7 @@ def _cannot_give(s: dict) -> list[str]:
     if s["gpu"] and s["gpu"]["compute_utilization"] is None:
         out.append("no kernel table: compute and overlap")
     if not s["gpu"]:
-        out.append("no GPU activity: every GPU figure")
+        out.append(NO_GPU)
     integ = s["trace"].get("integrity") or {}
     if integ.get("verdict") == "lossy":
         out.append(f"the capture lost CUDA events ({integ.get('lost_fraction') or 0:.0%}): its GPU figures count only "
@@ -112,6 +128,18 @@ def is_pair(names: list[str]) -> bool:
     return len(names) == 2 and not any(n.split("-long")[0] in STAGES for n in names)
 
 
+def pair_order(names: list[str], paths: list) -> list[int]:
+    """Which of two traces is the before and which the after: by their names where they say it (`before`, `after`,
+    `my_fixed`: the README's names sort `after` first), else the older capture first."""
+    says = [name_says(n) for n in names]
+    if says[0] == "after" and says[1] != "after" or says[1] == "before" and says[0] != "before":
+        return [1, 0]
+    if any(says):
+        return [0, 1]
+    mtimes = [Path(p).stat().st_mtime if Path(p).exists() else 0 for p in paths]
+    return [0, 1] if mtimes[0] <= mtimes[1] else [1, 0]
+
+
 def before_after(names: list[str], paths: list, summaries: list[dict], steady: list[dict], out_dir
                  ) -> tuple[str, str | None] | None:
     """For exactly two traces of a user's program: `nsys-transfer verify`'s comparison of their steady states
@@ -120,7 +148,10 @@ def before_after(names: list[str], paths: list, summaries: list[dict], steady: l
     cannot be compared (the reason is in the text)."""
     if not is_pair(names):
         return None
-    sides = [Side(str(p), s, None, n) for n, p, s in zip(names, paths, steady)]
+    cpu = not any(s.get("gpu") for s in steady)  # no GPU work: verify compares the two loops, read from the traces
+    sides = [Side(str(p), s, None, n, loop=loop_of(p, s) if cpu else None) for n, p, s in zip(names, paths, steady)]
+    order = pair_order(names, paths)
+    sides, names, summaries = ([x[i] for i in order] for x in (sides, names, summaries))
     try:
         text = render_verify(verify(*sides).document)
     except NotComparable as e:

@@ -28,6 +28,7 @@ CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png
 NOT_DRAWN = {"throughput.png": "no trace gives steps/s", "utilization.png": "no trace has GPU activity",
              "gaps.png": "no trace has both steps and GPU activity", "dtoh.png": "no trace has DtoH copies",
              "overlap.png": "no trace has DtoH copies and kernels", "timelines.png": "no trace has steps"}
+GPU_CHARTS = ("utilization.png", "gaps.png", "dtoh.png", "overlap.png")  # nothing to draw without GPU activity
 BUNDLED_DIR = "bundled"  # --bundled: the bundled H200 report's own folder inside --out
 # what a report writes into --out, and so what the next report removes first (nothing else there is touched)
 REPORT_FILES = ("report.md", "report.html", "results.json", "gpus.json", "before_after.png", "gpus_*.png",
@@ -42,8 +43,9 @@ REPORT_FILES = ("report.md", "report.html", "results.json", "gpus.json", "before
 @link_gbps_option("each trace's own, from its GPU and fastest copy")
 @probe_option(" (python -m nsys_transfer.workloads.linkprobe); default: probe.json in the given folders")
 @click.option("--bundled", is_flag=True,
-              help="with PATHS: also the report of the H200 traces bundled with the toolkit, in OUT/bundled/, "
-                   "its results table in this report (`make report` does, unless BUNDLED=0)")
+              help="also the report of the H200 traces bundled with the toolkit, always in OUT/bundled/, its results "
+                   "table in OUT/report.md (with no PATHS: OUT/report.md says there are no runs yet; `make report` "
+                   "passes it unless BUNDLED=0)")
 @executor_options
 def main(paths, out_dir, bench_path, link_gbps, probe_path, bundled, jobs, dask):
     """Compare stages: one trace per stage from run folders (runs/<stage>/<stage>.sqlite), files, or, with no
@@ -53,17 +55,19 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path, bundled, jobs, dask)
     try:
         check_numbers(link_gbps=link_gbps)
         outputs.check_destination(out_dir, "--out", folder=True)
-        mine = _inputs(paths, bench_path, probe_path, jobs, dask)
-        theirs = _inputs([], None, None, jobs, dask) if bundled and paths else None
-        check_same_profiler({str(p): profiler_of(p) for p in [*mine.traces.values(), *(
-            p for run in mine.multi.values() for p in run)]})
+        # --bundled without PATHS: no runs of the user's yet; the bundled report in its own folder all the same
+        mine = _inputs(paths, bench_path, probe_path, jobs, dask) if paths or not bundled else None
+        theirs = _inputs([], None, None, jobs, dask) if bundled else None
+        if mine is not None:
+            check_same_profiler({str(p): profiler_of(p) for p in [*mine.traces.values(), *(
+                p for run in mine.multi.values() for p in run)]})
     except (ReportInputError, TraceError) as e:
         _fail(str(e))
     except NotComparable as e:
         _fail(f"not comparable: {e}")
-    if not mine.traces and not mine.multi:
-        _fail("no traces to compare")
-    click.echo(f"compare-traces: reporting {_listed(mine)} into {out_dir}"
+    if mine is not None and not mine.traces and not mine.multi:
+        _fail(f"no traces to compare in {', '.join(map(_shown, paths))}" if paths else "no traces to compare")
+    click.echo(f"compare-traces: reporting {_listed(mine) if mine else 'no runs of yours'} into {out_dir}"
                + (f"; and the bundled H200 traces into {out_dir / BUNDLED_DIR}" if theirs else ""), err=True)
     created = outputs.first_missing(out_dir)
     try:
@@ -73,7 +77,10 @@ def main(paths, out_dir, bench_path, link_gbps, probe_path, bundled, jobs, dask)
         if theirs:
             df = _report(theirs, out_dir / BUNDLED_DIR, link_gbps, echo=False)
             also = (BUNDLED_DIR, render.results_markdown(df) if len(df) else "")
-        _report(mine, out_dir, link_gbps, also=also)
+        if mine is not None:
+            _report(mine, out_dir, link_gbps, also=also)
+        else:
+            _no_runs(out_dir, also)
     except OSError as e:
         outputs.remove_created(created)
         _fail(f"{e.filename or out_dir}: {e.strerror or e}; no report written")
@@ -178,8 +185,19 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     if echo and gpus_md:
         click.echo(gpus_md)
     pngs = len(chart_map) + len(gpu_charts) + (1 if pair and pair[1] else 0)
-    click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {pngs} PNGs in {out_dir}")
+    click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {pngs} PNGs in {out_dir}"
+               + (f"; the bundled H200 report: {out_dir / also[0] / 'report.md'}" if also else ""))
     return df
+
+
+def _no_runs(out_dir: Path, also: tuple[str, str] | None) -> None:
+    """report.md and report.html when there is no run of the user's yet: how to make one, and the bundled report beside
+    (its own folder, where it always is)."""
+    md = render.no_runs_markdown(also)
+    (out_dir / "report.md").write_text(md)
+    (out_dir / "report.html").write_text(render.no_runs_html(also))
+    click.echo(f"report: {out_dir / 'report.md'} (no runs of yours yet) and {out_dir / 'report.html'}"
+               + (f"; the bundled H200 report: {out_dir / also[0] / 'report.md'}" if also else ""))
 
 
 def _note(paths, bench: dict, missing: list[str]) -> str:
@@ -209,7 +227,12 @@ def _draw(df, stages, summaries, timeline_items, out_dir: Path, link_gbps, link)
              "dtoh.png": charts.dtoh(df, out_dir / "dtoh.png", link_gbps or DEFAULT_LINK_GBPS, link),
              "overlap.png": charts.overlap(df, out_dir / "overlap.png")}
     drawn["timelines.png"], no_steps = charts.timelines(timeline_items, out_dir / "timelines.png")
-    missing = [f"{name} ({NOT_DRAWN[name]})" for _, name in CHARTS if not drawn[name]]
+    missing = [f"{name} ({NOT_DRAWN[name]})" for _, name in CHARTS if not drawn[name] and name not in GPU_CHARTS]
+    gpu_missing = [name for name in GPU_CHARTS if not drawn[name]]
+    if gpu_missing and not any(s.get("gpu") for s in summaries):  # runs on the CPU: said once, not chart by chart
+        missing.insert(0, f"the GPU's charts ({', '.join(gpu_missing)}: no trace has GPU activity)")
+    else:
+        missing[:0] = [f"{name} ({NOT_DRAWN[name]})" for name in gpu_missing]
     if drawn["timelines.png"] and no_steps:
         missing.append(f"{', '.join(no_steps)} in timelines.png (no steps found in "
                        f"{'its' if len(no_steps) == 1 else 'their'} trace)")

@@ -9,6 +9,7 @@ from nsys_transfer.analysis.render import palette
 from nsys_transfer.analysis.render.formats import MS as IDLE_PER_STEP
 from nsys_transfer.analysis.render.text import prediction_text, site_place
 from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
+from nsys_transfer.reports.compare import NO_GPU
 
 # the palette's keys the charts draw, named once in the HTML report's colour key
 KEY_SHOWN = ("compute", "busy", "DtoH", "DtoH/Pageable", "HtoD", "HtoD/Pageable", "DtoD", "unified", *palette.causes(),
@@ -28,8 +29,12 @@ COLUMNS = [  # (heading, row -> cell); the stage-only ones are left out where no
     ("idle per step", lambda r: _f(r["gap_per_step_ms"], IDLE_PER_STEP)), ("DtoH per copy", lambda r: _f(r["dtoh_ms"], "{:,.1f} ms")),
     ("DtoH GB/s", lambda r: _f(r["dtoh_gbps"], "{:.1f}")), ("DtoH memory", lambda r: r["dtoh_memory"]),
     ("overlap", lambda r: _f(r["dtoh_overlap"], "{:.0%}")), ("integrity", lambda r: r["integrity"]),
+    ("set-up", lambda r: _f(r.get("setup_s"), "{:,.1f} s")), ("top line", lambda r: r.get("top_line") or ""),
 ]
-STAGE_ONLY = {"vs baseline", "of ceiling", "run"}  # shown only where a row has one (run: a failed program)
+# shown only where a row has one: the stages' (run: a failed program; integrity: a bench's check), the GPU's (a report
+# of CPU-only runs is not a table of empty cells), a CPU-only capture's (its set-up, its loop's costliest line)
+STAGE_ONLY = {"vs baseline", "of ceiling", "run", "integrity", "GPU busy", "compute", "idle per step", "DtoH per copy",
+              "DtoH GB/s", "DtoH memory", "overlap", "set-up", "top line"}
 
 
 def results_markdown(df: pd.DataFrame) -> str:
@@ -45,8 +50,10 @@ def results_markdown(df: pd.DataFrame) -> str:
 
 
 def _cost(d: dict) -> str:
-    """A finding's severity and what it costs, as the analysis ordered them."""
-    return (f"{d['severity']}, {d['impact_ns'] / 1e6:,.1f} ms = {100 * d['impact_fraction']:.0f}% of the window"
+    """A finding's severity and what it costs, as the analysis ordered them (a CPU-only line's share is of the main
+    thread's loop, the set-up before it left out; any other's of the window)."""
+    of = "the main thread's loop" if d["rule"] == "cpu-hotspot" else "the window"
+    return (f"{d['severity']}, {d['impact_ns'] / 1e6:,.1f} ms = {100 * d['impact_fraction']:.0f}% of {of}"
             if d.get("impact_ns") else d["severity"])
 
 
@@ -112,7 +119,13 @@ def results_note(df: pd.DataFrame) -> str:
             "not comparable with the bench's figures) for " + ", ".join(traced)
             + ("; from the unprofiled bench for the others" if len(traced) < len(rows) else ""))
     note += ". Every other column comes from each trace."
-    gaps = [f"{r['stage']}: {'; '.join(r['cannot_give'])}" for r in rows if r.get("cannot_give")]
+    cpu = [r["stage"] for r in rows if NO_GPU in r.get("cannot_give", [])]
+    if cpu and len(cpu) == len(rows):  # a report of CPU-only runs: its columns are theirs, said once
+        note += (" No trace ran GPU work (captures on the CPU), so the GPU's columns are left out: set-up is the main "
+                 "thread's before its loop (imports, model construction), top line the loop's costliest line of the "
+                 "program, its role and share of the loop.")
+    gaps = [f"{r['stage']}: {'; '.join(g for g in r['cannot_give'] if not (cpu and len(cpu) == len(rows) and g == NO_GPU))}"
+            for r in rows if [g for g in r.get("cannot_give", []) if not (len(cpu) == len(rows) and g == NO_GPU)]]
     return note + ("  \nNot given (left empty): " + " | ".join(gaps) + "." if gaps else "")
 
 
@@ -146,6 +159,30 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
     parts += ["## Traces", ""]
     parts += [f"- {s}: `{p}`" for s, p in sources.items()]
     return "\n".join(parts) + "\n"
+
+
+NO_RUNS = ("No trace of yours in runs/ yet. `make trace PROG=\"my.py\" NAME=before` traces your program (README, "
+           "\"Your own program\"); `make report` then reports every run in runs/ here, with the bundled H200 stages "
+           "beside them.")
+
+
+def no_runs_markdown(also: tuple[str, str] | None) -> str:
+    """report.md without runs of the user's: how to make one, and the bundled report's table and place."""
+    parts = ["# Your runs", "", NO_RUNS, ""]
+    if also:
+        parts += ["## The bundled H200 stages", "", f"The toolkit's own stages on an H200: the whole report in "
+                  f"[{also[0]}/report.md]({also[0]}/report.md) ([HTML]({also[0]}/report.html)).", "", also[1], ""]
+    return "\n".join(parts) + "\n"
+
+
+def no_runs_html(also: tuple[str, str] | None) -> str:
+    """report.html without runs of the user's (no_runs_markdown's content)."""
+    bundled = ""
+    if also:
+        bundled = (f"<h2>The bundled H200 stages</h2><p>The toolkit's own stages on an H200: the whole report in "
+                   f"<a href=\"{also[0]}/report.html\">{also[0]}/report.html</a>.</p>" + _table_html(also[1]))
+    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>Your runs</title></head><body>"
+            f"<h1>Your runs</h1><p>{html.escape(NO_RUNS).replace('`', '')}</p>" + bundled + "</body></html>")
 
 
 def _finding_html(d: dict, where: str = "") -> str:

@@ -223,3 +223,18 @@ def test_a_bug_or_a_usage_error_is_one_line_in_every_command():
     r = run_cli("-m", "nsys_transfer", env=env)  # bare: the group's help as it is, not a usage line wrapped round it
     help_text = r.stdout + r.stderr
     assert help_text.startswith("Usage: ") and "Commands:" in help_text and "(see" not in help_text, help_text
+
+
+def test_the_help_texts_say_what_the_readme_says():
+    """issue 57, item 10: the commands' own help names the torch.profiler traces analyze-trace reads, `run` as the
+    user's command, and what each side of verify needs (as README.md says them)."""
+    analyze = run_cli("-m", "nsys_transfer.analysis", "--help").stdout
+    assert "torch.profiler trace (Kineto JSON, .json or .json.gz" in " ".join(analyze.split())
+    top = " ".join(run_cli("-m", "nsys_transfer", "--help").stdout.split())
+    assert "Trace your program" in top and "run -o runs/x/x --analyze -- python my.py" in top and "verify" in top
+    assert "Profile the workloads" not in top
+    verify = " ".join(run_cli("-m", "nsys_transfer", "verify", "--help").stdout.split())
+    assert "Each side:" in verify and "both without GPU work (then the loops are compared by their time" in verify
+    assert "--sample none --python-backtrace none" in verify
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "torch.profiler" in readme and "verify" in readme

@@ -233,3 +233,33 @@ def test_output_bound_weighs_what_the_workers_can_take(workers_ms, severity, sub
     assert (f.severity, f.subject) == (severity, subject), f
     assert "20.1 batches/s of GPU time" in f.evidence
     assert f"{workers_ms[0]} workers at {workers_ms[1]:,.0f} ms of work a batch can take" in f.evidence
+
+
+def test_the_pipelines_back_pressure_is_its_pace_however_many_ranges_the_loop_names():
+    """issue 57, item 11: a loop blocked in submit() (in `copy to CPU`, every output buffer busy) waits on the
+    OutputPipeline's workers: output-bound, the pipeline's pace, never input-bound's "raise num_workers". A loop that
+    names each step (`step 0` .. `step 39`, as the README shows) has more range names than the JSON's top 20, and the
+    pipeline's small drain range falls out of them. seg_logits_fixed (H200, real) with 40 such step ranges added to its
+    NVTX summary, the JSON's list cut to the top 20 as the section cuts it, and its drain's waits moved into `copy to
+    CPU` (as back-pressure leaves them: no capture without a GPU can record it)."""
+    from nsys_transfer.analysis.rules.base import Context
+    from nsys_transfer.analysis.rules.diagnosis import diagnose
+    from nsys_transfer.analysis.rules.facts import Facts
+    from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN
+    from conftest import ROOT
+    with Trace.open(str(ROOT / "tests/data/programs/seg_logits_fixed_nsys2024.sqlite.xz")) as t:
+        a = analyze_sections(t, Options())
+    ns = a.tables["nvtx_summary"]
+    steps = pd.concat([ns.iloc[:1].assign(name=f"step {i}", count=1, total_ns=10**9 + i) for i in range(40)])
+    ns = pd.concat([ns, steps], ignore_index=True).sort_values("total_ns", ascending=False, ignore_index=True)
+    shown = [{"name": n, "count": int(c)} for n, c in zip(ns["name"][:20], ns["count"][:20])]
+    assert PIPELINE_DRAIN not in {r["name"] for r in shown}
+    idle = a.tables["idle"]
+    waits = (idle["cause"] == "input") & (idle["subject"] == PIPELINE_DRAIN)
+    assert waits.any()
+    idle = idle.assign(subject=idle["subject"].where(~waits, COPY_TO_CPU))
+    summary = {**a.summary, "nvtx": {**a.summary["nvtx"], "ranges": shown}}
+    found, _ = diagnose(Context(Facts.of(summary, {**a.tables, "nvtx_summary": ns, "idle": idle})))
+    rules = [f["rule"] for f in found]
+    assert rules[0] == "output-bound" and "input-bound" not in rules, rules
+    assert "for a free output buffer in submit()" in found[0]["evidence"]

@@ -88,3 +88,44 @@ def test_a_trace_without_kernels_says_what_it_cannot_give(tmp_path, h200):
     assert res["before"]["compute_utilization"] > 0.9
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "Not given (left empty): after: no kernel table: compute and overlap" in md
+
+
+def _cpu_runs(folder):
+    """runs/before and runs/after as `make trace NAME=...` leaves them: the newcomer's two CPU captures (issue 57)."""
+    import lzma
+    import shutil
+    data = ROOT / "tests" / "data" / "newcomer"
+    for name, stem in (("before", "cpu_roll_nsys2024"), ("after", "cpu_roll_fixed_nsys2024")):
+        d = folder / "runs" / name
+        d.mkdir(parents=True)
+        with lzma.open(data / f"{stem}.sqlite.xz") as f, open(d / f"{name}.sqlite", "wb") as out:
+            shutil.copyfileobj(f, out)
+        for ext in ("pystacks.gz", "run.json"):
+            shutil.copyfile(data / f"{stem}.{ext}", d / f"{name}.{ext}")
+    return folder / "runs"
+
+
+def test_a_report_of_cpu_runs_gives_their_own_figures_and_compares_them(tmp_path):
+    """issue 57, item 8: the report of two CPU-only runs is no table of empty GPU cells: each run's set-up and its
+    loop's costliest line, and before against after as verify says it (the README's names sort `after` first)."""
+    r = run_cli("-m", "nsys_transfer.reports", str(_cpu_runs(tmp_path)), "--out", str(tmp_path / "rep"), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| trace | steps/s | set-up | top line |" in md and "GPU busy" not in md.split("## Before and after")[0]
+    assert "| before | " in md and "cpu_roll.py:28 input, 51% |" in md
+    assert "VERDICT: 1.87x faster over the whole loop; resolved: cpu-hotspot (cpu_roll.py:28)" in md
+    assert "before: " in md and "runs/before/before.sqlite" in md.split("after:  ")[0]
+    assert "% of the main thread's loop" in md
+
+
+def test_the_bundled_report_has_one_place_with_runs_or_without(tmp_path):
+    """issue 57, item 8: `make report` (--bundled) puts the bundled H200 report in OUT/bundled/ whether or not there
+    are runs; without runs OUT/report.md says how to make one, with the bundled table and where its report is."""
+    r = run_cli("-m", "nsys_transfer.reports", "--bundled", "--out", str(tmp_path / "rep"), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = tmp_path / "rep"
+    assert (rep / "bundled" / "report.md").is_file() and (rep / "bundled" / "throughput.png").is_file()
+    md = (rep / "report.md").read_text()
+    assert md.startswith("# Your runs") and "make trace PROG=" in md and "| pinned | 6.63 |" in md
+    assert "bundled/report.md" in md and not (rep / "throughput.png").exists()
+    assert "the bundled H200 report: " in r.stdout.strip().splitlines()[-1]

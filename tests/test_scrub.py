@@ -143,3 +143,36 @@ def test_stop_inside_a_long_sqlite_statement(tmp_path):
     with pytest.raises(scrub.Stopped):
         scrub._execute(con, "WITH RECURSIVE n(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < 20000000) "
                             "SELECT COUNT(*) FROM n", (), stops).fetchall()
+
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")  # a writer at work: readers that take SQLite's shared lock are refused
+con.execute("CREATE TABLE uncommitted(x)")
+print("LOCKED", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_locked_export_is_read_and_its_holder_named(colab, tmp_path, tmp_copy):
+    """issue 57, item 12: an export another process holds locked for writing is no damaged export: its last committed
+    state is scrubbed (as analyze-trace reads it), the holder is named, the source is left as it was."""
+    src = tmp_copy(colab, "held.sqlite")
+    before = src.read_bytes()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(src)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "LOCKED"
+        r = scrub_cli(src, tmp_path / "clean.sqlite")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 0, r.stderr
+    said = r.stderr.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith(f"scrub-trace: {src} is locked by process {holder.pid} (python"), said
+    assert said[0].endswith("(a writer at work): its last committed state was copied"), said
+    assert "damaged" not in r.stderr and src.read_bytes() == before
+    with sqlite3.connect(tmp_path / "clean.sqlite") as con:
+        names = {n for (n,) in con.execute("SELECT name FROM sqlite_master")}
+        assert "StringIds" in names and "uncommitted" not in names
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -103,7 +103,7 @@ def test_a_new_section_is_one_declaration():
     finally:
         base.remove("top_kernel")
     s = a.summary
-    assert list(s)[-7:] == ["nvtx", "code", "top_kernel", "diagnosis", "warnings", "ranks", "cycles"]
+    assert list(s)[-8:] == ["nvtx", "code", "top_kernel", "diagnosis", "predicted", "warnings", "ranks", "cycles"]
     assert s["top_kernel"]["name"] == s["kernels"]["top"][0]["name"]
     assert 0 < s["top_kernel"]["share"] <= 1
     assert list(a.tables)[-1] == "top_kernel"

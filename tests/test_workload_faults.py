@@ -70,7 +70,7 @@ def _start_long_run(stage: str = "bufpool"):
     return p, kids
 
 
-@pytest.mark.parametrize("stage", ["bufpool", "pinned"])
+@pytest.mark.parametrize("stage", ["multiproc", "bufpool", "pinned"])
 @pytest.mark.parametrize("fault", ["one-worker-killed", "SIGTERM", "SIGKILL", "SIGTERM-group"])
 def test_faults_end_the_run_and_leave_nothing_behind(fault, stage):
     """pinned runs on the fixes library (OutputPipeline, prefetch) through its CPU path; SIGTERM-group is what

@@ -56,8 +56,11 @@ def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict
 @options.executor_options
 def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, steps, whole, top, pipeline_depth,
          link_gbps, show_all, probe_path, run_path, quiet, check, jobs, dask):
-    """Say what the GPU and the transfers did in an Nsight Systems export (.sqlite, .sqlite.xz or .nsys-rep) or a
-    torch.profiler trace (.json, .pt.trace.json[.gz]); a folder stands for the traces in it.
+    """Say what the GPU and the transfers did, what limits the program and the fix, in an Nsight Systems export
+    (.sqlite, .sqlite.xz or .nsys-rep) or a torch.profiler trace (Kineto JSON, .json or .json.gz, from
+    export_chrome_trace or tensorboard_trace_handler: .pt.trace.json[.gz]); a folder stands for the traces in it. With
+    the Python stacks `nsys-transfer run` samples beside the trace (BASE.pystacks.gz), each finding names its line of
+    the program; a capture without GPU work shows the main thread's loop line by line, its set-up apart.
 
     With several GPUs in one trace (torchrun under nsys), or several traces (one per rank, put on one clock), it
     also compares the GPUs and names the resource that limits them."""

@@ -5,6 +5,7 @@ with a three-line usage block; both end here in one line and exit code 2.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -149,3 +150,17 @@ def chosen_executor(jobs: int | None, dask: str | None, items: int):
     if from_env and (jobs is not None or items <= 1):
         dask = None
     return executor(jobs, dask, items)
+
+
+def refuse_unknown_option(args) -> None:
+    """An option a command that hands its unknown options on does not know, before the program (`run --sampel none
+    -- python my.py`): click, told to pass unknown options on so that the program's own (`python my.py --batch 64`)
+    reach it, would hand it over as the program to run; a program's name never starts with '-', so it is named as the
+    option it is, with the command's nearest ones."""
+    first = args[0] if args else ""
+    if not first.startswith("-"):
+        return
+    ctx = click.get_current_context()
+    name = first.split("=", 1)[0]
+    known = [o for p in ctx.command.params for o in getattr(p, "opts", []) if o.startswith("--")]
+    raise click.NoSuchOption(name, possibilities=difflib.get_close_matches(name, known, n=2, cutoff=0.6), ctx=ctx)

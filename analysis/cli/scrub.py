@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import click
 
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.cli.options import OneLineCommand
-from nsys_transfer.analysis.facade import Trace, TraceError
+from nsys_transfer.analysis.facade import Trace, TraceError, lock_held
 from nsys_transfer.nsys_core.signals import STOPS, scratch_file
 
 SCRUBBED = "(scrubbed)"
@@ -99,26 +100,38 @@ def scrub(src: Path, dst: Path, force: bool = False, preset: int = XZ_PRESET) ->
     check_output(src, dst, force)
     with Trace.open(src) as t:  # validates, decompresses, and applies a journal beside it on a private copy
         local = t.path
+    held = lock_held(Path(local))  # another process writes it: its last committed state is read, as analyze-trace does
     created = outputs.first_missing(dst.parent)
     try:
         with _stops_raised() as stops:
             dst.parent.mkdir(parents=True, exist_ok=True)
-            counts = _write_scrubbed(Path(local), dst, stops, preset)
+            before = _identity(Path(local))
+            counts = _write_scrubbed(Path(local), dst, stops, preset, immutable=held is not None)
+            if held and _identity(Path(local)) != before:
+                dst.unlink(missing_ok=True)
+                raise TraceError(f"{src}: is locked {held}, which wrote to it while it was being copied; wait until "
+                                 "that process has finished, then run again")
     except OSError as e:
         outputs.remove_created(created)
         raise TraceError(f"{dst}: cannot write it ({e.strerror or e}); choose a place you can write") from None
     except BaseException:
         outputs.remove_created(created)
         raise
+    counts["locked_by"] = held
     return counts
 
 
-def _write_scrubbed(local: Path, dst: Path, stops: _Stops, preset: int) -> dict:
+def _identity(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def _write_scrubbed(local: Path, dst: Path, stops: _Stops, preset: int, immutable: bool = False) -> dict:
     """The scrubbed export into scratch files beside dst, the finished one renamed onto it (the scratch files are
     deleted however the block ends)."""
     folder, stem = dst.parent, f".{dst.name}-"
     with scratch_file(folder, stem, ".sqlite.part") as work:
-        counts = _scrubbed_copy(local, work, stops)
+        counts = _scrubbed_copy(local, work, stops, immutable)
         if not dst.name.endswith(".xz"):
             _publish(work, dst)
             return counts
@@ -137,10 +150,12 @@ def _publish(part: Path, dst: Path) -> None:
     part.replace(dst)
 
 
-def _scrubbed_copy(local: Path, work: Path, stops: _Stops) -> dict:
+def _scrubbed_copy(local: Path, work: Path, stops: _Stops, immutable: bool = False) -> dict:
     """A compacted copy of local at work (VACUUM INTO: no free page of the original comes along), the environment
-    then overwritten in it, with secure_delete zeroing the bytes it held."""
-    src = sqlite3.connect(f"file:{local}?mode=ro", uri=True)
+    then overwritten in it, with secure_delete zeroing the bytes it held. immutable: read without SQLite's shared lock
+    (another process holds one against readers; the file holds its last committed state, journal.lock_held)."""
+    uri = f"file:{urllib.parse.quote(str(local.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
+    src = sqlite3.connect(uri, uri=True)
     try:
         src.set_progress_handler(stops.progress, PROGRESS_STEPS)
         work.unlink()  # VACUUM INTO wants a new file (the scratch name stays reserved: a stop deletes what it finds)
@@ -233,6 +248,9 @@ def main(src, dst, force, preset):
     except sqlite3.DatabaseError as e:
         click.echo(f"scrub-trace: {src}: the export is damaged ({e}); re-export it", err=True)
         sys.exit(2)
+    if counts.get("locked_by"):
+        click.echo(f"scrub-trace: {src} is locked {counts['locked_by']} (a writer at work): its last committed "
+                   "state was copied", err=True)
     click.echo(f"{dst}: removed {counts['system_env']} system environment, {counts['capture_meta']} capture "
                f"metadata and {counts['strings']} string-table entries")
 

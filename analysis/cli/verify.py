@@ -23,7 +23,7 @@ def _fail(msg: str, code: int = 2):
 
 def trace_in(path: Path) -> Path:
     """The trace a path names: itself, or the newest trace in a run folder; TraceError when there is none."""
-    if path.is_dir():  # the folder's traces (an export stands for the report beside it), per-rank ones aside
+    if path.is_dir():  # the folder's traces (an export stands for its report; hidden ones never), per-rank ones aside
         found = sorted((p for p in traces_given([path]) if ".rank" not in p.name), key=lambda p: p.stat().st_mtime)
         if not found:
             raise TraceError(f"{path}: a folder with per-rank traces alone; give one trace of each side")
@@ -77,9 +77,15 @@ def check_rule_names(fail_on_new: str | None) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="print only the verdict line")
 def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fail_on_new, json_path, plot_dir, whole,
          quiet):
-    """Compare two traces of the same program, before and after a change: throughput, the GPU's and the copies'
-    figures, and every finding (resolved, reduced, unchanged, worse, new). Exit 0 ok, 1 a gate failed, 2 bad
-    input or not comparable."""
+    """Compare two traces of the same program, before and after a change: one verdict line first (faster or slower
+    over the whole loop, the findings resolved and new), then the figures and every finding (resolved, reduced,
+    unchanged, worse, new). Exit 0 ok, 1 a gate failed, 2 bad input or not comparable.
+
+    Each side: an Nsight Systems export (.sqlite, .sqlite.xz, .nsys-rep, or a run folder) or a torch.profiler trace,
+    both of the same profiler; of one program that finished (a failed run is refused); captured on the same GPUs, or
+    both without GPU work (then the loops are compared by their time: mark each step with an NVTX range `step N`, or
+    trace with `nsys-transfer run`, whose Python stacks find the loop). For a fair speed-up capture both with
+    `nsys-transfer run --sample none --python-backtrace none`."""
     try:
         for flag, path, folder in (("--json", json_path, False), ("--plots", plot_dir, True)):
             outputs.check_destination(path, flag, folder, inputs=[before, after])

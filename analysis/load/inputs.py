@@ -118,9 +118,10 @@ KINETO_ENDINGS = (".json", ".json.gz", ".json.gzip")
 def traces_in(folder: Path) -> list[Path]:
     """The traces a folder holds, by name: nsys exports (a report's .sqlite beside it stands for it) and torch.profiler
     traces (tensorboard_trace_handler's <host>_<pid>.<ns>.pt.trace.json[.gz], export_chrome_trace's .json: a JSON
-    file counts where it holds trace events, so a run record beside a trace is not taken for one); TraceError where
-    there is none."""
-    files = sorted(p for p in folder.iterdir() if p.is_file())
+    file counts where it holds trace events, so a run record beside a trace is not taken for one), hidden files aside;
+    TraceError where there is none."""
+    # a hidden file is a run still being written, or what a killed one left (profiling/staging.py): never a trace
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     exports = {p.name[: -len(e)] for p in files for e in (".sqlite", ".sqlite.xz") if p.name.endswith(e)}
     found = [p for p in files if p.name.endswith(NSYS_ENDINGS) and not
              (p.name.endswith((".nsys-rep", ".qdrep")) and p.name.rsplit(".", 1)[0] in exports)]

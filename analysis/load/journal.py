@@ -11,8 +11,10 @@ the copy normally; the user's files stay byte-identical.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
+import urllib.parse
 from pathlib import Path
 
 from nsys_transfer.analysis.common.errors import TraceError
@@ -95,3 +97,51 @@ def _apply_on_copy(db: Path, journal: Path, out: Path, source: str, kind: str) -
 
 def _identity(*paths: Path) -> list[tuple[int, int]]:
     return [(p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
+
+
+def lock_held(db: Path) -> str | None:
+    """None when a reader can take SQLite's shared lock on db (what any reader but our immutable one needs); else who
+    holds the lock against it, in words ('by process 123 (python3)'). A writer at work holds it while its changes are
+    still in its own memory or in a journal beside the file (pending_journal reads those), so the file itself holds
+    the last committed state: locked is not damaged."""
+    uri = f"file:{urllib.parse.quote(str(Path(db).resolve()))}?mode=ro"
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=0.1)
+    except sqlite3.Error:
+        return None
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as e:
+        return holders_said(db) if "locked" in str(e).lower() or "busy" in str(e).lower() else None
+    except sqlite3.Error:
+        return None  # damaged: the read itself says so
+    finally:
+        con.close()
+    return None
+
+
+def holders(path: Path) -> list[tuple[int, str]]:
+    """(pid, program name) of every process this user can see with `path` open (its /proc/PID/fd links): who holds a
+    lock on an export, said by name rather than as SQLite's bare "database is locked"."""
+    target = os.path.realpath(path)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if not any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == target for fd in fds):
+                continue
+            with open(f"/proc/{pid}/comm") as f:
+                found.append((int(pid), f.read().strip()))
+        except OSError:  # another user's process, or one that ended meanwhile
+            continue
+    return found
+
+
+def holders_said(path: Path) -> str:
+    """'by process 123 (python3)', 'by processes 1 (a), 2 (b)', or 'by another process' when none can be seen."""
+    procs = holders(path)
+    if not procs:
+        return "by another process"
+    return f"by process{'es' if len(procs) > 1 else ''} " + ", ".join(f"{p} ({n})" for p, n in procs[:3])

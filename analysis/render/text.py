@@ -71,23 +71,37 @@ def code_line(site: dict | None, indent: str = "      ") -> list[str]:
     return out
 
 
-def code_section_lines(code: dict | None) -> list[str]:
-    """Where a CPU-only capture's time went, line by line; or one line on why no finding names its line."""
+def code_section_lines(code: dict | None, lined: set[str] = frozenset()) -> list[str]:
+    """Where a CPU-only capture's time went, line by line; or one line on why no finding names its line. lined: the
+    places a finding shows with its path (not repeated here)."""
     if not code:
         return []
     if code.get("missing"):
         return [f"program lines: {code['missing']}"]
-    if not code.get("cpu"):
+    if not code.get("cpu") and not code.get("setup"):
         return []
-    out = [f"where the main thread's time went, line by line ({code['source']}):"]
+    out = _setup_lines(code.get("setup"))
+    loop = "in its loop" if code.get("setup") else ""
+    out.append(f"where the main thread's time went{' ' + loop if loop else ''}, line by line ({code['source']}):")
     for site in code["cpu"]:
         out.append(f"  {ms(site['ns'])} ({100 * site['share']:.0f}%)  {site_place(site)}  {site['code']}  "
                    f"[{site['role']}]")
         if site.get("growth_ms"):
             a, b = site["growth_ms"]
             out.append(f"      growing: {a:,.1f} ms a call at the start of the run, {b:,.1f} ms at the end")
-        if len(site["path"]) > 1:
+        if len(site["path"]) > 1 and site_place(site) not in lined:
             out.append("      via " + " -> ".join(site["path"]))
+    return out
+
+
+def _setup_lines(setup: dict | None) -> list[str]:
+    """A CPU-only capture's set-up before its loop (imports, model construction), apart from the loop's lines."""
+    if not setup:
+        return []
+    kinds = ", ".join(f"{k} {ms(v)}" for k, v in setup["by_kind"].items() if v)
+    out = [f"set-up before the loop (until {setup['until']}; paid once a run, left out of the lines below): "
+           f"{ms(setup['ns'])}" + (f" ({kinds})" if kinds else "")]
+    out += [f"  {ms(site['ns'])}  {site_place(site)}  {site['code']}" for site in setup["lines"]]
     return out
 
 
@@ -132,8 +146,8 @@ def text_report(s: dict, show_all: bool = False) -> str:
     if s["nvtx"]["count"]:
         L.append(f"{_range_word(s)} ranges (total): " + ", ".join(f"{r['name']} {ms(r['total_ns'])} x{r['count']}"
                                                      for r in s["nvtx"]["ranges"][:6]))
-    L += code_section_lines(s.get("code"))
     findings = own_findings(s)  # the multi-GPU limit is ranks_report's
+    L += code_section_lines(s.get("code"), {site_place(f["line"]) for f in findings if f.get("line")})
     if any(show_all or f["severity"] in SHOWN for f in findings):
         L.append("diagnosis (by what fixing each buys):")
     L += finding_lines(findings, show_all)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from nsys_transfer.nsys_core.nsys_messages import CPU_SAMPLES
 
 from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms
 from nsys_transfer.analysis.rules.facts import ProgramEnd
@@ -54,7 +55,18 @@ class IncompleteTrace(Rule[Context]):
         if integ.verdict not in ("lossy", "doubtful"):
             return []
         said = terms(ctx.facts.profiler)
-        if integ.verdict == "doubtful":
+        if integ.verdict == "doubtful" and integ.doubted == (CPU_SAMPLES,):
+            # only CPU samples lost, many of them: the lines and the gaps' CPU work are approximate, the rest stands
+            return [ctx.finding(self.id, 0, "the capture", integ.evidence,
+                                "read the program's lines and the CPU work in the gaps as approximate: nsys could not "
+                                "keep up with its CPU sampling on this machine; capture again with fewer samples "
+                                "(`--sample none` keeps the Python stacks, which name the lines) or on a less busy "
+                                "machine", severity="medium")]
+        if integ.verdict == "doubtful" and ctx.facts.cpu_only:  # no GPU: the CUDA profiler's range means nothing
+            fix = ("do not trust the figures of this trace as whole: capture it again so that nsys records every "
+                   "process to its end (let each traced process exit normally inside the capture, not by a kill or "
+                   "os._exit); `analyze-trace --check` then says whether nsys still doubts it")
+        elif integ.verdict == "doubtful":
             fix = ("do not trust the figures of this trace as whole: capture it again so that nsys records every "
                    "process to its end (let each traced process exit normally inside the capture, not by a kill or "
                    "os._exit; bound the capture with torch.cuda.profiler.start()/stop() and --capture-range="

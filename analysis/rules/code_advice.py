@@ -68,6 +68,46 @@ def _advice(site: CodeSite) -> str | None:
     }.get(site.role)
 
 
+LOADER_WORKERS = "DataLoader worker process"  # a path step code_lines writes where the loop waits on its workers
+
+
+def cpu_advice(site: CodeSite) -> str:
+    """The change for a line of a capture without GPU work, by its role: what the line's work costs the main thread's
+    loop here, and how to take it off (nothing of the GPU: none ran)."""
+    at = f"{site.place} (`{site.code.strip()}`)" if site.code.strip() else site.place  # torch.profiler: maybe no text
+    workers = next((step for step in site.path if LOADER_WORKERS in step), None)
+    if site.role == roles.INPUT and workers:
+        work = site.path[-2] if len(site.path) >= 2 and "(" in site.path[-2] else site.path[-1]
+        return (f"{at} waits for the next batch: its {workers.split(' DataLoader')[0]} DataLoader workers make "
+                f"them slower than the loop takes them, their time going to {work}: make that work cheaper (one "
+                "NumPy or torch call over the whole array instead of a Python loop of small ones), or give the "
+                "loader more workers (`num_workers=`, up to the idle cores)")
+    return {
+        roles.INPUT: f"{at} prepares the input on the main thread, between the loop's steps: move it into DataLoader "
+                     "worker processes (`DataLoader(..., num_workers=4, persistent_workers=True)`), where it runs "
+                     "beside the loop, and make it cheaper (one NumPy or torch call over the whole array instead of a "
+                     "Python loop of small ones)",
+        roles.OUTPUT: f"{at} handles each output on the main thread: hand it to worker processes "
+                      "(`nsys_transfer.fixes.OutputPipeline(process, workers=4)` takes CPU tensors too, or a "
+                      "`concurrent.futures.ProcessPoolExecutor`) so the loop goes on",
+        roles.PER_ELEMENT: f"{at} reads a tensor one element at a time (each `.item()`, `.tolist()` or `int()` a "
+                           "separate call): work on the whole batch at once (`argmax`, `topk`, a mask), then convert "
+                           "the batch's result once",
+        roles.ACCUMULATION: f"{at} copies the whole accumulated array each time it grows"
+                            + (f" ({site.growth[0]:,.1f} ms a call at the start, {site.growth[1]:,.1f} ms at the end)"
+                               if site.growth else "")
+                            + ": append each batch's result to a list and concatenate once after the loop, or "
+                              "preallocate the array and write each batch into its slice",
+        roles.DISK: f"{at} writes to disk on the main thread: hand the writes to a pool of threads "
+                    "(`concurrent.futures.ThreadPoolExecutor`) so the loop goes on",
+        roles.MODEL: f"{at} runs the model: the work the loop is for. On the CPU, run it under "
+                     "`torch.inference_mode()` and give each call more work (a larger batch); on a GPU, trace it "
+                     "there: the copies to and from it are then measured too",
+        roles.WEIGHTS: f"{at} moves a module's weights every step: move the model once, before the loop",
+    }.get(site.role, f"{at} is the program's own computation on the main thread: do it on whole arrays (one NumPy or "
+                     "torch call instead of a Python loop of small ones), or in worker processes beside the loop")
+
+
 def _batch_the_requests(site: CodeSite, at: str) -> str:
     """A model run by several threads in turn, each with its own small input (a server's request threads): the
     kernels are small because each call is one request's, which no CUDA graph changes; batching the calls does."""

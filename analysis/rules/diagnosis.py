@@ -20,6 +20,7 @@ from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, HostSleep
 from nsys_transfer.analysis.rules.host_work import GpuIdleCpuBound, LaunchBound
 from nsys_transfer.analysis.rules.output import OutputBound
 from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
+from nsys_transfer.analysis.rules.cpu_lines import CpuHotspot
 from nsys_transfer.analysis.rules import code_advice, prediction
 from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Finding, Rule, fired
 from nsys_transfer.analysis.rules.prediction import Loop, Overall
@@ -35,7 +36,7 @@ from nsys_transfer.analysis.sections import roles
 RULES: list[Rule[Context]] = [
     FailedRun(), IncompleteTrace(), TooLittleToJudge(), InputBound(), OutputBound(), CommWait(), HostSleep(), GpuIdleCpuBound(), MemoryMappingInGaps(),
     HostSync(), LaunchBound(), SetupInWindow(), UnifiedMemory(), PageableMemcpy(), SyncMemcpy(), NoCopyComputeOverlap(), GpuBound(),
-    WarmupInCapture(), ShortCapture(), NvtxMissing()]
+    CpuHotspot(), WarmupInCapture(), ShortCapture(), NvtxMissing()]
 
 
 def rules() -> list[Rule[Context]]:

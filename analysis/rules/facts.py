@@ -49,6 +49,7 @@ class Integrity:
     verdict: str | None = None
     cut: bool = False
     evidence: str = "the capture lost CUDA events"
+    doubted: tuple[str, ...] = ()  # the events nsys's unexplained doubts are about (CUDA, NVTX, CPU samples, ...)
 
 
 @dataclass(frozen=True)
@@ -253,13 +254,22 @@ class Facts:
             warmup=_warmup(summary.get("setup")), idle=_idle(summary.get("idle")),
             kernels=_kernels(summary.get("kernels")), copies=_copies(summary.get("memcpy")),
             nvtx_count=nvtx.get("count") or 0,
-            nvtx_ranges=tuple(NvtxRange(r["name"], r["count"]) for r in nvtx.get("ranges") or ()),
+            nvtx_ranges=_nvtx_ranges(nvtx, tables.get("nvtx_summary")),
             copy_rows=tables.get("memcpy", pd.DataFrame()),
             idle_rows=tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"])),
             idle_step_rows=tables.get("idle_steps"),
             step_rows=tables.get("steps", pd.DataFrame()),
             sync_names=tables.get("sync_names", pd.Series(dtype="int64")),
             nvtx_names=tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"])
+
+
+def _nvtx_ranges(nvtx: dict, summary: pd.DataFrame | None) -> tuple[NvtxRange, ...]:
+    """Every NVTX range name and its count: from the NVTX summary's table, where the JSON shows only the costliest
+    20 (a loop that names each step, `step 0` .. `step 99`, would push a small range such as the OutputPipeline's
+    drain out of them, and a rule reading the JSON would not see it)."""
+    if summary is not None and len(summary) and {"name", "count"} <= set(summary.columns):
+        return tuple(NvtxRange(str(n), int(c)) for n, c in zip(summary["name"], summary["count"]))
+    return tuple(NvtxRange(r["name"], r["count"]) for r in nvtx.get("ranges") or ())
 
 
 def _program(p: dict | None) -> Program:
@@ -287,8 +297,10 @@ def _gpu(g: dict | None) -> Gpu | None:
 def _integrity(i: dict | None) -> Integrity:
     if not i:
         return Integrity()
+    doubts = ((i.get("figures") or {}).get("diagnostics") or {}).get("doubts") or []
     return Integrity(i.get("verdict"), bool((i.get("figures") or {}).get("cut")),
-                     i.get("evidence", Integrity.evidence))
+                     i.get("evidence", Integrity.evidence),
+                     tuple(sorted({str(d["events"]) for d in doubts if not d.get("explained")})))
 
 
 def _warmup(s: dict | None) -> Warmup:

@@ -20,9 +20,10 @@ DRAIN_RANGES = (PIPELINE_DRAIN, DRAIN_OUTPUTS)  # a wait inside these is for the
 
 def uses_pipeline(ctx: Context) -> bool:
     """Whether the traced program hands its outputs to the fixes library's OutputPipeline (its drain range is in the
-    trace), and is not this toolkit's own stage (whose ranges of the same names have their own advice)."""
+    trace, or its two submit() ranges are: a capture that ends before the pipeline closes has no drain), and is not
+    this toolkit's own stage (whose ranges of the same names have their own advice)."""
     names = {r.name for r in ctx.facts.nvtx_ranges}
-    return PIPELINE_DRAIN in names and not ctx.program.toolkit
+    return (PIPELINE_DRAIN in names or {COPY_TO_CPU, QUEUE_OUTPUT} <= names) and not ctx.program.toolkit
 
 
 def pipeline_waits(ctx: Context) -> pd.DataFrame:

@@ -17,6 +17,11 @@ from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.trace import Trace
 
 COLLECTED = re.compile(r"Number of CUDA events collected:\s*(\d+)")
+SAMPLES_COLLECTED = re.compile(r"Number of IP samples collected:\s*(\d+)")
+# CPU samples nsys lost, as a share of those it took, that leave every figure standing: the samples only say where
+# threads ran (the lines, a gap's CPU work); a few lost under load (nsys 2024.2, 2 cores, two other jobs: 9 of 4,000)
+# shift no figure, and calling them an incomplete capture alarms for nothing
+SAMPLES_LOST_NOTED = 0.05
 
 
 def diagnostics(trace: Trace, exported: int, gpu_pids: set[int]) -> dict:
@@ -54,6 +59,7 @@ def doubts(trace: Trace, found, gpu_pids: set[int]) -> list[dict]:
     nsys's own log account for it (a sentence), or None: then the capture is in doubt (rules/capture_checks.py)."""
     texts = [" ".join(str(t).split()) for t in found["text"]]
     ranged = any(RANGE_STARTED.match(t) for t in texts)
+    samples = sum(int(m.group(1)) for t in texts for m in [SAMPLES_COLLECTED.search(t)] if m)
     groups: dict[tuple[str, int | None], dict] = {}
     for text, p in zip(texts, found["pid"]):
         said = nsys_messages.doubt(text)
@@ -66,8 +72,21 @@ def doubts(trace: Trace, found, gpu_pids: set[int]) -> list[dict]:
     for d in groups.values():
         if d["pid"] is not None and d["pid"] not in gpu_pids and (d["events"] == "CUDA" or d["kind"] == "not-all"):
             d["cuda_calls"] = _cuda_calls(trace, d["pid"])  # a process without GPU work: did it call CUDA at all?
-        d["explained"] = _explained(trace, d, ranged, gpu_pids)
+        d["explained"] = _samples_lost(d, samples) or _explained(trace, d, ranged, gpu_pids)
     return list(groups.values())
+
+
+def _samples_lost(d: dict, samples: int) -> str | None:
+    """Why a doubt about lost CPU samples leaves the figures standing: a few (at most SAMPLES_LOST_NOTED of those
+    nsys took); None for any other doubt, or more lost than that (the lines and the gaps' CPU work are then in
+    question: a doubt)."""
+    lost = nsys_messages.lost_samples(d["said"]) if d["events"] == nsys_messages.CPU_SAMPLES else None
+    if lost is None or not samples or lost > SAMPLES_LOST_NOTED * (samples + lost):
+        return None
+    share = lost / (samples + lost)
+    return (f"nsys lost {lost:,} CPU sample{'s' if lost != 1 else ''} of the {samples + lost:,} it took "
+            f"({'under 0.1%' if share < 0.001 else f'{share:.1%}'}): they only say where threads ran, and so few move "
+            "no figure here")
 
 
 def _explained(trace: Trace, d: dict, ranged: bool, gpu_pids: set[int]) -> str | None:

@@ -4,12 +4,12 @@ sampled beside the trace (load/python_stacks.py), with what each line's work is 
 Each sample of a launching thread stands for a stretch of time; the GPU idle time inside that stretch is given to the
 sample's line, under the cause the idle attribution gave that gap (sections/idle.py: a long gap's dominant cause; the
 short gaps are `launch`), and the time of each copy's CUDA call under its direction. The line is the innermost frame
-of the program's own code (not a library's, not Python's); the path is how the loop's line reached it. Without a
-launching thread (a CPU-only capture), the main thread's time is given to its lines, idle or not."""
+of the program's own code (not a library's, not Python's); the path is how the loop's line reached it (line_paths.py).
+Without a launching thread (a CPU-only capture), the main thread's time is given to its lines, idle or not."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -18,14 +18,16 @@ from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.load import kineto_stacks, python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks, place_of
-from nsys_transfer.analysis.sections import roles
+from nsys_transfer.analysis.load.python_stacks import PythonStacks, place_of
+from nsys_transfer.analysis.sections import roles, setup_lines
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.gap_sides import GapSides
+from nsys_transfer.analysis.sections.line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
+                                                        stack_path, through_loader)
 
 PROFILER_ROLE = roles.PROFILER
 TOP = 3            # lines kept per cause
-PATH_STEPS = 6     # frames shown between the loop's line and the work
+SETUP_NOTED = 0.01  # a CPU-only capture's set-up below this share of its loop's time is not said apart
 SHORT_GAPS = "launch"
 GROWTH_VISITS = 6  # visits needed to call a line's cost growing
 
@@ -68,15 +70,34 @@ class CodeSite:
                    d.get("visits", 0), None if g is None else (float(g[0]), float(g[1])), d.get("threads", 1))
 
 
+@dataclass(frozen=True)
+class SetupLines:
+    """A CPU-only capture's set-up on the main thread, before its loop (sections/setup_lines.py): its sampled time,
+    where it ends (trace ns) and what ended it, its time by kind (imports, model construction, the program's own),
+    and its costliest lines."""
+    ns: int
+    until_ns: int
+    until: str
+    by_kind: dict[str, int]
+    lines: list[CodeSite]
+
+    def as_dict(self) -> dict:
+        """The set-up as JSON."""
+        return {"ns": self.ns, "until_ns": self.until_ns, "until": self.until, "by_kind": self.by_kind,
+                "lines": [s.as_dict() for s in self.lines]}
+
+
 @dataclass
 class CodeLines:
     """The section's typed value: the lines behind each idle cause and each copy direction, the lines of a CPU-only
-    capture, and where the stacks came from (or why there are none)."""
+    capture's loop and of its set-up apart, and where the stacks came from (or why there are none)."""
     by_cause: dict[str, list[CodeSite]] = field(default_factory=dict)
     by_copy: dict[str, list[CodeSite]] = field(default_factory=dict)
     cpu: list[CodeSite] = field(default_factory=list)
     source: str | None = None
     missing: str | None = None
+    setup: SetupLines | None = None
+    cpu_ns: int = 0  # the loop's sampled time on the main thread, of which `cpu` gives the top lines (a CPU capture)
     stacks: PythonStacks | None = None  # the samples behind the lines, for the replay's work at a line (not in the JSON)
 
     def places(self, stack: int) -> tuple[str | None, str | None, str]:
@@ -119,48 +140,8 @@ class CodeLines:
         return {"source": self.source, "missing": self.missing,
                 "idle": {c: [s.as_dict() for s in v] for c, v in self.by_cause.items()},
                 "copies": {c: [s.as_dict() for s in v] for c, v in self.by_copy.items()},
-                "cpu": [s.as_dict() for s in self.cpu]}
-
-
-def _package(file: str) -> str:
-    m = re.search(r"/(?:site|dist)-packages/([A-Za-z0-9_]+)", file)
-    return m.group(1) if m else "python"
-
-
-def label(frame: Frame) -> str:
-    """A frame as a person names it: `Images.__getitem__ (main.py:17)`, `_BaseDataLoaderIter.__next__ (torch)`."""
-    where = frame.place if frame.in_program else _package(frame.file)
-    return f"{frame.function} ({where})"
-
-
-@dataclass(frozen=True)
-class _Stack:
-    leaf: int            # the innermost user frame (index into frames), -1 when the stack has none
-    path: tuple[str, ...]
-    role: str
-
-
-def _stack_info(stack: tuple[int, ...], frames: list[Frame]) -> _Stack:
-    user = [i for i, f in enumerate(stack) if frames[f].in_program]
-    if not user:
-        return _Stack(-1, (), roles.role_of([frames[f] for f in stack], None))
-    leaf = user[-1]
-    # the path starts at the loop's line: the program's frame that calls into a library first, or, where the work is
-    # the program's own functions all the way, the caller of the innermost (`postprocess(d, l)` -> its line)
-    first_lib = next((i for i, f in enumerate(stack) if i > user[0] and not frames[f].in_program), len(stack))
-    callers = [i for i in user if i < first_lib and frames[stack[i]].function != "<module>"]
-    loop = callers[-2] if len(callers) >= 2 and callers[-1] == leaf else (callers[-1] if callers else leaf)
-    shown, prev_user = [], True
-    for i in range(loop, len(stack)):
-        f = frames[stack[i]]
-        if f.in_program or prev_user or i == len(stack) - 1:  # user frames, each library entry, and the innermost
-            shown.append(label(f) if i != loop else f"{f.place}  {f.code}")
-        prev_user = f.in_program
-    if len(shown) > PATH_STEPS:
-        shown = [*shown[:PATH_STEPS - 1], "...", shown[-1]]
-    leaf_frame = frames[stack[leaf]]
-    return _Stack(stack[leaf], tuple(shown) if loop != leaf or len(stack) > leaf + 1 else (),
-                  roles.role_of([frames[f] for f in stack], leaf_frame))
+                "cpu": [s.as_dict() for s in self.cpu], "cpu_ns": self.cpu_ns,
+                "setup": self.setup.as_dict() if self.setup else None}
 
 
 class _Sites:
@@ -168,13 +149,23 @@ class _Sites:
 
     def __init__(self, stacks: PythonStacks):
         self.stacks = stacks
-        self.info: dict[int, _Stack] = {}
+        self.info: dict[int, StackPath] = {}
 
-    def of(self, stack: int) -> _Stack:
+    def of(self, stack: int) -> StackPath:
         got = self.info.get(stack)
         if got is None:
-            got = self.info[stack] = _stack_info(self.stacks.stacks[stack], self.stacks.frames)
+            got = self.info[stack] = stack_path(self.stacks.stacks[stack], self.stacks.frames)
         return got
+
+    def place_of(self, frame: int) -> int:
+        """One frame for each line of the program: a line's frames of several functions (a comprehension on it is a
+        function of its own, `<listcomp>`, beside the line's `<module>` or `main`) are one line to the reader. A frame
+        whose line is unknown (0: a torch.profiler trace without call sites, each call its own frame) stays its own."""
+        if frame < 0 or self.stacks.frames[frame].line <= 0:
+            return frame
+        places = self.__dict__.setdefault("_places", {})
+        f = self.stacks.frames[frame]
+        return places.setdefault((f.file, f.line), frame)
 
     def rank(self, samples: pd.DataFrame, ns: np.ndarray, gaps: GapSides | None = None) -> list[CodeSite]:
         """The TOP lines by the time ns (one value per sample) the samples give them; gaps: the GPU's idle gaps this
@@ -185,7 +176,7 @@ class _Sites:
             return []
         s, ns = samples[keep], ns[keep]
         info = [self.of(int(k)) for k in s["stack"].to_numpy()]
-        leaf = np.array([i.leaf for i in info])
+        leaf = np.array([self.place_of(i.leaf) for i in info])
         df = pd.DataFrame({"leaf": leaf, "ns": ns, "i": np.arange(len(info))})
         df = df[df["leaf"] >= 0]
         total = float(ns.sum())
@@ -194,7 +185,7 @@ class _Sites:
             rows = df.index[df["leaf"] == fid]
             mine = [info[i] for i in df.loc[rows, "i"]]
             weights = ns[df.loc[rows, "i"].to_numpy()]
-            best = max(range(len(mine)), key=lambda k: weights[k])  # the path the most time took
+            path = heaviest_path([m.path for m in mine], weights)
             role = pd.Series(weights, index=[m.role for m in mine]).groupby(level=0).sum().idxmax()
             f = self.stacks.frames[int(fid)]
             mine_rows = s.iloc[df.loc[rows, "i"].to_numpy()]
@@ -204,9 +195,14 @@ class _Sites:
                 growth = growth or _growth(per[per > 0])
                 role = gaps.role(per) if role == roles.COMPUTE else role
             threads = len(mine_rows[["pid", "tid"]].drop_duplicates())
-            out.append(CodeSite(f.file, f.line, f.function, f.code, mine[best].path, str(role), int(g), g / total,
-                                visits, growth, threads))
+            out.append(CodeSite(f.file, f.line, f.function, f.code, shortened(through_loader(path, self.loader)),
+                                str(role), int(g), g / total, visits, growth, threads))
         return out
+
+    @cached_property
+    def loader(self) -> LoaderWork | None:
+        """What the program's DataLoader worker processes spent their time on (line_paths.loader_work), read once."""
+        return loader_work(self.stacks)
 
 
 def _visits(samples: pd.DataFrame, ns: np.ndarray, period_ns: int) -> tuple[int, tuple[float, float] | None]:
@@ -295,7 +291,8 @@ def _copy_lines(sites: _Sites, samples: pd.DataFrame, window, copies: pd.DataFra
     return out
 
 
-def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part, copies) -> CodeLines:
+def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part, copies,
+               step_rows: pd.DataFrame | None = None) -> CodeLines:
     """The section's value for one trace."""
     got = _stacks(trace)
     if isinstance(got, CodeLines):
@@ -313,9 +310,7 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
               if trace.profiler == "torch.profiler" else f"{path.name}: Python stacks every {stacks.period_ns / 1e6:g} ms") + \
         (" (the file is cut short: the samples after the cut are missing)" if stacks.cut else "")
     if passed is None or not tids.get("all") or window is None:
-        main = _main_thread_samples(stacks)
-        ns = (main["end_ns"] - main["start_ns"]).to_numpy()
-        return CodeLines(cpu=sites.rank(main, ns), source=source)
+        return _cpu_lines(sites, stacks, source, step_rows)
     mine = _thread_samples(stacks, tids["all"])
     if mine.empty:
         return CodeLines(source=source, missing=f"{path.name} has no samples of the launching threads")
@@ -326,6 +321,39 @@ def code_lines(trace, window, passed, tids: dict, gaps: pd.DataFrame, idle_part,
     sides = GapSides.of(in_window, copies)
     return CodeLines(by_cause=_idle_lines(sites, mine, window, passed.busy, sides, cause_of),
                      by_copy=_copy_lines(sites, mine, window, copies), source=source, stacks=stacks)
+
+
+def _cpu_lines(sites: _Sites, stacks: PythonStacks, source: str, step_rows: pd.DataFrame | None) -> CodeLines:
+    """A capture without GPU work: the main thread's time by line, the loop's apart from the set-up before it (the
+    first step's start where the program marks steps, else where its imports and model construction end:
+    setup_lines.setup_end), which is paid once a run and would otherwise top a short run's lines."""
+    main = _main_thread_samples(stacks)
+    kind = setup_lines.kinds(stacks.frames, stacks.stacks)
+    start, until = loop_start(main, kind, step_rows)
+    loop = main if start is None else main[main["end_ns"].to_numpy() > start]
+    lo = start if start is not None else 0
+    ns = (loop["end_ns"].to_numpy() - np.maximum(loop["start_ns"].to_numpy(), lo)).clip(0)
+    out = CodeLines(cpu=sites.rank(loop, ns), source=source, cpu_ns=int(ns.sum()))
+    if start is None:
+        return out
+    before = main[main["start_ns"].to_numpy() < start]
+    setup_ns = (np.minimum(before["end_ns"].to_numpy(), start) - before["start_ns"].to_numpy()).clip(0)
+    if setup_ns.sum() < SETUP_NOTED * max(out.cpu_ns, 1):  # nothing of note: a torch.profiler trace records no set-up
+        return out
+    what = [kind[k] or "the program's own" for k in before["stack"].to_numpy()]
+    by_kind = pd.Series(setup_ns, index=what, dtype="int64").groupby(level=0).sum().sort_values(ascending=False)
+    out.setup = SetupLines(int(setup_ns.sum()), int(start), until, {str(k): int(v) for k, v in by_kind.items()},
+                           sites.rank(before, setup_ns))
+    return out
+
+
+def loop_start(main: pd.DataFrame, kind: np.ndarray, step_rows: pd.DataFrame | None) -> tuple[int | None, str]:
+    """Where a CPU-only program's loop starts on its main thread (trace ns), and what says so: its first step's start,
+    else the end of its set-up (imports, model construction) read from the stacks; (None, "") when neither is known."""
+    if step_rows is not None and len(step_rows):
+        return int(step_rows["start_ns"].min()), "the first step's start"
+    end = setup_lines.setup_end(main, kind)
+    return (end, "the end of its imports and model construction") if end is not None else (None, "")
 
 
 def _stacks(trace) -> PythonStacks | CodeLines:
@@ -348,12 +376,13 @@ def _stacks(trace) -> PythonStacks | CodeLines:
         return CodeLines(missing=str(e))
 
 
-@declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "say"))
+@declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "step_rows",
+                              "say"))
 def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, idle_part, memcpy: Part,
-                say) -> CodeLines:
+                step_rows: pd.DataFrame, say) -> CodeLines:
     say("naming the program's lines")
     copies = memcpy.tables.get("memcpy") if memcpy is not None else None
-    return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies)
+    return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies, step_rows)
 
 
 @declare("code", needs=("code_lines",), part=True, json_at=90)

@@ -20,20 +20,24 @@ code, past the import machinery and module bodies, is when it started working. A
 output work after it, not the wait for it, in the steady state."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import python_stacks
+from nsys_transfer.analysis.load import kineto_stacks, python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.span import gpu_span_estimate
-from nsys_transfer.analysis.sections import program, steady
+from nsys_transfer.analysis.sections import program, setup_lines, steady
 
 IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
 TID_BITS = 1 << 24  # nsys's globalTid: its thread part is the low 24 bits (frames.pid_of reads the process part)
 EXIT_FLUSH = "CUDA profiling data flush on process exit"
 SAMPLER_THREAD = "nsys-pystacks"  # the OS name of the stack sampler's thread (profiling/stack-sampler)
+# the threads nsys injects into each traced process ("[NSys]", "[NSys Comms]", and "*2CommsProcesso", its comms
+# processor's name cut at 15 characters, nsys 2024.2): they sample and flush to the process's end, no work of it
+NSYS_THREADS = re.compile(r"^\[NSys|CommsProcesso")
 CALL_FLOOR_QUANTILE = 0.10  # the cheapest traced calls: what one costs at least, tracing included
 IMPORT_MACHINERY = "<frozen importlib"  # a frame of Python's import system: its process is still importing
 
@@ -99,6 +103,81 @@ def of(trace, summary: dict) -> Loop | None:
     return Loop(int(start), start_from, int(end), end_from, int(span[1]), int(calls.size), floor, workers)
 
 
+def cpu_of(trace, summary: dict) -> Loop | None:
+    """The loop of a capture without GPU work (a program run on the CPU), as its own clock times it: from its first
+    step's start, else the end of its set-up on the main thread (imports, model construction: the Python stacks,
+    sections/setup_lines.py), to the end of its last step, else of its last sample in the program's own code, carried
+    on by the work other threads and processes did after it (worker processes' outputs); None where neither end is
+    known (no steps, no stacks)."""
+    if summary.get("gpu") or not (summary.get("window") or {}).get("end_ns"):
+        return None
+    stacks = _stacks_of(trace)
+    steps = _steps(trace, summary)
+    main_pid = _first_pid(stacks)
+    main = _main_thread(trace, main_pid)
+    if len(steps) and "global_tid" in steps:  # the thread that marks the steps runs the loop
+        main = int(steps["global_tid"].mode().iloc[0])
+    if len(steps):
+        start, start_from = int(steps["start_ns"].min()), "the first step's start"
+        last, last_from = int(steps["end_ns"].max()), "the last step's end"
+    elif stacks is not None and main_pid is not None and main is not None:
+        s = stacks.samples
+        mine = s[(s["pid"] == main_pid) & (s["tid"] == main_pid)]
+        start = setup_lines.setup_end(mine, setup_lines.kinds(stacks.frames, stacks.stacks))
+        last = _program_code_end(stacks, main, -1)
+        if last is None:
+            return None
+        start_from = "the end of its set-up (imports, model construction)"
+        if start is None:
+            start, start_from = int(mine["start_ns"].min()), "its first Python stack sample"
+        last_from = "the main thread's last Python stack in the program's own code"
+    else:
+        return None
+    # other threads' CPU samples are left out: on the CPU, torch's OpenMP threads spin on after each parallel region
+    # (a sample 29 ms past a 75 ms loop), which is no work of the program's; their OS calls and ranges still count
+    end, end_from = last_work_end(trace, last, main, stacks, cpu_samples=False) if main is not None else \
+        (last, last_from)
+    end_from = last_from if end == last else end_from.replace("the launching thread", "the main thread")
+    return Loop(int(start), start_from, int(end), end_from, int(last), 0, None, None)
+
+
+def _stacks_of(trace):
+    """The trace's Python stacks: a torch.profiler trace's own calls, else the stacks file beside an nsys export;
+    None without (or damaged)."""
+    if trace.profiler == "torch.profiler":
+        try:
+            return kineto_stacks.read(trace)
+        except ValueError:
+            return None
+    return _stacks_beside(trace)
+
+
+def _first_pid(stacks) -> int | None:
+    """The pid of the program the command started: the first process sampled."""
+    if stacks is None or stacks.samples.empty:
+        return None
+    s = stacks.samples
+    return int(s.loc[s["start_ns"].idxmin(), "pid"])
+
+
+def _main_thread(trace, pid: int | None) -> int | None:
+    """The global thread id of a process's main thread (its tid is its pid)."""
+    threads = trace.host.threads
+    if pid is None or threads.empty:
+        return None
+    row = threads[(threads["pid"] == pid) & (threads["tid"] == pid)]
+    return int(row["global_tid"].iloc[0]) if len(row) else (int(pid) << 24) | int(pid)
+
+
+def _steps(trace, summary: dict) -> pd.DataFrame:
+    """The step ranges the analysis matched (its steps' regex), every one of them."""
+    regex = summary["steps"].get("regex")
+    nvtx = trace.host.nvtx
+    if not regex or not summary["steps"].get("count") or nvtx.empty:
+        return nvtx.iloc[0:0] if len(nvtx.columns) else pd.DataFrame(columns=["start_ns", "end_ns"])
+    return nvtx[program.matching(nvtx["name"], regex)]
+
+
 def first_iteration(trace, summary: dict, first_gpu_ns: int) -> tuple[int, str]:
     """Where the first iteration starts, warm-up included, and from what: the first step range; else the launch of
     the repeating kernel stream's first kernel; else the first GPU work's launch."""
@@ -123,7 +202,7 @@ def _launch_of(trace, kernel_start_ns: int) -> int:
     return int(launched) if launched is not None and launched <= kernel_start_ns else int(kernel_start_ns)
 
 
-def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks) -> tuple[int, str]:
+def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks, cpu_samples: bool = True) -> tuple[int, str]:
     """The end of the last work after the GPU's last operation: the launching thread's (main, a global thread id) last
     Python stack in the program's own code (stacks: the Python stacks beside the trace, or None), and any other
     thread's OS runtime calls, NVTX ranges and CPU samples, each process's cut at its exit and at that last stack; the
@@ -136,7 +215,7 @@ def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks) -> tuple[int
         ends.append(("OS runtime calls", calls[["tid", "end_ns"]]))
     if trace.has("NVTX_EVENTS"):
         ends.append(("NVTX ranges", trace.query(NVTX_AFTER.format(t=int(gpu_end_ns)))))
-    if trace.has("COMPOSITE_EVENTS"):
+    if cpu_samples and trace.has("COMPOSITE_EVENTS"):
         ends.append(("CPU samples", trace.query(SAMPLES_AFTER.format(t=int(gpu_end_ns)))))
     exits = _process_exits(trace)
     best, said = int(gpu_end_ns), "the GPU's last operation"
@@ -219,12 +298,15 @@ def _program_code_end(stacks, main: int | None, after_ns: int) -> int | None:
 
 
 def _profilers_threads(trace) -> np.ndarray:
-    """The global ids of the threads the profiling added to the program (the Python stack sampler: its waits and
-    writes go on to the process's exit, and are no work of the program's)."""
+    """The global ids of the threads the profiling added to the program (the Python stack sampler, nsys's own: their
+    waits, samples and writes go on to the process's exit, and are no work of the program's; a CPU-only capture's
+    loop ended at '[NSys Comms]''s CPU sample 1.8 s after the program's last step, issue 57)."""
     threads = trace.host.threads
     if threads.empty:
         return np.zeros(0, np.int64)
-    return threads.loc[threads["thread_name"].astype(str) == SAMPLER_THREAD, "global_tid"].to_numpy(np.int64)
+    names = threads["thread_name"].astype(str)
+    ours = (names == SAMPLER_THREAD) | names.str.contains(NSYS_THREADS)
+    return threads.loc[ours, "global_tid"].to_numpy(np.int64)
 
 
 def _process_exits(trace) -> dict[int, int]:

@@ -1,5 +1,6 @@
 """Whether two analyses can be compared at all: one profiler, runs that did not fail, complete captures, the same
-GPUs, GPU work, one program, one definition of a step; and the warnings a comparison that can be made carries."""
+GPUs (or none on both sides: their loops are compared, cpu.py), one program, one definition of a step; and the warnings
+a comparison that can be made carries."""
 from __future__ import annotations
 
 from nsys_transfer.analysis.load.validate import NO_API_ROWS
@@ -61,9 +62,6 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     if len(gb) != len(ga) or sorted(gb) != sorted(ga):
         raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
                             "compare captures from the same machine")
-    if not before.summary.get("gpu") and not after.summary.get("gpu"):
-        raise NotComparable("neither trace ran GPU work (CPU-only captures): verify compares the GPU side of a "
-                            "program before and after a fix; capture both on the GPU machine")
     _same_program(before, after)
     sb, sa = before.summary["steps"], after.summary["steps"]
     if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):

@@ -1,24 +1,27 @@
 """verify's whole comparison: the two sides checked, then their speed, figures, findings, loop, verdict, the
-prediction held and the gates, assembled into one document (docs/json-schema.md, "verify")."""
+prediction held and the gates, assembled into one document (docs/json-schema.md, "verify"); two captures without GPU
+work go to cpu.py, their loops compared by their time."""
 from __future__ import annotations
 
 from nsys_transfer.analysis.verify.backlog import with_backlog
 from nsys_transfer.analysis.verify.comparability import check_comparable
+from nsys_transfer.analysis.verify.cpu import verify_cpu
 from nsys_transfer.analysis.verify.gates import gates
 from nsys_transfer.analysis.verify.loop import loop_speed
 from nsys_transfer.analysis.verify.matching import findings
 from nsys_transfer.analysis.verify.metrics import metrics
 from nsys_transfer.analysis.verify.predictions import prediction_held
-from nsys_transfer.analysis.verify.side import Comparison, Side
+from nsys_transfer.analysis.verify.side import SCHEMA, Comparison, Side
 from nsys_transfer.analysis.verify.throughput import throughput, work_of
 from nsys_transfer.analysis.verify.verdict import verdict
 
-SCHEMA = "nsys-transfer.verify/1"
-
 
 def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_on_new: str | None = None) -> Comparison:
-    """The whole comparison (NotComparable when there is none to make)."""
+    """The whole comparison (NotComparable when there is none to make); two captures without GPU work are compared by
+    their loops' time (cpu.verify_cpu)."""
     warnings = check_comparable(before, after)
+    if not before.summary.get("gpu") and not after.summary.get("gpu"):
+        return verify_cpu(before, after, warnings, fail_if_slower, fail_on_new)
     speed = throughput(before, after)
     work = work_of(before, after, speed)
     rows = findings(before, after, work)

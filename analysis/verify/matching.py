@@ -10,7 +10,7 @@ REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
 # findings that say what limits a program that has nothing left to fix: reaching them is the aim, not a regression
 LIMITS = {"gpu-bound"}
 # rules whose subject is what the finding is about (a copy direction, a range): never paired across subjects
-BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps"}
+BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps", "cpu-hotspot"}
 
 
 def findings(before: Side, after: Side, work: Work = NOT_COUNTED) -> list[dict]:
@@ -65,7 +65,7 @@ def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, di
     a = [f for f in after if f["severity"] != "info"]
     pairs = []
     for fb in list(b):
-        fa = next((f for f in a if (f["rule"], f["subject"]) == (fb["rule"], fb["subject"])), None)
+        fa = next((f for f in a if (f["rule"], f["subject"]) == (fb["rule"], fb["subject"]) or _same_line(fb, f)), None)
         if fa is not None:
             pairs.append((fb, fa))
             b.remove(fb)
@@ -79,6 +79,14 @@ def matched(before: list[dict], after: list[dict]) -> list[tuple[dict | None, di
         if fa is not None:
             a.remove(fa)
     return pairs + [(None, fa) for fa in a]
+
+
+def _same_line(fb: dict, fa: dict) -> bool:
+    """A CPU-only line found on both sides under another place: the same function's same source text (a fix moved it
+    down the file, or the fixed program is a copy under another name, my.py and my_fixed.py)."""
+    lb, la = fb.get("line"), fa.get("line")
+    return fb["rule"] == fa["rule"] == "cpu-hotspot" and bool(lb and la) and \
+        (lb["function"], lb["code"].strip()) == (la["function"], la["code"].strip())
 
 
 def finding_name(f: dict) -> str:

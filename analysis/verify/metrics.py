@@ -52,6 +52,28 @@ def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
     return rows
 
 
+CPU_METRICS = ("loop_s", "main_thread_ms")  # two captures without GPU work: the figures beside the throughput
+
+
+def cpu_metrics(before: Side, after: Side, speed: dict) -> list[dict]:
+    """Two captures without GPU work (cpu.py): the throughput, each loop's time, and the main thread's sampled time in
+    its loop (where the stacks give it)."""
+    rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
+             "after": speed["after"], "better": "higher", "source": speed["source"], "bounded": []},
+            {"key": "loop_s", "label": "the loop's time", "unit": "s", "before": before.loop["duration_ns"] / 1e9,
+             "after": after.loop["duration_ns"] / 1e9, "better": "lower"},
+            {"key": "main_thread_ms", "label": "main thread in the loop", "unit": "ms",
+             "before": _main_thread_ms(before.summary), "after": _main_thread_ms(after.summary), "better": "lower"}]
+    for r in rows:
+        r["delta"], r["change"] = _delta_and_change(r["before"], r["after"], r["unit"])
+    return rows
+
+
+def _main_thread_ms(s: dict) -> float | None:
+    ns = (s.get("code") or {}).get("cpu_ns")
+    return ns / 1e6 if ns else None
+
+
 def _delta_and_change(b, a, unit: str) -> tuple[float | None, float | None]:
     """after - before in the figure's unit (points for a percentage), and after / before - 1 where that ratio means
     something: not for a percentage (47% -> 99% is +52 points, not +110%), and not from (near) zero, where a ratio

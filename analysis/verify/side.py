@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+SCHEMA = "nsys-transfer.verify/1"  # the comparison document's (docs/json-schema.md, "verify")
+
 
 @dataclass
 class Side:

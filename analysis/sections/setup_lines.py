@@ -1,0 +1,55 @@
+"""A program's set-up on its main thread, read from its Python stacks: importing modules (`import torch`: seconds),
+building the model and loading its weights, before the loop. It is paid once a run, as the warm-up is, so a capture
+without GPU work names it apart (sections/code_lines.py) rather than ranking `import torch` above the loop's own
+lines, and verify's loop starts after it (sections/loop.py cpu_of).
+
+Where the set-up ends: each sample of the main thread counts +its time when it is set-up (an import, a model's
+construction, a weights load) and -its time otherwise; the set-up ends where that running sum is highest. Imports done
+later (a lazy import in the first step) are too short to move that point, and a loop that builds something each step
+keeps the point before it."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from nsys_transfer.analysis.load.python_stacks import Frame
+
+IMPORT_MACHINERY = "<frozen importlib"  # Python's import system: a module's body runs under it
+# a library frame that builds a model or loads its weights: a torch module's constructor, a checkpoint's load, a hub
+# or Hugging Face `from_pretrained`, a torchvision model builder
+BUILDS = re.compile(r"torch/nn/modules/.+:(\w+\.)?__init__$|torch/serialization\.py:|torch/hub\.py:|"
+                    r":(\w+\.)?(from_pretrained|load_state_dict)$|torchvision/models/.+:(?!.*forward)")
+IMPORTS, BUILDING = "imports", "model construction"
+
+
+def kind_of(frames: list[Frame], stack: tuple[int, ...]) -> str | None:
+    """What set-up a stack is doing (IMPORTS, BUILDING), or None for the program's own work. An import anywhere in
+    the stack is the import's (a module's body that builds a model at import time is still its import)."""
+    if any(frames[f].file.startswith(IMPORT_MACHINERY) for f in stack):
+        return IMPORTS
+    if any(BUILDS.search(f"{frames[f].file}:{frames[f].function}") for f in stack if not frames[f].in_program):
+        return BUILDING
+    return None
+
+
+def kinds(frames: list[Frame], stacks: list[tuple[int, ...]]) -> np.ndarray:
+    """kind_of for every stack (an index into stacks): object array of IMPORTS, BUILDING or None."""
+    return np.array([kind_of(frames, k) for k in stacks], dtype=object)
+
+
+def setup_end(samples: pd.DataFrame, kind: np.ndarray) -> int | None:
+    """Where the main thread's set-up ends (trace ns): the end of the sample at which the running sum of +set-up and
+    -other time is highest (see the module's docstring); None when no sample is set-up. samples: one thread's, with
+    start_ns, end_ns and stack (an index into kind)."""
+    if samples.empty:
+        return None
+    s = samples.sort_values("start_ns")
+    ns = (s["end_ns"] - s["start_ns"]).to_numpy(np.int64)
+    is_setup = np.array([kind[k] is not None for k in s["stack"].to_numpy()], bool)
+    if not is_setup.any():
+        return None
+    running = np.cumsum(np.where(is_setup, ns, -ns))
+    best = int(np.argmax(running))
+    return int(s["end_ns"].to_numpy()[best]) if running[best] > 0 else None
