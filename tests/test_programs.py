@@ -120,15 +120,16 @@ def test_complete_captures_are_not_flagged(programs, analyzed):
 @pytest.mark.parametrize("stage", ["baseline", "pinned"])
 def test_toolkit_stages_captured_with_nsys_2024(stage):
     """`profile stage` on the H200 with the nsys `make nsys` installs now (2024.2, `bash benchmarks/gpu.sh profile`):
-    complete captures, and the same story as the bundled 2023.4 ones (baseline: post-processing first; pinned:
-    nothing)."""
+    complete captures, and the same story as the bundled 2023.4 ones (baseline: post-processing and the pageable copy
+    first, by what their fixes buy; pinned: nothing)."""
     with Trace.open(Path(__file__).parent / "data" / "nsys2024" / f"{stage}.sqlite.xz") as t:
         s = analyze_sections(t).summary
     assert s["trace"]["nsys_version"].startswith("2024.2") and s["trace"]["integrity"]["verdict"] == "complete"
     found = costed(s)
-    if stage == "baseline":
-        assert found[0]["rule"] == "gpu-idle-cpu-bound" and found[0]["subject"] == "process output"
-        assert "stage multiproc" in found[0]["suggestion"]
+    if stage == "baseline":  # the two fixes buy about as much (issue 56: the verdict leads with what buys most)
+        top = {(f["rule"], f["subject"]): f for f in found[:2]}
+        assert set(top) == {("gpu-idle-cpu-bound", "process output"), ("pageable-memcpy", "DtoH")}, found[:2]
+        assert "stage multiproc" in top["gpu-idle-cpu-bound", "process output"]["suggestion"]
     else:  # pinned: its kernels fill the GPU, and nothing else costs
         assert found[0]["rule"] == "gpu-bound" and all(f["severity"] == "low" for f in found[1:]), found
 

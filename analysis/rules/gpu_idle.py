@@ -4,6 +4,7 @@ IdleRule.generic), and the GPU-bound verdict when little idle time is left. The 
 in the gaps, launches) is host_work.py's, on IdleRule."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from nsys_transfer.analysis.common import cuda_api, idle_causes
@@ -170,12 +171,25 @@ class InputBound(IdleRule):
 
     def fix(self, finding: Finding, ctx: Context) -> Fix | NoFigure:
         """The producers keep up: the launching thread's waits for them go (half of them at the low end: twice the
-        workers halve a producer-bound wait where the cores allow)."""
+        workers halve a producer-bound wait where the cores allow). Its time inside the input's range (the
+        DataLoader's __next__) is a wait too where workers produce the batches: a lock nsys does not record, so it
+        reads as the thread's own time; with no workers that time is the loading itself, moved to workers."""
         t = ctx.timeline
-        if t is None or not t.wait_ns.any():
+        if t is None:
             return NoFigure("the replayed iterations hold none of the launching thread's waits")
-        return fixes.remove(t.wait_ns, "the input's producers keep up: the loop's waits for them go (half of them "
-                                       "at the low end)", low_share=0.5)
+        ranged = work.in_range(t, finding.subject) if finding.subject else np.zeros(t.gap_start.size, np.int64)
+        loader = ctx.program.loader_workers
+        if ranged.any() and not (loader and loader.threads):
+            return fixes.move_off_thread(t, ranged, "DataLoader worker processes")
+        starved = sum(d.loader_starved_ns for d in idle_figures(ctx).devices)
+        if not ranged.any() and starved > 0.5 * finding.impact_ns:
+            return NoFigure("the launching thread's wait for the DataLoader is a lock nsys does not record, outside "
+                            "any range, so the replay cannot tell it from its own work: the idle share is the guide")
+        waits = t.wait_ns + ranged
+        if not waits.any():
+            return NoFigure("the replayed iterations hold none of the launching thread's waits")
+        return fixes.remove(waits, "the input's producers keep up: the loop's waits for them go, inside the input's "
+                                   "range too (half of them at the low end)", low_share=0.5)
 
 
 class MemoryMappingInGaps(IdleRule):
