@@ -4,6 +4,7 @@ after its fix, and captures that cannot be compared (one lost events; different 
 2 bad input or not comparable."""
 import json
 import os
+import re
 
 import pytest
 
@@ -339,7 +340,8 @@ def test_the_headline_is_the_loop_to_the_workers_last_work(tmp_path):
     loop = doc["loop"]
     before, after = loop["sides"]["before"], loop["sides"]["after"]
     assert before["start_from"] == after["start_from"] == "the launch of the repeating kernel stream's first iteration"
-    assert after["end_from"].startswith("OS runtime calls of thread") and after["end_ns"] > after["gpu_end_ns"]
+    assert after["end_from"].startswith("OS runtime calls of ") and after["end_ns"] > after["gpu_end_ns"]
+    assert not re.search(r"thread \d|process \d", after["end_from"]), after["end_from"]  # named, never a bare id
     assert before["duration_ns"] / 1e9 == pytest.approx(4.338, abs=0.001)
     assert after["duration_ns"] / 1e9 == pytest.approx(2.682, abs=0.001)
     assert doc["verdict"]["line"].startswith("1.62x faster over the whole loop (in a longer run: 2.44x faster)")
