@@ -33,6 +33,7 @@ from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.executors import parallel
 from nsys_transfer.analysis.executors.parallel import Dask, cores, executor
 from nsys_transfer.analysis.sections import loop, window
+from nsys_transfer.analysis.sections.loop_lines import loop_lines
 from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
@@ -155,8 +156,28 @@ def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
     the loop as the program runs it, read from the trace again."""
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
-    return Side(str(trace), result.summary, workload, label, _recorded(trace),
-                _loop(trace, result.summary) if read_loop else None)
+    found = _loop(trace, result.summary) if read_loop else None
+    return Side(str(trace), result.summary, workload, label, _recorded(trace), found,
+                _sampled(trace, result.summary, found), _command(trace))
+
+
+def _sampled(trace: Path, summary: dict, found: dict | None) -> dict | None:
+    """A capture without GPU work: every line of the program its main thread was sampled at in the loop
+    (sections/loop_lines.py); None with GPU work or without a loop or stacks."""
+    if summary.get("gpu") or not found:
+        return None
+    with Trace.open(trace) as t:
+        return loop_lines(t, found["start_ns"], found["end_ns"])
+
+
+def _command(trace: Path) -> list | None:
+    """The command line that ran the program, from the run record beside the trace; None without one."""
+    capture = capture_record_beside(trace)
+    try:
+        command = read_record(capture, "recorded", "a run record", "").get("command") if capture else None
+    except TraceError:
+        return None
+    return [str(x) for x in command] if isinstance(command, list) else None
 
 
 def loop_of(trace: Path | str, summary: dict) -> dict | None:

@@ -1,0 +1,57 @@
+"""A newcomer's verify of their own CPU programs and fixes (the detection, segmentation and image programs of the
+second newcomer's hour): a line the fix did not write is never `new`, one statement the fix moved is one row named at
+both places, a change within the sampling's spread is no change, the loop's end is named by its thread, never a bare
+id, and the throughput of traces without steps is said as loops a second. Real traces only: tests/data/newcomer/
+(cpu_roll and its fix; seg_numpy.py and seg_numpy_fixed.py, RESULTS.txt there)."""
+import json
+
+from conftest import ROOT, run_cli
+
+DATA = ROOT / "tests" / "data" / "newcomer"
+ROLL, ROLL_FIXED = DATA / "cpu_roll_nsys2024.sqlite.xz", DATA / "cpu_roll_fixed_nsys2024.sqlite.xz"
+SEG, SEG_FIXED = DATA / "seg_numpy_nsys2024.sqlite.xz", DATA / "seg_numpy_fixed_nsys2024.sqlite.xz"
+TEXT, TEXT_FIXED = DATA / "textcls_nsys2024.sqlite.xz", DATA / "textcls_fixed_nsys2024.sqlite.xz"
+
+
+def _verify(tmp_path, before, after, *extra):
+    out = tmp_path / "v.json"
+    r = run_cli("-m", "nsys_transfer", "verify", str(before), str(after), "--json", str(out), *extra)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    return r, json.loads(out.read_text())
+
+
+def test_a_line_the_before_side_ran_under_the_threshold_is_not_new(tmp_path):
+    """cpu_roll_fixed.py:42 `for step, batch in enumerate(loader):` is cpu_roll.py:48 (the fixed program is another
+    file): it became a finding only because the fix removed the lines that outranked it."""
+    r, doc = _verify(tmp_path, ROLL, ROLL_FIXED, "--fail-on-new", "any")
+    row = next(f for f in doc["findings"] if f["after_subject"] == "cpu_roll_fixed.py:42")
+    assert row["status"] == "grown" and row["before_subject"] == "cpu_roll.py:48", row
+    assert row["subject"] == "cpu_roll.py:48 -> cpu_roll_fixed.py:42" and row["before_ns"] is not None
+    assert "cpu_roll_fixed.py:42" not in " ".join(doc["gates"]["failed"]), doc["gates"]
+    new = [f["after_subject"] for f in doc["findings"] if f["status"] == "new"]
+    assert new == ["cpu_roll_fixed.py:23"], new  # the fix's own line (its cumsum) is new: the change wrote it
+
+
+def test_a_call_the_fix_moved_is_one_row_named_at_both_places(tmp_path):
+    """seg_numpy.py:37 `logits = model(x).numpy()` became seg_numpy_fixed.py:27 `outputs.submit(s, model(x))`: the
+    same call into the model, one row, before's place first (never `resolved` beside `new`)."""
+    _, doc = _verify(tmp_path, SEG, SEG_FIXED)
+    names = {f["subject"]: f for f in doc["findings"]}
+    row = names["seg_numpy.py:37 -> seg_numpy_fixed.py:27"]
+    assert row["status"] not in ("new", "resolved") and row["before_ns"] and row["after_ns"], row
+    assert "seg_numpy.py:37" not in names and "seg_numpy_fixed.py:27" not in names
+
+
+def test_a_change_within_the_samplings_spread_is_unchanged(tmp_path):
+    """seg_numpy.py:36 `x = torch.randn(...)`: 6 samples of 10 ms before, 13 after: twice the time, but within three
+    standard deviations of two counts that small, so unchanged, not worse."""
+    _, doc = _verify(tmp_path, SEG, SEG_FIXED)
+    row = next(f for f in doc["findings"] if f["subject"] == "seg_numpy.py:36 -> seg_numpy_fixed.py:26")
+    assert row["after_ns"] > 1.25 * row["before_ns"] and row["status"] == "unchanged", row
+
+
+def test_the_loops_end_is_named_by_its_thread_never_a_bare_id(tmp_path):
+    r, doc = _verify(tmp_path, SEG, SEG_FIXED)
+    end = doc["loop"]["sides"]["after"]["end_from"]
+    assert end == "OS runtime calls of another thread of the program", end  # its name is the process's: python
+    assert "(process " not in r.stdout
