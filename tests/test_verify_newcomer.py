@@ -55,3 +55,19 @@ def test_the_loops_end_is_named_by_its_thread_never_a_bare_id(tmp_path):
     end = doc["loop"]["sides"]["after"]["end_from"]
     assert end == "OS runtime calls of another thread of the program", end  # its name is the process's: python
     assert "(process " not in r.stdout
+
+
+def test_one_trace_given_twice_is_refused_in_one_line(tmp_path):
+    """newcomer #13: `verify runs/det-before/det-before.sqlite runs/det-before/det-before.sqlite` said 'about as fast
+    (+0.0%)', rc=0. The same path, its run folder beside it, or a copy of the same bytes: one line, exit 2."""
+    folder = tmp_path / "seg-before"
+    folder.mkdir()
+    copy = folder / "seg-before.sqlite.xz"
+    copy.write_bytes(SEG.read_bytes())
+    for before, after, said in ((SEG, SEG, "both sides are the same trace ("),
+                                (folder, copy, "both sides are the same trace ("),
+                                (SEG, copy, "have the same content (a copy)")):
+        r = run_cli("-m", "nsys_transfer", "verify", str(before), str(after))
+        assert r.returncode == 2 and r.stdout == "", (before, after, r.stdout[-500:])
+        assert r.stderr.startswith("verify: ") and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
+    # two traces of one name in two folders are compared (test_verify.py: two runs of one program keep their charts)
