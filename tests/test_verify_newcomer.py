@@ -71,3 +71,16 @@ def test_one_trace_given_twice_is_refused_in_one_line(tmp_path):
         assert r.returncode == 2 and r.stdout == "", (before, after, r.stdout[-500:])
         assert r.stderr.startswith("verify: ") and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
     # two traces of one name in two folders are compared (test_verify.py: two runs of one program keep their charts)
+
+
+def test_the_throughput_of_loops_without_steps_is_loops_a_second(tmp_path):
+    """newcomer #18: `throughput (1/s)  0.144  0.18` read as 0.14 steps a second; it is one over each loop's time.
+    Without steps (seg_numpy) the row and the loop say loops/s; with steps (cpu_roll, 24 NVTX steps) steps/s."""
+    r, doc = _verify(tmp_path, SEG, SEG_FIXED)
+    row = doc["metrics"][0]
+    assert row["key"] == "throughput" and row["unit"] == "loops/s", row
+    assert row["before"] == 1e9 / doc["loop"]["sides"]["before"]["duration_ns"]
+    assert {s["unit"] for s in doc["loop"]["sides"].values()} == {"loops/s"}
+    assert "throughput (loops/s)" in r.stdout and "(1/s)" not in r.stdout, r.stdout
+    r, doc = _verify(tmp_path, ROLL, ROLL_FIXED)
+    assert doc["metrics"][0]["unit"] == "steps/s" and "throughput (steps/s)" in r.stdout

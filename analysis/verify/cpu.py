@@ -40,7 +40,7 @@ def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: f
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     warnings = [*warnings, *(["no steps in either trace: the loops' time is compared, the same work assumed on both "
                               "sides (mark each step with an NVTX range 'step N' to compare per step)"]
-                             if speed["unit"] == "1/s" else [])]
+                             if speed["unit"] == "loops/s" else [])]
     doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
            "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": cpu_metrics(before, after, speed),
            "loop": loop, "predicted": held, "findings": rows, "warnings": warnings,
