@@ -38,6 +38,7 @@ from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.sections.cpu_only import launched
 from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis.summary import Options, analyze_sections
 
@@ -171,12 +172,16 @@ def _sampled(trace: Path, summary: dict, found: dict | None) -> dict | None:
 
 
 def _command(trace: Path) -> list | None:
-    """The command line that ran the program, from the run record beside the trace; None without one."""
+    """The command line that ran the program: from the run record beside the trace, else from the export itself
+    (what nsys launched: sections/cpu_only.launched); None where neither says."""
     capture = capture_record_beside(trace)
     try:
         command = read_record(capture, "recorded", "a run record", "").get("command") if capture else None
     except TraceError:
-        return None
+        command = None
+    if not isinstance(command, list) and profiler_of(trace) == "nsys":  # a torch.profiler trace records none
+        with Trace.open(trace) as t:
+            command = launched(t)
     return [str(x) for x in command] if isinstance(command, list) else None
 
 

@@ -5,6 +5,8 @@ id, and the throughput of traces without steps is said as loops a second. Real t
 (cpu_roll and its fix; seg_numpy.py and seg_numpy_fixed.py, RESULTS.txt there)."""
 import json
 
+import pytest
+
 from conftest import ROOT, run_cli
 
 DATA = ROOT / "tests" / "data" / "newcomer"
@@ -84,3 +86,27 @@ def test_the_throughput_of_loops_without_steps_is_loops_a_second(tmp_path):
     assert "throughput (loops/s)" in r.stdout and "(1/s)" not in r.stdout, r.stdout
     r, doc = _verify(tmp_path, ROLL, ROLL_FIXED)
     assert doc["metrics"][0]["unit"] == "steps/s" and "throughput (steps/s)" in r.stdout
+
+
+DIFFERENT = "these look like different programs: "
+
+
+def test_two_different_programs_are_warned_of(tmp_path):
+    """newcomer #12: `verify runs/det-before runs/img-after` (detect_post.py vs imgcls_fixed.py) said '60% slower',
+    rc=0, though the traces record their command lines. A warning, not a refusal (a fix often has a new name): from
+    the run records beside the traces, else from the export itself (nsys's META_DATA_CAPTURE: what it launched)."""
+    r, doc = _verify(tmp_path, ROLL, SEG_FIXED)
+    said = f"{DIFFERENT}cpu_roll.py vs seg_numpy_fixed.py; verify compares two runs of one program"
+    assert doc["warnings"][0] == said and f"warning: {said}" in r.stdout and r.returncode == 0, doc["warnings"]
+    for trace in (ROLL, TEXT_FIXED):  # the traces alone: no run record beside them
+        (tmp_path / trace.name).write_bytes(trace.read_bytes())
+    _, doc = _verify(tmp_path, tmp_path / ROLL.name, tmp_path / TEXT_FIXED.name)
+    assert doc["warnings"][0] == f"{DIFFERENT}cpu_roll.py vs textcls_fixed.py; verify compares two runs of one program"
+
+
+@pytest.mark.parametrize("before, after", [(ROLL, ROLL_FIXED), (SEG, SEG_FIXED), (TEXT, TEXT_FIXED)])
+def test_a_fix_under_its_own_name_is_one_program(tmp_path, before, after):
+    """cpu_roll.py -> cpu_roll_fixed.py (full paths), seg_numpy.py -> seg_numpy_fixed.py, textcls.py 30 ->
+    textcls_fixed.py 30: one program each (the held-out pairs are checked in test_verify_held_out.py)."""
+    _, doc = _verify(tmp_path, before, after)
+    assert not [w for w in doc["warnings"] if w.startswith(DIFFERENT)], doc["warnings"]
