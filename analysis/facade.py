@@ -159,7 +159,18 @@ def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
     found = _loop(trace, result.summary) if read_loop else None
     return Side(str(trace), result.summary, workload, label, _recorded(trace), found,
-                _sampled(trace, result.summary, found), _command(trace))
+                _sampled(trace, result.summary, found), _command(trace), _step_periods(result))
+
+
+def _step_periods(result: Result) -> list[int] | None:
+    """Each step of the analysis window's from its start to the next one's (each process's steps apart, where several
+    ran them); None with fewer than two steps."""
+    steps = result.tables.get("steps")
+    if steps is None or len(steps) < 2:
+        return None
+    runs = [g for _, g in steps.groupby("pid")] if "pid" in steps else [steps]
+    starts = [sorted(int(x) for x in g["start_ns"]) for g in runs]
+    return [b - a for s in starts for a, b in zip(s, s[1:])] or None
 
 
 def _sampled(trace: Path, summary: dict, found: dict | None) -> dict | None:

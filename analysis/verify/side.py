@@ -20,6 +20,8 @@ class Side:
     # too ({"period_ns", "lines"}: sections/loop_lines.py), if read
     sampled: dict | None = None
     command: list | None = None   # the command line that ran the program (the run record beside the trace), if known
+    # the window's steps, each one's start to the next one's (each process's apart), ns: the pace's spread (noise.py)
+    step_periods_ns: list | None = None
 
 
 @dataclass
