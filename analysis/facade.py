@@ -33,10 +33,12 @@ from nsys_transfer.analysis.rules.scaling import scaling_row
 from nsys_transfer.analysis.executors import parallel
 from nsys_transfer.analysis.executors.parallel import Dask, cores, executor
 from nsys_transfer.analysis.sections import loop, window
+from nsys_transfer.analysis.sections.loop_lines import loop_lines
 from nsys_transfer.analysis.sections.base import section_keys
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.sections.capture_figures import figures
 from nsys_transfer.analysis.sections.copies import big_copies
+from nsys_transfer.analysis.sections.cpu_only import launched
 from nsys_transfer.analysis.sections.program import toolkit_record
 from nsys_transfer.analysis.summary import Options, analyze_sections
 
@@ -155,8 +157,43 @@ def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
     the loop as the program runs it, read from the trace again."""
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
-    return Side(str(trace), result.summary, workload, label, _recorded(trace),
-                _loop(trace, result.summary) if read_loop else None)
+    found = _loop(trace, result.summary) if read_loop else None
+    return Side(str(trace), result.summary, workload, label, _recorded(trace), found,
+                _sampled(trace, result.summary, found), _command(trace), _step_periods(result))
+
+
+def _step_periods(result: Result) -> list[int] | None:
+    """Each step of the analysis window's from its start to the next one's (each process's steps apart, where several
+    ran them); None with fewer than two steps."""
+    steps = result.tables.get("steps")
+    if steps is None or len(steps) < 2:
+        return None
+    runs = [g for _, g in steps.groupby("pid")] if "pid" in steps else [steps]
+    starts = [sorted(int(x) for x in g["start_ns"]) for g in runs]
+    return [b - a for s in starts for a, b in zip(s, s[1:])] or None
+
+
+def _sampled(trace: Path, summary: dict, found: dict | None) -> dict | None:
+    """A capture without GPU work: every line of the program its main thread was sampled at in the loop
+    (sections/loop_lines.py); None with GPU work or without a loop or stacks."""
+    if summary.get("gpu") or not found:
+        return None
+    with Trace.open(trace) as t:
+        return loop_lines(t, found["start_ns"], found["end_ns"])
+
+
+def _command(trace: Path) -> list | None:
+    """The command line that ran the program: from the run record beside the trace, else from the export itself
+    (what nsys launched: sections/cpu_only.launched); None where neither says."""
+    capture = capture_record_beside(trace)
+    try:
+        command = read_record(capture, "recorded", "a run record", "").get("command") if capture else None
+    except TraceError:
+        command = None
+    if not isinstance(command, list) and profiler_of(trace) == "nsys":  # a torch.profiler trace records none
+        with Trace.open(trace) as t:
+            command = launched(t)
+    return [str(x) for x in command] if isinstance(command, list) else None
 
 
 def loop_of(trace: Path | str, summary: dict) -> dict | None:

@@ -1,7 +1,9 @@
 """`nsys-transfer verify BEFORE AFTER`: did the fix work? Both traces analysed the same way, compared, one verdict
-first. Exit 0 when the gates pass, 1 when one fails, 2 on bad input or when the two cannot be compared."""
+first. Exit 0 when the gates pass, 1 when one fails, 2 on bad input (one trace given twice too) or when the two cannot
+be compared."""
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -29,6 +31,28 @@ def trace_in(path: Path) -> Path:
             raise TraceError(f"{path}: a folder with per-rank traces alone; give one trace of each side")
         return found[-1]
     return path
+
+
+def check_two_traces(before: Path, after: Path) -> None:
+    """TraceError when both sides are one trace: one path (a run folder and the trace it names too), or two files of
+    the same content (a copy): a trace against itself says 'about as fast' of nothing that was changed."""
+    b, a = trace_in(before), trace_in(after)
+    if not (b.is_file() and a.is_file()):
+        return  # a missing side is said where it is read
+    if b.samefile(a):
+        raise TraceError(f"both sides are the same trace ({b}): trace the program again after the change, under "
+                         "another name, and compare the two")
+    if b.stat().st_size == a.stat().st_size and _digest(b) == _digest(a):
+        raise TraceError(f"both sides are the same trace: {b} and {a} have the same content (a copy); trace the "
+                         "program again after the change, under another name, and compare the two")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def load(path: Path, step_regex, win, label: str, plot_dir: Path | None = None, whole: bool = False,
@@ -93,6 +117,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
         options.check_regex("--step-regex", step_regex)
         options.check_numbers(fail_if_slower=fail_if_slower)
         check_rule_names(fail_on_new)
+        check_two_traces(before, after)
         if plot_dir:
             outputs.make_folder(plot_dir, "--plots")
         labels = ("before", "after")

@@ -34,11 +34,13 @@ def verify_report(doc: dict) -> str:
         if loop["profiler_cost"].get("said"):
             lines.append(f"  profiler's cost: {loop['profiler_cost']['said']}")
     lines += verify_prediction_lines(doc.get("predicted"))
-    lines.append(f"\n{'finding':<44} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
+    # a line the change moved is named at both places (`my.py:37 -> my_fixed.py:27`): the column widens to hold it
+    width = min(max([44, *(len(finding_name(f)) for f in doc["findings"])]), 90)
+    lines.append(f"\n{'finding':<{width}} {'before':>10} {'after':>10}  status   (cost: {_verify_cost_unit(doc)})")
     for f in doc["findings"]:
         # the verdict's `new:` names the high and medium ones; a low one is said to be low here, not left to contradict it
         status = f"{f['status']} (low)" if f["status"] == "new" and f.get("after_severity") == "low" else f["status"]
-        lines.append(f"{finding_name(f)[:44]:<44} {ms(f['before_ns']):>10} {ms(f['after_ns']):>10}  {status}")
+        lines.append(f"{finding_name(f)[:width]:<{width}} {ms(f['before_ns']):>10} {ms(f['after_ns']):>10}  {status}")
     if not doc["findings"]:
         lines.append("(no costed finding on either side)")
     for reason in doc["gates"]["failed"]:

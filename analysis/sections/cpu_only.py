@@ -25,12 +25,19 @@ SYSTEM = "SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'NvDriverV
 MAX_PROGRAM = 160  # characters of the command shown
 
 
+def launched(trace: Trace) -> list[str] | None:
+    """The command line nsys launched (META_DATA_CAPTURE's PROCESS_0:COMMAND and its ARGUMENT_n), None where the
+    export does not say (an attached process, a torch.profiler trace)."""
+    capture = _rows(trace, "META_DATA_CAPTURE", CAPTURE)
+    command = next((v for k, v in capture if k == "PROCESS_0:COMMAND"), None)
+    return [command, *(v for k, v in capture if k.startswith("PROCESS_0:ARGUMENT_"))] if command else None
+
+
 def part(trace: Trace) -> dict:
     """What a capture without GPU work is (see the module's docstring)."""
     capture = _rows(trace, "META_DATA_CAPTURE", CAPTURE)
     system = dict(_rows(trace, "TARGET_INFO_SYSTEM_ENV", SYSTEM))
-    command = next((v for k, v in capture if k == "PROCESS_0:COMMAND"), None)
-    args = [v for k, v in capture if k.startswith("PROCESS_0:ARGUMENT_")]
+    command, *args = launched(trace) or [None]
     cuda_traced = [v.lower() == "true" for k, v in capture if k.endswith(":COLLECT_CUDA_TRACE")]
     calls = _cuda_calls(trace)
     if calls:

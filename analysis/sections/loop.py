@@ -111,9 +111,9 @@ def cpu_of(trace, summary: dict) -> Loop | None:
     known (no steps, no stacks)."""
     if summary.get("gpu") or not (summary.get("window") or {}).get("end_ns"):
         return None
-    stacks = _stacks_of(trace)
+    stacks = stacks_of(trace)
     steps = _steps(trace, summary)
-    main_pid = _first_pid(stacks)
+    main_pid = first_pid(stacks)
     main = _main_thread(trace, main_pid)
     if len(steps) and "global_tid" in steps:  # the thread that marks the steps runs the loop
         main = int(steps["global_tid"].mode().iloc[0])
@@ -141,7 +141,7 @@ def cpu_of(trace, summary: dict) -> Loop | None:
     return Loop(int(start), start_from, int(end), end_from, int(last), 0, None, None)
 
 
-def _stacks_of(trace):
+def stacks_of(trace):
     """The trace's Python stacks: a torch.profiler trace's own calls, else the stacks file beside an nsys export;
     None without (or damaged)."""
     if trace.profiler == "torch.profiler":
@@ -152,7 +152,7 @@ def _stacks_of(trace):
     return _stacks_beside(trace)
 
 
-def _first_pid(stacks) -> int | None:
+def first_pid(stacks) -> int | None:
     """The pid of the program the command started: the first process sampled."""
     if stacks is None or stacks.samples.empty:
         return None
@@ -231,8 +231,27 @@ def last_work_end(trace, gpu_end_ns: int, main: int | None, stacks, cpu_samples:
             end = min(int(end), exits.get(int(pid_of(int(tid))), int(end)))
             end = min(end, last) if last is not None else end
             if end > best:
-                best, said = end, f"{what} of thread {int(tid) % TID_BITS} (process {pid_of(int(tid))})"
+                best, said = end, f"{what} of {thread_said(trace, int(tid), main)}"
     return best, said
+
+
+def thread_said(trace, tid: int, main: int | None = None) -> str:
+    """A thread (a global id) as a reader knows it, never by a bare id: 'the thread 'pt_main_thread'', 'another
+    process of the program (its thread 'python')' where it is not the launching thread's (main's) process, else
+    'another thread of the program' where the trace names it not."""
+    name = _thread_name(trace, tid)
+    if name and name == _thread_name(trace, tid - tid % TID_BITS + pid_of(tid)):
+        name = ""  # the process's own name (python), which a thread inherits: no name of its own
+    if main is not None and pid_of(tid) != pid_of(int(main)):
+        return "another process of the program" + (f" (its thread '{name}')" if name else "")
+    return f"the thread '{name}'" if name else "another thread of the program"
+
+
+def _thread_name(trace, tid: int) -> str:
+    threads = trace.host.threads
+    named = threads.loc[threads["global_tid"].to_numpy() == tid, "thread_name"] if len(threads) else ()
+    name = str(named.iloc[-1]).strip() if len(named) and named.iloc[-1] is not None else ""
+    return "" if name in ("None", "nan") else name
 
 
 def _stacks_beside(trace):

@@ -3,9 +3,12 @@ GPUs (or none on both sides: their loops are compared, cpu.py), one program, one
 a comparison that can be made carries."""
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from nsys_transfer.analysis.load.validate import NO_API_ROWS
 from nsys_transfer.analysis.rules.capture import failed_run_evidence
 from nsys_transfer.analysis.rules.facts import ProgramEnd
+from nsys_transfer.analysis.sections.cpu_only import PYTHON
 from nsys_transfer.analysis.verify.side import Side
 
 STEP_RATIO = 2.0       # step counts further apart than this: warned
@@ -67,7 +70,7 @@ def check_comparable(before: Side, after: Side) -> list[str]:
     if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
         raise NotComparable(f"different steps: {sb['regex']!r} before, {sa['regex']!r} after; pass --step-regex "
                             "to use one definition for both")
-    warnings = [w for w in [_sampled_warning(before, after)] if w]
+    warnings = [w for w in [_program_warning(before, after), _sampled_warning(before, after)] if w]
     if bool(sb.get("count")) != bool(sa.get("count")):
         warnings.append("steps were found in only one trace: throughput is compared over the GPU windows")
     elif sb.get("count") and max(sb["count"], sa["count"]) > STEP_RATIO * min(sb["count"], sa["count"]):
@@ -85,6 +88,40 @@ def _sampled_warning(before: Side, after: Side) -> str | None:
         return None
     return (f"{' and '.join(heavy)} captured with CPU sampling and stacks: nsys slows CPU-heavy work most, so the "
             "speed-up can be off; for it, capture both with `nsys-transfer run --sample none --python-backtrace none`")
+
+
+def program_of(command: list | None) -> str | None:
+    """The program a command line runs, by name: its first Python file (`my.py`), else the module after `-m`, else
+    the executable where it is no Python interpreter; None where unknown."""
+    if not command:
+        return None
+    args = command[1:]
+    for i, a in enumerate(args):
+        if a.endswith(".py"):
+            return PurePath(a).name
+        if a == "-m" and i + 1 < len(args):
+            return args[i + 1]
+    exe = PurePath(command[0]).name
+    return None if PYTHON.match(exe) else exe
+
+
+def _alike(b: str, a: str) -> bool:
+    """Whether two programs' names can be one program's before and after a fix: one name holds the other
+    (detect_post.py, detect_post_fixed.py; fixed_infer.py, infer.py) or they begin with the same three letters
+    (seg_numpy_post.py, seg_numpy_post_mpfix.py; infer_old.py, infer_new.py). A fix keeps its program's name or adds
+    to it; two names that share neither are two programs' (detect_post.py, imgcls_fixed.py). Only a warning: a
+    renamed fix (old_infer.py -> new_infer.py) is warned of, and still compared."""
+    b, a = (x.lower().removesuffix(".py") for x in (b, a))
+    return b in a or a in b or b[:3] == a[:3]
+
+
+def _program_warning(before: Side, after: Side) -> str | None:
+    """A warning where the two command lines (the run records', else what nsys launched: Side.command) run programs
+    whose names are not alike; None where they are, or either is unknown (a torch.profiler trace records none)."""
+    b, a = program_of(before.command), program_of(after.command)
+    if not b or not a or _alike(b, a):
+        return None
+    return f"these look like different programs: {b} vs {a}; verify compares two runs of one program"
 
 
 def _names(s: dict) -> tuple[set[str], set[str]]:

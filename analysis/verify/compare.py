@@ -10,6 +10,7 @@ from nsys_transfer.analysis.verify.gates import gates
 from nsys_transfer.analysis.verify.loop import loop_speed
 from nsys_transfer.analysis.verify.matching import findings
 from nsys_transfer.analysis.verify.metrics import metrics
+from nsys_transfer.analysis.verify.noise import noise
 from nsys_transfer.analysis.verify.predictions import prediction_held
 from nsys_transfer.analysis.verify.side import SCHEMA, Comparison, Side
 from nsys_transfer.analysis.verify.throughput import throughput, work_of
@@ -28,11 +29,13 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     speed = with_backlog(before, after, speed, work)
     whole_loop = loop_speed(before, after, speed, work)
     v = verdict(speed, rows, whole_loop)
+    noisy = noise(before, after, v["change"])
+    v["line"] += f"; {noisy['said']}" if noisy["said"] else ""
     held = prediction_held(before.summary, after.summary, rows, speed, whole_loop)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
            "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": metrics(before, after, speed),
-           "loop": whole_loop, "predicted": held, "findings": rows, "warnings": warnings,
+           "loop": whole_loop, "noise": noisy, "predicted": held, "findings": rows, "warnings": warnings,
            "gates": {"failed": failed, "fail_if_slower": fail_if_slower, "fail_on_new": fail_on_new},
            "exit_code": 1 if failed else 0}
     return Comparison(doc, warnings)

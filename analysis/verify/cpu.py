@@ -10,6 +10,7 @@ from nsys_transfer.analysis.verify.comparability import NotComparable
 from nsys_transfer.analysis.verify.gates import gates
 from nsys_transfer.analysis.verify.matching import findings
 from nsys_transfer.analysis.verify.metrics import cpu_metrics
+from nsys_transfer.analysis.verify.noise import noise
 from nsys_transfer.analysis.verify.predictions import prediction_held
 from nsys_transfer.analysis.verify.side import SCHEMA, Comparison, Side
 from nsys_transfer.analysis.verify.throughput import cpu_throughput, work_of
@@ -36,14 +37,16 @@ def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: f
     # a line new after the fix is often the fix's own (the vectorised call that replaced a loop): the verdict names it
     # where it holds a high share of the loop; the table lists every one
     v = verdict(speed, [r for r in rows if not (r["status"] == "new" and r["after_severity"] != "high")], loop)
+    noisy = noise(before, after, v["change"])
+    v["line"] += f"; {noisy['said']}" if noisy["said"] else ""
     held = prediction_held(before.summary, after.summary, rows, speed, loop)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     warnings = [*warnings, *(["no steps in either trace: the loops' time is compared, the same work assumed on both "
                               "sides (mark each step with an NVTX range 'step N' to compare per step)"]
-                             if speed["unit"] == "1/s" else [])]
+                             if speed["unit"] == "loops/s" else [])]
     doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
            "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": cpu_metrics(before, after, speed),
-           "loop": loop, "predicted": held, "findings": rows, "warnings": warnings,
+           "loop": loop, "noise": noisy, "predicted": held, "findings": rows, "warnings": warnings,
            "gates": {"failed": failed, "fail_if_slower": fail_if_slower, "fail_on_new": fail_on_new},
            "exit_code": 1 if failed else 0}
     return Comparison(doc, warnings)

@@ -18,7 +18,7 @@ def loop_speed(before: Side, after: Side, speed: dict, work: Work) -> dict | Non
         return None
     nb, na, _ = work
     rates = [_loop_rate(s, n) for s, n in ((before, nb), (after, na))]
-    sides = {label: {**side.loop, "per_second": rate, "unit": speed["unit"] if n else "1/s",
+    sides = {label: {**side.loop, "per_second": rate, "unit": speed["unit"] if n else "loops/s",
                      "warmup_ms": _warmup_ms(side), "drain_ms": drain_ms(side),
                      "workers_wait_ms": _workers_wait_ms(side)}
              for label, side, rate, n in (("before", before, rates[0], nb), ("after", after, rates[1], na))}

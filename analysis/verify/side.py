@@ -16,6 +16,12 @@ class Side:
     label: str = ""
     recorded: dict | None = None  # what nsys was asked to record (the run record beside the trace), if known
     loop: dict | None = None      # the loop as the program runs it (facade.side_of; sections/loop.py), if read
+    # a capture without GPU work: every line its main thread was sampled at in the loop, under the finding threshold
+    # too ({"period_ns", "lines"}: sections/loop_lines.py), if read
+    sampled: dict | None = None
+    command: list | None = None   # the command line that ran the program (the run record beside the trace), if known
+    # the window's steps, each one's start to the next one's (each process's apart), ns: the pace's spread (noise.py)
+    step_periods_ns: list | None = None
 
 
 @dataclass

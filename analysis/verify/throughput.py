@@ -56,14 +56,14 @@ def throughput(before: Side, after: Side) -> dict:
 
 def cpu_throughput(before: Side, after: Side) -> dict:
     """Two captures without GPU work (cpu.py): steps/s over each loop (Side.loop) where both traces mark steps, else
-    the inverse of each loop's time."""
+    the inverse of each loop's time: loops/s (one loop a run: said so, never as a bare 1/s that reads as steps)."""
     nb, na = (s.summary["steps"].get("count") or 0 for s in (before, after))
     sb, sa = (s.loop["duration_ns"] / 1e9 for s in (before, after))
     if nb and na and sb > 0 and sa > 0:
         return {"before": nb / sb, "after": na / sa, "unit": "steps/s",
                 "source": f"the steps in each trace, over its loop ({nb} steps in {sb:.2f} s and {na} in {sa:.2f} s: "
                           "from the first step's start to the end of the last one's work)"}
-    return {"before": 1 / sb if sb > 0 else None, "after": 1 / sa if sa > 0 else None, "unit": "1/s",
+    return {"before": 1 / sb if sb > 0 else None, "after": 1 / sa if sa > 0 else None, "unit": "loops/s",
             "source": f"each loop's time ({sb:.2f} s and {sa:.2f} s, {_no_steps(before, after)[2:]})"}
 
 
