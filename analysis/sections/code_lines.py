@@ -338,6 +338,8 @@ def _cpu_lines(sites: _Sites, stacks: PythonStacks, source: str, step_rows: pd.D
     if start is None:
         return out
     before = main[main["start_ns"].to_numpy() < start]
+    before = before[~setup_lines.in_loop(before["stack"].to_numpy(), loop, ns, stacks.stacks, stacks.frames,
+                                         lambda k: sites.of(k).loop)]  # the loop's own work before its start
     setup_ns = (np.minimum(before["end_ns"].to_numpy(), start) - before["start_ns"].to_numpy()).clip(0)
     if setup_ns.sum() < SETUP_NOTED * max(out.cpu_ns, 1):  # nothing of note: a torch.profiler trace records no set-up
         return out
