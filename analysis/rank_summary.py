@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -250,6 +251,11 @@ def _on_one_clock(parts: list[TracePart], offsets: list[int]):
     devices = pd.DataFrame(rows)
     if devices.empty:
         kineto = all(str(p.nsys_version).startswith(TORCH) for p in parts)
+        if len(parts) > 1:  # several traces are read as one GPU run's ranks: without GPUs, each is its own analysis
+            names = ", ".join(Path(str(p.source)).name for p in parts)
+            raise TraceError(f"{len(parts)} traces without GPU activity ({names}): several traces are analysed "
+                             "together only as the ranks of one GPU run: give one of them (a run folder holds one), or "
+                             f"{terms(TORCH if kineto else NSYS).cuda}")
         raise TraceError(f"no GPU activity in the trace(s): {terms(TORCH if kineto else NSYS).cuda}")
     copies = pd.concat(big, ignore_index=True) if big else pd.DataFrame(
         columns=["start_ns", "end_ns", "duration_ns", "bytes", "gpu", "host_kind", "device", "trace"])

@@ -12,7 +12,7 @@ import pandas as pd
 from nsys_transfer.analysis.cli.options import (OneLineCommand, check_numbers, chosen_executor, executor_options,
                                                 link_gbps_option, probe_option)
 from nsys_transfer.analysis.facade import (NotComparable, Trace, TraceError, analyze, analyze_runs, check_same_profiler,
-                                           options_for, profiler_of, read_record, run_record_beside)
+                                           loop_of, options_for, profiler_of, read_record, run_record_beside)
 from nsys_transfer.analysis.render import outputs
 from nsys_transfer.analysis.render.rank_plots import plot_ranks
 from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
@@ -158,6 +158,8 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
             if a.summary.get("warnings"):
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
+            if paths:  # the user's runs: each one's loop as verify reads it (the bundled stages' table stays as it is)
+                rows[-1]["loop_s"] = _loop_s(path, a.summary)
             summaries.append(a.summary)
             if is_pair(list(traces)):  # verify's figures: the steady state of each, the same analysis
                 steady.append(a.summary)
@@ -188,6 +190,12 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     click.echo(f"report: {out_dir / 'report.md'}, {out_dir / 'report.html'} and {pngs} PNGs in {out_dir}"
                + (f"; the bundled H200 report: {out_dir / also[0] / 'report.md'}" if also else ""))
     return df
+
+
+def _loop_s(path: Path, summary: dict) -> float | None:
+    """The run's loop time in seconds, the one verify compares (facade.loop_of); None where the trace gives none."""
+    found = loop_of(path, summary)
+    return found["duration_ns"] / 1e9 if found else None
 
 
 def _no_runs(out_dir: Path, also: tuple[str, str] | None) -> None:

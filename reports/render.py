@@ -29,19 +29,32 @@ COLUMNS = [  # (heading, row -> cell); the stage-only ones are left out where no
     ("idle per step", lambda r: _f(r["gap_per_step_ms"], IDLE_PER_STEP)), ("DtoH per copy", lambda r: _f(r["dtoh_ms"], "{:,.1f} ms")),
     ("DtoH GB/s", lambda r: _f(r["dtoh_gbps"], "{:.1f}")), ("DtoH memory", lambda r: r["dtoh_memory"]),
     ("overlap", lambda r: _f(r["dtoh_overlap"], "{:.0%}")), ("integrity", lambda r: r["integrity"]),
+    ("loop", lambda r: _f(r.get("loop_s"), "{:,.2f} s")),
     ("set-up", lambda r: _f(r.get("setup_s"), "{:,.1f} s")), ("top line", lambda r: r.get("top_line") or ""),
 ]
 # shown only where a row has one: the stages' (run: a failed program; integrity: a bench's check), the GPU's (a report
-# of CPU-only runs is not a table of empty cells), a CPU-only capture's (its set-up, its loop's costliest line)
+# of CPU-only runs is not a table of empty cells), a user's run's (its loop time as verify reads it), a CPU-only
+# capture's (its set-up, its loop's costliest line)
 STAGE_ONLY = {"vs baseline", "of ceiling", "run", "integrity", "GPU busy", "compute", "idle per step", "DtoH per copy",
-              "DtoH GB/s", "DtoH memory", "overlap", "set-up", "top line"}
+              "DtoH GB/s", "DtoH memory", "overlap", "loop", "set-up", "top line"}
+STAGES_TITLE, RUNS_TITLE = "Transfer bottlenecks by stage", "Your runs: where the time went"
+
+
+def all_stages(df: pd.DataFrame) -> bool:
+    """Whether every row is one of the toolkit's own stages (the bundled report), not the user's runs."""
+    return all(r["stage"].split("-")[0] in STAGE_NAMES or r["stage"] in STAGE_NAMES for r in df.to_dict("records"))
+
+
+def report_title(df: pd.DataFrame) -> str:
+    """The report's title: the bundled stages', or the user's runs' (a report of one's own programs is no stage table)."""
+    return STAGES_TITLE if not len(df) or all_stages(df) else RUNS_TITLE
 
 
 def results_markdown(df: pd.DataFrame) -> str:
     """The results table in Markdown (the first column says 'stage' when every row is one of the toolkit's)."""
     rows = df.to_dict("records")
     cols = [(h, f) for h, f in COLUMNS if h not in STAGE_ONLY or any(f(r) for r in rows)]
-    stages = all(r["stage"].split("-")[0] in STAGE_NAMES or r["stage"] in STAGE_NAMES for r in rows)
+    stages = all_stages(df)
     heads = ["stage" if h == "trace" and stages else h for h, _ in cols]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -119,6 +132,9 @@ def results_note(df: pd.DataFrame) -> str:
             "not comparable with the bench's figures) for " + ", ".join(traced)
             + ("; from the unprofiled bench for the others" if len(traced) < len(rows) else ""))
     note += ". Every other column comes from each trace."
+    if any(r.get("loop_s") is not None for r in rows):
+        note += (" loop: the program's loop by its own clock, first iteration to the end of its last output's work, "
+                 "the figure `nsys-transfer verify` compares.")
     cpu = [r["stage"] for r in rows if NO_GPU in r.get("cannot_give", [])]
     if cpu and len(cpu) == len(rows):  # a report of CPU-only runs: its columns are theirs, said once
         note += (" No trace ran GPU work (captures on the CPU), so the GPU's columns are left out: set-up is the main "
@@ -135,7 +151,7 @@ def markdown(df: pd.DataFrame, charts: dict[str, str], sources: dict[str, str], 
     """report.md: the note, the results table, the before/after comparison of two traces of one program, the
     charts (with their captions), each stage's diagnosis, the GPUs section and, with `also` (folder, its results
     table), the bundled report beside this one."""
-    parts = ["# Transfer bottlenecks by stage", "", note, ""]
+    parts = [f"# {report_title(df)}", "", note, ""]
     if len(df):
         parts += ["## Results", "", results_markdown(df), "", results_note(df), ""]
     if before_after:
@@ -244,10 +260,10 @@ def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str
     if also:
         bundled = (f"<h2>The bundled H200 stages</h2><p>The toolkit's own stages on an H200, for comparison: the whole "
                    f"report in <a href='{also[0]}/report.html'>{also[0]}/report.html</a>.</p>" + _table_html(also[1]))
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>Transfer bottlenecks by stage</title>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{report_title(df)}</title>"
             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
-            f"<h1>Transfer bottlenecks by stage</h1><p>{html.escape(note)}</p>" + _table_html(md_table)
+            f"<h1>{report_title(df)}</h1><p>{html.escape(note)}</p>" + _table_html(md_table)
             + imgs + ("<h2>Diagnosis</h2>" + "".join(diag) if diag else "") + _gpus_html(gpus_md, gpu_charts or {})
             + bundled + "</body></html>")
 

@@ -106,12 +106,24 @@ def _cpu_runs(folder):
 
 
 def test_a_report_of_cpu_runs_gives_their_own_figures_and_compares_them(tmp_path):
-    """issue 57, item 8: the report of two CPU-only runs is no table of empty GPU cells: each run's set-up and its
-    loop's costliest line, and before against after as verify says it (the README's names sort `after` first)."""
-    r = run_cli("-m", "nsys_transfer.reports", str(_cpu_runs(tmp_path)), "--out", str(tmp_path / "rep"), timeout=600)
+    """issue 57, item 8: the report of two CPU-only runs is no table of empty GPU cells: each run's loop time (the
+    figure verify compares: the newcomer's item 15), its set-up and its loop's costliest line, and before against
+    after as verify says it (the README's names sort `after` first), under a title of the user's runs."""
+    runs = _cpu_runs(tmp_path)
+    r = run_cli("-m", "nsys_transfer.reports", str(runs), "--out", str(tmp_path / "rep"), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "| trace | steps/s | set-up | top line |" in md and "GPU busy" not in md.split("## Before and after")[0]
+    assert md.startswith("# Your runs: where the time went\n") and "by stage" not in md.split("## Results")[0]
+    assert "<h1>Your runs: where the time went</h1>" in (tmp_path / "rep" / "report.html").read_text()
+    assert "| trace | steps/s | loop | set-up | top line |" in md and "GPU busy" not in md.split("## Before and after")[0]
+    v = run_cli("-m", "nsys_transfer", "verify", str(runs / "before"), str(runs / "after"), "--json",
+                str(tmp_path / "v.json"), "-q")
+    assert v.returncode == 0, v.stderr[-2000:]
+    sides = json.loads((tmp_path / "v.json").read_text())["loop"]["sides"]
+    for name in ("before", "after"):  # the same loop as verify's, to its last digit shown
+        assert f"| {name} | " in md and f" | {sides[name]['duration_ns'] / 1e9:,.2f} s | " in md.split(f"| {name} | ")[1]
+    res = {row["stage"]: row for row in json.loads((tmp_path / "rep" / "results.json").read_text())}
+    assert res["before"]["loop_s"] == sides["before"]["duration_ns"] / 1e9
     assert "| before | " in md and "cpu_roll.py:28 input, 51% |" in md
     assert "VERDICT: 1.87x faster over the whole loop; resolved: cpu-hotspot (cpu_roll.py:28)" in md
     assert "before: " in md and "runs/before/before.sqlite" in md.split("after:  ")[0]

@@ -34,14 +34,25 @@ LAUNCHING_ROLES = (roles.MODEL, roles.PER_ELEMENT, roles.TIMING_SYNC, roles.CACH
 MERGED_ROLES = (roles.OUTPUT, roles.WEIGHTS)  # a copy and the host's work on the same data: one job
 
 
-def _advice(site: CodeSite) -> str | None:
+def worker_count(default: int, cores: int | None) -> int:
+    """The worker processes to advise: the default, no more than the capture machine's cores where the trace says
+    them (more workers than cores only share them: torch warns of it for a DataLoader's)."""
+    return max(1, min(default, cores)) if cores else default
+
+
+def _cores_said(cores: int | None) -> str:
+    return f"the {cores} cores of the machine the trace was recorded on" if cores else "the idle cores"
+
+
+def _advice(site: CodeSite, cores: int | None = None) -> str | None:
     """The change for the line's role, naming the line; None where the rule's own advice is the better one."""
     at = f"{site.place} (`{site.code}`)"
     if site.role == roles.MODEL and site.threads > 1:
         return _batch_the_requests(site, at)
     return {
         roles.INPUT: f"{at} prepares the input on the launching thread: move that work into DataLoader worker "
-                     "processes (`DataLoader(..., num_workers=8, pin_memory=True, persistent_workers=True)`), or do "
+                     f"processes (`DataLoader(..., num_workers={worker_count(8, cores)}, pin_memory=True, "
+                     "persistent_workers=True)`), or do "
                      "it on the GPU after the copy",
         roles.WEIGHTS: f"{at} moves a module's weights between the host and the GPU every step: keep the model on the "
                        "GPU (`.to('cuda')` once, before the loop); where it cannot fit, pin the host copies once "
@@ -63,6 +74,7 @@ def _advice(site: CodeSite) -> str | None:
         roles.MODEL: f"{at} runs the model, and the host issues its kernels slower than the GPU runs them (Python "
                      "and dispatch overhead between small kernels): capture the forward in a CUDA graph "
                      "(`torch.compile(model, mode='reduce-overhead')`), or give each call more work (a larger batch)",
+        roles.OUTPUT_WAIT: _output_wait(at, cores),
         roles.DISK: f"{at} writes to disk on the launching thread: hand the writes to a pool of threads or processes "
                     "(`concurrent.futures.ThreadPoolExecutor`) so the loop goes on launching",
     }.get(site.role)
@@ -71,7 +83,14 @@ def _advice(site: CodeSite) -> str | None:
 LOADER_WORKERS = "DataLoader worker process"  # a path step code_lines writes where the loop waits on its workers
 
 
-def cpu_advice(site: CodeSite) -> str:
+def _output_wait(at: str, cores: int | None) -> str:
+    return (f"{at} waits inside the OutputPipeline for its output workers (their pace, not the loop's own work): "
+            f"give it more workers (`workers=`, up to {_cores_said(cores)}, which the loop shares), or make the work "
+            "each output takes cheaper (one NumPy or torch call over the whole array instead of a Python loop of "
+            "small ones)")
+
+
+def cpu_advice(site: CodeSite, cores: int | None = None) -> str:
     """The change for a line of a capture without GPU work, by its role: what the line's work costs the main thread's
     loop here, and how to take it off (nothing of the GPU: none ran)."""
     at = f"{site.place} (`{site.code.strip()}`)" if site.code.strip() else site.place  # torch.profiler: maybe no text
@@ -81,14 +100,16 @@ def cpu_advice(site: CodeSite) -> str:
         return (f"{at} waits for the next batch: its {workers.split(' DataLoader')[0]} DataLoader workers make "
                 f"them slower than the loop takes them, their time going to {work}: make that work cheaper (one "
                 "NumPy or torch call over the whole array instead of a Python loop of small ones), or give the "
-                "loader more workers (`num_workers=`, up to the idle cores)")
+                f"loader more workers (`num_workers=`, up to {_cores_said(cores)})")
     return {
         roles.INPUT: f"{at} prepares the input on the main thread, between the loop's steps: move it into DataLoader "
-                     "worker processes (`DataLoader(..., num_workers=4, persistent_workers=True)`), where it runs "
+                     f"worker processes (`DataLoader(..., num_workers={worker_count(4, cores)}, persistent_workers=True)`), "
+                     "where it runs "
                      "beside the loop, and make it cheaper (one NumPy or torch call over the whole array instead of a "
                      "Python loop of small ones)",
         roles.OUTPUT: f"{at} handles each output on the main thread: hand it to worker processes "
-                      "(`nsys_transfer.fixes.OutputPipeline(process, workers=4)` takes CPU tensors too, or a "
+                      f"(`nsys_transfer.fixes.OutputPipeline(process, workers={worker_count(4, cores)})` takes CPU tensors "
+                      "too, or a "
                       "`concurrent.futures.ProcessPoolExecutor`) so the loop goes on",
         roles.PER_ELEMENT: f"{at} reads a tensor one element at a time (each `.item()`, `.tolist()` or `int()` a "
                            "separate call): work on the whole batch at once (`argmax`, `topk`, a mask), then convert "
@@ -98,6 +119,7 @@ def cpu_advice(site: CodeSite) -> str:
                                if site.growth else "")
                             + ": append each batch's result to a list and concatenate once after the loop, or "
                               "preallocate the array and write each batch into its slice",
+        roles.OUTPUT_WAIT: _output_wait(at, cores),
         roles.DISK: f"{at} writes to disk on the main thread: hand the writes to a pool of threads "
                     "(`concurrent.futures.ThreadPoolExecutor`) so the loop goes on",
         roles.MODEL: f"{at} runs the model: the work the loop is for. On the CPU, run it under "
@@ -144,8 +166,8 @@ def _yields_to_sync(finding: Finding, code: CodeLines) -> Finding:
         f"and syncs ({where}): each drains the GPU, which then waits for the next small piece of work"))
 
 
-def _with_line(finding: Finding, site: CodeSite) -> Finding:
-    advice = _advice(site)
+def _with_line(finding: Finding, site: CodeSite, cores: int | None = None) -> Finding:
+    advice = _advice(site, cores)
     if finding.rule == "launch-bound" and site.role not in SYNC_ROLES and not (site.role == roles.MODEL
                                                                                 and site.threads > 1):
         advice = None  # short gaps while the line launches kernels: the rule's CUDA-graph advice stands
@@ -200,5 +222,5 @@ def attach(findings: list[Finding], code: CodeLines | None, total_ns: int) -> li
     for f in findings:
         f = _yields_to_sync(f, code)
         site = _site_for(f, code) if f.severity != "info" else None
-        lined.append(_with_line(f, site) if site is not None else f)
+        lined.append(_with_line(f, site, code.cores) if site is not None else f)
     return _merged(lined, total_ns)

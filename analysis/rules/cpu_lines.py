@@ -34,5 +34,5 @@ class CpuHotspot(Rule[Context]):
             # its share as the code section writes it (of the loop's sampled time, 3 digits): one value for one figure
             share = round(site.share, 3)
             out.append(Finding(self.id, severity_of(share), int(site.ns), share, site.place, evidence,
-                               cpu_advice(site), line=site))
+                               cpu_advice(site, code.cores), line=site))
         return out

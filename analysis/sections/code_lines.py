@@ -19,7 +19,7 @@ from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.load import kineto_stacks, python_stacks
 from nsys_transfer.analysis.load.frames import pid_of
 from nsys_transfer.analysis.load.python_stacks import PythonStacks, place_of
-from nsys_transfer.analysis.sections import roles, setup_lines
+from nsys_transfer.analysis.sections import machine, roles, setup_lines
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.gap_sides import GapSides
 from nsys_transfer.analysis.sections.line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
@@ -99,6 +99,7 @@ class CodeLines:
     setup: SetupLines | None = None
     cpu_ns: int = 0  # the loop's sampled time on the main thread, of which `cpu` gives the top lines (a CPU capture)
     stacks: PythonStacks | None = None  # the samples behind the lines, for the replay's work at a line (not in the JSON)
+    cores: int | None = None  # the capture machine's CPU cores, which cap the workers advised (not in the JSON)
 
     def places(self, stack: int) -> tuple[str | None, str | None, str]:
         """A stack's (the loop's line, the innermost line of the program, role): places as `main.py:31`, None where
@@ -337,6 +338,8 @@ def _cpu_lines(sites: _Sites, stacks: PythonStacks, source: str, step_rows: pd.D
     if start is None:
         return out
     before = main[main["start_ns"].to_numpy() < start]
+    before = before[~setup_lines.in_loop(before["stack"].to_numpy(), loop, ns, stacks.stacks, stacks.frames,
+                                         lambda k: sites.of(k).loop)]  # the loop's own work before its start
     setup_ns = (np.minimum(before["end_ns"].to_numpy(), start) - before["start_ns"].to_numpy()).clip(0)
     if setup_ns.sum() < SETUP_NOTED * max(out.cpu_ns, 1):  # nothing of note: a torch.profiler trace records no set-up
         return out
@@ -382,7 +385,9 @@ def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, 
                 step_rows: pd.DataFrame, say) -> CodeLines:
     say("naming the program's lines")
     copies = memcpy.tables.get("memcpy") if memcpy is not None else None
-    return code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies, step_rows)
+    out = code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies, step_rows)
+    out.cores = machine.cpu_cores(trace)
+    return out
 
 
 @declare("code", needs=("code_lines",), part=True, json_at=90)

@@ -34,10 +34,12 @@ def label(frame: Frame) -> str:
 @dataclass(frozen=True)
 class StackPath:
     """One distinct stack as the code section reads it: its innermost frame of the program's own (an index into the
-    frames, -1 when the stack has none), the path from the loop's line to the work, and what the work is for."""
+    frames, -1 when the stack has none), the path from the loop's line to the work, what the work is for, and the
+    frame of the loop's line the path starts at (-1 without one)."""
     leaf: int
     path: tuple[str, ...]
     role: str
+    loop: int = -1
 
 
 def stack_path(stack: tuple[int, ...], frames: list[Frame]) -> StackPath:
@@ -59,7 +61,7 @@ def stack_path(stack: tuple[int, ...], frames: list[Frame]) -> StackPath:
         prev_user = f.in_program
     leaf_frame = frames[stack[leaf]]
     return StackPath(stack[leaf], tuple(shown) if loop != leaf or len(stack) > leaf + 1 else (),
-                     roles.role_of([frames[f] for f in stack], leaf_frame))
+                     roles.role_of([frames[f] for f in stack], leaf_frame), stack[loop])
 
 
 def _is_program_label(step: str) -> bool:

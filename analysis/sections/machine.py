@@ -70,3 +70,15 @@ def host_link(gpus: pd.DataFrame, copies: pd.DataFrame, user_gbps: float | None 
     if seen:
         return {"gbps": round(seen, 1), "source": "fastest pinned copy in the trace (GPU model unknown)", "pcie_gen": None}
     return {"gbps": None, "source": gens[0][1] if gens else "no GPU listed in the trace", "pcie_gen": None}
+
+
+def cpu_cores(trace) -> int | None:
+    """The capture machine's CPU cores (nsys's TARGET_INFO_SYSTEM_ENV), None where the trace does not say (a
+    torch.profiler trace)."""
+    if getattr(trace, "profiler", None) == "torch.profiler" or not trace.has("TARGET_INFO_SYSTEM_ENV"):
+        return None
+    row = trace.connection().execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuCores'").fetchone()
+    try:
+        return int(row[0]) if row else None
+    except (TypeError, ValueError):
+        return None

@@ -5,8 +5,10 @@ lines, and verify's loop starts after it (sections/loop.py cpu_of).
 
 Where the set-up ends: each sample of the main thread counts +its time when it is set-up (an import, a model's
 construction, a weights load) and -its time otherwise; the set-up ends where that running sum is highest. Imports done
-later (a lazy import in the first step) are too short to move that point, and a loop that builds something each step
-keeps the point before it."""
+later (a lazy import in the first step) are mostly too short to move that point, and a loop that builds something
+each step keeps the point before it. Where such an import does move it (numpy's first `np.random` inside a Dataset's
+`__getitem__`), or the loop's first batch is fetched before its first step's range starts, the samples before the
+loop's start whose stack passes through one of the loop's own lines are the loop's work, never set-up (in_loop)."""
 from __future__ import annotations
 
 import re
@@ -22,6 +24,10 @@ IMPORT_MACHINERY = "<frozen importlib"  # Python's import system: a module's bod
 BUILDS = re.compile(r"torch/nn/modules/.+:(\w+\.)?__init__$|torch/serialization\.py:|torch/hub\.py:|"
                     r":(\w+\.)?(from_pretrained|load_state_dict)$|torchvision/models/.+:(?!.*forward)")
 IMPORTS, BUILDING = "imports", "model construction"
+# a line the loop's samples start their path at (sections/line_paths.py: `for x in loader`, `y = step(x)`) is the
+# loop's own where the loop comes back to it (two runs of samples or more, other lines between) or it holds this share
+# of the loop's time: one line run on once past the start (a build() that straddles it) does neither, unless long
+LOOP_LINE_SHARE = 0.1
 
 
 def kind_of(frames: list[Frame], stack: tuple[int, ...]) -> str | None:
@@ -53,3 +59,30 @@ def setup_end(samples: pd.DataFrame, kind: np.ndarray) -> int | None:
     running = np.cumsum(np.where(is_setup, ns, -ns))
     best = int(np.argmax(running))
     return int(s["end_ns"].to_numpy()[best]) if running[best] > 0 else None
+
+
+
+def in_loop(before: np.ndarray, loop: pd.DataFrame, loop_ns: np.ndarray, stacks: list[tuple[int, ...]],
+            frames: list[Frame], loop_frame) -> np.ndarray:
+    """For each sample before the loop's start (before: their stacks, indices into stacks), whether its stack passes
+    through one of the loop's lines: the lines the loop's samples (loop: with start_ns and stack; loop_ns: their
+    time) start their path at (loop_frame: a stack's frame of it, -1 without), come back to or spend
+    LOOP_LINE_SHARE of the loop's time at."""
+    order = np.argsort(loop["start_ns"].to_numpy(), kind="stable")
+    def key(f: int) -> tuple[str, int, str]:
+        return frames[f].file, frames[f].line, frames[f].function
+
+    weight: dict[tuple[str, int, str], float] = {}
+    runs: dict[tuple[str, int, str], int] = {}
+    last = None
+    for k, w in zip(loop["stack"].to_numpy()[order], np.asarray(loop_ns)[order]):
+        f = loop_frame(int(k))
+        if f < 0 or frames[f].line <= 0:  # no line of the program, or a call of a torch.profiler trace (no line)
+            continue
+        weight[key(f)] = weight.get(key(f), 0.0) + float(w)
+        if key(f) != last:
+            runs[key(f)] = runs.get(key(f), 0) + 1
+            last = key(f)
+    total = float(np.sum(loop_ns))
+    lines = {k for k, w in weight.items() if runs[k] >= 2 or (total > 0 and w >= LOOP_LINE_SHARE * total)}
+    return np.array([any(key(f) in lines for f in stacks[int(k)] if frames[f].in_program) for k in before], bool)

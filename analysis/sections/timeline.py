@@ -27,6 +27,7 @@ from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.sections import program
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.code_lines import CodeLines
+from nsys_transfer.analysis.sections.machine import cpu_cores
 from nsys_transfer.analysis.sections.idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
 from nsys_transfer.analysis.sections.timeline_waits import infer_waits
 
@@ -189,7 +190,7 @@ def read(trace, window: tuple[int, int], tids: dict, step_rows: pd.DataFrame, nv
                     op_kind=ops["kind"].to_numpy(object), op_bytes=ops["bytes"].to_numpy(np.int64),
                     op_copy=ops["copy_kind"].to_numpy(object), op_host_memory=ops["host_kind"].to_numpy(object),
                     op_call=t["op_call"], **inferred, samples=_samples(code, thread, lo, hi), code=code,
-                    ranges=_user_ranges(nvtx_rows, thread, lo, hi, step_rows), cores=_cores(trace),
+                    ranges=_user_ranges(nvtx_rows, thread, lo, hi, step_rows), cores=cpu_cores(trace),
                     link_gbps=link_gbps, sampled=_sampled(trace))
 
 
@@ -330,17 +331,6 @@ def _sampled(trace) -> bool:
     """Whether nsys sampled the CPU in this capture (its sampling table holds rows)."""
     return trace.has("COMPOSITE_EVENTS") and trace.connection().execute(
         "SELECT 1 FROM COMPOSITE_EVENTS LIMIT 1").fetchone() is not None
-
-
-def _cores(trace) -> int | None:
-    """The capture machine's CPU cores (nsys's TARGET_INFO_SYSTEM_ENV), None where it does not say."""
-    if not trace.has("TARGET_INFO_SYSTEM_ENV"):
-        return None
-    row = trace.connection().execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CpuCores'").fetchone()
-    try:
-        return int(row[0]) if row else None
-    except (TypeError, ValueError):
-        return None
 
 
 @declare("timeline", needs=("trace", "window_ns", "tids", "step_rows", "nvtx_rows", "steady", "code_lines",
