@@ -116,6 +116,18 @@ class SpilledOps:
         return pd.DataFrame({c: np.asarray(self.column(c)) if c in self.files else self.memory[c]
                              for c in self.columns}, copy=False)
 
+    def touching(self, lo: int, hi: int) -> pd.DataFrame:
+        """The rows overlapping [lo, hi), in memory: read a chunk at a time, up to the first that starts at hi (the
+        rows are in start order)."""
+        parts = []
+        for c in self.chunks(self.columns):
+            keep = (c["end_ns"] > lo) & (c["start_ns"] < hi)
+            if keep.any():
+                parts.append(pd.DataFrame({k: v[keep] for k, v in c.items()}))
+            if len(c["start_ns"]) and c["start_ns"][-1] >= hi:
+                break
+        return pd.concat(parts, ignore_index=True) if parts else self.frame().iloc[0:0]
+
     def overlaps(self, lo: int, hi: int) -> bool:
         """Whether an operation overlaps [lo, hi)."""
         return any(bool(((c["end_ns"] > lo) & (c["start_ns"] < hi)).any()) for c in self.chunks(TIMES))

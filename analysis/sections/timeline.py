@@ -23,6 +23,7 @@ from nsys_transfer.analysis.common import cuda_api
 from nsys_transfer.analysis.common.intervals import Coverage, union
 from nsys_transfer.analysis.load.btree import In, Touches
 from nsys_transfer.analysis.load.frames import pid_of
+from nsys_transfer.analysis.load.ops_store import SpilledOps
 from nsys_transfer.analysis.sections import program
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.code_lines import CodeLines
@@ -269,6 +270,8 @@ def _ops(trace, lo: int, hi: int, calls: pd.DataFrame) -> pd.DataFrame:
 
 
 def _touching(df: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    if isinstance(df, SpilledOps):  # a long capture's table in temporary files: never read whole
+        return df.touching(lo, hi)
     if df is None or len(df) == 0:
         return df.iloc[0:0] if df is not None else pd.DataFrame()
     keep = (df["end_ns"].to_numpy() > lo) & (df["start_ns"].to_numpy() < hi)
