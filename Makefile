@@ -73,8 +73,9 @@ nsys:
 	@if $(BIN)/python -c "from nsys_transfer.nsys_core.nsys import find_nsys; find_nsys()" >/dev/null 2>&1; then \
 	  $(BIN)/python -m nsys_transfer.profiling where; else bash profiling/install_nsys.sh .nsys $(NSYS_SUITE) && $(PY) -m nsys_transfer.nsys_core.driver; fi
 
+# two processes (pytest-xdist; tests/conftest.py): about half the time of one on CI's 2 cores
 test: $(VENV)/.full nsys
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # the rules are in pyproject.toml ([tool.ruff], [tool.importlinter]); no torch or Nsight Systems needed
 lint: $(VENV)/.dev

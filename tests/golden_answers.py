@@ -37,16 +37,26 @@ def public() -> list[str]:
 
 def answer(*names: str) -> dict:
     """analyze-trace's JSON for these traces (several: analysed together), without where they lay."""
-    paths = [str(SHARED_TRACES / n.split("/")[-1]) if n.startswith("shared/") else str(ROOT / n) for n in names]
+    return without_paths(run(*names, quiet=True)[1])
+
+
+def path_of(name: str) -> Path:
+    """Where a bundled (relative to the checkout) or public (shared/traces/NAME) trace lies."""
+    return SHARED_TRACES / name.split("/")[-1] if name.startswith("shared/") else ROOT / name
+
+
+def run(*names: str, quiet: bool = False) -> tuple[str, dict]:
+    """One run of analyze-trace --json on these traces (in this process): what it says on stdout (the text report;
+    nothing with quiet, its -q) and its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "s.json"
-        result = CliRunner().invoke(analyze_trace, [*paths, "--json", str(out), "-q"])
+        args = [*map(str, map(path_of, names)), "--json", str(out), *(["-q"] if quiet else [])]
+        result = CliRunner().invoke(analyze_trace, args)
         assert result.exit_code == 0, f"{names}: {result.output}"
-        summary = json.loads(out.read_text())
-    return _without_paths(summary)
+        return result.stdout, json.loads(out.read_text())
 
 
-def _without_paths(summary: dict) -> dict:
+def without_paths(summary: dict) -> dict:
     if isinstance(summary.get("trace"), dict):
         summary["trace"].pop("path", None)
     for t in summary.get("traces") or []:

@@ -507,7 +507,7 @@ def test_bad_input(case: Case, pristine, analyzed, tmp_path, request):
     assert not bad_numbers(s), bad_numbers(s)[:5]
     if case.result == "summary.json":
         assert s["warnings"] and all(w in lines[0] for w in s["warnings"])
-    case.figures(s, analyzed["naive-input"].summary)
+    case.figures(s, analyzed["naive-input"])
     if case.shows:
         case.shows(r.stdout)
 
@@ -515,8 +515,8 @@ def test_bad_input(case: Case, pristine, analyzed, tmp_path, request):
 def test_real_exports_have_nothing_to_drop(analyzed, public_traces):
     """The warnings are not noise: no real export, bundled or public, has a row that validation drops."""
     from nsys_transfer.analysis import Trace
-    for name, a in analyzed.items():
-        assert a.summary["warnings"] == [], name
+    for name, s in analyzed.items():
+        assert s["warnings"] == [], name
     for path in public_traces:
         with Trace.open(path) as t:
             t.device.kernels, t.device.memcpys, t.device.memsets, t.host.nvtx, t.osrt.frame, t.calls.api_rows  # noqa: B018 (loading is the test)

@@ -3,7 +3,6 @@ table by table, column by column, in random rowid ranges and with every filter; 
 never crashes and never gives an answer SQLite contradicts; where it cannot read, SQLite answers the same."""
 from __future__ import annotations
 
-import lzma
 import random
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import golden_answers as answers
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load import btree
 from nsys_transfer.analysis.load.btree import Bits, In, Touches, Usable
+from nsys_transfer.analysis.load.inputs import resolve_input
 from nsys_transfer.analysis.summary import analyze_sections
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,15 +36,13 @@ def _traces() -> list[str]:
 
 
 def _path(name: str, tmp_path: Path) -> Path:
-    """A plain SQLite file of a bundled (.xz) or public trace."""
-    if name.startswith("shared/"):
-        return answers.SHARED_TRACES / name.split("/")[-1]
-    src = ROOT / name
+    """A plain SQLite file of a bundled (.xz) or public trace: a bundled one's is this test's own copy of it as the
+    analysis decompresses it (into its cache, once for every test and analysis that reads it)."""
+    src = answers.path_of(name)
     if src.suffix != ".xz":
         return src
     dst = tmp_path / src.name.removesuffix(".xz")
-    with lzma.open(src) as f, open(dst, "wb") as out:
-        shutil.copyfileobj(f, out)
+    shutil.copyfile(resolve_input(src)[0], dst)
     return dst
 
 

@@ -8,8 +8,6 @@ import golden_answers as answers
 import pytest
 
 from conftest import ROOT, run_cli
-from nsys_transfer.analysis import Trace
-from nsys_transfer.analysis.summary import analyze_sections
 
 STRANGERS = ROOT / "tests" / "data" / "strangers"
 
@@ -95,9 +93,8 @@ def test_the_text_shows_each_findings_line_and_path():
     assert "via audio_mel.py:105  feats = np.stack([log_mel(bank[k]) for k in idx])" in out
 
 
-def test_a_trace_without_stacks_names_no_line_and_says_how_to_get_them(h200):
-    with Trace.open(h200["baseline"]) as t:
-        s = analyze_sections(t).summary
+def test_a_trace_without_stacks_names_no_line_and_says_how_to_get_them(h200, summary_of):
+    s = summary_of(h200["baseline"])
     assert s["code"]["missing"].startswith("no Python stacks beside this trace")
     assert all(f["line"] is None for f in s["diagnosis"])
 

@@ -17,15 +17,9 @@ NEXT_FIX = [("baseline", "stage multiproc"), ("multiproc", "stage bufpool"), ("b
 STAGE_WORDS = ("stage ", "bufpool", "multiproc", "prefetcher", "(see stage")
 
 
-def public(public_traces, prefix):
-    path = next(p for p in public_traces if p.name.startswith(prefix))
-    with Trace.open(path) as t:
-        return analyze_sections(t).summary
-
-
 @pytest.fixture(scope="module")
-def publics(public_traces):
-    return {p.name.split("_")[0]: public(public_traces, p.name.split("_")[0]) for p in public_traces}
+def publics(public_traces, summary_of):
+    return {p.name.split("_")[0]: summary_of(p) for p in public_traces}
 
 
 def top_cost(findings):
@@ -50,29 +44,29 @@ def check_contract(findings):
 
 @pytest.mark.parametrize("stage,fix", NEXT_FIX)
 def test_top_finding_names_the_next_stage(analyzed, stage, fix):
-    d = analyzed[stage].summary["diagnosis"]
+    d = analyzed[stage]["diagnosis"]
     check_contract(d)
     assert fix in top_cost(d)["suggestion"], [(f["rule"], f["suggestion"]) for f in d]
 
 
 def test_naive_input_names_the_input_fix_among_its_high_findings(analyzed):
-    d = analyzed["naive-input"].summary["diagnosis"]
+    d = analyzed["naive-input"]["diagnosis"]
     assert any("stage baseline" in f["suggestion"] for f in d if f["severity"] == "high")
 
 
 def test_specific_rules_fire_where_the_article_says(analyzed):
-    rules = lambda s: {f["rule"] for f in analyzed[s].summary["diagnosis"]}  # noqa: E731
-    top = top_cost(analyzed["baseline"].summary["diagnosis"])
+    rules = lambda s: {f["rule"] for f in analyzed[s]["diagnosis"]}  # noqa: E731
+    top = top_cost(analyzed["baseline"]["diagnosis"])
     assert top["rule"] == "gpu-idle-cpu-bound" and top["subject"] == "process output"
     assert "memory-mapping-in-gaps" in rules("multiproc")
     assert "no-copy-compute-overlap" in rules("async")
-    pageable = [f for f in analyzed["streams"].summary["diagnosis"] if f["rule"] == "pageable-memcpy"]
+    pageable = [f for f in analyzed["streams"]["diagnosis"] if f["rule"] == "pageable-memcpy"]
     assert pageable and "share_memory_()" in pageable[0]["suggestion"]
 
 
 def test_final_stage_has_no_transfer_findings(analyzed):
     for stage in ("pinned", "pinned-long", "ceiling"):
-        d = analyzed[stage].summary["diagnosis"]
+        d = analyzed[stage]["diagnosis"]
         check_contract(d)
         assert not {f["rule"] for f in d if f["severity"] != "low"} & set(TRANSFER_RULES)
         # what limits them is their GPU work (the pinned stage runs at 96% of the ceiling): gpu-bound, nothing else
@@ -81,8 +75,8 @@ def test_final_stage_has_no_transfer_findings(analyzed):
 
 
 def test_short_capture_only_on_short_captures(analyzed):
-    assert "short-capture" in {f["rule"] for f in analyzed["pinned"].summary["diagnosis"]}
-    assert "short-capture" not in {f["rule"] for f in analyzed["pinned-long"].summary["diagnosis"]}
+    assert "short-capture" in {f["rule"] for f in analyzed["pinned"]["diagnosis"]}
+    assert "short-capture" not in {f["rule"] for f in analyzed["pinned-long"]["diagnosis"]}
 
 
 def test_public_programs_get_no_toolkit_advice_and_a_valid_contract(publics):
@@ -118,7 +112,7 @@ def test_host_sync_on_programs_that_synchronise_every_kernel(publics, analyzed):
     assert {f["rule"] for f in clover[1:3]} == {"host-sync", "launch-bound"}
     assert next(f for f in clover if f["rule"] == "host-sync")["subject"] == "cudaDeviceSynchronize"
     for stage in ("pinned-long", "ceiling"):
-        assert "host-sync" not in {f["rule"] for f in analyzed[stage].summary["diagnosis"]}
+        assert "host-sync" not in {f["rule"] for f in analyzed[stage]["diagnosis"]}
 
 
 def test_one_finding_per_cause_in_nested_ranges(publics):
@@ -135,7 +129,7 @@ def test_link_is_the_traces_own(publics, analyzed):
     assert links["pipit"]["gbps"] == pytest.approx(26.8) and links["pipit"]["pcie_gen"] == 4      # A100 (GA100)
     assert links["nvtxex"]["gbps"] == pytest.approx(13.4) and "Quadro RTX 8000" in links["nvtxex"]["source"]
     assert links["ncar"]["pcie_gen"] == 3 and links["nsightful"]["pcie_gen"] == 3                  # GP100, TU104
-    h200 = analyzed["pinned-long"].summary["trace"]["link"]  # gen5, raised to the fastest pinned copy seen
+    h200 = analyzed["pinned-long"]["trace"]["link"]  # gen5, raised to the fastest pinned copy seen
     assert h200["pcie_gen"] == 5 and 54 < h200["gbps"] < 57 and "fastest pinned copy" in h200["source"]
     for s in publics.values():
         for f in s["diagnosis"]:
@@ -156,7 +150,7 @@ def test_steps_detected_in_anyones_program(publics, analyzed):
     assert publics["nsightful"]["steps"]["regex"] == r"^Step \d+ to \d+$" and publics["nsightful"]["steps"]["count"] == 44
     assert publics["nsightful"]["steps"]["source"] == "detected"
     assert publics["nvtxex"]["steps"]["count"] == 0 and publics["nvtxex"]["steps"]["source"] == "none found"
-    st = analyzed["baseline"].summary["steps"]
+    st = analyzed["baseline"]["steps"]
     assert st["regex"] == r"^Batch \d+$" and st["count"] == 3 and st["source"] == "detected"
 
 
@@ -176,7 +170,7 @@ def test_mpi_waits_are_communication_not_cpu_work(publics):
 def test_gpu_bound_is_a_verdict_with_the_kernels_named(analyzed):
     """The pinned stage's kernels fill 97% of its window: the verdict is its GPU work, named by its top kernels as
     their demangled names say them (a CUTLASS TF32 convolution, not nsys's short `Kernel`)."""
-    s = analyzed["pinned-long"].summary
+    s = analyzed["pinned-long"]
     f = s["diagnosis"][0]
     assert f["rule"] == "gpu-bound" and f["impact_ns"] == s["gpu"]["compute_ns"]
     top = s["kernels"]["top"][0]
@@ -196,7 +190,7 @@ def last_verdict(text: str) -> str:
 def test_every_trace_ends_in_a_verdict(analyzed, publics):
     from nsys_transfer.analysis.render.formats import WIDTH
     from nsys_transfer.analysis.render.text import text_report
-    for name, s in [*((k, a.summary) for k, a in analyzed.items()), *publics.items()]:
+    for name, s in [*analyzed.items(), *publics.items()]:
         text = text_report(s)
         verdict = last_verdict(text)
         steady = s["window"]["source"].startswith("steady state")  # the verdict says which window it is about

@@ -112,15 +112,9 @@ DATA = ROOT / "tests" / "data" / "programs"
 
 
 @pytest.fixture(scope="module")
-def captured():
-    from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.summary import analyze_sections
-    out = {}
-    for name in PAIRS:
-        for variant in (name, f"{name}_fixed"):
-            with Trace.open(DATA / f"{variant}_nsys2024.sqlite.xz") as t:
-                out[variant] = analyze_sections(t).summary
-    return out
+def captured(summary_of):
+    return {variant: summary_of(DATA / f"{variant}_nsys2024.sqlite.xz")
+            for name in PAIRS for variant in (name, f"{name}_fixed")}
 
 
 def _rules(summary) -> dict:

@@ -25,9 +25,9 @@ def _analyzed(path, whole=True):
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(summary_of):
     names = ("cuda_graph_infer", "cuda_graph_node", "managed_memory", "managed_prefetch")
-    return {n: _analyzed(DATA / f"{n}_nsys2024.sqlite.xz") for n in names}
+    return {n: summary_of(DATA / f"{n}_nsys2024.sqlite.xz", Options(whole=True)) for n in names}
 
 
 def _rules(s):

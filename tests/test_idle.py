@@ -30,10 +30,9 @@ def test_intersect_and_subtract_match_a_bitmap(seed, na, nb):
     assert (_mask(intersect(b, a), 600) == (ma & mb)).all() and (_mask(subtract(b, a), 600) == (mb & ~ma)).all()
 
 
-def test_every_idle_nanosecond_has_one_cause(h200, public_traces):
+def test_every_idle_nanosecond_has_one_cause(h200, public_traces, summary_of):
     for path in [h200["baseline"], h200["pinned-long"], *public_traces]:
-        with Trace.open(path) as t:
-            s = analyze_sections(t).summary
+        s = summary_of(path)
         for dev, d in s["idle"]["devices"].items():
             given = sum(c["idle_ns"] for c in s["idle"]["causes"] if str(c["device"]) == dev)
             assert given == d["idle_ns"], (path.name, dev)

@@ -132,10 +132,8 @@ def test_shared_correlation_ids_are_reported_not_lossy(h200, tmp_path):
     assert a["figures"]["api"]["copy"] == {"calls": 5, "without_gpu": 0}
 
 
-def test_summary_carries_it(h200):
-    from nsys_transfer.analysis.summary import analyze_sections
-    with Trace.open(h200["ceiling"]) as t:
-        s = analyze_sections(t).summary
+def test_summary_carries_it(h200, summary_of):
+    s = summary_of(h200["ceiling"])
     integ = s["trace"]["integrity"]
     assert integ["verdict"] == "complete" and integ["figures"]["expected_ops"] == s["kernels"]["count"] + 2
     json.dumps(integ)  # JSON-safe

@@ -15,12 +15,11 @@ SEVERAL = sorted(p for p in (ROOT / "reports" / "data" / "h200x2").glob("*.sqlit
 PUBLIC = sorted(SHARED_TRACES.glob("*.sqlite")) if SHARED_TRACES.is_dir() else []
 
 
-def cli_answers(trace, tmp_path) -> tuple[str, dict]:
-    """analyze-trace's text and JSON for one trace, from one run."""
-    out = tmp_path / f"{trace.name}.json"
-    r = run_cli("-m", "nsys_transfer.analysis", str(trace), "--json", str(out), timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout, json.loads(out.read_text())
+def cli_answers(trace, analyze_trace) -> tuple[str, dict]:
+    """analyze-trace's text and JSON for one trace, from one run, made once per test run (several tests read it, and
+    tests/test_same_answers.py the same run's JSON)."""
+    name = f"shared/traces/{trace.name}" if trace.parent == SHARED_TRACES else str(trace.relative_to(ROOT))
+    return analyze_trace(name)
 
 
 def ms(ns) -> str:
@@ -58,18 +57,18 @@ def check_text_against_json(text: str, doc: dict) -> None:
 
 
 @pytest.mark.parametrize("trace", SINGLE + SEVERAL + PUBLIC, ids=lambda p: p.name)
-def test_text_and_json_say_one_figure(trace, tmp_path):
-    text, doc = cli_answers(trace, tmp_path)
+def test_text_and_json_say_one_figure(trace, analyze_trace):
+    text, doc = cli_answers(trace, analyze_trace)
     check_text_against_json(text, doc)
 
 
-def test_several_gpus_give_one_verdict(tmp_path):
+def test_several_gpus_give_one_verdict(analyze_trace):
     """The summary's verdict, the per-GPU lines and the limit line say one thing, and an output wait is no input."""
-    text, doc = cli_answers(ROOT / "reports/data/h200x2/streams-x2.sqlite.xz", tmp_path)
+    text, doc = cli_answers(ROOT / "reports/data/h200x2/streams-x2.sqlite.xz", analyze_trace)
     verdict = text.splitlines()[1]
     assert verdict.startswith("verdict: rank-pipeline ") and "pin the output buffers" in verdict
     assert "input-bound" not in {f["rule"] for f in shown(doc)}  # the wait after the last step is the drain's
-    text, doc = cli_answers(ROOT / "reports/data/h200x2/pinned-cpu8-x2gpu.sqlite.xz", tmp_path)
+    text, doc = cli_answers(ROOT / "reports/data/h200x2/pinned-cpu8-x2gpu.sqlite.xz", analyze_trace)
     assert "input-bound" not in {f["rule"] for f in shown(doc)}
     assert "output-bound" in {f["rule"] for f in doc["diagnosis"]} and text.splitlines()[1].startswith(
         "verdict: host-cpu ")
@@ -94,10 +93,10 @@ def table_row(md: str, stage: str) -> dict:
 
 
 @pytest.mark.parametrize("trace", SINGLE, ids=lambda p: p.name)
-def test_report_says_the_analysis_figures(trace, tmp_path, report):
+def test_report_says_the_analysis_figures(trace, report, analyze_trace):
     md, rows = report
     stage = trace.name.split(".")[0]
-    text, doc = cli_answers(trace, tmp_path)
+    text, doc = cli_answers(trace, analyze_trace)
     row, cells = rows[stage], table_row(md, stage)
     idle = doc["steps"]["mean_gpu_idle_ns"]
     assert cells["idle per step"] == ms(idle) and row["gap_per_step_ms"] == pytest.approx(idle / 1e6)

@@ -168,6 +168,7 @@ def _assert_a_clean_stop(stop, rc, err, took, left):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
 @pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group", "SIGTERM"])
+@pytest.mark.alone  # timed: stopped within 6 s (_assert_a_clean_stop)
 def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, derived):
     """Ctrl-C (SIGINT to the process group) or SIGTERM (to the group or the process) while the local cluster's workers
     analyse: the one line of the --jobs path (none for SIGTERM), its exit code, within seconds, and no process of the
@@ -178,6 +179,7 @@ def test_a_stop_ends_a_local_dask_cluster_promptly_and_leaves_nothing(stop, deri
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
 @pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group"])
+@pytest.mark.alone  # timed: stopped within 6 s (_assert_a_clean_stop)
 def test_a_stop_while_the_local_dask_cluster_starts_is_as_clean(stop, derived):
     """The same while the cluster's worker processes are still starting (Python, distributed and the preload being
     imported, not yet set to ignore a stop): a Ctrl-C then raised KeyboardInterrupt in each worker's imports, a
@@ -191,6 +193,7 @@ def test_a_stop_while_the_local_dask_cluster_starts_is_as_clean(stop, derived):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from /proc")
 @pytest.mark.parametrize("stop", ["SIGINT-group", "SIGTERM-group", "SIGTERM"])
+@pytest.mark.alone  # timed: stopped within 6 s (_assert_a_clean_stop)
 def test_a_stop_ends_the_worker_processes_promptly_and_leaves_nothing(stop, derived):
     """The same for --jobs 2; SIGTERM to the main process alone (a service manager's, `kill PID`) ends its workers too
     (they were left running, orphans, and the process was killed by the signal)."""
@@ -362,6 +365,7 @@ print(f"{time.monotonic() - t0:.1f}")
 """
 
 
+@pytest.mark.alone  # timed: the abandoned pool is gone within 5 s
 def test_abandoned_workers_busy_in_one_c_call_are_killed_after_the_grace():
     """A --jobs worker deletes its half-written cache file on SIGTERM, in a Python handler that runs only once its C
     call returns (one sqlite query can take seconds): a worker still running a second later is killed, so leaving

@@ -79,6 +79,7 @@ def test_multi_gpu_command_uses_torchrun():
     assert two[:5] == ["py", "-m", "torch.distributed.run", "--nproc-per-node", "2"] and two[5:] == one[1:]
 
 
+@pytest.mark.alone  # one rank's pace on the CPU it is confined to: another test's load on that CPU would slow it
 def test_scaling_on_one_cpu_names_the_saturated_cores(tmp_path, h200):
     """`profile scaling` for real on CPU (gloo ranks): confined to one core, two ranks cannot double the throughput,
     and both the command and the report say the host's cores are the limit."""

@@ -2,10 +2,8 @@
 docs/json-schema.md."""
 import re
 
-from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.common.schema import SCHEMA, keys, one_trace, several_traces, trace_sections
 from nsys_transfer.analysis.sections.base import section_keys
-from nsys_transfer.analysis.summary import analyze_sections
 from conftest import ROOT
 
 DOC = ROOT / "docs" / "json-schema.md"
@@ -24,9 +22,8 @@ def test_doc_lists_exactly_the_top_level_keys():
     assert f"`{SCHEMA}`" in DOC.read_text().splitlines()[0]
 
 
-def test_one_trace_document_has_every_key(h200):
-    with Trace.open(h200["baseline"]) as t:
-        s = analyze_sections(t).summary
+def test_one_trace_document_has_every_key(h200, summary_of):
+    s = summary_of(h200["baseline"])
     assert list(s) == list(KEYS) and s["schema"] == SCHEMA and s["ranks"] is None
     assert one_trace(s, section_keys()) == s
 

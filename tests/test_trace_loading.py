@@ -1,6 +1,7 @@
 """Loading real exports of every nsys version we know (2020.3 to 2023.4 here; public ones up to 2025.3)."""
 import sqlite3
 
+import pytest
 
 from nsys_transfer.analysis import Trace
 from nsys_transfer.analysis.load.sql import NVTX_PUSHPOP, NVTX_STARTEND
@@ -163,6 +164,7 @@ else:
 """
 
 
+@pytest.mark.alone  # timed: each step waits at most 30 s for the child, which a busy machine has overrun
 def test_a_stop_mid_write_leaves_nothing_in_the_cache(tmp_path):
     """SIGTERM (as Ctrl-C) while a cache entry is written: the process ends with 143 and its .part file is gone (a
     stale one would stay for a day, and a full one would be taken for a trace). In a --jobs worker too: there the

@@ -50,12 +50,8 @@ SETUP = {  # what the set-up section must say it was (its CPU samples' first own
 
 
 @pytest.fixture(scope="module")
-def verdicts():
-    out = {}
-    for name in EXPECT:
-        with Trace.open(DATA / f"{name}_nsys2024.sqlite.xz") as t:
-            out[name] = analyze_sections(t).summary
-    return out
+def verdicts(summary_of):
+    return {name: summary_of(DATA / f"{name}_nsys2024.sqlite.xz") for name in EXPECT}
 
 
 def first(s: dict) -> dict:

@@ -70,6 +70,7 @@ def _start_long_run(stage: str = "bufpool"):
     return p, kids
 
 
+@pytest.mark.alone  # timed: the run ends within 10 s of the fault, its four workers named within 20 s of its start
 @pytest.mark.parametrize("stage", ["multiproc", "bufpool", "pinned"])
 @pytest.mark.parametrize("fault", ["one-worker-killed", "SIGTERM", "SIGKILL", "SIGTERM-group"])
 def test_faults_end_the_run_and_leave_nothing_behind(fault, stage):

@@ -35,6 +35,7 @@ def _shm() -> set:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
+@pytest.mark.alone  # reads every /dev/shm entry: another test's processes make some of their own meanwhile
 @pytest.mark.parametrize("stage", ["naive-input", "baseline", "multiproc", "bufpool", "pinned", "ceiling"])
 def test_cpu_stages_run_with_integrity(stage, tmp_path):
     out = tmp_path / "r.json"
