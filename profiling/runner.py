@@ -265,7 +265,10 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     python_stacks.forget(bases[0])  # an older run's stacks are never read as this one's
     stacks_dir = python_stacks.fresh_folder(bases[0]) if req.python_stacks_ms else None
     env = python_stacks.sampling_environment(req.env or dict(os.environ), stacks_dir, req.python_stacks_ms) \
-        if stacks_dir else req.env
+        if stacks_dir else dict(req.env or os.environ)
+    # nsys's temporary files (the capture's .qdstrm, under TMPDIR) in a folder of this run's, removed however the run
+    # ends: a stop mid-capture had left /tmp/nsys-report-*.qdstrm behind
+    env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix="nsys-transfer-")
     lines: list[str] = []
     marks: dict = {}
     messages = MessageSink()
@@ -280,6 +283,8 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
             if stacks_dir:
                 shutil.rmtree(stacks_dir, ignore_errors=True)
             raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         stacks = python_stacks.pack(stacks_dir, python_stacks.stacks_path(bases[0])) if stacks_dir else None
     t_end = time.time()
     profile_s = t_end - t0

@@ -27,7 +27,8 @@ def _run(folder, name, steps, *opts):
     return subprocess.Popen([sys.executable, "-m", "nsys_transfer.profiling", "run", "-o",
                              str(folder / "runs" / name / name), "--sample", "none", "--python-backtrace", "none", *opts,
                              "--", sys.executable, str(folder / "slow.py"), str(steps)],
-                            cwd=folder, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            cwd=folder, env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(folder / "tmp")},
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -47,6 +48,7 @@ def _group_alive(pgid: int) -> list[int]:
 @pytest.fixture
 def folder(tmp_path, nsys):
     (tmp_path / "slow.py").write_text(SLOW)
+    (tmp_path / "tmp").mkdir()  # the run's TMPDIR: where nsys writes its capture before the import
     return tmp_path
 
 
@@ -73,6 +75,7 @@ def test_ctrl_c_leaves_nothing_and_the_name_free(folder):
     assert err.strip().splitlines()[-1] == "run: interrupted: nothing written under runs/ctrlc/ctrlc (the name stays free)"
     assert "Traceback" not in err
     assert not (folder / "runs").exists(), sorted(map(str, (folder / "runs").rglob("*")))
+    assert not list((folder / "tmp").iterdir())  # nsys's .qdstrm of the stopped capture too (newcomer repeat #16)
     deadline = time.time() + 5
     while _group_alive(p.pid) and time.time() < deadline:
         time.sleep(0.1)
@@ -99,3 +102,4 @@ def test_sigterm_keeps_the_earlier_trace_of_a_forced_name(folder):
     assert err.strip().splitlines()[-1] == ("run: stopped by SIGTERM: nothing written under runs/again/again (the "
                                             "earlier trace of that name is kept)")
     assert {f.name: f.read_bytes() for f in runs.iterdir()} == before  # no hidden file left either
+    assert not list((folder / "tmp").iterdir())
