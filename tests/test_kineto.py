@@ -285,14 +285,20 @@ def test_without_call_sites_the_line_is_its_function_never_a_wrong_line(cache, t
 
 
 @pytest.mark.parametrize("trace, code", [("profiled_loop_numpy_nsys2024.sqlite.xz", 0),
-                                         ("profiled_loop_numpy_torch.pt.trace.json.gz", 2)])
+                                         ("profiled_loop_numpy_torch.pt.trace.json.gz", 2), ("a folder", 2)])
 def test_without_ijson_nsys_traces_still_work_and_a_kineto_trace_says_what_to_install(tmp_path, trace, code):
     """ijson reads torch.profiler traces only: `nsys-transfer run` and every nsys analysis import the analysis but
-    need it not (the GPU machine had no ijson; `run` failed at import before it was made lazy)."""
+    need it not (the GPU machine had no ijson; `run` failed at import before it was made lazy). A folder of
+    torch.profiler traces says so too (it had said 'a directory with no trace in it')."""
     script = ("import sys; sys.modules['ijson'] = None; sys.argv = ['analyze-trace', sys.argv[1]]; "
               "from nsys_transfer.analysis.cli.analyze import main; main()")
     env = {**os.environ, "NSYS_TRANSFER_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}  # none converted
-    proc = run_cli("-c", script, str(KINETO_DATA / trace), env=env)
+    path = KINETO_DATA / trace
+    if trace == "a folder":
+        path = tmp_path / "traces"
+        path.mkdir()
+        shutil.copyfile(KINETO_DATA / "profiled_loop_numpy_torch.pt.trace.json.gz", path / "h_1.1.pt.trace.json.gz")
+    proc = run_cli("-c", script, str(path), env=env)
     assert proc.returncode == code, proc.stderr
     if code:
         assert proc.stderr.strip().endswith("needs the ijson package, which is not installed; install it "

@@ -126,6 +126,8 @@ def traces_in(folder: Path) -> list[Path]:
     found = [p for p in files if p.name.endswith(NSYS_ENDINGS) and not
              (p.name.endswith((".nsys-rep", ".qdrep")) and p.name.rsplit(".", 1)[0] in exports)]
     found += [p for p in files if p.name.endswith(KINETO_ENDINGS) and kineto_json.has_trace_events(p)]
+    if not found and not kineto_json.STREAMS and any(p.name.endswith(KINETO_ENDINGS) for p in files):
+        raise TraceError(f"{folder}: its JSON files may be torch.profiler traces, and {kineto_json.NO_IJSON}")
     if not found:
         raise TraceError(f"{folder}: is a directory with no trace in it; give the path of {validate.TRACE_KINDS}, or "
                          "the folder tensorboard_trace_handler wrote them into")

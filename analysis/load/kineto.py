@@ -267,8 +267,7 @@ def convert(path: Path, out: Path) -> None:
     """Write the Kineto trace at path as an SQLite file at out (a new file); TraceError on bad input."""
     source = str(path)
     if not kineto_json.STREAMS:
-        raise TraceError(f"{source}: reading a torch.profiler trace needs the ijson package, which is not installed; "
-                         "install it (`pip install ijson`, or `make install`) and run again")
+        raise TraceError(f"{source}: {kineto_json.NO_IJSON}")
     try:
         header, has_events = kineto_json.header(path)
         if not has_events:

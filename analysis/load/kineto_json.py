@@ -14,6 +14,8 @@ except ImportError:  # only a torch.profiler trace needs it: nsys captures and t
     ijson = None
 
 STREAMS = ijson is not None  # whether a torch.profiler trace can be read here
+NO_IJSON = ("reading a torch.profiler trace needs the ijson package, which is not installed; install it (`pip install "
+            "ijson`, or `make install`) and run again")
 # what the parser raises on JSON cut short or damaged (none without it: nothing is parsed then)
 BAD_JSON: tuple[type[Exception], ...] = (ijson.IncompleteJSONError, ijson.JSONError) if ijson is not None else ()
 GZIP_MAGIC = b"\x1f\x8b"
