@@ -58,7 +58,8 @@ def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
     by_share = [f for _, f in found]
     by_id = {r.id: r for r in rules()}
     complete = ctx.facts.integrity.verdict in (None, "complete")
-    loop = Loop(ctx.facts.warmup.count, ctx.facts.warmup.ns, ctx.facts.window_ns)
+    loop = Loop(ctx.facts.warmup.count, ctx.facts.warmup.ns, ctx.facts.window_ns,
+                part_of_run=ctx.facts.profiler == "torch.profiler")
     overall = prediction.attach(by_share, lambda f: fix_parts(f, by_id, ctx), ctx.timeline, complete, loop)
     group = {"high": 0, "medium": 0, "low": 1}  # the low findings after, the info notes last
     ranked = sorted(found, key=lambda pf: (not pf[0], group.get(pf[1].severity, 2),

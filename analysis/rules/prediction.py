@@ -11,6 +11,8 @@ The range's two ends: the fix's high and low Edits, each replayed as captured an
 program's own clock does not pay). A prediction the trace cannot support says why instead (NoFigure)."""
 from __future__ import annotations
 
+import numpy as np
+
 from dataclasses import dataclass, replace
 
 from nsys_transfer.analysis.common import defaults
@@ -122,6 +124,9 @@ class Loop:
     warmup_count: int
     warmup_ns: int
     window_ns: int
+    # the trace holds a few of the run's steps, not its whole loop (torch.profiler's schedule records from a step on,
+    # after the program's set-up): a start the fix adds, paid once a run, is not set against these steps alone
+    part_of_run: bool = False
 
 
 def why_not(t: Timeline | None, complete: bool) -> str | None:
@@ -142,7 +147,7 @@ class Predictor:
         self.t, self.loop = t, loop
         self.cpu_share = CPU_SHARE_UNPROFILED_SAMPLED if t.sampled else CPU_SHARE_UNPROFILED
         self.base = {prof: replay(t, NONE, *self._costs(prof)) for prof in (False, True)}
-        self.kernels_ns = float(((t.op_end - t.op_start) * (t.op_kind == "kernel")).sum())
+        self.kernels_ns = _union_ns(t.op_start[t.op_kind == "kernel"], t.op_end[t.op_kind == "kernel"])
 
     def _costs(self, unprofiled: bool) -> tuple[float, float, float]:
         """(profiler_ns, drop_ns, cpu_share) of the replay: as captured, or at the unprofiled pace."""
@@ -182,7 +187,9 @@ class Predictor:
 
     def _left(self, r: Replayed) -> float | None:
         """How much faster the fixed loop would be with only its kernels left (None: no kernels replayed)."""
-        return r.duration_ns / self.kernels_ns if self.kernels_ns else None
+        # at least 1: a replay that moves the work launching some kernels (another thread's, a function's whole
+        # body on a torch.profiler trace) can end sooner than the kernels, which still run
+        return max(r.duration_ns / self.kernels_ns, 1.0) if self.kernels_ns else None
 
     def _whole(self, fix: Fix, runs: dict) -> tuple[float, float] | None:
         """The whole loop's range: each iteration of the steady window saves what the replay saved an iteration, plus
@@ -191,7 +198,7 @@ class Predictor:
         the profiler's cost of module loading and first calls many times over: crop_feature_dump's 1.9 s captured,
         0.4 s unprofiled)."""
         lp, t = self.loop, self.t
-        if not lp.window_ns:
+        if not lp.window_ns or (lp.part_of_run and fix.setup_ns[1] > 0):
             return None
         captured = self.base[False].duration_ns
         steady_iteration = lp.window_ns / t.window_iterations if t.window_iterations else 0.0
@@ -203,7 +210,7 @@ class Predictor:
             saved = (self.base[u].duration_ns - r.duration_ns) / t.iterations
             gaining = t.window_iterations + (0 if low else lp.warmup_count)
             after = before - saved * gaining + fix.setup_ns[1 if low else 0]
-            out.append(before / max(after, 1.0))
+            out.append(min(before / max(after, 1.0), self.ceiling_x()))  # the whole loop no nearer its kernels
         return (min(out), max(out))
 
     def _limit(self, r: Replayed) -> str:
@@ -219,6 +226,19 @@ class Predictor:
         alone = [base - self._run(f.high, False, False).duration_ns for f in (a, b)]
         both = base - self._run(a.combine(b).high, False, False).duration_ns
         return both > 0 and sum(alone) > SHARED * both
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray) -> float:
+    """The time at least one of the intervals covers: kernels on several streams overlap, and their sum would put the
+    GPU's own work above the loop that runs it."""
+    if not start.size:
+        return 0.0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order].astype(np.int64), np.maximum.accumulate(end[order].astype(np.int64))
+    starts_new = np.concatenate(([True], s[1:] > e[:-1]))  # an interval past every earlier one's end opens a stretch
+    first = np.flatnonzero(starts_new)
+    last = np.concatenate((first[1:] - 1, [s.size - 1]))
+    return float((e[last] - s[first]).sum())
 
 
 def rank_note(by_share: list, by_gain: list) -> str | None:
