@@ -108,7 +108,7 @@ def analyze_trace(once):
 # The tests of each of these modules share a module-scoped fixture that takes seconds to make (a capture nsys records,
 # a report, a Dask cluster): they run in one process, where it is made once.
 ONE_PROCESS_MODULES = {"test_api", "test_charts", "test_extension_points", "test_failed_runs", "test_kineto",
-                       "test_kineto_runs", "test_one_figure", "test_parallel_ranks", "test_python_stacks",
+                       "test_kineto_gpu", "test_kineto_runs", "test_one_figure", "test_parallel_ranks", "test_python_stacks",
                        "test_recorded", "test_replay", "test_verify_cpu"}
 
 
