@@ -29,7 +29,7 @@ MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 help:
 	@echo "make report [BUNDLED=0]     comparison report (PNGs, Markdown, HTML) of runs/ and the bundled H200 traces (BUNDLED=0: runs/ alone)"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
-	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves"
+	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves, by name and by path"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
 	@echo "make trace PROG='my.py ARGS' [NAME=my FORCE=1 OPTS='--sample none ...']   your own program: traced whole with the venv's Python, then analysed (OPTS: nsys-transfer run's options)"
@@ -81,6 +81,7 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check
 	$(BIN)/lint-imports
 	sh tools/check_imports.sh $(BIN)/python
+	$(BIN)/python tools/check_path_imports.py
 
 # your runs (OUT) when there are some, with the bundled H200 report beside them (BUNDLED=0: without it)
 report: $(VENV)/.base
