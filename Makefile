@@ -29,7 +29,7 @@ MODEL_ARG := $(if $(MODEL),--model $(MODEL),)
 help:
 	@echo "make report [BUNDLED=0]     comparison report (PNGs, Markdown, HTML) of runs/ in out/report, the bundled H200 traces in out/report/bundled (BUNDLED=0: runs/ alone)"
 	@echo "make test                   install everything (venv, torch, Nsight Systems) and run the tests"
-	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves"
+	@echo "make lint                   the house rules: ruff, import-linter (the layers), every first-party import resolves, by name and by path"
 	@echo "make profile STAGE=baseline [MODEL=encoder STEPS=3 OUT=runs FORCE=1 GPUS=1 PER_RANK=1]   trace one stage (GPU + nsys)"
 	@echo "make profile-all            trace every stage;  make bench: unprofiled throughput of every stage"
 	@echo "make trace PROG='my.py ARGS' [NAME=my FORCE=1 OPTS='--sample none ...']   your own program: traced whole with the venv's Python, then analysed (OPTS: nsys-transfer run's options)"
@@ -82,6 +82,7 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check
 	$(BIN)/lint-imports
 	sh tools/check_imports.sh $(BIN)/python
+	$(BIN)/python tools/check_path_imports.py
 
 # your runs (OUT) in REPORT, the bundled H200 report always in REPORT/bundled (BUNDLED=0: without it); with no run
 # of yours yet, REPORT/report.md says how to make one (BUNDLED=0 then: one line, the same)
