@@ -6,7 +6,7 @@ which returns a Result (result.py).
     steady = analyze("baseline.sqlite", Options(whole=True))    # the options: summary.Options
     gpus = analyze(["x.rank0.sqlite", "x.rank1.sqlite"]).ranks  # every GPU side by side, and what limits them
 """
-from nsys_transfer.analysis.facade import (Options, Result, Trace, TraceError, analyze, analyze_runs)
-from nsys_transfer.analysis.result import NotComparable, Ranks, Side
+from .facade import (Options, Result, Trace, TraceError, analyze, analyze_runs)
+from .result import NotComparable, Ranks, Side
 
 __all__ = ["analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Trace", "TraceError"]

@@ -1,3 +1,3 @@
-from nsys_transfer.analysis.cli.analyze import entry
+from .cli.analyze import entry
 
 entry()

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsys_transfer.analysis.cli.charts import plot_stem_of
-from nsys_transfer.analysis.cli.options import check_numbers, check_regex
-from nsys_transfer.analysis.cli.window import parse_span
-from nsys_transfer.analysis.facade import (Trace, TraceError, defaults, options_for, read_record, run_record_beside,
-                                           time_breakdown, traces_given, verdict_finding)
-from nsys_transfer.analysis.facade import analyze as analyze_result
-from nsys_transfer.analysis.render.ranks_text import ranks_report
-from nsys_transfer.analysis.render.text import text_report, verdict_line
-from nsys_transfer.analysis.result import CodeSite, Finding, Prediction, Result
+from .cli.charts import plot_stem_of
+from .cli.options import check_numbers, check_regex
+from .cli.window import parse_span
+from .facade import (Trace, TraceError, defaults, options_for, read_record, run_record_beside,
+                     time_breakdown, traces_given, verdict_finding)
+from .facade import analyze as analyze_result
+from .render.ranks_text import ranks_report
+from .render.text import text_report, verdict_line
+from .result import CodeSite, Finding, Prediction, Result
 
 __all__ = ["analyze", "TraceReport", "Verdict", "Charts", "Finding", "CodeSite", "Prediction", "TraceError"]
 
@@ -251,7 +251,7 @@ class Charts:
 def _charts():
     """One trace's charts by kind (render/charts.py), imported with the first chart asked for: matplotlib costs a
     notebook ~0.3 s."""
-    from nsys_transfer.analysis.render import charts  # noqa: PLC0415
+    from .render import charts  # noqa: PLC0415
     return charts
 
 

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from nsys_transfer.analysis.common import schema
-from nsys_transfer.analysis.rules.diagnosis import verdict_finding
-from nsys_transfer.analysis.sections.steady import WARMUP_RATIO
+from .common import schema
+from .rules.diagnosis import verdict_finding
+from .sections.steady import WARMUP_RATIO
 
 __all__ = ["Cycle", "CycleVerdict", "Cycles", "merge", "is_one_run", "Identity"]
 

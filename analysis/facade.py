@@ -10,37 +10,37 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
+from ..nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
-from nsys_transfer.analysis.common import defaults, schema
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
-from nsys_transfer.analysis.common.window_spec import Spec
-from nsys_transfer.analysis import cycles
-from nsys_transfer.analysis.verify import NotComparable, Side, check_same_profiler, verify
-from nsys_transfer.analysis.load.btree import not_built_notice
-from nsys_transfer.analysis.load import kineto_json
-from nsys_transfer.analysis.load.journal import lock_held
-from nsys_transfer.analysis.load.inputs import capture_record_beside, read_record, run_record_beside, traces_in
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
-                                                 part_of_path, trace_labels)
-from nsys_transfer.analysis.result import Result
-from nsys_transfer.analysis.rules import capture_checks
-from nsys_transfer.analysis.rules import diagnosis
-from nsys_transfer.analysis.rules.diagnosis import verdict_finding
-from nsys_transfer.analysis.rules.scaling import scaling_row
-from nsys_transfer.analysis.executors import parallel
-from nsys_transfer.analysis.executors.parallel import Dask, cores, executor
-from nsys_transfer.analysis.sections import loop, window
-from nsys_transfer.analysis.sections.loop_lines import loop_lines
-from nsys_transfer.analysis.sections.base import section_keys
-from nsys_transfer.analysis.sections.breakdown import time_breakdown
-from nsys_transfer.analysis.sections.capture_figures import figures
-from nsys_transfer.analysis.sections.copies import big_copies
-from nsys_transfer.analysis.sections.cpu_only import launched
-from nsys_transfer.analysis.sections.program import toolkit_record
-from nsys_transfer.analysis.summary import Options, analyze_sections
+from .common import defaults, schema
+from .common.errors import TraceError
+from .common.memory import LARGE_TRACE_BYTES, return_freed_memory
+from .common.window_spec import Spec
+from . import cycles
+from .verify import NotComparable, Side, check_same_profiler, verify
+from .load.btree import not_built_notice
+from .load import kineto_json
+from .load.journal import lock_held
+from .load.inputs import capture_record_beside, read_record, run_record_beside, traces_in
+from .load.trace import Trace
+from .rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, merge_parts,
+                           part_of_path, trace_labels)
+from .result import Result
+from .rules import capture_checks
+from .rules import diagnosis
+from .rules.diagnosis import verdict_finding
+from .rules.scaling import scaling_row
+from .executors import parallel
+from .executors.parallel import Dask, cores, executor
+from .sections import loop, window
+from .sections.loop_lines import loop_lines
+from .sections.base import section_keys
+from .sections.breakdown import time_breakdown
+from .sections.capture_figures import figures
+from .sections.copies import big_copies
+from .sections.cpu_only import launched
+from .sections.program import toolkit_record
+from .summary import Options, analyze_sections
 
 __all__ = [
     "analyze", "analyze_runs", "Options", "Result", "Ranks", "Side", "NotComparable", "Spec", "Trace", "TraceError",

@@ -16,22 +16,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, gbps
+from ..nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, gbps
 
-from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.common import defaults
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.load.device import KERNEL_TABLE
-from nsys_transfer.analysis.rules.terms import NSYS, TORCH, terms
-from nsys_transfer.analysis.rules.facts import CpuLoad, HostDtoh
-from nsys_transfer.analysis.rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
-from nsys_transfer.analysis.common.schema import json_rows, several_traces
-from nsys_transfer.analysis.sections.base import section_keys
-from nsys_transfer.analysis.sections.hosts import HostLoad, host_loads
-from nsys_transfer.analysis.sections.gpu_rows import device_rows, gpu_key
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES, return_freed_memory
+from .sections import copies as cp
+from .common import defaults
+from .common.errors import TraceError
+from .common.intervals import Coverage, union
+from .load.device import KERNEL_TABLE
+from .rules.terms import NSYS, TORCH, terms
+from .rules.facts import CpuLoad, HostDtoh
+from .rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
+from .common.schema import json_rows, several_traces
+from .sections.base import section_keys
+from .sections.hosts import HostLoad, host_loads
+from .sections.gpu_rows import device_rows, gpu_key
+from .load.trace import Trace
+from .common.memory import LARGE_TRACE_BYTES, return_freed_memory
 
 
 @dataclass

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsys_transfer.analysis.verify import NotComparable, Side
-from nsys_transfer.analysis.rank_summary import Ranks
-from nsys_transfer.analysis.rules.base import Finding
-from nsys_transfer.analysis.rules.prediction import Prediction
-from nsys_transfer.analysis.sections.code_lines import CodeSite
+from .verify import NotComparable, Side
+from .rank_summary import Ranks
+from .rules.base import Finding
+from .rules.prediction import Prediction
+from .sections.code_lines import CodeSite
 
 __all__ = ["Result", "Ranks", "Side", "NotComparable", "Finding", "Prediction", "CodeSite"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-from nsys_transfer.analysis.sections.base import Section
+from .sections.base import Section
 
 INF = 1 << 30
 

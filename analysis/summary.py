@@ -5,17 +5,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsys_transfer.analysis import schedule
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.rules import capture_checks
-from nsys_transfer.analysis.rules.base import Context
-from nsys_transfer.analysis.rules.diagnosis import diagnose
-from nsys_transfer.analysis.rules.facts import Facts
-from nsys_transfer.analysis.common import defaults
-from nsys_transfer.analysis.common import schema
-from nsys_transfer.analysis.common.schema import SCHEMA, Part
-from nsys_transfer.analysis.sections.base import declared, section_keys, table_keys
-from nsys_transfer.analysis.common.window_spec import Spec
+from . import schedule
+from .load.trace import Trace
+from .rules import capture_checks
+from .rules.base import Context
+from .rules.diagnosis import diagnose
+from .rules.facts import Facts
+from .common import defaults
+from .common import schema
+from .common.schema import SCHEMA, Part
+from .sections.base import declared, section_keys, table_keys
+from .common.window_spec import Spec
 
 
 @dataclass

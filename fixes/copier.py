@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from nsys_transfer.fixes.checksums import MASK64, checksum_tensor
+from .checksums import MASK64, checksum_tensor
 
 
 def part_bounds(rows: int, parts: int) -> list[tuple[int, int]]:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
+from ..nsys_core.contracts import PROCESS_OUTPUT
 
-from nsys_transfer.fixes.checksums import MASK64, checksum_update
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.fixes.slots import HostSlots
-from nsys_transfer.fixes.tree import Tree, rebuild
+from .checksums import MASK64, checksum_update
+from .ranges import nvtx_range
+from .slots import HostSlots
+from .tree import Tree, rebuild
 
 
 def _all_rows(shapes) -> range | None:

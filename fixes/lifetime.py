@@ -14,9 +14,9 @@ import signal
 import sys
 import threading
 
-from nsys_transfer.fixes import segments
-from nsys_transfer.fixes.errors import TerminatedBySignal
-from nsys_transfer.nsys_core.signals import let_stops_in, stops_blocked
+from . import segments
+from .errors import TerminatedBySignal
+from ..nsys_core.signals import let_stops_in, stops_blocked
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
 

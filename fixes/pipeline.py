@@ -10,18 +10,18 @@ from typing import Callable
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_CLOSE, PIPELINE_DRAIN, PIPELINE_PACE, QUEUE_OUTPUT
+from ..nsys_core.contracts import COPY_TO_CPU, PIPELINE_CLOSE, PIPELINE_DRAIN, PIPELINE_PACE, QUEUE_OUTPUT
 
-from nsys_transfer.fixes.copier import CpuCopier, CudaCopier, part_bounds
-from nsys_transfer.fixes.delivery import Delivery
-from nsys_transfer.fixes.errors import LayoutError, PipelineError, TerminatedBySignal, no_gpu
-from nsys_transfer.fixes.checksums import IntegrityReport, MASK64, compare
-from nsys_transfer.fixes.lifetime import StopSignals, each_then_raise
-from nsys_transfer.fixes.pace import Pace
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.fixes.slots import HostSlots, Layout
-from nsys_transfer.fixes.tree import flatten
-from nsys_transfer.fixes.workers import WorkerPool
+from .copier import CpuCopier, CudaCopier, part_bounds
+from .delivery import Delivery
+from .errors import LayoutError, PipelineError, TerminatedBySignal, no_gpu
+from .checksums import IntegrityReport, MASK64, compare
+from .lifetime import StopSignals, each_then_raise
+from .pace import Pace
+from .ranges import nvtx_range
+from .slots import HostSlots, Layout
+from .tree import flatten
+from .workers import WorkerPool
 
 
 # worker processes forked with the buffers, then one more per batch up to `workers` (auto: while batches wait): a

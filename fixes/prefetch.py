@@ -8,8 +8,8 @@ from typing import Iterable, Iterator
 
 import torch
 
-from nsys_transfer.fixes.errors import no_gpu
-from nsys_transfer.fixes.tree import flatten, map_tensors
+from .errors import no_gpu
+from .tree import flatten, map_tensors
 
 _END = object()
 

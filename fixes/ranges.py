@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from nsys_transfer.nsys_core.contracts import COMPUTE, COPY_TO_CPU, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT
+from ..nsys_core.contracts import COMPUTE, COPY_TO_CPU, GET_BATCH, PROCESS_OUTPUT, QUEUE_OUTPUT
 
 try:  # nsys 2023.4 records nvtx <= 0.2.11 only (see profiling/checks.py)
     import nvtx as _nvtx

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nsys_transfer.fixes.errors import HostBufferError, LayoutError
+from .errors import HostBufferError, LayoutError
 
 HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 PIN_AHEAD = 1  # slots pinned ahead of the one about to be filled

@@ -18,9 +18,9 @@ from typing import Callable
 import torch
 import torch.multiprocessing as mp
 
-from nsys_transfer.fixes import segments
-from nsys_transfer.fixes.errors import ProcessFailed, WorkerDied, describe
-from nsys_transfer.fixes.lifetime import raise_held, stops_held, worker_started
+from . import segments
+from .errors import ProcessFailed, WorkerDied, describe
+from .lifetime import raise_held, stops_held, worker_started
 
 POLL_S = 0.2
 DONE, FAILED = "done", "failed"  # what a worker posts: a slice's result, or its last words (any batch id is the user's)

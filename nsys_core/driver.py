@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
+from .nsys import NsysNotFound, find_nsys
 
 # The newest CUDA each Nsight Systems release traces, where a source says so (see docs/nsys-versions.md):
 #   2023.4 -> 12.4  the 2023.4.4 CLI bundles libcupti.so.12.4 as its newest CUPTI (target-linux-x64/); Debian and

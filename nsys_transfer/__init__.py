@@ -17,7 +17,7 @@ type checker run from any folder reads it too."""
 # module-level TYPE_CHECKING = False as typing's
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getattr__ imports it when first asked for
-    from nsys_transfer.analysis.api import analyze
+    from .analysis.api import analyze
 
 __all__ = ["analyze"]
 
@@ -25,6 +25,6 @@ __all__ = ["analyze"]
 def __getattr__(name: str):
     """The lazy names (PEP 562): `analyze` imports analysis/api.py on first use."""
     if name == "analyze":
-        from nsys_transfer.analysis.api import analyze  # noqa: PLC0415 - lazy: pandas only for who asks
+        from .analysis.api import analyze  # noqa: PLC0415 - lazy: pandas only for who asks
         return analyze
     raise AttributeError(f"module 'nsys_transfer' has no attribute {name!r}")

@@ -1,4 +1,4 @@
 """`python -m nsys_transfer ...`: the `nsys-transfer` command line."""
-from nsys_transfer.cli import main
+from .cli import main
 
 main()

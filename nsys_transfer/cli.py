@@ -13,22 +13,22 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.facade import TraceError, capture_verdict, gpu_names, scaling_row
-from nsys_transfer.analysis.cli.options import OneLineGroup, refuse_unknown_option
-from nsys_transfer.analysis.cli.verify import main as verify_command
-from nsys_transfer.nsys_core.contracts import BENCH_ORDER, STAGES
-from nsys_transfer.nsys_core.driver import check
-from nsys_transfer.nsys_core.nsys import NsysNotFound, find_nsys
-from nsys_transfer.nsys_core.nsys_messages import summary_line
-from nsys_transfer.profiling import bench as bench_mod
-from nsys_transfer.profiling import staging
-from nsys_transfer.profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
-from nsys_transfer.profiling.checks import (check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning,
-                                            traced_python)
-from nsys_transfer.profiling.startable import cannot_start
-from nsys_transfer.profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_command,
-                                            next_free_base, profile, profile_per_rank, quote, shown, workload_command,
-                                            write_record)
+from .analysis.facade import TraceError, capture_verdict, gpu_names, scaling_row
+from .analysis.cli.options import OneLineGroup, refuse_unknown_option
+from .analysis.cli.verify import main as verify_command
+from .nsys_core.contracts import BENCH_ORDER, STAGES
+from .nsys_core.driver import check
+from .nsys_core.nsys import NsysNotFound, find_nsys
+from .nsys_core.nsys_messages import summary_line
+from .profiling import bench as bench_mod
+from .profiling import staging
+from .profiling.python_stacks import DEFAULT_INTERVAL_MS as DEFAULT_STACKS_MS
+from .profiling.checks import (check_trace, has_gpu, nvtx_package_version, nvtx_unrecorded_warning,
+                               traced_python)
+from .profiling.startable import cannot_start
+from .profiling.runner import (ProfileError, ProfileRequest, environment_for_profile, next_command,
+                               next_free_base, profile, profile_per_rank, quote, shown, workload_command,
+                               write_record)
 
 
 STRICT_HELP = ("exit 1 when nsys reported warnings or errors (dropped events, importer errors, ...) or the trace "

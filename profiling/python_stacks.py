@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from nsys_transfer.nsys_core.contracts import PYSTACKS_SUFFIX
+from ..nsys_core.contracts import PYSTACKS_SUFFIX
 
 SAMPLER_DIR = Path(__file__).resolve().parent / "stack-sampler"
 SUFFIX = PYSTACKS_SUFFIX

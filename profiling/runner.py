@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from nsys_transfer.nsys_core import nsys as nsys_tool
-from nsys_transfer.nsys_core.contracts import name_says
-from nsys_transfer.nsys_core.nsys import Nsys
-from nsys_transfer.nsys_core.nsys_messages import MessageSink
-from nsys_transfer.nsys_core.signals import sigterm_raising
+from ..nsys_core import nsys as nsys_tool
+from ..nsys_core.contracts import name_says
+from ..nsys_core.nsys import Nsys
+from ..nsys_core.nsys_messages import MessageSink
+from ..nsys_core.signals import sigterm_raising
 
-from nsys_transfer.profiling import python_stacks, staging
-from nsys_transfer.profiling.checks import diagnose_profile_failure, has_gpu
+from . import python_stacks, staging
+from .checks import diagnose_profile_failure, has_gpu
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 CUDA_BACKTRACE = "all"  # nsys --cudabacktrace with Python backtraces: every CUDA API kind, at nsys's 80 us threshold

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsys_transfer.nsys_core.signals import sigterm_raising, stops_blocked
+from ..nsys_core.signals import sigterm_raising, stops_blocked
 
-from nsys_transfer.profiling import python_stacks
+from . import python_stacks
 
 PART = ".part"
 # what a run of this toolkit writes beside its base: an earlier run's, under --force, goes when the new one is whole

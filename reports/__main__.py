@@ -1,3 +1,3 @@
-from nsys_transfer.reports.compare_command import main
+from .compare_command import main
 
 main()

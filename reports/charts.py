@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.formats import MS
-from nsys_transfer.analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
-from nsys_transfer.analysis.facade import time_breakdown
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
+from ..analysis.render import palette
+from ..analysis.render.formats import MS
+from ..analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
+from ..analysis.facade import time_breakdown
+from ..nsys_core.contracts import DEFAULT_LINK_GBPS
 
 MEASURE = "#6C7A89"  # a figure of the whole stage (steps/s): no cause, no copy, so none of theirs
 

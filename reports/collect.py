@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-from nsys_transfer.nsys_core.contracts import STAGES
+from ..nsys_core.contracts import STAGES
 
 BUNDLED = Path(__file__).resolve().parent / "data" / "h200"
 ORDER = list(STAGES)

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsys_transfer.analysis.facade import NotComparable, Side, big_copies, loop_of, scaling_row, verify
-from nsys_transfer.analysis.render.plots import plot_breakdown
-from nsys_transfer.analysis.render.verify_text import verify_report as render_verify
-from nsys_transfer.nsys_core.contracts import STAGES, gbps, name_says
+from ..analysis.facade import NotComparable, Side, big_copies, loop_of, scaling_row, verify
+from ..analysis.render.plots import plot_breakdown
+from ..analysis.render.verify_text import verify_report as render_verify
+from ..nsys_core.contracts import STAGES, gbps, name_says
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:

@@ -9,18 +9,18 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from nsys_transfer.analysis.cli.options import (OneLineCommand, check_numbers, chosen_executor, executor_options,
-                                                link_gbps_option, probe_option)
-from nsys_transfer.analysis.facade import (NotComparable, Trace, TraceError, analyze, analyze_runs, check_same_profiler,
-                                           loop_of, options_for, profiler_of, read_record, run_record_beside)
-from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.rank_plots import plot_ranks
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
+from ..analysis.cli.options import (OneLineCommand, check_numbers, chosen_executor, executor_options,
+                                    link_gbps_option, probe_option)
+from ..analysis.facade import (NotComparable, Trace, TraceError, analyze, analyze_runs, check_same_profiler,
+                               loop_of, options_for, profiler_of, read_record, run_record_beside)
+from ..analysis.render import outputs
+from ..analysis.render.rank_plots import plot_ranks
+from ..nsys_core.contracts import DEFAULT_LINK_GBPS
 
-from nsys_transfer.reports import charts, render
-from nsys_transfer.reports.collect import (ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs,
-                                           find_scaling)
-from nsys_transfer.reports.compare import before_after, gpu_rows, is_pair, results_table, scaling_summary, stage_row
+from . import charts, render
+from .collect import (ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs,
+                      find_scaling)
+from .compare import before_after, gpu_rows, is_pair, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
           ("GPU idle time per step, by cause", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),

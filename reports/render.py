@@ -5,11 +5,11 @@ import html
 
 import pandas as pd
 
-from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.formats import MS as IDLE_PER_STEP
-from nsys_transfer.analysis.render.text import prediction_text, site_place
-from nsys_transfer.nsys_core.contracts import STAGES as STAGE_NAMES
-from nsys_transfer.reports.compare import NO_GPU
+from ..analysis.render import palette
+from ..analysis.render.formats import MS as IDLE_PER_STEP
+from ..analysis.render.text import prediction_text, site_place
+from ..nsys_core.contracts import STAGES as STAGE_NAMES
+from .compare import NO_GPU
 
 # the palette's keys the charts draw, named once in the HTML report's colour key
 KEY_SHOWN = ("compute", "busy", "DtoH", "DtoH/Pageable", "HtoD", "HtoD/Pageable", "DtoD", "unified", *palette.causes(),

@@ -7,10 +7,10 @@ import sys
 
 import click
 
-from nsys_transfer.fixes.errors import PipelineError
-from nsys_transfer.workloads.config import MODELS, STAGES, ConfigError, RunConfig
-from nsys_transfer.workloads.distributed import current, worker_totals
-from nsys_transfer.workloads.lifetime import Terminated, sigterm_as_interrupt
+from ..fixes.errors import PipelineError
+from .config import MODELS, STAGES, ConfigError, RunConfig
+from .distributed import current, worker_totals
+from .lifetime import Terminated, sigterm_as_interrupt
 
 D = RunConfig()
 
@@ -53,7 +53,7 @@ def main(json_path, **kw):
         cfg = RunConfig(**kw).validate()
     except ConfigError as e:
         raise SystemExit(f"workloads: {e}")
-    from nsys_transfer.workloads.runtime import ResourceError, run  # noqa: PLC0415 - torch: only to run, not for --help
+    from .runtime import ResourceError, run  # noqa: PLC0415 - torch: only to run, not for --help
 
     if rank.is_main:
         click.echo(f"stage {cfg.stage}: {cfg.model}, batch {cfg.batch}, output {cfg.output_bytes() / 1e9:.2f} GB/batch, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from nsys_transfer.nsys_core.contracts import STAGES
+from ..nsys_core.contracts import STAGES
 
 MODELS = ("deeplabv3", "encoder")
 DTYPES = ("fp32", "bf16")

@@ -7,7 +7,7 @@ import os
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from nsys_transfer.workloads.lifetime import die_with_parent
+from .lifetime import die_with_parent
 
 VOCAB = 30522  # BERT's vocabulary size
 

@@ -10,7 +10,7 @@ import inspect
 import os
 from dataclasses import dataclass
 
-from nsys_transfer.workloads.config import RunConfig
+from .config import RunConfig
 
 
 @dataclass(frozen=True)

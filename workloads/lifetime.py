@@ -1,7 +1,7 @@
 """The workloads' stop handling: SIGTERM stops a run as Ctrl-C does (the workers' lifetime is fixes.lifetime's)."""
 from __future__ import annotations
 
-from nsys_transfer.fixes.lifetime import StopSignals, die_with_parent, quiet_resource_sharer
+from ..fixes.lifetime import StopSignals, die_with_parent, quiet_resource_sharer
 
 __all__ = ["Terminated", "die_with_parent", "quiet_resource_sharer", "raise_if_stopped", "sigterm_as_interrupt"]
 

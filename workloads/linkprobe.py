@@ -13,7 +13,7 @@ import time
 
 import click
 
-from nsys_transfer.fixes.ranges import nvtx_range
+from ..fixes.ranges import nvtx_range
 
 
 def _copy_loop(src, dst, repeat: int) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nsys_transfer.workloads.data import VOCAB
+from .data import VOCAB
 
 
 class TokenEncoder(nn.Module):

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from nsys_transfer.fixes.checksums import checksum_update
+from ..fixes.checksums import checksum_update
 
 
 class Sink:

@@ -8,17 +8,17 @@ import time
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
+from ..nsys_core.contracts import COMPUTE, DRAIN_OUTPUTS, GET_BATCH, step_range
 
-from nsys_transfer.fixes.checksums import IntegrityReport, checksum_tensor
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.workloads import distributed as dd
-from nsys_transfer.workloads import hostload
-from nsys_transfer.workloads.config import RunConfig
-from nsys_transfer.workloads.data import make_loader
-from nsys_transfer.workloads.lifetime import raise_if_stopped
-from nsys_transfer.workloads.models import build_model, torch_dtype
-from nsys_transfer.workloads.stages import stage_class
+from ..fixes.checksums import IntegrityReport, checksum_tensor
+from ..fixes.ranges import nvtx_range
+from . import distributed as dd
+from . import hostload
+from .config import RunConfig
+from .data import make_loader
+from .lifetime import raise_if_stopped
+from .models import build_model, torch_dtype
+from .stages import stage_class
 
 SHARED_STAGES = ("bufpool", "async", "streams", "pinned")
 

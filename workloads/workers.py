@@ -2,13 +2,13 @@
 fixes' worker pool (liveness checked at every hand-over, workers dying with the main process)."""
 from __future__ import annotations
 
-from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
+from ..nsys_core.contracts import PROCESS_OUTPUT
 
-from nsys_transfer.fixes.errors import PipelineError, WorkerDied
-from nsys_transfer.fixes.checksums import MASK64
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.fixes.workers import WorkerPool
-from nsys_transfer.workloads.postprocess import Sink, apply_fault
+from ..fixes.errors import PipelineError, WorkerDied
+from ..fixes.checksums import MASK64
+from ..fixes.ranges import nvtx_range
+from ..fixes.workers import WorkerPool
+from .postprocess import Sink, apply_fault
 
 __all__ = ["OutputWorkers", "PipelineError", "WorkerDied", "slice_bounds"]
 

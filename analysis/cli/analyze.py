@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.cli import charts, options, window
-from nsys_transfer.analysis.facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, analyze_cycles,
-                                           capture_verdict, capture_record_beside, defaults, not_built_notice,
-                                           one_run, options_for, read_record, run_record_beside, traces_given)
-from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.check_report import check_report
-from nsys_transfer.analysis.render.ranks_text import ranks_report
-from nsys_transfer.analysis.render.text import cycles_report, text_report
+from . import charts, options, window
+from ..facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, analyze_cycles,
+                      capture_verdict, capture_record_beside, defaults, not_built_notice,
+                      one_run, options_for, read_record, run_record_beside, traces_given)
+from ..render import outputs
+from ..render.check_report import check_report
+from ..render.ranks_text import ranks_report
+from ..render.text import cycles_report, text_report
 
 
 def _record(flag: str, path: Path | None, key: str, what: str, how: str) -> dict | None:

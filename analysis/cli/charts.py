@@ -6,26 +6,26 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.facade import Result, Trace, defaults
+from ..facade import Result, Trace, defaults
 
 
 def plots():
     """The charts module (analysis/render/plots.py), imported only when charts are asked for: matplotlib costs ~0.3 s
     of every run."""
-    import nsys_transfer.analysis.render.plots as module  # noqa: PLC0415
+    from ..render import plots as module  # noqa: PLC0415
     return module
 
 
 def trace_charts():
     """One trace's charts by kind (analysis/render/charts.py), imported only when charts are asked for, as plots()."""
-    import nsys_transfer.analysis.render.charts as module  # noqa: PLC0415
+    from ..render import charts as module  # noqa: PLC0415
     return module
 
 
 def rank_plots():
     """The several-GPU charts module (analysis/render/rank_plots.py), imported only when charts are asked for, as
     plots()."""
-    import nsys_transfer.analysis.render.rank_plots as module  # noqa: PLC0415
+    from ..render import rank_plots as module  # noqa: PLC0415
     return module
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.facade import TraceError, cores, executor
+from ..facade import TraceError, cores, executor
 
 MAX_NS = 2 ** 62  # 146 years of ns: past any trace timestamp, and far enough from int64's end for sums and bins
 

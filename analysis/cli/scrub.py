@@ -26,10 +26,10 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.cli.options import OneLineCommand
-from nsys_transfer.analysis.facade import Trace, TraceError, lock_held
-from nsys_transfer.nsys_core.signals import STOPS, scratch_file
+from ..render import outputs
+from .options import OneLineCommand
+from ..facade import Trace, TraceError, lock_held
+from ...nsys_core.signals import STOPS, scratch_file
 
 SCRUBBED = "(scrubbed)"
 ENV_ASSIGN = re.compile(r"(?:^|[\x00;\n])[A-Za-z_][A-Za-z0-9_]*=")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from nsys_transfer.analysis.cli import charts, options, window
-from nsys_transfer.analysis.cli.analyze import analyze_file
-from nsys_transfer.analysis.facade import (NotComparable, Side, TraceError, check_same_profiler, options_for,
-                                           profiler_of, rule_ids, side_of, traces_given, verify)
-from nsys_transfer.analysis.render import outputs
-from nsys_transfer.analysis.render.verify_text import verify_report
+from . import charts, options, window
+from .analyze import analyze_file
+from ..facade import (NotComparable, Side, TraceError, check_same_profiler, options_for,
+                      profiler_of, rule_ids, side_of, traces_given, verify)
+from ..render import outputs
+from ..render.verify_text import verify_report
 
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import re
 
-from nsys_transfer.analysis.cli.options import MAX_NS
-from nsys_transfer.analysis.facade import Spec, TraceError
+from .options import MAX_NS
+from ..facade import Spec, TraceError
 
 UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 PART = re.compile(r"^\s*(\d+(?:\.\d*)?(?:e[+-]?\d+)?|\.\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)

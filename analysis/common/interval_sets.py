@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_transfer.analysis.common.intervals import union_sorted
+from .intervals import union_sorted
 
 Union = tuple[np.ndarray, np.ndarray]  # a union of disjoint [start, end) intervals, sorted: (starts, ends)
 

@@ -7,7 +7,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.spill import Column
+from .spill import Column
 
 
 def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:

@@ -33,9 +33,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.nsys_core.signals import (exit_on_sigterm, let_stops_in, restore, sigterm_raises, stops_blocked,
-                                             terminated)
+from ..common.errors import TraceError
+from ...nsys_core.signals import (exit_on_sigterm, let_stops_in, restore, sigterm_raises, stops_blocked,
+                                  terminated)
 
 DASK_EXTRA = "--dask needs the dask extra: pip install 'nsys-transfer[dask]'"
 LOCAL = "local"  # --dask local[:N]: a cluster on this machine

@@ -6,7 +6,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 
-from nsys_transfer.analysis.common.errors import TraceError
+from ..common.errors import TraceError
 
 WORKERS = 16  # more than the analysis ever starts at once: a task that waits for another never waits for a worker
 

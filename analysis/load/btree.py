@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from nsys_transfer.analysis.load import sql
+from . import sql
 
 try:
-    from nsys_transfer.analysis.load import _btree  # type: ignore[attr-defined]  # compiled: mypy cannot read it
+    from . import _btree  # type: ignore[attr-defined]  # compiled: mypy cannot read it
 except ImportError:  # built by `pip install .` where a C compiler is present; SQLite reads everything otherwise
     _btree = None
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.nsys_core.signals import scratch_file, sigterm_raising
+from ..common.errors import TraceError
+from ...nsys_core.signals import scratch_file, sigterm_raising
 
 DEFAULT_MAX = 4 << 30
 EDGE = 1 << 20  # bytes read from each end of an input for its key

@@ -9,10 +9,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import cuda_api
-from nsys_transfer.analysis.load import runtime_calls, sql, validate
-from nsys_transfer.analysis.load.btree import Bits, In, Touches
-from nsys_transfer.analysis.load.frames import empty, outermost_calls, pid_of, process_keys, timed
+from ..common import cuda_api
+from . import runtime_calls, sql, validate
+from .btree import Bits, In, Touches
+from .frames import empty, outermost_calls, pid_of, process_keys, timed
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

@@ -7,11 +7,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import gbps
+from ...nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.load import kernel_digest, ops_store, sql, validate
-from nsys_transfer.analysis.load.btree import Bits, Touches
-from nsys_transfer.analysis.load.frames import empty, pid_column, pid_expr, short_copy_kind, timed
+from . import kernel_digest, ops_store, sql, validate
+from .btree import Bits, Touches
+from .frames import empty, pid_column, pid_expr, short_copy_kind, timed
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.btree import Bits
+from . import sql
+from .btree import Bits
 
 
 def pid_of(global_id):

@@ -6,8 +6,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import sql, validate
-from nsys_transfer.analysis.load.frames import empty, nesting, pid_of, shared_text
+from . import sql, validate
+from .frames import empty, nesting, pid_of, shared_text
 
 TIMED = ["start_ns", "end_ns", "global_tid", "name"]
 

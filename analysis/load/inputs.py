@@ -12,11 +12,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nsys_transfer.nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
+from ...nsys_core.nsys import NsysNotFound, export_sqlite, find_nsys
 
-from nsys_transfer.analysis.load import kineto, kineto_json, validate
-from nsys_transfer.analysis.load.cache import cached
-from nsys_transfer.analysis.common.errors import TraceError
+from . import kineto, kineto_json, validate
+from .cache import cached
+from ..common.errors import TraceError
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how a .nsys-rep begins (seen from 2023 to 2026 builds); wording only

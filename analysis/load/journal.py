@@ -17,8 +17,8 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load.cache import cache_dir
+from ..common.errors import TraceError
+from .cache import cache_dir
 
 ROLLBACK_MAGIC = bytes.fromhex("d9d505f920a163d7")  # the first 8 bytes of a journal that still has work to undo
 WAL_MAGIC = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))

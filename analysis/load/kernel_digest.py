@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import ops_store
-from nsys_transfer.analysis.load.ops_store import NARROW, ONE_VALUE, OPS, fits, one
-from nsys_transfer.analysis.load.validate import nameless_rows
+from . import ops_store
+from .ops_store import NARROW, ONE_VALUE, OPS, fits, one
+from .validate import nameless_rows
 
 NAME_COLUMNS = ["name", "count", "total_ns", "min_ns", "max_ns"]
 CHUNK = 1 << 20  # durations made this many at a time: bounded temporaries

@@ -41,8 +41,8 @@ import sqlite3
 import zlib
 from pathlib import Path
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load import kineto_json
+from ..common.errors import TraceError
+from . import kineto_json
 
 VERSION = "kineto-4"  # the conversion's version: the cache keys its files by it (load/cache.py)
 MARKER_TABLE = "KINETO_TRACE"

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.btree import In
-from nsys_transfer.analysis.load.kineto import HOST_EVENTS, PYTHON
-from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks
+from .btree import In
+from .kineto import HOST_EVENTS, PYTHON
+from .python_stacks import Frame, PythonStacks
 
 GRID_NS = 1_000_000  # 1 ms: finer than the sampler's 10 ms, a few thousand samples a second a thread
 MAX_DEPTH = 1024     # calls deep: past Python's own default recursion limit

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.validate import repeated_rows
-from nsys_transfer.analysis.common.spill import Column
+from .validate import repeated_rows
+from ..common.spill import Column
 
 OPS = ("start_ns", "end_ns", "device", "correlation_id", "pid")  # what the device pass and integrity read
 NARROW = {"start_ns": np.int64, "end_ns": np.int64, "device": np.int8, "correlation_id": np.int32, "pid": np.int32}

@@ -11,10 +11,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import btree, sql, validate
-from nsys_transfer.analysis.load.btree import Filter, In
-from nsys_transfer.analysis.load.frames import empty, timed
-from nsys_transfer.analysis.common.spill import Frames
+from . import btree, sql, validate
+from .btree import Filter, In
+from .frames import empty, timed
+from ..common.spill import Frames
 
 TABLE = "OSRT_API"
 ZONE_ROWS = 1 << 18  # OS runtime rows per zone: fine enough that a zone spans few GPU gaps

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import PYSTACKS_SUFFIX
+from ...nsys_core.contracts import PYSTACKS_SUFFIX
 
 SUFFIX = PYSTACKS_SUFFIX
 CAPTURE_HINT = ("capture it with `nsys-transfer run -o BASE -- python PROGRAM` (or `make trace`), which samples the "

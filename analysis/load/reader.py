@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import btree, sql
-from nsys_transfer.analysis.load.btree import Bits, Filter
-from nsys_transfer.analysis.load.frames import concat_columns
-from nsys_transfer.analysis.common.memory import LARGE_TRACE_BYTES
+from . import btree, sql
+from .btree import Bits, Filter
+from .frames import concat_columns
+from ..common.memory import LARGE_TRACE_BYTES
 
 CHUNK_ROWS = 1 << 20  # rows of a big table per read: bounds what one read holds however long the capture
 # ... and from memory.LARGE_TRACE_BYTES on: several tables are read at once, each a few reads ahead (0.8 -> 0.6 GiB

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.btree import Bits
-from nsys_transfer.analysis.load.frames import in_sorted
+from .btree import Bits
+from .frames import in_sorted
 
 COLUMNS = {"start": "start", "end": '"end"', "tid": "globalTid", "corr": "correlationId", "name": "nameId"}
 API_COLUMNS = ["correlation_id", "pid", "api_start_ns", "api_end_ns", "api_global_tid", "api_name_id"]  # API_ROWS'

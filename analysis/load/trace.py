@@ -22,18 +22,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load import kineto, sql, validate
-from nsys_transfer.analysis.load.background import Background
-from nsys_transfer.analysis.load.calls import CudaCalls
-from nsys_transfer.analysis.load.device import DeviceTables
-from nsys_transfer.analysis.load.frames import timed
-from nsys_transfer.analysis.load.host import HostTables
-from nsys_transfer.analysis.load.inputs import resolve_input
-from nsys_transfer.analysis.load.journal import committed_copy
-from nsys_transfer.analysis.load.osrt import OsRuntime
-from nsys_transfer.analysis.load.reader import ColumnReader
-from nsys_transfer.analysis.load.validate import check_sqlite_file
+from ..common.errors import TraceError
+from . import kineto, sql, validate
+from .background import Background
+from .calls import CudaCalls
+from .device import DeviceTables
+from .frames import timed
+from .host import HostTables
+from .inputs import resolve_input
+from .journal import committed_copy
+from .osrt import OsRuntime
+from .reader import ColumnReader
+from .validate import check_sqlite_file
 
 NSYS_TABLES = {"NVTX_EVENTS", "OSRT_API", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames"}

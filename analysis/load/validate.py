@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.errors import TraceError
+from ..common.errors import TraceError
 
 MISSING = -1  # what ColumnReader.int_columns() reads for NULL or a value that is not an integer (sql.int_or_missing)
 TIMES = ("start_ns", "end_ns")

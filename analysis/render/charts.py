@@ -2,9 +2,9 @@
 returns, the same drawing."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.render.figure import Chart
-from nsys_transfer.analysis.render.plots import breakdown_figure, dtoh_figure, gaps_figure, timeline_figure
-from nsys_transfer.analysis.render.rank_plots import ranks_figure
+from .figure import Chart
+from .plots import breakdown_figure, dtoh_figure, gaps_figure, timeline_figure
+from .rank_plots import ranks_figure
 
 TRACE_CHARTS = ("timeline", "gaps", "dtoh", "breakdown", "gpus")  # one trace's charts: --plots' <stem>_<kind>.png
 

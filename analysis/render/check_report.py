@@ -1,10 +1,10 @@
 """The text `analyze-trace --check` prints: the integrity verdict, the figures behind it and nsys's own messages."""
 from __future__ import annotations
 
-from nsys_transfer.nsys_core import nsys_messages
+from ...nsys_core import nsys_messages
 
-from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
-from nsys_transfer.analysis.sections.capture_activity import TIMELINE_BINS
+from ..rules.capture_checks import DOUBTFUL_PREFIX
+from ..sections.capture_activity import TIMELINE_BINS
 
 
 def record_doubts(messages: list[dict], export_doubts: list[dict]) -> list[dict]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.rank_summary import BUSY_COLUMNS, Ranks
+from ..rank_summary import BUSY_COLUMNS, Ranks
 
 
 SUMMARISE_OVER = 8      # GPUs: from more than this many, the text report gives the spread instead of every row

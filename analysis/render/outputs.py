@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nsys_transfer.analysis.common.errors import TraceError
+from ..common.errors import TraceError
 
 
 def check_destination(path: Path | None, flag: str, folder: bool, inputs=()) -> None:

@@ -8,7 +8,7 @@ written on the bar, never told by a colour of its own.
 """
 from __future__ import annotations
 
-from nsys_transfer.analysis.common import idle_causes
+from ..common import idle_causes
 
 
 def causes() -> tuple[str, ...]:

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
 
-from nsys_transfer.nsys_core.contracts import DEFAULT_LINK_GBPS
+from ...nsys_core.contracts import DEFAULT_LINK_GBPS
 
-from nsys_transfer.analysis.render import palette
-from nsys_transfer.analysis.render.figure import Chart, new, save
-from nsys_transfer.analysis.sections.breakdown import cause_label, time_breakdown
+from . import palette
+from .figure import Chart, new, save
+from ..sections.breakdown import cause_label, time_breakdown
 
 LINK_COLOR = "#333333"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.render import palette, plots
-from nsys_transfer.analysis.render.figure import Chart, new
-from nsys_transfer.analysis.render.many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
+from . import palette, plots
+from .figure import Chart, new
+from .many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
 
 GPU_HATCHES = ["", "////", "....", "\\\\\\\\", "xxxx", "++++", "oo", "----"]  # the GPUs' bands of the stacked DtoH chart
 

@@ -2,8 +2,8 @@
 a line per host where there are several; the shared host-side DtoH load and the limit. Pure: dict in, str out."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.render.many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread
-from nsys_transfer.analysis.render.formats import ms, pct
+from .many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread
+from .formats import ms, pct
 
 
 def ranks_report(r: dict) -> str:

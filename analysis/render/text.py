@@ -1,14 +1,14 @@
 """The human-readable summary of one analysis (text for the terminal). Pure: dict in, str out."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.load.python_stacks import place_of
-from nsys_transfer.analysis.render.formats import gbps, ms, pct, wrapped
-from nsys_transfer.analysis.rules import prediction
-from nsys_transfer.analysis.rules.capture import failed_run_evidence
-from nsys_transfer.analysis.rules.facts import ProgramEnd
-from nsys_transfer.analysis.rules.capture_checks import DOUBTFUL_PREFIX
-from nsys_transfer.analysis.rules.diagnosis import verdict_finding
-from nsys_transfer.analysis.common.schema import own_findings
+from ..load.python_stacks import place_of
+from .formats import gbps, ms, pct, wrapped
+from ..rules import prediction
+from ..rules.capture import failed_run_evidence
+from ..rules.facts import ProgramEnd
+from ..rules.capture_checks import DOUBTFUL_PREFIX
+from ..rules.diagnosis import verdict_finding
+from ..common.schema import own_findings
 
 
 def _sync_split(m: dict) -> str:

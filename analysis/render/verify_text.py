@@ -2,9 +2,9 @@
 last, the figures, the prediction held, then every finding. Pure: dict in, str out."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.render.formats import ms, wrapped
-from nsys_transfer.analysis.rules import prediction
-from nsys_transfer.analysis.verify import finding_name
+from .formats import ms, wrapped
+from ..rules import prediction
+from ..verify import finding_name
 
 
 def _verify_cell(v, unit: str) -> str:

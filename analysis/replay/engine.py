@@ -20,11 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nsys_transfer.analysis.replay.edits import NONE, Edit
-from nsys_transfer.analysis.sections.timeline import Timeline
+from .edits import NONE, Edit
+from ..sections.timeline import Timeline
 
 try:
-    from nsys_transfer.analysis.replay import _engine  # type: ignore[attr-defined]  # compiled: mypy cannot read it
+    from . import _engine  # type: ignore[attr-defined]  # compiled: mypy cannot read it
 except ImportError:  # built by `pip install .` where a C compiler is present; the same steps run in Python otherwise
     _engine = None
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from nsys_transfer.analysis.replay.edits import Edit
-from nsys_transfer.analysis.sections.timeline import Timeline
+from .edits import Edit
+from ..sections.timeline import Timeline
 
 # The pace of work moved to worker processes, as a share of one core each (low, high): work that streams big arrays
 # (little CPU time a byte of the batch's data) shares the memory bus and keeps 25-50% of a core per worker where 6-8

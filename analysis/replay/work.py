@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_transfer.analysis.sections.timeline import Timeline
+from ..sections.timeline import Timeline
 
 SIDE_BYTES = 64 * 1024  # a copy this large carries a batch's input or output, not a scalar (as sections/code_lines)
 

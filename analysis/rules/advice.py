@@ -4,7 +4,7 @@ operator range. A rule's own advice is written in the rule, beside its measure (
 idle cause's generic advice with the cause (common/idle_causes.py)."""
 from __future__ import annotations
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PIPELINE_DRAIN, PROCESS_OUTPUT, QUEUE_OUTPUT
+from ...nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, GET_BATCH, PIPELINE_DRAIN, PROCESS_OUTPUT, QUEUE_OUTPUT
 
 # the fixes of this toolkit's own workloads, by the NVTX range where the GPU waited (named only for its own traces)
 RANGE_FIXES = {

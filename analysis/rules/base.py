@@ -8,14 +8,14 @@ from typing import Generic, TypeVar
 
 import pandas as pd
 
-from nsys_transfer.analysis.common import defaults
-from nsys_transfer.analysis.common.idle_causes import IdleCause
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.rules.advice import FIXES
-from nsys_transfer.analysis.rules.facts import Facts, Idle, Program
-from nsys_transfer.analysis.rules.prediction import Prediction
-from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
-from nsys_transfer.analysis.sections.timeline import Timeline
+from ..common import defaults
+from ..common.idle_causes import IdleCause
+from ..replay.fixes import Fix, NoFigure
+from .advice import FIXES
+from .facts import Facts, Idle, Program
+from .prediction import Prediction
+from ..sections.code_lines import CodeLines, CodeSite
+from ..sections.timeline import Timeline
 
 HIGH_SHARE, MEDIUM_SHARE = 0.10, 0.02
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from nsys_transfer.nsys_core.nsys_messages import CPU_SAMPLES
+from ...nsys_core.nsys_messages import CPU_SAMPLES
 
-from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms
-from nsys_transfer.analysis.rules.facts import ProgramEnd
-from nsys_transfer.analysis.rules.terms import TORCH, terms
+from .base import Finding, Context, Rule, ms
+from .facts import ProgramEnd
+from .terms import TORCH, terms
 
 
 class FailedRun(Rule[Context]):

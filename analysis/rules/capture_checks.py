@@ -7,8 +7,8 @@ the checks cannot see events nsys never recorded. The checks read the typed figu
 the trace: verdict(figures(trace)) is the verdict."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.sections.capture_activity import API_ID_GAP_LOST
-from nsys_transfer.analysis.sections.capture_figures import Doubt, Figures
+from ..sections.capture_activity import API_ID_GAP_LOST
+from ..sections.capture_figures import Doubt, Figures
 
 # Share of the expected GPU operations (launch and copy API calls, or GPU rows) missing their other half before the
 # trace is called lossy (and, below, the share of lost calls the other checks estimate). Complete real traces: 0 to

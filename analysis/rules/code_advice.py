@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nsys_transfer.analysis.common import idle_causes
-from nsys_transfer.analysis.common.idle_causes import CPU, CPU_RANGE, INPUT
-from nsys_transfer.analysis.rules.base import Finding, ms, severity_of
-from nsys_transfer.analysis.sections import roles
-from nsys_transfer.analysis.sections.code_lines import CodeLines, CodeSite
+from ..common import idle_causes
+from ..common.idle_causes import CPU, CPU_RANGE, INPUT
+from .base import Finding, ms, severity_of
+from ..sections import roles
+from ..sections.code_lines import CodeLines, CodeSite
 
 # the output side's rule stands behind the CPU work and the waits of the loop too (its workers' post-processing, its
 # hand-off), beside its own cause, the drain

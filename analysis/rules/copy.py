@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import gbps
+from ...nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.sections.copies import big_copies
-from nsys_transfer.analysis.sections.machine import MIN_PROBE_BYTES
-from nsys_transfer.analysis.replay import fixes, work
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.rules.base import Finding, Context, Rule, ms, gb, size, left_out
+from ..sections.copies import big_copies
+from ..sections.machine import MIN_PROBE_BYTES
+from ..replay import fixes, work
+from ..replay.fixes import Fix, NoFigure
+from .base import Finding, Context, Rule, ms, gb, size, left_out
 
 
 class UnifiedMemory(Rule[Context]):

@@ -4,8 +4,8 @@ costly line is a finding with the advice its role calls for (rules/code_advice.c
 can say which of them a fix resolved."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, ms, severity_of
-from nsys_transfer.analysis.rules.code_advice import cpu_advice
+from .base import MEDIUM_SHARE, Context, Finding, Rule, ms, severity_of
+from .code_advice import cpu_advice
 
 
 class CpuHotspot(Rule[Context]):

@@ -13,20 +13,20 @@ rules count copy time, which is GPU time spent copying, not idle time.
 
 from __future__ import annotations
 
-from nsys_transfer.analysis.rules.capture import (FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, TooLittleToJudge,
-                                                  WarmupInCapture)
-from nsys_transfer.analysis.rules.gpu_idle import (CommWait, GpuBound, HostSleep, HostSync, InputBound, MemoryMappingInGaps,
+from .capture import (FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, TooLittleToJudge,
+                      WarmupInCapture)
+from .gpu_idle import (CommWait, GpuBound, HostSleep, HostSync, InputBound, MemoryMappingInGaps,
                                                   SetupInWindow, generic_rules)
-from nsys_transfer.analysis.rules.host_work import GpuIdleCpuBound, LaunchBound
-from nsys_transfer.analysis.rules.output import OutputBound
-from nsys_transfer.analysis.rules.copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
-from nsys_transfer.analysis.rules.cpu_lines import CpuHotspot
-from nsys_transfer.analysis.rules import code_advice, prediction
-from nsys_transfer.analysis.rules.base import NOISE_SHARE, Context, Finding, Rule, fired
-from nsys_transfer.analysis.rules.prediction import Loop, Overall
-from nsys_transfer.analysis.rules.role_fixes import role_fix
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.sections import roles
+from .host_work import GpuIdleCpuBound, LaunchBound
+from .output import OutputBound
+from .copy import NoCopyComputeOverlap, PageableMemcpy, SyncMemcpy, UnifiedMemory
+from .cpu_lines import CpuHotspot
+from . import code_advice, prediction
+from .base import NOISE_SHARE, Context, Finding, Rule, fired
+from .prediction import Loop, Overall
+from .role_fixes import role_fix
+from ..replay.fixes import Fix, NoFigure
+from ..sections import roles
 
 
 # every finding of one trace: a new rule is a class on base.Rule in its family's file, listed here; its row of the

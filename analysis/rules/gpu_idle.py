@@ -7,17 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import cuda_api, idle_causes
-from nsys_transfer.analysis.common.idle_causes import COMM_WAIT, HOST_SYNC, INPUT, MAPPING, SETUP, SLEEP, IdleCause
-from nsys_transfer.analysis.rules.advice import LIBRARY_RANGE_FIXES, RANGE_FIXES
-from nsys_transfer.analysis.rules.base import (NOISE_SHARE, Context, Finding, Rule, calls_text, idle_by_subject,
-                                               idle_figures, idle_of, ms)
-from nsys_transfer.analysis.rules.capture import too_little
-from nsys_transfer.analysis.rules.terms import terms
-from nsys_transfer.analysis.rules.facts import DataLoaderWorkers, KernelRow
-from nsys_transfer.analysis.replay import fixes, work
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.rules.output import pipeline_waits
+from ..common import cuda_api, idle_causes
+from ..common.idle_causes import COMM_WAIT, HOST_SYNC, INPUT, MAPPING, SETUP, SLEEP, IdleCause
+from .advice import LIBRARY_RANGE_FIXES, RANGE_FIXES
+from .base import (NOISE_SHARE, Context, Finding, Rule, calls_text, idle_by_subject,
+                   idle_figures, idle_of, ms)
+from .capture import too_little
+from .terms import terms
+from .facts import DataLoaderWorkers, KernelRow
+from ..replay import fixes, work
+from ..replay.fixes import Fix, NoFigure
+from .output import pipeline_waits
 
 
 class IdleRule(Rule[Context]):

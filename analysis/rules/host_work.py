@@ -7,17 +7,17 @@ import re
 
 import pandas as pd
 
-from nsys_transfer.analysis.common.idle_causes import CPU, CPU_RANGE, LAUNCH
-from nsys_transfer.analysis.sections.program import is_operator_range
-from nsys_transfer.analysis.rules.advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
-                                                 WORK_FIXES)
-from nsys_transfer.analysis.sections.cpu_work import PROFILER
-from nsys_transfer.analysis.rules.base import Context, Finding, idle_figures, ms, us
-from nsys_transfer.analysis.rules.facts import CpuSamples, SampledFunction
-from nsys_transfer.analysis.rules.gpu_idle import IdleRule
-from nsys_transfer.analysis.rules.role_fixes import graph_fix
-from nsys_transfer.analysis.replay import fixes, work
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
+from ..common.idle_causes import CPU, CPU_RANGE, LAUNCH
+from ..sections.program import is_operator_range
+from .advice import (LIBRARY_RANGE_FIXES, OPERATOR_FIXES, OUTPUT_WORK, RANGE_FIXES,
+                     WORK_FIXES)
+from ..sections.cpu_work import PROFILER
+from .base import Context, Finding, idle_figures, ms, us
+from .facts import CpuSamples, SampledFunction
+from .gpu_idle import IdleRule
+from .role_fixes import graph_fix
+from ..replay import fixes, work
+from ..replay.fixes import Fix, NoFigure
 
 
 class GpuIdleCpuBound(IdleRule):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, PIPELINE_DRAIN, QUEUE_OUTPUT
-from nsys_transfer.nsys_core.contracts import pipeline_pace
+from ...nsys_core.contracts import COPY_TO_CPU, DRAIN_OUTPUTS, PIPELINE_DRAIN, QUEUE_OUTPUT
+from ...nsys_core.contracts import pipeline_pace
 
-from nsys_transfer.analysis.common.idle_causes import DRAIN, INPUT
-from nsys_transfer.analysis.rules.advice import RANGE_FIXES
-from nsys_transfer.analysis.replay import fixes
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.rules.base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
+from ..common.idle_causes import DRAIN, INPUT
+from .advice import RANGE_FIXES
+from ..replay import fixes
+from ..replay.fixes import Fix, NoFigure
+from .base import MEDIUM_SHARE, Context, Finding, Rule, idle_of, ms
 
 PIPELINE_RANGES = (COPY_TO_CPU, QUEUE_OUTPUT, PIPELINE_DRAIN)  # fixes.OutputPipeline's own ranges
 DRAIN_RANGES = (PIPELINE_DRAIN, DRAIN_OUTPUTS)  # a wait inside these is for the output workers, in any program

@@ -15,11 +15,11 @@ import numpy as np
 
 from dataclasses import dataclass, replace
 
-from nsys_transfer.analysis.common import defaults
-from nsys_transfer.analysis.replay.edits import NONE, Edit
-from nsys_transfer.analysis.replay.engine import Replayed, replay
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.sections.timeline import Timeline
+from ..common import defaults
+from ..replay.edits import NONE, Edit
+from ..replay.engine import Replayed, replay
+from ..replay.fixes import Fix, NoFigure
+from ..sections.timeline import Timeline
 
 PREDICTED = ("high", "medium", "low")  # the severities that get a prediction (every costed finding)
 # nsys's cost of each traced CUDA call, and the share of the thread's own work left unprofiled: per_sample_metrics (a

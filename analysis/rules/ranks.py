@@ -26,9 +26,9 @@ from functools import cached_property
 
 import pandas as pd
 
-from nsys_transfer.analysis.rules.base import Finding, Rule, fired, make_finding
-from nsys_transfer.analysis.rules.facts import CpuLoad, HostDtoh
-from nsys_transfer.analysis.sections.sharing import slowest_kind
+from .base import Finding, Rule, fired, make_finding
+from .facts import CpuLoad, HostDtoh
+from ..sections.sharing import slowest_kind
 
 
 

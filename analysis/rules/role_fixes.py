@@ -16,12 +16,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from nsys_transfer.analysis.replay import fixes, work
-from nsys_transfer.analysis.replay.fixes import Fix, NoFigure
-from nsys_transfer.analysis.rules.base import Context, Finding
-from nsys_transfer.analysis.sections import roles
-from nsys_transfer.analysis.sections.code_lines import CodeSite
-from nsys_transfer.analysis.sections.timeline import Timeline
+from ..replay import fixes, work
+from ..replay.fixes import Fix, NoFigure
+from .base import Context, Finding
+from ..sections import roles
+from ..sections.code_lines import CodeSite
+from ..sections.timeline import Timeline
 
 MOVED = (roles.INPUT, roles.OUTPUT, roles.COMPUTE)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nsys_transfer.analysis.rules import diagnosis, ranks, scaling
-from nsys_transfer.analysis.rules.base import Rule
+from . import diagnosis, ranks, scaling
+from .base import Rule
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsys_transfer.analysis.rules.base import Finding, Rule, fired, severity_of
-from nsys_transfer.analysis.rules.facts import CpuLoad
-from nsys_transfer.analysis.rules.ranks import HostCpu
+from .base import Finding, Rule, fired, severity_of
+from .facts import CpuLoad
+from .ranks import HostCpu
 
 
 @dataclass

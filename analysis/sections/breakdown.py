@@ -3,7 +3,7 @@ kernels by direction and host memory, and the idle time by its one cause (analys
 alone, so a chart of it and the figures beside it cannot disagree."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.common import idle_causes
+from ..common import idle_causes
 
 DIRECTIONS = {"dtoh": "DtoH", "htod": "HtoD", "dtod": "DtoD"}
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_transfer.analysis.common import intervals
-from nsys_transfer.analysis.load import btree
-from nsys_transfer.analysis.load.btree import Bits, In
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.kernel_digest import fits
-from nsys_transfer.analysis.load.ops_store import distinct
-from nsys_transfer.analysis.load.trace import Trace
+from ..common import intervals
+from ..load import btree
+from ..load.btree import Bits, In
+from ..load.frames import pid_of
+from ..load.kernel_digest import fits
+from ..load.ops_store import distinct
+from ..load.trace import Trace
 
 # Time check: the program's own NVTX ranges and OS runtime calls go on while its GPU operations stop. Rates are
 # reported over TIMELINE_BINS equal bins of each process's span (GPU operations vs NVTX/OSRT events per second).

@@ -23,16 +23,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nsys_transfer.analysis.common import cuda_api, intervals
-from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.device import UNIFIED_KINDS
-from nsys_transfer.analysis.load.ops_store import SpilledOps, distinct
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.sections import capture_activity as activity
-from nsys_transfer.analysis.sections import capture_messages as messages
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.capture_pairing import api_calls, pairing
-from nsys_transfer.analysis.common.spill import Column
+from ..common import cuda_api, intervals
+from ..load import sql
+from ..load.device import UNIFIED_KINDS
+from ..load.ops_store import SpilledOps, distinct
+from ..load.trace import Trace
+from . import capture_activity as activity
+from . import capture_messages as messages
+from .base import declare
+from .capture_pairing import api_calls, pairing
+from ..common.spill import Column
 
 
 FIGURES = """figures:

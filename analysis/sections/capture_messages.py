@@ -8,13 +8,13 @@ import re
 
 import numpy as np
 
-from nsys_transfer.nsys_core import nsys_messages
-from nsys_transfer.nsys_core.driver import compare, parse_cuda
+from ...nsys_core import nsys_messages
+from ...nsys_core.driver import compare, parse_cuda
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.trace import Trace
+from ..common.errors import TraceError
+from ..load import sql
+from ..load.frames import pid_of
+from ..load.trace import Trace
 
 COLLECTED = re.compile(r"Number of CUDA events collected:\s*(\d+)")
 SAMPLES_COLLECTED = re.compile(r"Number of IP samples collected:\s*(\d+)")

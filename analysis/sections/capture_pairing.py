@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.btree import In
-from nsys_transfer.analysis.load.frames import in_sorted, outermost_calls, pid_of
-from nsys_transfer.analysis.load.trace import Trace
+from ..load.btree import In
+from ..load.frames import in_sorted, outermost_calls, pid_of
+from ..load.trace import Trace
 
 # A capture cut out of a longer one (a time slice exported or trimmed by another tool) leaves calls whose GPU work fell
 # past its end and GPU work whose calls came before its start: each kind's unpaired rows all at one edge. This share

@@ -14,16 +14,16 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.common.schema import Part
-from nsys_transfer.analysis.load import kineto_stacks, python_stacks
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.python_stacks import PythonStacks, place_of
-from nsys_transfer.analysis.sections import machine, roles, setup_lines
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.gap_sides import GapSides
-from nsys_transfer.analysis.sections.line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
-                                                        stack_path, through_loader)
+from ..common.intervals import Coverage, union
+from ..common.schema import Part
+from ..load import kineto_stacks, python_stacks
+from ..load.frames import pid_of
+from ..load.python_stacks import PythonStacks, place_of
+from . import machine, roles, setup_lines
+from .base import declare
+from .gap_sides import GapSides
+from .line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
+                         stack_path, through_loader)
 
 PROFILER_ROLE = roles.PROFILER
 TOP = 3            # lines kept per cause

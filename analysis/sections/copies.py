@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import gbps
+from ...nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.common import defaults
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.load.frames import process_keys
-from nsys_transfer.analysis.common.schema import Part
-from nsys_transfer.analysis.sections import unified
-from nsys_transfer.analysis.sections.base import declare
+from ..common import defaults
+from ..common.intervals import Coverage, union
+from ..load.frames import process_keys
+from ..common.schema import Part
+from . import unified
+from .base import declare
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,

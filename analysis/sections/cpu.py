@@ -6,11 +6,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.sections.program import base_name, family, is_step_candidate, matching, per_name
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections.base import declare
+from ..common.intervals import Coverage, union
+from .program import base_name, family, is_step_candidate, matching, per_name
+from ..load.frames import pid_of
+from ..common.schema import Part, json_rows
+from .base import declare
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")

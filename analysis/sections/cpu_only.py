@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load.trace import Trace
+from ..common.errors import TraceError
+from ..load.trace import Trace
 
 PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 CAPTURE = ("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:COMMAND' OR name LIKE "

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.sections.base import declare
+from .base import declare
 
 PROFILER = "the profiler (Nsight Systems)"
 # owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.sections import roles
+from ..common.intervals import Coverage, union
+from . import roles
 
 SIDE_BYTES = 64 * 1024  # a copy at a gap's edge this large carries a batch's input or output, not a scalar
 EDGE_NS = 2_000_000     # a DtoH copy that ended this close before a gap began it

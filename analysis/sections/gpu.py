@@ -9,17 +9,17 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import intervals
-from nsys_transfer.analysis.common.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
+from ..common import intervals
+from ..common.intervals import (Coverage, SpilledCoverage, covered_and_resumes, covered_chunks, gaps,
                                               in_chunks, union, union_chunks, union_sorted)
-from nsys_transfer.analysis.load.device import KERNEL_TABLE
-from nsys_transfer.analysis.load.kernel_digest import KernelDigest
-from nsys_transfer.analysis.load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections import capture_figures, streamed_pass
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
+from ..load.device import KERNEL_TABLE
+from ..load.kernel_digest import KernelDigest
+from ..load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
+from ..load.trace import Trace
+from ..common.schema import Part, json_rows
+from . import capture_figures, streamed_pass
+from .base import declare
+from .device_ops import next_ops, sorted_times
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together

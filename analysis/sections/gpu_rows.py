@@ -9,15 +9,15 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import DRAIN_OUTPUTS
+from ...nsys_core.contracts import DRAIN_OUTPUTS
 
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.kernel_digest import KernelDigest
-from nsys_transfer.analysis.load.ops_store import SpilledOps
-from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.sections import cpu, gpu
-from nsys_transfer.analysis.sections.sharing import gbps_of
+from ..common.intervals import Coverage, union
+from ..load.frames import pid_of
+from ..load.kernel_digest import KernelDigest
+from ..load.ops_store import SpilledOps
+from . import copies as cp
+from . import cpu, gpu
+from .sharing import gbps_of
 
 
 class RowOptions(Protocol):

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import gbps
+from ...nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.common.schema import json_rows
-from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.sections.sharing import contention, shared_capacity, slowest_kind
+from ..common.schema import json_rows
+from . import copies as cp
+from .sharing import contention, shared_capacity, slowest_kind
 
 TIMELINE_COLUMNS = ["bin_start_ns", "bin_ns", "bytes", "gbps", "gpu"]
 

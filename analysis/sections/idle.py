@@ -36,17 +36,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import idle_causes
-from nsys_transfer.analysis.common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, DRAIN, HOST_SYNC, INPUT, LAUNCH,
-                                                       MAPPING, SETUP, SLEEP)
-from nsys_transfer.analysis.common.interval_sets import Union, intersect, overlapped, subtract, total
-from nsys_transfer.analysis.common.intervals import Coverage, SpilledCoverage, gaps, union
-from nsys_transfer.analysis.sections import cpu_work
-from nsys_transfer.analysis.sections.idle_ranges import (Nesting, family_time, phases, range_edges, ranked_times,
-                                                         steps_end, thread_ranges)
-from nsys_transfer.analysis.sections.idle_syncs import idle_after_sync, sync_arrays, sync_turnaround
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.common.spill import Frames
+from ..common import idle_causes
+from ..common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, DRAIN, HOST_SYNC, INPUT, LAUNCH,
+                                  MAPPING, SETUP, SLEEP)
+from ..common.interval_sets import Union, intersect, overlapped, subtract, total
+from ..common.intervals import Coverage, SpilledCoverage, gaps, union
+from . import cpu_work
+from .idle_ranges import (Nesting, family_time, phases, range_edges, ranked_times,
+                          steps_end, thread_ranges)
+from .idle_syncs import idle_after_sync, sync_arrays, sync_turnaround
+from ..load.frames import pid_of
+from ..common.spill import Frames
 
 WAIT_CALLS = re.compile(r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|recv|recvfrom|recvmsg|recvmmsg|read|"
                         r"readv|futex|sem_wait|sem_timedwait|sem_clockwait|pthread_cond_wait|pthread_cond_timedwait|"

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.interval_sets import Union
-from nsys_transfer.analysis.common.intervals import Coverage
-from nsys_transfer.analysis.sections.program import family, is_operator_range, matching, per_name
+from ..common.interval_sets import Union
+from ..common.intervals import Coverage
+from .program import family, is_operator_range, matching, per_name
 
 
 RANGE_COLUMNS = ["global_tid", "start_ns", "end_ns", "name"]  # what the attribution reads of a range

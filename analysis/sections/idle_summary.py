@@ -8,12 +8,12 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections import copies as cp
-from nsys_transfer.analysis.sections import idle, program
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.common.spill import Frames
+from ..common.schema import Part, json_rows
+from .base import declare
+from . import copies as cp
+from . import idle, program
+from ..load.frames import pid_of
+from ..common.spill import Frames
 
 SETUP_SHARE = 0.10  # set-up (before the first step, after the last) above this share of the window is reported apart
 

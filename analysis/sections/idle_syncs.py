@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common.interval_sets import Union
+from ..common.interval_sets import Union
 
 
 SYNC_TURNAROUND_NS = 100_000  # a sync's own cost to the GPU: the host returns from it and issues the next work

@@ -2,10 +2,10 @@
 with precision and library: sections/kernel_names.py), and how much GPU work ran inside CUDA graphs."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.load.kernel_digest import KernelDigest
-from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections import kernel_names
-from nsys_transfer.analysis.sections.base import declare
+from ..load.kernel_digest import KernelDigest
+from ..common.schema import Part, json_rows
+from . import kernel_names
+from .base import declare
 
 
 def part(digest: KernelDigest, top: int, full_names, graph_kernels) -> Part:

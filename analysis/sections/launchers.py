@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.analysis.sections.base import declare
+from .base import declare
 
 
 def launch_threads(passed, launch: pd.DataFrame | None, launches_by_thread) -> dict:

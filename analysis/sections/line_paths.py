@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.python_stacks import Frame, PythonStacks
-from nsys_transfer.analysis.sections import roles
+from ..load.python_stacks import Frame, PythonStacks
+from . import roles
 
 PATH_STEPS = 6     # frames shown between the loop's line and the work
 # a DataLoader's iterator, as label() names its frame: the loop's wait for a batch goes through it

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load import kineto_stacks, python_stacks
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.span import gpu_span_estimate
-from nsys_transfer.analysis.sections import program, setup_lines, steady
+from ..load import kineto_stacks, python_stacks
+from ..load.frames import pid_of
+from ..load.span import gpu_span_estimate
+from . import program, setup_lines, steady
 
 IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
 TID_BITS = 1 << 24  # nsys's globalTid: its thread part is the low 24 bits (frames.pid_of reads the process part)

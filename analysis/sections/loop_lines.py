@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.sections import loop
+from . import loop
 
 
 def loop_lines(trace, start_ns: int, end_ns: int) -> dict | None:

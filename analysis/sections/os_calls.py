@@ -16,15 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import idle_causes
-from nsys_transfer.analysis.sections import cpu, idle
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.btree import Bits, Filter, In, Touches
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.load.osrt import Zone
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.common.spill import Frames
+from ..common import idle_causes
+from . import cpu, idle
+from .base import declare
+from ..load.frames import pid_of
+from ..load.btree import Bits, Filter, In, Touches
+from ..common.intervals import Coverage, union
+from ..load.osrt import Zone
+from ..load.trace import Trace
+from ..common.spill import Frames
 
 COLUMNS = ["start_ns", "end_ns", "duration_ns", "global_tid", "name"]
 WAIT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]  # what idle.attribute reads of the waits

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import WORKLOAD_RANGES, pipeline_pace
+from ...nsys_core.contracts import WORKLOAD_RANGES, pipeline_pace
 
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")

@@ -17,9 +17,9 @@ import json
 import re
 from pathlib import Path
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.load.inputs import capture_record_beside
-from nsys_transfer.analysis.load.trace import Trace
+from ..common.errors import TraceError
+from ..load.inputs import capture_record_beside
+from ..load.trace import Trace
 
 STDERR = ("SELECT s.value AS name, c.value AS content FROM ProcessStreams AS p JOIN StringIds AS s "
           "ON s.id = p.filenameId JOIN StringIds AS c ON c.id = p.contentId")

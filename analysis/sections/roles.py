@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from nsys_transfer.analysis.load.python_stacks import Frame
+from ..load.python_stacks import Frame
 
 INPUT, OUTPUT, WEIGHTS, PER_ELEMENT, ACCUMULATION = "input", "output", "weights", "per-element read", "accumulation"
 TIMING_SYNC, CACHE_CHURN, DISK, COMPUTE, MODEL = "timing sync", "allocation churn", "disk output", "host compute", "model"

@@ -9,11 +9,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import cuda_api
-from nsys_transfer.analysis.common.schema import Part
-from nsys_transfer.analysis.sections import cpu_work
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.program import base_name, per_name
+from ..common import cuda_api
+from ..common.schema import Part
+from . import cpu_work
+from .base import declare
+from .program import base_name, per_name
 
 CUDA_CAUSES = (
     ("module loading", re.compile(r"^cu(da)?(Module|Library)(Load|GetFunction|GetGlobal)|^cudaGetDriverEntryPoint|"

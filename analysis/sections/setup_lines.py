@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.load.python_stacks import Frame
+from ..load.python_stacks import Frame
 
 IMPORT_MACHINERY = "<frozen importlib"  # Python's import system: a module's body runs under it
 # a library frame that builds a model or loads its weights: a torch module's constructor, a checkpoint's load, a hub

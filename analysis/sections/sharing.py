@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import gbps
+from ...nsys_core.contracts import gbps
 
 
 def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import intervals
-from nsys_transfer.analysis.common.intervals import Coverage, CoverageWriter, covered_chunks, in_chunks, union_sorted
-from nsys_transfer.analysis.load.ops_store import OPS, SpilledOps
-from nsys_transfer.analysis.sections.device_ops import next_ops, sorted_times
+from ..common import intervals
+from ..common.intervals import Coverage, CoverageWriter, covered_chunks, in_chunks, union_sorted
+from ..load.ops_store import OPS, SpilledOps
+from .device_ops import next_ops, sorted_times
 
 
 class Kind:

@@ -19,17 +19,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.analysis.common import cuda_api
-from nsys_transfer.analysis.common.intervals import Coverage, union
-from nsys_transfer.analysis.load.btree import In, Touches
-from nsys_transfer.analysis.load.frames import pid_of
-from nsys_transfer.analysis.load.ops_store import SpilledOps
-from nsys_transfer.analysis.sections import program
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.code_lines import CodeLines
-from nsys_transfer.analysis.sections.machine import cpu_cores
-from nsys_transfer.analysis.sections.idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
-from nsys_transfer.analysis.sections.timeline_waits import infer_waits
+from ..common import cuda_api
+from ..common.intervals import Coverage, union
+from ..load.btree import In, Touches
+from ..load.frames import pid_of
+from ..load.ops_store import SpilledOps
+from . import program
+from .base import declare
+from .code_lines import CodeLines
+from .machine import cpu_cores
+from .idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
+from .timeline_waits import infer_waits
 
 MAX_CALLS = 4_000        # calls replayed at most (whole iterations up to this many, at least MIN_ITERATIONS)
 MAX_WHOLE_CALLS = 50_000  # a window without iterations is replayed whole up to this many calls

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsys_transfer.analysis.load import sql
-from nsys_transfer.analysis.load.kernel_digest import KernelDigest
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections import cpu_only, program, program_end
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.machine import host_link
+from ..load import sql
+from ..load.kernel_digest import KernelDigest
+from ..load.trace import Trace
+from ..common.schema import Part, json_rows
+from . import cpu_only, program, program_end
+from .base import declare
+from .machine import host_link
 
 
 @declare("trace_info", needs=("trace", "digest", "memcpys", "nvtx_rows", "memcpy", "gpu", "opts"))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import gbps
+from ...nsys_core.contracts import gbps
 
-from nsys_transfer.analysis.common import intervals
-from nsys_transfer.analysis.load.device import UNIFIED_KINDS
+from ..common import intervals
+from ..load.device import UNIFIED_KINDS
 
 USER_PREFETCH = 1  # CUpti_ActivityUnifiedMemoryMigrationCause: cudaMemPrefetchAsync
 DIRECTIONS = {"Unified HtoD": "htod", "Unified DtoH": "dtoh", "Unified DtoD": "dtod"}

@@ -7,20 +7,20 @@ import math
 
 import pandas as pd
 
-from nsys_transfer.nsys_core.contracts import PIPELINE_CLOSE, PIPELINE_DRAIN
+from ...nsys_core.contracts import PIPELINE_CLOSE, PIPELINE_DRAIN
 
-from nsys_transfer.analysis.common.errors import TraceError
-from nsys_transfer.analysis.common.window_spec import Spec
-from nsys_transfer.analysis.load import span
-from nsys_transfer.analysis.load.device import digest_of
-from nsys_transfer.analysis.load.kernel_digest import KernelDigest
-from nsys_transfer.analysis.load.ops_store import SpilledOps
-from nsys_transfer.analysis.load.span import capture_start, gpu_span_estimate
-from nsys_transfer.analysis.load.trace import Trace
-from nsys_transfer.analysis.common.schema import Part, json_rows
-from nsys_transfer.analysis.sections import gpu, os_calls, program, setup, steady
-from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.cpu import detect_step_regex, nvtx_summary
+from ..common.errors import TraceError
+from ..common.window_spec import Spec
+from ..load import span
+from ..load.device import digest_of
+from ..load.kernel_digest import KernelDigest
+from ..load.ops_store import SpilledOps
+from ..load.span import capture_start, gpu_span_estimate
+from ..load.trace import Trace
+from ..common.schema import Part, json_rows
+from . import gpu, os_calls, program, setup, steady
+from .base import declare
+from .cpu import detect_step_regex, nvtx_summary
 
 OPEN_END = 2 ** 62  # a window's open end: past any trace timestamp
 

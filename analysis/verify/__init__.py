@@ -5,9 +5,9 @@ contract holds the order): side (what is compared) < throughput < comparability,
 without GPU work: their loops) < compare (verify(): the whole comparison).
 
 The facade and the result types take what they need from here."""
-from nsys_transfer.analysis.verify.comparability import NotComparable, check_same_profiler
-from nsys_transfer.analysis.verify.compare import verify
-from nsys_transfer.analysis.verify.matching import finding_name
-from nsys_transfer.analysis.verify.side import Comparison, Side
+from .comparability import NotComparable, check_same_profiler
+from .compare import verify
+from .matching import finding_name
+from .side import Comparison, Side
 
 __all__ = ["verify", "Side", "Comparison", "NotComparable", "check_same_profiler", "finding_name"]

@@ -3,9 +3,9 @@
 output work a longer run keeps (counted)."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.loop import drain_ms
-from nsys_transfer.analysis.verify.side import Side
-from nsys_transfer.analysis.verify.throughput import Work
+from .loop import drain_ms
+from .side import Side
+from .throughput import Work
 
 BACKLOG_ITERATIONS = 2.0  # output work past the steady window longer than this many iterations: a backlog, counted
 

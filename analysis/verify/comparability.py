@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from nsys_transfer.analysis.load.validate import NO_API_ROWS
-from nsys_transfer.analysis.rules.capture import failed_run_evidence
-from nsys_transfer.analysis.rules.facts import ProgramEnd
-from nsys_transfer.analysis.sections.cpu_only import PYTHON
-from nsys_transfer.analysis.verify.side import Side
+from ..load.validate import NO_API_ROWS
+from ..rules.capture import failed_run_evidence
+from ..rules.facts import ProgramEnd
+from ..sections.cpu_only import PYTHON
+from .side import Side
 
 STEP_RATIO = 2.0       # step counts further apart than this: warned
 GENERIC_KERNELS = {"Kernel", "Kernel2", "kernel", "Kernel3"}

@@ -3,18 +3,18 @@ prediction held and the gates, assembled into one document (docs/json-schema.md,
 work go to cpu.py, their loops compared by their time."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.backlog import with_backlog
-from nsys_transfer.analysis.verify.comparability import check_comparable
-from nsys_transfer.analysis.verify.cpu import verify_cpu
-from nsys_transfer.analysis.verify.gates import gates
-from nsys_transfer.analysis.verify.loop import loop_speed
-from nsys_transfer.analysis.verify.matching import findings
-from nsys_transfer.analysis.verify.metrics import metrics
-from nsys_transfer.analysis.verify.noise import noise
-from nsys_transfer.analysis.verify.predictions import prediction_held
-from nsys_transfer.analysis.verify.side import SCHEMA, Comparison, Side
-from nsys_transfer.analysis.verify.throughput import throughput, work_of
-from nsys_transfer.analysis.verify.verdict import verdict
+from .backlog import with_backlog
+from .comparability import check_comparable
+from .cpu import verify_cpu
+from .gates import gates
+from .loop import loop_speed
+from .matching import findings
+from .metrics import metrics
+from .noise import noise
+from .predictions import prediction_held
+from .side import SCHEMA, Comparison, Side
+from .throughput import throughput, work_of
+from .verdict import verdict
 
 
 def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_on_new: str | None = None) -> Comparison:

@@ -6,15 +6,15 @@ its last step's work (sections/loop.py cpu_of, Side.loop), and the lines of the 
 the findings resolved and new."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.comparability import NotComparable
-from nsys_transfer.analysis.verify.gates import gates
-from nsys_transfer.analysis.verify.matching import findings
-from nsys_transfer.analysis.verify.metrics import cpu_metrics
-from nsys_transfer.analysis.verify.noise import noise
-from nsys_transfer.analysis.verify.predictions import prediction_held
-from nsys_transfer.analysis.verify.side import SCHEMA, Comparison, Side
-from nsys_transfer.analysis.verify.throughput import cpu_throughput, work_of
-from nsys_transfer.analysis.verify.verdict import verdict
+from .comparability import NotComparable
+from .gates import gates
+from .matching import findings
+from .metrics import cpu_metrics
+from .noise import noise
+from .predictions import prediction_held
+from .side import SCHEMA, Comparison, Side
+from .throughput import cpu_throughput, work_of
+from .verdict import verdict
 
 
 def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: float | None = None,

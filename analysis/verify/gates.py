@@ -1,7 +1,7 @@
 """The CI gates (--fail-if-slower, --fail-on-new): why they fail, if they do."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.matching import finding_name
+from .matching import finding_name
 
 
 def gates(v: dict, rows: list[dict], fail_if_slower: float | None, fail_on_new: str | None) -> list[str]:

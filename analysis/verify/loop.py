@@ -3,9 +3,9 @@ end of the last output's work, each side's set-up beyond the steady state (warm-
 the whole loop's figure and the steady state's differ, and nsys's own cost in it."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.profiler_cost import profiler_cost
-from nsys_transfer.analysis.verify.side import Side
-from nsys_transfer.analysis.verify.throughput import Work
+from .profiler_cost import profiler_cost
+from .side import Side
+from .throughput import Work
 
 
 def loop_speed(before: Side, after: Side, speed: dict, work: Work) -> dict | None:

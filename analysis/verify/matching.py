@@ -2,10 +2,10 @@
 resolved, reduced, unchanged, worse, new, or a limit reached."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.load.python_stacks import place_of
-from nsys_transfer.analysis.sections.breakdown import main_kind
-from nsys_transfer.analysis.verify.side import Side
-from nsys_transfer.analysis.verify.throughput import NOT_COUNTED, Work
+from ..load.python_stacks import place_of
+from ..sections.breakdown import main_kind
+from .side import Side
+from .throughput import NOT_COUNTED, Work
 
 REDUCED, WORSE = 0.8, 1.25  # a finding's cost after / before
 NOISE_SIGMAS = 3.0  # a sampled line's change within this many standard deviations of its sampling: unchanged

@@ -1,9 +1,9 @@
 """The figures side by side: each one before and after, its change, and which way is better."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.sections.breakdown import host_memory
-from nsys_transfer.analysis.verify.side import Side
-from nsys_transfer.analysis.verify.throughput import work_of
+from ..sections.breakdown import host_memory
+from .side import Side
+from .throughput import work_of
 
 NEAR_ZERO_RATIO = 100.0  # before under 1% of after: near zero, the change said in the unit, not in percent
 

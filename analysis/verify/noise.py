@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from statistics import median, quantiles
 
-from nsys_transfer.analysis.verify.side import Side
+from .side import Side
 
 # the same seg_numpy.py traced twice on the newcomer's shared 2-core machine: 2.94 s and 1.97 s (1.49x; its fix:
 # 2.11 s and 2.63 s), and cpu_roll_fixed.py's three untraced runs 0.89-1.49 s (tests/data/newcomer/RESULTS.txt)

@@ -2,7 +2,7 @@
 resolved or reduced was predicted to buy (rules/prediction.py), the speed-up achieved, and why they differ."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.matching import finding_name
+from .matching import finding_name
 
 HELD_MARGIN = 0.20  # an achieved speed-up this far outside the predicted range still held it (issue 56's measure)
 

@@ -2,8 +2,8 @@
 does not pay, so unequal call counts bias the ratio of the two loops' times; how much, and whether to say it."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.common.defaults import NSYS_CALL_COST_NS
-from nsys_transfer.analysis.verify.verdict import SAME_SPEED
+from ..common.defaults import NSYS_CALL_COST_NS
+from .verdict import SAME_SPEED
 
 
 def profiler_cost(sides: dict) -> dict:

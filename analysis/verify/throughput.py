@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from nsys_transfer.analysis.verify.side import Side
+from .side import Side
 
 WORK_TOLERANCE = 0.10  # without steps, the two GPU windows compare only when the kernels' counts agree this well
 

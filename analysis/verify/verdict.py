@@ -2,7 +2,7 @@
 beside it), the findings resolved and introduced, and what limits the program now."""
 from __future__ import annotations
 
-from nsys_transfer.analysis.verify.matching import LIMITS, finding_name
+from .matching import LIMITS, finding_name
 
 SAME_SPEED = 0.03      # within 3%: neither faster nor slower
 

@@ -9,10 +9,10 @@ import threading
 
 import torch
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from ...nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.workloads.stages.bufpool import Stage as BufPool
+from ...fixes.ranges import nvtx_range
+from .bufpool import Stage as BufPool
 
 
 class Stage(BufPool):

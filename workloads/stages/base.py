@@ -1,12 +1,12 @@
 """What every stage shares: config, the output sink, and the in-process result list."""
 from __future__ import annotations
 
-from nsys_transfer.nsys_core.contracts import PROCESS_OUTPUT
+from ...nsys_core.contracts import PROCESS_OUTPUT
 
-from nsys_transfer.fixes.checksums import compare
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.workloads.postprocess import Sink, apply_fault
-from nsys_transfer.workloads.data import Prefetcher, SyncBatches
+from ...fixes.checksums import compare
+from ...fixes.ranges import nvtx_range
+from ..postprocess import Sink, apply_fault
+from ..data import Prefetcher, SyncBatches
 
 
 class InProcessStage:

@@ -1,8 +1,8 @@
 """Stage 1 (the article's baseline): copy the output to the CPU and post-process it in the loop."""
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU
+from ...nsys_core.contracts import COPY_TO_CPU
 
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.workloads.stages.base import InProcessStage
+from ...fixes.ranges import nvtx_range
+from .base import InProcessStage
 
 
 class Stage(InProcessStage):

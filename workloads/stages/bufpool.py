@@ -1,11 +1,11 @@
 """Stage 3: a pool of pre-allocated shared-memory output buffers, recycled through a second queue."""
 import torch
 
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from ...nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.workloads.workers import OutputWorkers
-from nsys_transfer.workloads.stages.base import WorkerStage
+from ...fixes.ranges import nvtx_range
+from ..workers import OutputWorkers
+from .base import WorkerStage
 
 
 class Stage(WorkerStage):

@@ -1,5 +1,5 @@
 """The compute ceiling: the whole input pipeline and forward pass, with no output copy at all."""
-from nsys_transfer.workloads.stages.base import InProcessStage
+from .base import InProcessStage
 
 
 class Stage(InProcessStage):

@@ -2,11 +2,11 @@
 
 Each put moves the fresh CPU tensor into shared memory (a 1.4 GB copy), which the trace shows.
 """
-from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
+from ...nsys_core.contracts import COPY_TO_CPU, QUEUE_OUTPUT
 
-from nsys_transfer.fixes.ranges import nvtx_range
-from nsys_transfer.workloads.workers import OutputWorkers
-from nsys_transfer.workloads.stages.base import WorkerStage
+from ...fixes.ranges import nvtx_range
+from ..workers import OutputWorkers
+from .base import WorkerStage
 
 
 class Stage(WorkerStage):

@@ -13,9 +13,9 @@ import sys
 
 import torch
 
-from nsys_transfer.fixes import OutputPipeline, prefetch
-from nsys_transfer.workloads.postprocess import Sink, apply_fault
-from nsys_transfer.workloads.stages.base import InProcessStage
+from ...fixes import OutputPipeline, prefetch
+from ..postprocess import Sink, apply_fault
+from .base import InProcessStage
 
 
 class Serialise:

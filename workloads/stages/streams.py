@@ -5,7 +5,7 @@ next batch while the copy stream still reads it; and the buffers are still Pagea
 """
 import torch
 
-from nsys_transfer.workloads.stages.async_copy import Stage as Async
+from .async_copy import Stage as Async
 
 
 class Stage(Async):
