@@ -269,6 +269,7 @@ def _run_and_export(nsys: Nsys, req: ProfileRequest, args: list[str], bases: lis
     # nsys's temporary files (the capture's .qdstrm, under TMPDIR) in a folder of this run's, removed however the run
     # ends: a stop mid-capture had left /tmp/nsys-report-*.qdstrm behind
     env["TMPDIR"] = scratch = tempfile.mkdtemp(prefix="nsys-transfer-")
+    os.chmod(scratch, 0o1777)  # as /tmp is: an NSYS that runs nsys as another user (setpriv, sudo -u) writes there too
     lines: list[str] = []
     marks: dict = {}
     messages = MessageSink()

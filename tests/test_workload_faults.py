@@ -114,11 +114,11 @@ def test_faults_end_the_run_and_leave_nothing_behind(fault, stage):
 # buffer (0.8 GB) cannot be allocated.
 UNDER_A_LIMIT = """
 import resource, runpy, sys
-import torch, workloads.runtime, workloads.stages.bufpool
+import torch, nsys_transfer.workloads.runtime, nsys_transfer.workloads.stages.bufpool
 size = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:"))
 resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), size + (1 << 30)))
 sys.argv = ["workloads", *sys.argv[1:]]
-runpy.run_module("workloads", run_name="__main__")
+runpy.run_module("nsys_transfer.workloads", run_name="__main__")
 """
 
 
