@@ -3,6 +3,7 @@ by default glibc keeps them (what made an 8 GB export's peak RSS ~1.5 GiB larger
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 
@@ -12,9 +13,14 @@ HOLES = """
 import sys
 import numpy as np
 from nsys_transfer.analysis.common.memory import return_freed_memory
+import ctypes
 if sys.argv[1] == "on":
     assert return_freed_memory()
-import ctypes
+else:  # glibc's default once a freed block has raised its thresholds (to 8 MB here, 32 MB at most), set outright:
+    # left to grow, they had not grown in some runs of the suite (3 MB kept), for a reason the children don't show
+    libc = ctypes.CDLL(None)
+    libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+    libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
 class Info(ctypes.Structure):  # glibc's struct mallinfo2: what malloc holds from the system, whatever is resident
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
                                                 "uordblks", "fordblks", "keepcost")]
@@ -39,7 +45,10 @@ print((rss() - before) >> 20)
 
 
 def _kept_mib(mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", HOLES, mode], capture_output=True, text=True, check=True)
+    # a clean environment: malloc's own settings come from it (MALLOC_*_, GLIBC_TUNABLES), and a run of the suite
+    # had children reading 3 MB kept where a shell's read 67
+    env = {k: os.environ[k] for k in ("PATH", "PYTHONPATH", "HOME") if k in os.environ}
+    out = subprocess.run([sys.executable, "-c", HOLES, mode], capture_output=True, text=True, check=True, env=env)
     return int(out.stdout)
 
 
