@@ -61,17 +61,16 @@ def setup_end(samples: pd.DataFrame, kind: np.ndarray) -> int | None:
     return int(s["end_ns"].to_numpy()[best]) if running[best] > 0 else None
 
 
-
 def in_loop(before: np.ndarray, loop: pd.DataFrame, loop_ns: np.ndarray, stacks: list[tuple[int, ...]],
             frames: list[Frame], loop_frame) -> np.ndarray:
     """For each sample before the loop's start (before: their stacks, indices into stacks), whether its stack passes
     through one of the loop's lines: the lines the loop's samples (loop: with start_ns and stack; loop_ns: their
     time) start their path at (loop_frame: a stack's frame of it, -1 without), come back to or spend
     LOOP_LINE_SHARE of the loop's time at."""
-    order = np.argsort(loop["start_ns"].to_numpy(), kind="stable")
     def key(f: int) -> tuple[str, int, str]:
         return frames[f].file, frames[f].line, frames[f].function
 
+    order = np.argsort(loop["start_ns"].to_numpy(), kind="stable")
     weight: dict[tuple[str, int, str], float] = {}
     runs: dict[tuple[str, int, str], int] = {}
     last = None
@@ -79,10 +78,11 @@ def in_loop(before: np.ndarray, loop: pd.DataFrame, loop_ns: np.ndarray, stacks:
         f = loop_frame(int(k))
         if f < 0 or frames[f].line <= 0:  # no line of the program, or a call of a torch.profiler trace (no line)
             continue
-        weight[key(f)] = weight.get(key(f), 0.0) + float(w)
-        if key(f) != last:
-            runs[key(f)] = runs.get(key(f), 0) + 1
-            last = key(f)
+        line = key(f)
+        weight[line] = weight.get(line, 0.0) + float(w)
+        if line != last:
+            runs[line] = runs.get(line, 0) + 1
+            last = line
     total = float(np.sum(loop_ns))
     lines = {k for k, w in weight.items() if runs[k] >= 2 or (total > 0 and w >= LOOP_LINE_SHARE * total)}
     return np.array([any(key(f) in lines for f in stacks[int(k)] if frames[f].in_program) for k in before], bool)
