@@ -11,26 +11,12 @@ from .rules import capture_checks
 from .rules.base import Context
 from .rules.diagnosis import diagnose
 from .rules.facts import Facts
-from .common import defaults
 from .common import schema
 from .common.schema import SCHEMA, Part
-from .sections.base import declared, section_keys, table_keys
-from .common.window_spec import Spec
+from .sections import code_lines, gpu, idle_summary, timeline, trace_info, window
+from .sections.base import OPTS, SAY, TRACE, Options, declared, section_keys, table_keys
 
-
-@dataclass
-class Options:
-    """How to analyse one trace (analyze-trace's options); None means detect it from the trace."""
-    min_gap_ns: int = defaults.MIN_GAP_NS
-    step_regex: str | None = None       # None: detected from the NVTX names (cpu.detect_step_regex)
-    window: tuple[int, int] | None = None
-    top: int = defaults.TOP
-    pipeline_depth: int = defaults.PIPELINE_DEPTH
-    bin_ns: int = defaults.BIN_NS   # host DtoH bandwidth timeline
-    link_gbps: float | None = None      # None: from the trace's own GPU (machine.host_link)
-    run_record: dict | None = None      # this toolkit's run record beside the trace, if any
-    whole: bool = False                 # the whole capture, set-up and warm-up included (default: the steady state)
-    window_asked: Spec | None = None    # how the user gave `window` (--window or --steps), for its `source`
+__all__ = ["Options", "TraceSections", "analyze_sections"]  # Options: declared with the sections' given values
 
 
 @dataclass
@@ -53,23 +39,25 @@ def analyze_sections(trace: Trace, opts: Options | None = None, progress=None) -
     opts = opts or Options()
     say = progress or (lambda msg: None)
     sections = declared()
-    made = schedule.run(sections, {"trace": trace, "opts": opts, "say": say}, keep=KEPT)
-    parts: dict[str, Part] = {s.name: made[s.name] for s in sections if s.part}
-    info = made["trace_info"]
-    out = {"schema": SCHEMA, "trace": info, "window": made["window"], **{k: parts[k].summary for k in section_keys()}}
+    made = schedule.run(sections, {TRACE: trace, OPTS: opts, SAY: say}, keep=KEPT)
+    parts: dict[str, Part] = {s.part: made[s.make] for s in sections if s.part}
+    info = made[trace_info.part]
+    out = {"schema": SCHEMA, "trace": info, "window": made[window.part], **{k: parts[k].summary for k in section_keys()}}
     tables = {name: df for k in table_keys() for name, df in parts[k].tables.items()}
     say("diagnosing")
-    info["integrity"] = capture_checks.verdict(made["integrity_figures"].result())
-    ctx = Context(Facts.of(out, tables), opts.pipeline_depth, made["code_lines"], opts.min_gap_ns, made["timeline"])
+    info["integrity"] = capture_checks.verdict(made[gpu.PassedOver.integrity_figures].result())
+    lines, replayed = made[code_lines.program_lines], made[timeline.timeline]
+    ctx = Context(Facts.of(out, tables), opts.pipeline_depth, lines, opts.min_gap_ns, replayed)
     out["diagnosis"], overall = diagnose(ctx)
     out["predicted"] = overall.as_dict()
     info["counts"]["osrt_calls"] = trace.osrt.count()  # after the scoped reads: they say if it is damaged
     out["warnings"] = sorted(set(trace.warnings))  # rows a damaged export made us drop (load.validate)
     out["ranks"] = None  # several GPUs: analysis.rank_summary fills it (schema.one_trace)
-    idle_part = made["idle_part"]
+    idle_part = made[idle_summary.idle_part]
     return TraceSections(schema.one_trace(out, section_keys()), tables, idle_part.gap_causes if idle_part else None,
-                    made["timeline"])
+                         replayed)
 
 
-# what analyze_sections() reads of the sections' values beside their Parts
-KEPT = ("trace_info", "window", "integrity_figures", "idle_part", "code_lines", "timeline")
+# what analyze_sections() reads of the sections' values beside their Parts, by their producers
+KEPT = (trace_info.part, window.part, gpu.PassedOver.integrity_figures, idle_summary.idle_part,
+        code_lines.program_lines, timeline.timeline)

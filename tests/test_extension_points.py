@@ -13,7 +13,7 @@ from nsys_transfer.analysis.common.schema import Part
 from nsys_transfer.analysis.render import palette
 from nsys_transfer.analysis.rules import diagnosis
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule
-from nsys_transfer.analysis.sections import base
+from nsys_transfer.analysis.sections import base, copies, kernels
 from nsys_transfer.analysis.sections.base import declare
 from nsys_transfer.analysis.sections.breakdown import time_breakdown
 from nsys_transfer.analysis.summary import analyze_sections
@@ -89,7 +89,7 @@ X2 = ROOT / "reports" / "data" / "h200x2" / "pinned-x2.sqlite.xz"  # one capture
 def test_a_new_section_is_one_declaration_on_one_gpu_and_on_several(before):
     """A toy section placed by its own declaration (between `kernels` and `nvtx`): in the JSON of a one-GPU trace and
     of a two-GPU one, whose document is checked against the schema too."""
-    @declare("copy_share", needs=("memcpy", "kernels"), part=True, json_at=75, tables_at=75)
+    @declare(needs=(copies.memcpy_part, kernels.kernels_part), part="copy_share", json_at=75, tables_at=75)
     def copy_share(memcpy: Part, kernels: Part) -> Part:
         copy = sum(memcpy.summary[k]["total_ns"] for k in ("dtoh", "htod", "dtod"))
         return Part({"copy_ns": copy, "kernel_ns": kernels.summary["total_ns"]},
@@ -98,7 +98,7 @@ def test_a_new_section_is_one_declaration_on_one_gpu_and_on_several(before):
         one = facade.analyze(TRACE)
         two = facade.analyze(X2)
     finally:
-        base.remove("copy_share")
+        base.remove(copy_share)
     for r in (one, two):
         keys = list(r.summary)
         assert keys[keys.index("kernels") + 1:keys.index("nvtx")] == ["copy_share"]

@@ -18,6 +18,7 @@ need. The verdict on them is rules/capture_checks.py's `verdict(figures(trace))`
 """
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -30,7 +31,8 @@ from ..load.ops_store import SpilledOps, distinct
 from ..load.trace import Trace
 from . import capture_activity as activity
 from . import capture_messages as messages
-from .base import declare
+from . import window
+from .base import TRACE, declare
 from .capture_pairing import api_calls, pairing
 from ..common.spill import Column
 
@@ -257,8 +259,8 @@ def _name_kinds(trace: Trace) -> dict[int, str]:
 CALL_KINDS = ("kernel", "graph", "copy", "memset")  # the GPU-work kinds _call_counts counts
 
 
-@declare("call_counts", needs=("trace",), after=("memcpys",), background=True)
-def _counting(trace: Trace):
+@declare(needs=(TRACE,), after=lambda: (window.GpuRows.memcpys,), background=True)
+def counting(trace: Trace) -> Future[dict[str, int]]:
     """The runtime calls per kind (call_counts), counted on a background thread: a scan on the core the device pass
     leaves free."""
     return trace.background.submit(call_counts, trace)

@@ -19,8 +19,9 @@ from ..common.schema import Part
 from ..load import kineto_stacks, python_stacks
 from ..load.frames import pid_of
 from ..load.python_stacks import PythonStacks, place_of
-from . import machine, roles, setup_lines
-from .base import declare
+from ..load.trace import Trace
+from . import copies, gpu, idle_summary, launchers, machine, roles, setup_lines, window
+from .base import SAY, TRACE, Say, declare
 from .gap_sides import GapSides
 from .line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
                          stack_path, through_loader)
@@ -379,10 +380,12 @@ def _stacks(trace) -> PythonStacks | CodeLines:
         return CodeLines(missing=str(e))
 
 
-@declare("code_lines", needs=("trace", "window_ns", "passed", "tids", "gaps_table", "idle_part", "memcpy", "step_rows",
-                              "say"))
-def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, idle_part, memcpy: Part,
-                step_rows: pd.DataFrame, say) -> CodeLines:
+@declare(needs=lambda: (TRACE, window.window_ns, gpu.PassedOver.passed, launchers.tids, gpu.gaps_table,
+                        idle_summary.idle_part, copies.memcpy_part, window.step_rows, SAY))
+def program_lines(trace: Trace, window_ns: tuple[int, int] | None, passed: gpu.DevicePass | None, tids: dict,
+                  gaps_table: pd.DataFrame, idle_part: idle_summary.IdlePart | None, memcpy: Part,
+                  step_rows: pd.DataFrame, say: Say) -> CodeLines:
+    """The program's lines (code_lines()) behind the GPU's idle time and the copies, with the machine's cores."""
     say("naming the program's lines")
     copies = memcpy.tables.get("memcpy") if memcpy is not None else None
     out = code_lines(trace, window_ns, passed, tids, gaps_table, idle_part, copies, step_rows)
@@ -390,6 +393,6 @@ def _code_lines(trace, window_ns, passed, tids: dict, gaps_table: pd.DataFrame, 
     return out
 
 
-@declare("code", needs=("code_lines",), part=True, json_at=90)
+@declare(needs=(program_lines,), part="code", json_at=90)
 def _code(code_lines: CodeLines) -> Part:
     return Part(code_lines.summary(), {})

@@ -10,8 +10,10 @@ from ..common import defaults
 from ..common.intervals import Coverage, union
 from ..load.frames import process_keys
 from ..common.schema import Part
-from . import unified
-from .base import declare
+from ..load.kernel_digest import KernelDigest
+from ..load.trace import Trace
+from . import gpu, unified, window
+from .base import OPTS, SAY, TRACE, Options, Say, declare
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,
@@ -150,10 +152,12 @@ def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream
     return Part(out, tables)
 
 
-@declare("memcpy", needs=("trace", "memcpys", "copy_kernels", "kernel_time", "digest", "window_ns", "opts",
-                          "kernels_recorded", "say"), part=True, json_at=30, tables_at=30)
-def _memcpy(trace, memcpys: pd.DataFrame, copy_kernels, kernel_time, digest, window_ns, opts, kernels_recorded: bool,
-            say) -> Part:
+@declare(needs=lambda: (TRACE, window.GpuRows.memcpys, gpu.PassedOver.copy_kernels, gpu.PassedOver.kernel_time,
+                        gpu.PassedOver.digest, window.window_ns, OPTS, gpu.PassedOver.kernels_recorded, SAY),
+         part="memcpy", json_at=30, tables_at=30)
+def memcpy_part(trace: Trace, memcpys: pd.DataFrame, copy_kernels: pd.DataFrame | None,
+                kernel_time: dict[int, Coverage] | None, digest: KernelDigest, window_ns: tuple[int, int] | None,
+                opts: Options, kernels_recorded: bool, say: Say) -> Part:
     """The `memcpy` section; the runtime calls it joined are let go after it (a long capture's millions of calls)."""
     say("joining copies to their API calls")
     out = part(memcpys, lambda: trace.calls.memcpy_api, copy_kernels, kernel_time, digest.compute_stream(), window_ns,

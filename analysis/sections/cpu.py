@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,9 @@ from ..common.intervals import Coverage, union
 from .program import base_name, family, is_step_candidate, matching, per_name
 from ..load.frames import pid_of
 from ..common.schema import Part, json_rows
-from .base import declare
+from ..load.kernel_digest import KernelDigest
+from . import copies, gpu, idle_summary, launchers, os_calls, window
+from .base import OPTS, SAY, Options, Say, declare
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")
@@ -231,9 +234,10 @@ def step_source(step_regex: str | None, opts) -> str:
     return "given" if opts.step_regex else "detected" if step_regex else "none found"
 
 
-@declare("steps_draft", needs=("digest", "nvtx_rows", "memcpy", "passed", "window_ns", "step_regex", "opts", "gpu"))
-def _steps_draft(digest, nvtx_rows: pd.DataFrame, memcpy: Part, passed, window_ns, step_regex: str | None, opts,
-                 gpu: Part) -> Part:
+@declare(needs=lambda: (gpu.PassedOver.digest, window.nvtx_rows, copies.memcpy_part, gpu.PassedOver.passed,
+                        window.window_ns, window.step_regex, OPTS, gpu.gpu_part))
+def steps_draft(digest: KernelDigest, nvtx_rows: pd.DataFrame, memcpy: Part, passed: gpu.DevicePass | None,
+                window_ns: tuple[int, int] | None, step_regex: str | None, opts: Options, gpu: Part) -> Part:
     """The steps (steps_part()) before the idle attribution gives their set-up figures."""
     return steps_part(digest, nvtx_rows, memcpy.tables["memcpy"], passed, window_ns, step_regex,
                       step_source(step_regex, opts), len(gpu.summary["devices"]) if passed else 0,
@@ -247,18 +251,18 @@ def gpu_idle_of(gpu: dict | None) -> int | None:
     return int(sum(d["window_ns"] - d["busy_ns"] for d in gpu["devices"]))
 
 
-@declare("steps", needs=("steps_draft", "idle_part"), part=True, json_at=40, tables_at=40)
-def _steps(steps_draft: Part, idle_part) -> Part:
+@declare(needs=lambda: (steps_draft, idle_summary.idle_part), part="steps", json_at=40, tables_at=40)
+def _steps(steps_draft: Part, idle_part: idle_summary.IdlePart | None) -> Part:
     """The `steps` section, with the set-up figures of the idle attribution (sections/idle_summary.py)."""
     if idle_part is not None:
         steps_draft.summary["setup"] = idle_part.setup
     return steps_draft
 
 
-@declare("gaps", needs=("gaps_table", "tids", "gap_calls", "nvtx_rows", "step_regex", "opts", "steps_draft", "say"),
-         part=True, json_at=50, tables_at=70)
-def _gaps(gaps_table: pd.DataFrame, tids: dict, gap_calls, nvtx_rows: pd.DataFrame, step_regex: str | None, opts,
-          steps_draft: Part, say) -> Part:
+@declare(needs=lambda: (gpu.gaps_table, launchers.tids, os_calls.gap_calls, window.nvtx_rows, window.step_regex, OPTS,
+                        steps_draft, SAY), part="gaps", json_at=50, tables_at=70)
+def _gaps(gaps_table: pd.DataFrame, tids: dict, gap_calls: Future[os_calls.GapCalls], nvtx_rows: pd.DataFrame,
+          step_regex: str | None, opts: Options, steps_draft: Part, say: Say) -> Part:
     say("finding what the CPU did during gaps")
     return gaps_part(gaps_table, tids, gap_calls.result(), nvtx_rows, step_regex, opts.top, opts.min_gap_ns,
                      steps_draft.summary["mean_gpu_idle_ns"])

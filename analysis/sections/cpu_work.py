@@ -14,7 +14,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from .base import declare
+from ..load.trace import Trace
+from . import gpu, launchers
+from .base import SAY, TRACE, Say, declare
 
 PROFILER = "the profiler (Nsight Systems)"
 # owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames
@@ -155,8 +157,8 @@ def summary(counts: pd.Series, top: int = 3) -> dict:
                           for (kd, lb, lib), v in fn.items()]}
 
 
-@declare("samples", needs=("trace", "passed", "tids", "say"))
-def _samples(trace, passed, tids: dict, say) -> pd.DataFrame | None:
+@declare(needs=lambda: (TRACE, gpu.PassedOver.passed, launchers.tids, SAY))
+def samples(trace: Trace, passed: gpu.DevicePass | None, tids: dict, say: Say) -> pd.DataFrame | None:
     """The launching threads' CPU samples by owner; None without GPU activity."""
     say("attributing idle time")
     return owners(trace.host.samples(tids["all"])) if passed is not None else None

@@ -17,8 +17,8 @@ from ..load.kernel_digest import KernelDigest
 from ..load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
 from ..load.trace import Trace
 from ..common.schema import Part, json_rows
-from . import capture_figures, streamed_pass
-from .base import declare
+from . import capture_figures, setup, streamed_pass, window
+from .base import OPTS, SAY, TRACE, Options, Say, declare
 from .device_ops import next_ops, sorted_times
 
 
@@ -311,10 +311,21 @@ def part(util: pd.DataFrame, gpus: pd.DataFrame, kernels_recorded: bool) -> Part
 
 
 # --- the declared sections (sections/base.py) -----------------------------------------------------------------------
-@declare(("passed", "kernel_time", "integrity_figures", "digest", "copy_kernels", "kernels_recorded"),
-         needs=("trace", "kernel_digest", "ops", "window_ns", "opts", "call_counts", "say"),
-         after=("first_event", "setup_draft"))
-def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_ns, opts, call_counts: Future, say):
+class PassedOver(NamedTuple):
+    """What passed_over() makes, each value kept until its own last reader (sections/base.py)."""
+    passed: DevicePass | None                 # the device pass over the window; None without GPU activity
+    kernel_time: dict[int, Coverage] | None  # the kernels at the copies; None where the window cuts an operation
+    integrity_figures: Future[capture_figures.Figures]  # capture_figures.figures(), in the making
+    digest: KernelDigest                      # the kernel digest without its kernel rows
+    copy_kernels: pd.DataFrame | None         # the kernel rows the copies need, where the pass gave no kernel time
+    kernels_recorded: bool                    # whether the capture recorded kernels
+
+
+@declare(needs=lambda: (TRACE, window.GpuRows.kernel_digest, window.ops, window.window_ns, OPTS,
+                        capture_figures.counting, SAY),
+         after=lambda: (window.first_event, setup.setup_draft), provides=PassedOver)
+def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_ns: tuple[int, int] | None,
+                opts: Options, call_counts: Future[dict[str, int]], say: Say) -> PassedOver:
     """The device pass over the window (spilled where it is long), the kernel time at the copies (None where the window
     cuts an operation), the integrity figures in the making (a Future), the digest without its kernel rows, the kernel
     rows the copies need (where the pass gave no kernel time) and whether the capture recorded kernels."""
@@ -327,7 +338,7 @@ def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_n
         trace.forget("device.kernel_digest", "device.kernels", "device.memsets")  # millions of rows: memory for the rest
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
     copy_kernels = kernel_digest.ops if kernel_time is None else None
-    return passed, kernel_time, figures, kernel_digest.without_ops(), copy_kernels, kernels_recorded
+    return PassedOver(passed, kernel_time, figures, kernel_digest.without_ops(), copy_kernels, kernels_recorded)
 
 
 def _device_pass(trace: Trace, digest: KernelDigest, ops: GpuOps, window, min_gap_ns: int, call_counts: Future):
@@ -361,11 +372,13 @@ def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, c
     return capture_figures.figures(trace, side=side, counts=call_counts.result())
 
 
-@declare("gaps_table", needs=("passed",))
-def _gaps_table(passed: DevicePass | None) -> pd.DataFrame:
+@declare(needs=(PassedOver.passed,))
+def gaps_table(passed: DevicePass | None) -> pd.DataFrame:
+    """The idle gaps of the device pass (none without GPU activity)."""
     return passed.gaps if passed is not None else idle_gaps(GpuOps({}), (0, 1), 1)
 
 
-@declare("gpu", needs=("trace", "passed", "kernels_recorded"), part=True, json_at=20, tables_at=20)
-def _gpu(trace: Trace, passed: DevicePass | None, kernels_recorded: bool) -> Part:
+@declare(needs=(TRACE, PassedOver.passed, PassedOver.kernels_recorded), part="gpu", json_at=20, tables_at=20)
+def gpu_part(trace: Trace, passed: DevicePass | None, kernels_recorded: bool) -> Part:
+    """The `gpu` section (part())."""
     return part(passed.util, trace.device.gpus, kernels_recorded) if passed else Part(None, {})

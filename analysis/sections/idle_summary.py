@@ -3,15 +3,17 @@ and, where the set-up before the first step is a large share of it, over the ste
 and what the set-up before the first step cost (the `steps.setup` figures)."""
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ..common.schema import Part, json_rows
-from .base import declare
+from ..load.trace import Trace
+from .base import OPTS, TRACE, Options, declare
 from . import copies as cp
-from . import idle, program
+from . import cpu, cpu_work, gpu, idle, launchers, program, window
 from ..load.frames import pid_of
 from ..common.spill import Frames
 
@@ -157,10 +159,13 @@ def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFra
     return syncs, all_calls
 
 
-@declare("idle_part", needs=("trace", "passed", "window_ns", "tids", "os_waits", "nvtx_rows", "memcpy", "samples",
-                             "steps_draft", "step_regex", "opts", "launch_stats"))
-def _idle_part(trace, passed, window_ns, tids: dict, os_waits, nvtx_rows: pd.DataFrame, memcpy: Part, samples,
-               steps_draft: Part, step_regex: str | None, opts, launch_stats) -> IdlePart | None:
+@declare(needs=lambda: (TRACE, gpu.PassedOver.passed, window.window_ns, launchers.tids, window.os_waits, window.nvtx_rows,
+                        cp.memcpy_part, cpu_work.samples, cpu.steps_draft, window.step_regex, OPTS,
+                        launchers.launch_stats))
+def idle_part(trace: Trace, passed: gpu.DevicePass | None, window_ns: tuple[int, int] | None, tids: dict,
+              os_waits: Future[Frames], nvtx_rows: pd.DataFrame, memcpy: Part, samples: pd.DataFrame | None,
+              steps_draft: Part, step_regex: str | None, opts: Options, launch_stats: Future[tuple[int, int]]
+              ) -> IdlePart | None:
     """The idle attribution (part()); None without GPU activity."""
     waits = os_waits.result()
     if passed is None:
@@ -172,7 +177,7 @@ def _idle_part(trace, passed, window_ns, tids: dict, os_waits, nvtx_rows: pd.Dat
                 launch_stats.result)
 
 
-@declare("idle", needs=("idle_part",), part=True, json_at=60, tables_at=60)
+@declare(needs=(idle_part,), part="idle", json_at=60, tables_at=60)
 def _idle(idle_part: IdlePart | None) -> Part:
     """The `idle` section."""
     return Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})

@@ -5,7 +5,9 @@ from __future__ import annotations
 from ..load.kernel_digest import KernelDigest
 from ..common.schema import Part, json_rows
 from . import kernel_names
-from .base import declare
+from ..load.trace import Trace
+from . import gpu
+from .base import OPTS, TRACE, Options, declare
 
 
 def part(digest: KernelDigest, top: int, full_names, graph_kernels) -> Part:
@@ -37,6 +39,7 @@ def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
             "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
 
 
-@declare("kernels", needs=("digest", "opts", "trace"), part=True, json_at=70, tables_at=50)
-def _kernels(digest: KernelDigest, opts, trace) -> Part:
+@declare(needs=lambda: (gpu.PassedOver.digest, OPTS, TRACE), part="kernels", json_at=70, tables_at=50)
+def kernels_part(digest: KernelDigest, opts: Options, trace: Trace) -> Part:
+    """The `kernels` section (part())."""
     return part(digest, opts.top, trace.device.full_kernel_names, trace.device.graph_kernels)

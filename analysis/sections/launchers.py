@@ -3,9 +3,13 @@ else the thread that issued the most kernel launches. The idle attribution and t
 doing."""
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pandas as pd
 
-from .base import declare
+from ..load.trace import Trace
+from . import copies, gpu
+from .base import TRACE, declare
 
 
 def launch_threads(passed, launch: pd.DataFrame | None, launches_by_thread) -> dict:
@@ -39,8 +43,8 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
     return {int(busiest.index[0])} if len(busiest) else set()
 
 
-@declare("launching", needs=("trace", "passed", "gaps_table"), background=True)
-def _launching(trace, passed, gaps_table: pd.DataFrame):
+@declare(needs=lambda: (TRACE, gpu.PassedOver.passed, gpu.gaps_table), background=True)
+def _launching(trace: Trace, passed: gpu.DevicePass | None, gaps_table: pd.DataFrame) -> Future[dict]:
     """launch_threads() on a background thread (a runtime scan, beside the copies)."""
     return trace.background.submit(_launchers, trace, passed, gaps_table)
 
@@ -51,13 +55,13 @@ def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
     return launch_threads(passed, launch, lambda: trace.calls.api_by_thread)
 
 
-@declare("tids", needs=("launching",), after=("memcpy",))
-def _tids(launching) -> dict:
+@declare(needs=(_launching,), after=lambda: (copies.memcpy_part,))
+def tids(launching: Future[dict]) -> dict:
     """The launching threads, once the copies are joined (the scan ran beside them)."""
     return launching.result()
 
 
-@declare("launch_stats", needs=("trace", "tids"), background=True)
-def _launch_stats(trace, tids: dict):
+@declare(needs=(TRACE, tids), background=True)
+def launch_stats(trace: Trace, tids: dict) -> Future[tuple[int, int]]:
     """The launching threads' kernel launch calls' cost (calls, total_ns), read in the background."""
     return trace.background.submit(trace.calls.launch_stats, tids["all"])

@@ -11,14 +11,15 @@ each other zone is filtered by the gaps inside its span (btree.Touches: in C, or
 """
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..common import idle_causes
-from . import cpu, idle
-from .base import declare
+from . import cpu, gpu, idle, launchers
+from .base import OPTS, TRACE, Options, declare
 from ..load.frames import pid_of
 from ..load.btree import Bits, Filter, In, Touches
 from ..common.intervals import Coverage, union
@@ -101,8 +102,8 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
-@declare("gap_calls", needs=("trace", "gaps_table", "tids", "opts"), background=True)
-def _gap_calls(trace: Trace, gaps_table: pd.DataFrame, tids: dict, opts):
+@declare(needs=lambda: (TRACE, gpu.gaps_table, launchers.tids, OPTS), background=True)
+def gap_calls(trace: Trace, gaps_table: pd.DataFrame, tids: dict, opts: Options) -> Future[GapCalls]:
     """read() in the background, as soon as the gaps and launchers are known: the launching processes' OS calls near
     the gaps (the longest read, beside everything that follows)."""
     return trace.background.submit(read, trace, gaps_table, gaps_table.nlargest(opts.top, "duration_ns"),

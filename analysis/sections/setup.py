@@ -11,8 +11,9 @@ import pandas as pd
 
 from ..common import cuda_api
 from ..common.schema import Part
-from . import cpu_work
-from .base import declare
+from ..load.trace import Trace
+from . import cpu_work, steady, window
+from .base import TRACE, declare
 from .program import base_name, per_name
 
 CUDA_CAUSES = (
@@ -114,14 +115,15 @@ def _ranges(nvtx: pd.DataFrame, lo: int, hi: int, step_regex: str | None) -> lis
     return _grouped(rows, RANGE_CAUSES, "ranges")
 
 
-@declare("setup_draft", needs=("trace", "steady", "first_event", "nvtx_rows", "step_regex", "window_ns"))
-def _draft(trace, steady, first_event: int | None, nvtx_rows: pd.DataFrame, step_regex: str | None, window_ns
-           ) -> dict | None:
+@declare(needs=lambda: (TRACE, window.steady_state, window.first_event, window.nvtx_rows, window.step_regex,
+                        window.window_ns))
+def setup_draft(trace: Trace, steady: steady.Steady | None, first_event: int | None, nvtx_rows: pd.DataFrame,
+                step_regex: str | None, window_ns: tuple[int, int] | None) -> dict | None:
     """The set-up before the steady state (part()), before its CPU samples are known; None without one."""
     return part(trace, steady, first_event, nvtx_rows, step_regex) if steady and window_ns else None
 
 
-@declare("setup", needs=("setup_draft", "samples"), part=True, json_at=10, tables_at=10)
+@declare(needs=lambda: (setup_draft, cpu_work.samples), part="setup", json_at=10, tables_at=10)
 def _setup(setup_draft: dict | None, samples: pd.DataFrame | None) -> Part:
     """The `setup` section: the set-up with its share of the launching threads' CPU samples."""
     if setup_draft is not None and samples is not None:

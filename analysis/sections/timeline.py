@@ -24,8 +24,9 @@ from ..common.intervals import Coverage, union
 from ..load.btree import In, Touches
 from ..load.frames import pid_of
 from ..load.ops_store import SpilledOps
-from . import program
-from .base import declare
+from ..load.trace import Trace
+from . import code_lines, launchers, program, steady, trace_info, window
+from .base import SAY, TRACE, Say, declare
 from .code_lines import CodeLines
 from .machine import cpu_cores
 from .idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
@@ -333,10 +334,12 @@ def _sampled(trace) -> bool:
         "SELECT 1 FROM COMPOSITE_EVENTS LIMIT 1").fetchone() is not None
 
 
-@declare("timeline", needs=("trace", "window_ns", "tids", "step_rows", "nvtx_rows", "steady", "code_lines",
-                            "trace_info", "say"))
-def _timeline(trace, window_ns, tids: dict, step_rows: pd.DataFrame, nvtx_rows: pd.DataFrame, steady,
-              code_lines: CodeLines, trace_info: dict, say) -> Timeline | None:
+@declare(needs=lambda: (TRACE, window.window_ns, launchers.tids, window.step_rows, window.nvtx_rows,
+                        window.steady_state, code_lines.program_lines, trace_info.part, SAY))
+def timeline(trace: Trace, window_ns: tuple[int, int] | None, tids: dict, step_rows: pd.DataFrame,
+             nvtx_rows: pd.DataFrame, steady: steady.Steady | None, code_lines: CodeLines, trace_info: dict,
+             say: Say) -> Timeline | None:
+    """The steady iterations the predictions replay (read()); None without GPU work or launching threads."""
     if window_ns is None or not tids or not tids.get("all"):
         return None
     say("reading the steady iterations to replay")

@@ -9,14 +9,15 @@ from ..load import sql
 from ..load.kernel_digest import KernelDigest
 from ..load.trace import Trace
 from ..common.schema import Part, json_rows
-from . import cpu_only, program, program_end
-from .base import declare
+from . import copies, cpu_only, gpu, program, program_end, window
+from .base import OPTS, TRACE, Options, declare
 from .machine import host_link
 
 
-@declare("trace_info", needs=("trace", "digest", "memcpys", "nvtx_rows", "memcpy", "gpu", "opts"))
+@declare(needs=lambda: (TRACE, gpu.PassedOver.digest, window.GpuRows.memcpys, window.nvtx_rows, copies.memcpy_part,
+                        gpu.gpu_part, OPTS))
 def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: pd.DataFrame, memcpy: Part, gpu: Part,
-         opts) -> dict:
+         opts: Options) -> dict:
     """The `trace` section (its integrity and OS call count still None); named trace_info: `trace` is the Trace the
     sections are given."""
     trace.background.wait("host.threads")

@@ -4,12 +4,15 @@ window a user asked for (--window, --steps, parsed by cli/window.py) in trace ns
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
+from typing import NamedTuple
 
 import pandas as pd
 
 from ...nsys_core.contracts import PIPELINE_CLOSE, PIPELINE_DRAIN
 
 from ..common.errors import TraceError
+from ..common.spill import Frames
 from ..common.window_spec import Spec
 from ..load import span
 from ..load.device import digest_of
@@ -18,15 +21,15 @@ from ..load.ops_store import SpilledOps
 from ..load.span import capture_start, gpu_span_estimate
 from ..load.trace import Trace
 from ..common.schema import Part, json_rows
-from . import gpu, os_calls, program, setup, steady
-from .base import declare
-from .cpu import detect_step_regex, nvtx_summary
+from . import cpu, gpu, os_calls, program, setup, steady
+from .base import OPTS, SAY, TRACE, Options, Say, declare
+from .steady import Steady
 
 OPEN_END = 2 ** 62  # a window's open end: past any trace timestamp
 
 
-@declare("os_waits", needs=("trace",), background=True)
-def reads(trace: Trace):
+@declare(needs=(TRACE,), background=True)
+def os_waits(trace: Trace) -> Future[Frames]:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
     the main one reads the kernels (the copies and memsets first: the device pass needs them next). The OS calls the
     threads waited in (with the zones of the OS runtime table) come back as a Future."""
@@ -37,19 +40,22 @@ def reads(trace: Trace):
     return waits
 
 
-@declare("nvtx_rows", needs=("trace",), after=("os_waits",))
-def _nvtx_rows(trace: Trace) -> pd.DataFrame:
+@declare(needs=(TRACE,), after=(os_waits,))
+def nvtx_rows(trace: Trace) -> pd.DataFrame:
+    """Every NVTX range, once their background read is done."""
     trace.background.wait("host.nvtx")
     return trace.host.nvtx
 
 
-@declare("step_regex", needs=("nvtx_rows", "opts"))
-def _step_regex(nvtx_rows: pd.DataFrame, opts) -> str | None:
+@declare(needs=(nvtx_rows, OPTS))
+def step_regex(nvtx_rows: pd.DataFrame, opts: Options) -> str | None:
+    """The steps' regex (step_regex_of())."""
     return step_regex_of(nvtx_rows, opts.step_regex)
 
 
-@declare("step_rows", needs=("nvtx_rows", "step_regex"))
-def _step_rows(nvtx_rows: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
+@declare(needs=(nvtx_rows, step_regex))
+def step_rows(nvtx_rows: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
+    """The step ranges (step_rows_of())."""
     return step_rows_of(nvtx_rows, step_regex)
 
 
@@ -57,7 +63,7 @@ def step_regex_of(nvtx: pd.DataFrame, given: str | None) -> str | None:
     """The steps' regex, the one step detection (the analysis's and --steps'): the given one, else detected from
     every thread's ranges (the launching thread is known only after a scan of the runtime table, which the window,
     widened to the steps, cannot wait for)."""
-    return given or detect_step_regex(nvtx)
+    return given or cpu.detect_step_regex(nvtx)
 
 
 def step_rows_of(nvtx: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
@@ -70,8 +76,8 @@ def step_spans(step_rows: pd.DataFrame) -> pd.DataFrame:
     return step_rows[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
 
 
-@declare("steady", needs=("trace", "step_rows", "opts"))
-def _steady(trace: Trace, step_rows: pd.DataFrame, opts) -> steady.Steady | None:
+@declare(needs=(TRACE, step_rows, OPTS))
+def steady_state(trace: Trace, step_rows: pd.DataFrame, opts: Options) -> Steady | None:
     """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream. The verdict
     is about the steady state: past the set-up and warm-up, unless the user asked for a window (None then)."""
     if opts.window is not None or opts.whole:
@@ -82,8 +88,14 @@ def _steady(trace: Trace, step_rows: pd.DataFrame, opts) -> steady.Steady | None
                          _drains(trace.host.nvtx)["end_ns"].to_numpy(), steady.warmup_end(trace.host.nvtx))
 
 
-@declare(("kernel_digest", "memcpys"), needs=("trace", "steady", "opts", "say"))
-def gpu_rows(trace: Trace, steady, opts, say):
+class GpuRows(NamedTuple):
+    """What gpu_rows() makes: the kernel digest and the copies inside the window."""
+    kernel_digest: KernelDigest
+    memcpys: pd.DataFrame
+
+
+@declare(needs=(TRACE, steady_state, OPTS, SAY), provides=GpuRows)
+def gpu_rows(trace: Trace, steady: Steady | None, opts: Options, say: Say) -> GpuRows:
     """The kernel digest and the copies inside the window (a window the user gave is the window: the kernels, copies
     and ranges counted are the ones inside it), the whole capture's without one."""
     say("loading GPU activity")
@@ -95,16 +107,18 @@ def gpu_rows(trace: Trace, steady, opts, say):
                   _digest_inside(trace, narrowed))
     trace.background.wait("device.memcpys", "device.memsets")
     memcpys = trace.device.memcpys
-    return digest, (memcpys if narrowed is None else overlapping(memcpys, narrowed))
+    return GpuRows(digest, memcpys if narrowed is None else overlapping(memcpys, narrowed))
 
 
-@declare("ops", needs=("trace", "kernel_digest", "memcpys"))
-def _ops(trace: Trace, kernel_digest: KernelDigest, memcpys: pd.DataFrame) -> gpu.GpuOps:
+@declare(needs=(TRACE, GpuRows.kernel_digest, GpuRows.memcpys))
+def ops(trace: Trace, kernel_digest: KernelDigest, memcpys: pd.DataFrame) -> gpu.GpuOps:
+    """Every GPU operation inside the window: the kernels, copies and memsets."""
     return gpu.gpu_ops(kernel_digest.ops, memcpys, trace.device.memsets)
 
 
-@declare("window_ns", needs=("ops", "nvtx_rows", "step_rows", "opts", "steady"))
-def _window_ns(ops: gpu.GpuOps, nvtx_rows: pd.DataFrame, step_rows: pd.DataFrame, opts, steady) -> tuple[int, int] | None:
+@declare(needs=(ops, nvtx_rows, step_rows, OPTS, steady_state))
+def window_ns(ops: gpu.GpuOps, nvtx_rows: pd.DataFrame, step_rows: pd.DataFrame, opts: Options,
+              steady: Steady | None) -> tuple[int, int] | None:
     """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs;
     from the steady state's start where it has one."""
     window = gpu.analysis_window(ops, opts.window)
@@ -119,20 +133,21 @@ def _window_ns(ops: gpu.GpuOps, nvtx_rows: pd.DataFrame, step_rows: pd.DataFrame
     return (steady_start, hi) if steady_start is not None and steady_start < hi else (lo, hi)
 
 
-@declare("first_event", needs=("trace",), after=("window_ns",))
-def _first_event(trace: Trace) -> int | None:
+@declare(needs=(TRACE,), after=(window_ns,))
+def first_event(trace: Trace) -> int | None:
     """The whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)."""
     return capture_start(trace)
 
 
-@declare("narrowed", needs=("window_ns", "steady", "opts"))
-def _narrowed(window_ns, steady, opts) -> tuple[int, int] | None:
+@declare(needs=(window_ns, steady_state, OPTS))
+def narrowed(window_ns: tuple[int, int] | None, steady: Steady | None, opts: Options) -> tuple[int, int] | None:
     """The window where it is not the whole capture's (the user's, or the steady state's); None where it is."""
     return window_ns if (opts.window or steady) else None
 
 
-@declare("window", needs=("trace", "window_ns", "opts", "first_event", "steady"))
-def part(trace: Trace, window_ns, opts, first_event: int | None, steady) -> dict:
+@declare(needs=(TRACE, window_ns, OPTS, first_event, steady_state))
+def part(trace: Trace, window_ns: tuple[int, int] | None, opts: Options, first_event: int | None,
+         steady: Steady | None) -> dict:
     """The `window` section: the span analysed and where it came from; without GPU activity, the span of the CPU's
     own events (NVTX ranges, OS runtime calls)."""
     if window_ns is None:
@@ -161,11 +176,11 @@ def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
     return int(close["end_ns"].max()) - end_ns if len(close) else None
 
 
-@declare("nvtx", needs=("nvtx_rows", "narrowed", "opts"), part=True, json_at=80, tables_at=80)
-def _nvtx(nvtx_rows: pd.DataFrame, narrowed, opts) -> Part:
+@declare(needs=(nvtx_rows, narrowed, OPTS), part="nvtx", json_at=80, tables_at=80)
+def _nvtx(nvtx_rows: pd.DataFrame, narrowed: tuple[int, int] | None, opts: Options) -> Part:
     """The `nvtx` section: the NVTX ranges inside the window by name."""
     shown = nvtx_rows if narrowed is None else overlapping(nvtx_rows, narrowed)
-    ns = nvtx_summary(shown)
+    ns = cpu.nvtx_summary(shown)
     return Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))}, {"nvtx_summary": ns})
 
 
