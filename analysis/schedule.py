@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 class Made:
     """The values a run made and was given, each under its producer: made[window.part] is what window.part returned,
-    typed as it returns it; made[TRACE], the trace given."""
+    typed as it returns it; made[TRACE], the trace given; made.field(gpu.PassedOver.digest), a field's."""
 
     def __init__(self, values: dict[object, object]) -> None:
         self._values = values
@@ -30,11 +30,13 @@ class Made:
     @overload
     def __getitem__(self, producer: Callable[..., T]) -> T: ...
 
-    @overload
-    def __getitem__(self, producer: object) -> Any: ...  # a field of a NamedTuple a section makes (base.py)
-
     def __getitem__(self, producer: object) -> Any:
         return self._values[producer]
+
+    def field(self, field: T) -> T:
+        """The value of a field of the NamedTuple a section makes (made.field(gpu.PassedOver.digest)): the type
+        checker reads the field, on its class, as its type, the value's."""
+        return self._values[field]  # type: ignore[return-value]
 
     def __contains__(self, producer: object) -> bool:
         return producer in self._values
@@ -45,7 +47,7 @@ def run(sections: Iterable[Section], given: Mapping[Given, object], keep: Collec
     are in keep, those nothing needs and the given ones."""
     pending = _checked(list(sections), given)
     lead = _lead(pending)
-    values: dict[object, object] = dict(given)
+    values: dict[object, object] = {k: v for k, v in given.items()}
     left = _readers(pending)
     kept = {*keep, *(s.make for s in pending if s.part)}
     while pending:

@@ -45,7 +45,7 @@ def analyze_sections(trace: Trace, opts: Options | None = None, progress=None) -
     out = {"schema": SCHEMA, "trace": info, "window": made[window.part], **{k: parts[k].summary for k in section_keys()}}
     tables = {name: df for k in table_keys() for name, df in parts[k].tables.items()}
     say("diagnosing")
-    info["integrity"] = capture_checks.verdict(made[gpu.PassedOver.integrity_figures].result())
+    info["integrity"] = capture_checks.verdict(made.field(gpu.PassedOver.integrity_figures).result())
     lines, replayed = made[code_lines.program_lines], made[timeline.timeline]
     ctx = Context(Facts.of(out, tables), opts.pipeline_depth, lines, opts.min_gap_ns, replayed)
     out["diagnosis"], overall = diagnose(ctx)

@@ -89,11 +89,11 @@ X2 = ROOT / "reports" / "data" / "h200x2" / "pinned-x2.sqlite.xz"  # one capture
 def test_a_new_section_is_one_declaration_on_one_gpu_and_on_several(before):
     """A toy section placed by its own declaration (between `kernels` and `nvtx`): in the JSON of a one-GPU trace and
     of a two-GPU one, whose document is checked against the schema too."""
-    @declare(needs=(copies.memcpy_part, kernels.kernels_part), part="copy_share", json_at=75, tables_at=75)
     def copy_share(memcpy: Part, kernels: Part) -> Part:
         copy = sum(memcpy.summary[k]["total_ns"] for k in ("dtoh", "htod", "dtod"))
         return Part({"copy_ns": copy, "kernel_ns": kernels.summary["total_ns"]},
                     {"copy_share": pd.DataFrame({"ns": [copy]})})
+    declare(copy_share, needs=(copies.memcpy_part, kernels.kernels_part), part="copy_share", json_at=75, tables_at=75)
     try:
         one = facade.analyze(TRACE)
         two = facade.analyze(X2)

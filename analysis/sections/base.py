@@ -4,10 +4,14 @@ a Part of the summary, its key in the JSON. analysis/schedule.py runs the declar
 set, and gives each its needs' values in the order it lists them; summary.analyze_sections assembles the JSON from
 the Parts they make. No value is looked up by a string: a need is the producing function itself, so go-to-definition
 goes from a need to its producer and the type checker reads the value's type from the producer's return and the
-parameter that takes it (tests/test_sections_declared.py holds the two the same).
+parameter that takes it (tests/test_sections_declared.py holds the two the same). The declaration follows the
+function, a plain statement rather than a decorator: mypy cannot type a decorated function that a module of an import
+cycle names at its top level, and the modules of sections/ import each other.
 
-    @declare(needs=lambda: (gpu.PassedOver.digest, OPTS, TRACE), part="kernels", json_at=70, tables_at=50)
     def kernels_part(digest: KernelDigest, opts: Options, trace: Trace) -> Part: ...
+
+    declare(kernels_part, needs=lambda: (gpu.PassedOver.digest, OPTS, TRACE), part="kernels", json_at=70,
+            tables_at=50)
 
 Needs from the module itself, or only Given ones, are a plain tuple (`needs=(nvtx_rows, OPTS)`); needs from other
 modules of sections/ are a lambda returning the tuple, read by declared() once every module is imported: the modules
@@ -32,14 +36,13 @@ import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..common import defaults
 from ..common.window_spec import Spec
 from ..load.trace import Trace
 
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -112,22 +115,19 @@ Needs = tuple[object, ...] | Callable[[], tuple[object, ...]]
 _LATER: dict[Callable, Callable[[], Section]] = {}  # declarations whose needs are read once every module is imported
 
 
-def declare(needs: Needs = (), *, part: str | None = None, after: Needs = (), background: bool = False,
-            json_at: int | None = None, tables_at: int | None = None, provides: type | None = None
-            ) -> Callable[[F], F]:
-    """A decorator: the function makes the declared section (registered under itself); the function is returned
-    unchanged, its types with it. needs, after: a tuple, or a lambda returning one where they come from other modules
-    of sections/ (read by declared(), once every module is imported: the modules import each other's helpers, so a
-    producer elsewhere may not exist yet while this module runs)."""
-    def register(make: F) -> F:
-        def section() -> Section:
-            return Section(make, _read(needs), part, _read(after), background, json_at, tables_at, provides)
-        if callable(needs) or callable(after):
-            _LATER[make] = section
-        else:
-            add(section())
-        return make
-    return register
+def declare(make: Callable, needs: Needs = (), *, part: str | None = None, after: Needs = (),
+            background: bool = False, json_at: int | None = None, tables_at: int | None = None,
+            provides: type | None = None) -> None:
+    """Declare the section that function makes, registered under the function itself. needs, after: a tuple, or a
+    lambda returning one where they come from other modules of sections/ (read by declared(), once every module is
+    imported: the modules import each other's helpers, so a producer elsewhere may not exist yet while this module
+    runs)."""
+    def section() -> Section:
+        return Section(make, _read(needs), part, _read(after), background, json_at, tables_at, provides)
+    if callable(needs) or callable(after):
+        _LATER[make] = section
+    else:
+        add(section())
 
 
 def _read(needs: Needs) -> tuple[object, ...]:

@@ -254,16 +254,16 @@ def _name_kinds(trace: Trace) -> dict[int, str]:
     return {int(i): k for i, name in zip(rows["id"], rows["value"].astype(str)) for k in [cuda_api.kind(name)] if k}
 
 
-
-
 CALL_KINDS = ("kernel", "graph", "copy", "memset")  # the GPU-work kinds _call_counts counts
 
 
-@declare(needs=(TRACE,), after=lambda: (window.GpuRows.memcpys,), background=True)
 def counting(trace: Trace) -> Future[dict[str, int]]:
     """The runtime calls per kind (call_counts), counted on a background thread: a scan on the core the device pass
     leaves free."""
     return trace.background.submit(call_counts, trace)
+
+
+declare(counting, needs=(TRACE,), after=lambda: (window.GpuRows.memcpys,), background=True)
 
 
 def call_counts(trace: Trace) -> dict[str, int]:

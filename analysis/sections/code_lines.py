@@ -380,8 +380,6 @@ def _stacks(trace) -> PythonStacks | CodeLines:
         return CodeLines(missing=str(e))
 
 
-@declare(needs=lambda: (TRACE, window.window_ns, gpu.PassedOver.passed, launchers.tids, gpu.gaps_table,
-                        idle_summary.idle_part, copies.memcpy_part, window.step_rows, SAY))
 def program_lines(trace: Trace, window_ns: tuple[int, int] | None, passed: gpu.DevicePass | None, tids: dict,
                   gaps_table: pd.DataFrame, idle_part: idle_summary.IdlePart | None, memcpy: Part,
                   step_rows: pd.DataFrame, say: Say) -> CodeLines:
@@ -393,6 +391,12 @@ def program_lines(trace: Trace, window_ns: tuple[int, int] | None, passed: gpu.D
     return out
 
 
-@declare(needs=(program_lines,), part="code", json_at=90)
+declare(program_lines, needs=lambda: (TRACE, window.window_ns, gpu.PassedOver.passed, launchers.tids, gpu.gaps_table,
+                                      idle_summary.idle_part, copies.memcpy_part, window.step_rows, SAY))
+
+
 def _code(code_lines: CodeLines) -> Part:
     return Part(code_lines.summary(), {})
+
+
+declare(_code, needs=(program_lines,), part="code", json_at=90)

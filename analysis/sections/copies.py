@@ -152,9 +152,6 @@ def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream
     return Part(out, tables)
 
 
-@declare(needs=lambda: (TRACE, window.GpuRows.memcpys, gpu.PassedOver.copy_kernels, gpu.PassedOver.kernel_time,
-                        gpu.PassedOver.digest, window.window_ns, OPTS, gpu.PassedOver.kernels_recorded, SAY),
-         part="memcpy", json_at=30, tables_at=30)
 def memcpy_part(trace: Trace, memcpys: pd.DataFrame, copy_kernels: pd.DataFrame | None,
                 kernel_time: dict[int, Coverage] | None, digest: KernelDigest, window_ns: tuple[int, int] | None,
                 opts: Options, kernels_recorded: bool, say: Say) -> Part:
@@ -164,3 +161,8 @@ def memcpy_part(trace: Trace, memcpys: pd.DataFrame, copy_kernels: pd.DataFrame 
                opts.bin_ns, kernels_recorded)
     trace.forget("calls.api_rows", "calls.memcpy_api")  # in the copy table now
     return out
+
+
+declare(memcpy_part, needs=lambda: (TRACE, window.GpuRows.memcpys, gpu.PassedOver.copy_kernels,
+                                    gpu.PassedOver.kernel_time, gpu.PassedOver.digest, window.window_ns, OPTS,
+                                    gpu.PassedOver.kernels_recorded, SAY), part="memcpy", json_at=30, tables_at=30)

@@ -234,14 +234,16 @@ def step_source(step_regex: str | None, opts) -> str:
     return "given" if opts.step_regex else "detected" if step_regex else "none found"
 
 
-@declare(needs=lambda: (gpu.PassedOver.digest, window.nvtx_rows, copies.memcpy_part, gpu.PassedOver.passed,
-                        window.window_ns, window.step_regex, OPTS, gpu.gpu_part))
 def steps_draft(digest: KernelDigest, nvtx_rows: pd.DataFrame, memcpy: Part, passed: gpu.DevicePass | None,
                 window_ns: tuple[int, int] | None, step_regex: str | None, opts: Options, gpu: Part) -> Part:
     """The steps (steps_part()) before the idle attribution gives their set-up figures."""
     return steps_part(digest, nvtx_rows, memcpy.tables["memcpy"], passed, window_ns, step_regex,
                       step_source(step_regex, opts), len(gpu.summary["devices"]) if passed else 0,
                       gpu_idle_of(gpu.summary))
+
+
+declare(steps_draft, needs=lambda: (gpu.PassedOver.digest, window.nvtx_rows, copies.memcpy_part, gpu.PassedOver.passed,
+                                    window.window_ns, window.step_regex, OPTS, gpu.gpu_part))
 
 
 def gpu_idle_of(gpu: dict | None) -> int | None:
@@ -251,7 +253,6 @@ def gpu_idle_of(gpu: dict | None) -> int | None:
     return int(sum(d["window_ns"] - d["busy_ns"] for d in gpu["devices"]))
 
 
-@declare(needs=lambda: (steps_draft, idle_summary.idle_part), part="steps", json_at=40, tables_at=40)
 def _steps(steps_draft: Part, idle_part: idle_summary.IdlePart | None) -> Part:
     """The `steps` section, with the set-up figures of the idle attribution (sections/idle_summary.py)."""
     if idle_part is not None:
@@ -259,10 +260,15 @@ def _steps(steps_draft: Part, idle_part: idle_summary.IdlePart | None) -> Part:
     return steps_draft
 
 
-@declare(needs=lambda: (gpu.gaps_table, launchers.tids, os_calls.gap_calls, window.nvtx_rows, window.step_regex, OPTS,
-                        steps_draft, SAY), part="gaps", json_at=50, tables_at=70)
+declare(_steps, needs=lambda: (steps_draft, idle_summary.idle_part), part="steps", json_at=40, tables_at=40)
+
+
 def _gaps(gaps_table: pd.DataFrame, tids: dict, gap_calls: Future[os_calls.GapCalls], nvtx_rows: pd.DataFrame,
           step_regex: str | None, opts: Options, steps_draft: Part, say: Say) -> Part:
     say("finding what the CPU did during gaps")
     return gaps_part(gaps_table, tids, gap_calls.result(), nvtx_rows, step_regex, opts.top, opts.min_gap_ns,
                      steps_draft.summary["mean_gpu_idle_ns"])
+
+
+declare(_gaps, needs=lambda: (gpu.gaps_table, launchers.tids, os_calls.gap_calls, window.nvtx_rows, window.step_regex,
+                              OPTS, steps_draft, SAY), part="gaps", json_at=50, tables_at=70)

@@ -157,8 +157,10 @@ def summary(counts: pd.Series, top: int = 3) -> dict:
                           for (kd, lb, lib), v in fn.items()]}
 
 
-@declare(needs=lambda: (TRACE, gpu.PassedOver.passed, launchers.tids, SAY))
 def samples(trace: Trace, passed: gpu.DevicePass | None, tids: dict, say: Say) -> pd.DataFrame | None:
     """The launching threads' CPU samples by owner; None without GPU activity."""
     say("attributing idle time")
     return owners(trace.host.samples(tids["all"])) if passed is not None else None
+
+
+declare(samples, needs=lambda: (TRACE, gpu.PassedOver.passed, launchers.tids, SAY))

@@ -321,9 +321,6 @@ class PassedOver(NamedTuple):
     kernels_recorded: bool                    # whether the capture recorded kernels
 
 
-@declare(needs=lambda: (TRACE, window.GpuRows.kernel_digest, window.ops, window.window_ns, OPTS,
-                        capture_figures.counting, SAY),
-         after=lambda: (window.first_event, setup.setup_draft), provides=PassedOver)
 def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_ns: tuple[int, int] | None,
                 opts: Options, call_counts: Future[dict[str, int]], say: Say) -> PassedOver:
     """The device pass over the window (spilled where it is long), the kernel time at the copies (None where the window
@@ -339,6 +336,11 @@ def passed_over(trace: Trace, kernel_digest: KernelDigest, ops: GpuOps, window_n
     # the copies' kernel time: from the kernels where the device pass did not give it (it never wrote over them then)
     copy_kernels = kernel_digest.ops if kernel_time is None else None
     return PassedOver(passed, kernel_time, figures, kernel_digest.without_ops(), copy_kernels, kernels_recorded)
+
+
+declare(passed_over, needs=lambda: (TRACE, window.GpuRows.kernel_digest, window.ops, window.window_ns, OPTS,
+                                    capture_figures.counting, SAY),
+        after=lambda: (window.first_event, setup.setup_draft), provides=PassedOver)
 
 
 def _device_pass(trace: Trace, digest: KernelDigest, ops: GpuOps, window, min_gap_ns: int, call_counts: Future):
@@ -372,13 +374,17 @@ def _integrity(trace: Trace, rows: list[dict], timeline_made: threading.Event, c
     return capture_figures.figures(trace, side=side, counts=call_counts.result())
 
 
-@declare(needs=(PassedOver.passed,))
 def gaps_table(passed: DevicePass | None) -> pd.DataFrame:
     """The idle gaps of the device pass (none without GPU activity)."""
     return passed.gaps if passed is not None else idle_gaps(GpuOps({}), (0, 1), 1)
 
 
-@declare(needs=(TRACE, PassedOver.passed, PassedOver.kernels_recorded), part="gpu", json_at=20, tables_at=20)
+declare(gaps_table, needs=(PassedOver.passed,))
+
+
 def gpu_part(trace: Trace, passed: DevicePass | None, kernels_recorded: bool) -> Part:
     """The `gpu` section (part())."""
     return part(passed.util, trace.device.gpus, kernels_recorded) if passed else Part(None, {})
+
+
+declare(gpu_part, needs=(TRACE, PassedOver.passed, PassedOver.kernels_recorded), part="gpu", json_at=20, tables_at=20)

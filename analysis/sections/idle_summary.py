@@ -159,9 +159,6 @@ def host_waits(sync_api: pd.DataFrame, copies: pd.DataFrame) -> tuple[pd.DataFra
     return syncs, all_calls
 
 
-@declare(needs=lambda: (TRACE, gpu.PassedOver.passed, window.window_ns, launchers.tids, window.os_waits, window.nvtx_rows,
-                        cp.memcpy_part, cpu_work.samples, cpu.steps_draft, window.step_regex, OPTS,
-                        launchers.launch_stats))
 def idle_part(trace: Trace, passed: gpu.DevicePass | None, window_ns: tuple[int, int] | None, tids: dict,
               os_waits: Future[Frames], nvtx_rows: pd.DataFrame, memcpy: Part, samples: pd.DataFrame | None,
               steps_draft: Part, step_regex: str | None, opts: Options, launch_stats: Future[tuple[int, int]]
@@ -177,7 +174,14 @@ def idle_part(trace: Trace, passed: gpu.DevicePass | None, window_ns: tuple[int,
                 launch_stats.result)
 
 
-@declare(needs=(idle_part,), part="idle", json_at=60, tables_at=60)
+declare(idle_part, needs=lambda: (TRACE, gpu.PassedOver.passed, window.window_ns, launchers.tids, window.os_waits,
+                                  window.nvtx_rows, cp.memcpy_part, cpu_work.samples, cpu.steps_draft,
+                                  window.step_regex, OPTS, launchers.launch_stats))
+
+
 def _idle(idle_part: IdlePart | None) -> Part:
     """The `idle` section."""
     return Part(idle_part.summary, idle_part.tables) if idle_part else Part(None, {})
+
+
+declare(_idle, needs=(idle_part,), part="idle", json_at=60, tables_at=60)

@@ -39,7 +39,9 @@ def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
             "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
 
 
-@declare(needs=lambda: (gpu.PassedOver.digest, OPTS, TRACE), part="kernels", json_at=70, tables_at=50)
 def kernels_part(digest: KernelDigest, opts: Options, trace: Trace) -> Part:
     """The `kernels` section (part())."""
     return part(digest, opts.top, trace.device.full_kernel_names, trace.device.graph_kernels)
+
+
+declare(kernels_part, needs=lambda: (gpu.PassedOver.digest, OPTS, TRACE), part="kernels", json_at=70, tables_at=50)

@@ -43,10 +43,12 @@ def _busiest_launcher(api_by_thread: pd.DataFrame) -> set:
     return {int(busiest.index[0])} if len(busiest) else set()
 
 
-@declare(needs=lambda: (TRACE, gpu.PassedOver.passed, gpu.gaps_table), background=True)
 def _launching(trace: Trace, passed: gpu.DevicePass | None, gaps_table: pd.DataFrame) -> Future[dict]:
     """launch_threads() on a background thread (a runtime scan, beside the copies)."""
     return trace.background.submit(_launchers, trace, passed, gaps_table)
+
+
+declare(_launching, needs=lambda: (TRACE, gpu.PassedOver.passed, gpu.gaps_table), background=True)
 
 
 def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
@@ -55,13 +57,17 @@ def _launchers(trace, passed, gaps: pd.DataFrame) -> dict:
     return launch_threads(passed, launch, lambda: trace.calls.api_by_thread)
 
 
-@declare(needs=(_launching,), after=lambda: (copies.memcpy_part,))
 def tids(launching: Future[dict]) -> dict:
     """The launching threads, once the copies are joined (the scan ran beside them)."""
     return launching.result()
 
 
-@declare(needs=(TRACE, tids), background=True)
+declare(tids, needs=(_launching,), after=lambda: (copies.memcpy_part,))
+
+
 def launch_stats(trace: Trace, tids: dict) -> Future[tuple[int, int]]:
     """The launching threads' kernel launch calls' cost (calls, total_ns), read in the background."""
     return trace.background.submit(trace.calls.launch_stats, tids["all"])
+
+
+declare(launch_stats, needs=(TRACE, tids), background=True)

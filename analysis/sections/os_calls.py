@@ -102,9 +102,11 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
-@declare(needs=lambda: (TRACE, gpu.gaps_table, launchers.tids, OPTS), background=True)
 def gap_calls(trace: Trace, gaps_table: pd.DataFrame, tids: dict, opts: Options) -> Future[GapCalls]:
     """read() in the background, as soon as the gaps and launchers are known: the launching processes' OS calls near
     the gaps (the longest read, beside everything that follows)."""
     return trace.background.submit(read, trace, gaps_table, gaps_table.nlargest(opts.top, "duration_ns"),
                                    {pid_of(t) for t in tids["by_gap"].values()})
+
+
+declare(gap_calls, needs=lambda: (TRACE, gpu.gaps_table, launchers.tids, OPTS), background=True)

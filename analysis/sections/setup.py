@@ -115,17 +115,21 @@ def _ranges(nvtx: pd.DataFrame, lo: int, hi: int, step_regex: str | None) -> lis
     return _grouped(rows, RANGE_CAUSES, "ranges")
 
 
-@declare(needs=lambda: (TRACE, window.steady_state, window.first_event, window.nvtx_rows, window.step_regex,
-                        window.window_ns))
 def setup_draft(trace: Trace, steady: steady.Steady | None, first_event: int | None, nvtx_rows: pd.DataFrame,
                 step_regex: str | None, window_ns: tuple[int, int] | None) -> dict | None:
     """The set-up before the steady state (part()), before its CPU samples are known; None without one."""
     return part(trace, steady, first_event, nvtx_rows, step_regex) if steady and window_ns else None
 
 
-@declare(needs=lambda: (setup_draft, cpu_work.samples), part="setup", json_at=10, tables_at=10)
+declare(setup_draft, needs=lambda: (TRACE, window.steady_state, window.first_event, window.nvtx_rows, window.step_regex,
+                                    window.window_ns))
+
+
 def _setup(setup_draft: dict | None, samples: pd.DataFrame | None) -> Part:
     """The `setup` section: the set-up with its share of the launching threads' CPU samples."""
     if setup_draft is not None and samples is not None:
         setup_draft["cpu_samples"] = sampled(setup_draft, samples)
     return Part(setup_draft, {})
+
+
+declare(_setup, needs=lambda: (setup_draft, cpu_work.samples), part="setup", json_at=10, tables_at=10)

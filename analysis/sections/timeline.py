@@ -334,8 +334,6 @@ def _sampled(trace) -> bool:
         "SELECT 1 FROM COMPOSITE_EVENTS LIMIT 1").fetchone() is not None
 
 
-@declare(needs=lambda: (TRACE, window.window_ns, launchers.tids, window.step_rows, window.nvtx_rows,
-                        window.steady_state, code_lines.program_lines, trace_info.part, SAY))
 def timeline(trace: Trace, window_ns: tuple[int, int] | None, tids: dict, step_rows: pd.DataFrame,
              nvtx_rows: pd.DataFrame, steady: steady.Steady | None, code_lines: CodeLines, trace_info: dict,
              say: Say) -> Timeline | None:
@@ -345,3 +343,7 @@ def timeline(trace: Trace, window_ns: tuple[int, int] | None, tids: dict, step_r
     say("reading the steady iterations to replay")
     return read(trace, window_ns, tids, step_rows, nvtx_rows, getattr(steady, "period", None), code_lines,
                 (trace_info.get("link") or {}).get("gbps"))
+
+
+declare(timeline, needs=lambda: (TRACE, window.window_ns, launchers.tids, window.step_rows, window.nvtx_rows,
+                                 window.steady_state, code_lines.program_lines, trace_info.part, SAY))

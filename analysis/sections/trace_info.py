@@ -14,8 +14,6 @@ from .base import OPTS, TRACE, Options, declare
 from .machine import host_link
 
 
-@declare(needs=lambda: (TRACE, gpu.PassedOver.digest, window.GpuRows.memcpys, window.nvtx_rows, copies.memcpy_part,
-                        gpu.gpu_part, OPTS))
 def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: pd.DataFrame, memcpy: Part, gpu: Part,
          opts: Options) -> dict:
     """The `trace` section (its integrity and OS call count still None); named trace_info: `trace` is the Trace the
@@ -34,6 +32,10 @@ def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: p
     if trace.profiler != "nsys":  # an nsys export's section stays as it was (its stored answers byte for byte)
         info["profiler"] = trace.profiler
     return info
+
+
+declare(part, needs=lambda: (TRACE, gpu.PassedOver.digest, window.GpuRows.memcpys, window.nvtx_rows, copies.memcpy_part,
+                             gpu.gpu_part, OPTS))
 
 
 def _os_runtime(trace: Trace, top: int) -> list[dict]:

@@ -28,7 +28,6 @@ from .steady import Steady
 OPEN_END = 2 ** 62  # a window's open end: past any trace timestamp
 
 
-@declare(needs=(TRACE,), background=True)
 def os_waits(trace: Trace) -> Future[Frames]:
     """Start every read but the kernels': SQLite scans without the GIL, so they load on background threads while
     the main one reads the kernels (the copies and memsets first: the device pass needs them next). The OS calls the
@@ -40,23 +39,32 @@ def os_waits(trace: Trace) -> Future[Frames]:
     return waits
 
 
-@declare(needs=(TRACE,), after=(os_waits,))
+declare(os_waits, needs=(TRACE,), background=True)
+
+
 def nvtx_rows(trace: Trace) -> pd.DataFrame:
     """Every NVTX range, once their background read is done."""
     trace.background.wait("host.nvtx")
     return trace.host.nvtx
 
 
-@declare(needs=(nvtx_rows, OPTS))
+declare(nvtx_rows, needs=(TRACE,), after=(os_waits,))
+
+
 def step_regex(nvtx_rows: pd.DataFrame, opts: Options) -> str | None:
     """The steps' regex (step_regex_of())."""
     return step_regex_of(nvtx_rows, opts.step_regex)
 
 
-@declare(needs=(nvtx_rows, step_regex))
+declare(step_regex, needs=(nvtx_rows, OPTS))
+
+
 def step_rows(nvtx_rows: pd.DataFrame, step_regex: str | None) -> pd.DataFrame:
     """The step ranges (step_rows_of())."""
     return step_rows_of(nvtx_rows, step_regex)
+
+
+declare(step_rows, needs=(nvtx_rows, step_regex))
 
 
 def step_regex_of(nvtx: pd.DataFrame, given: str | None) -> str | None:
@@ -76,7 +84,6 @@ def step_spans(step_rows: pd.DataFrame) -> pd.DataFrame:
     return step_rows[["start_ns", "end_ns"]].sort_values("start_ns", ignore_index=True)
 
 
-@declare(needs=(TRACE, step_rows, OPTS))
 def steady_state(trace: Trace, step_rows: pd.DataFrame, opts: Options) -> Steady | None:
     """Where the program's steady state starts (sections/steady.py): from its steps, or its kernel stream. The verdict
     is about the steady state: past the set-up and warm-up, unless the user asked for a window (None then)."""
@@ -88,13 +95,15 @@ def steady_state(trace: Trace, step_rows: pd.DataFrame, opts: Options) -> Steady
                          _drains(trace.host.nvtx)["end_ns"].to_numpy(), steady.warmup_end(trace.host.nvtx))
 
 
+declare(steady_state, needs=(TRACE, step_rows, OPTS))
+
+
 class GpuRows(NamedTuple):
     """What gpu_rows() makes: the kernel digest and the copies inside the window."""
     kernel_digest: KernelDigest
     memcpys: pd.DataFrame
 
 
-@declare(needs=(TRACE, steady_state, OPTS, SAY), provides=GpuRows)
 def gpu_rows(trace: Trace, steady: Steady | None, opts: Options, say: Say) -> GpuRows:
     """The kernel digest and the copies inside the window (a window the user gave is the window: the kernels, copies
     and ranges counted are the ones inside it), the whole capture's without one."""
@@ -110,13 +119,17 @@ def gpu_rows(trace: Trace, steady: Steady | None, opts: Options, say: Say) -> Gp
     return GpuRows(digest, memcpys if narrowed is None else overlapping(memcpys, narrowed))
 
 
-@declare(needs=(TRACE, GpuRows.kernel_digest, GpuRows.memcpys))
+declare(gpu_rows, needs=(TRACE, steady_state, OPTS, SAY), provides=GpuRows)
+
+
 def ops(trace: Trace, kernel_digest: KernelDigest, memcpys: pd.DataFrame) -> gpu.GpuOps:
     """Every GPU operation inside the window: the kernels, copies and memsets."""
     return gpu.gpu_ops(kernel_digest.ops, memcpys, trace.device.memsets)
 
 
-@declare(needs=(ops, nvtx_rows, step_rows, OPTS, steady_state))
+declare(ops, needs=(TRACE, GpuRows.kernel_digest, GpuRows.memcpys))
+
+
 def window_ns(ops: gpu.GpuOps, nvtx_rows: pd.DataFrame, step_rows: pd.DataFrame, opts: Options,
               steady: Steady | None) -> tuple[int, int] | None:
     """First to last GPU operation, widened to the step ranges: the GPU idles while the last step's CPU work runs;
@@ -133,19 +146,25 @@ def window_ns(ops: gpu.GpuOps, nvtx_rows: pd.DataFrame, step_rows: pd.DataFrame,
     return (steady_start, hi) if steady_start is not None and steady_start < hi else (lo, hi)
 
 
-@declare(needs=(TRACE,), after=(window_ns,))
+declare(window_ns, needs=(ops, nvtx_rows, step_rows, OPTS, steady_state))
+
+
 def first_event(trace: Trace) -> int | None:
     """The whole capture's first event, read before the device pass may write over the kernel times (gpu.Spare)."""
     return capture_start(trace)
 
 
-@declare(needs=(window_ns, steady_state, OPTS))
+declare(first_event, needs=(TRACE,), after=(window_ns,))
+
+
 def narrowed(window_ns: tuple[int, int] | None, steady: Steady | None, opts: Options) -> tuple[int, int] | None:
     """The window where it is not the whole capture's (the user's, or the steady state's); None where it is."""
     return window_ns if (opts.window or steady) else None
 
 
-@declare(needs=(TRACE, window_ns, OPTS, first_event, steady_state))
+declare(narrowed, needs=(window_ns, steady_state, OPTS))
+
+
 def part(trace: Trace, window_ns: tuple[int, int] | None, opts: Options, first_event: int | None,
          steady: Steady | None) -> dict:
     """The `window` section: the span analysed and where it came from; without GPU activity, the span of the CPU's
@@ -168,6 +187,9 @@ def part(trace: Trace, window_ns: tuple[int, int] | None, opts: Options, first_e
     return {**out, "teardown_ns": teardown} if teardown else out
 
 
+declare(part, needs=(TRACE, window_ns, OPTS, first_event, steady_state))
+
+
 def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
     """How long the output pipeline's close ran past the window's end (its last drain ends the window; the workers'
     join and the buffers' unpinning and unmapping follow, on the user's clock); None without a close there."""
@@ -176,12 +198,14 @@ def _teardown_ns(nvtx: pd.DataFrame, end_ns: int) -> int | None:
     return int(close["end_ns"].max()) - end_ns if len(close) else None
 
 
-@declare(needs=(nvtx_rows, narrowed, OPTS), part="nvtx", json_at=80, tables_at=80)
 def _nvtx(nvtx_rows: pd.DataFrame, narrowed: tuple[int, int] | None, opts: Options) -> Part:
     """The `nvtx` section: the NVTX ranges inside the window by name."""
     shown = nvtx_rows if narrowed is None else overlapping(nvtx_rows, narrowed)
     ns = cpu.nvtx_summary(shown)
     return Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))}, {"nvtx_summary": ns})
+
+
+declare(_nvtx, needs=(nvtx_rows, narrowed, OPTS), part="nvtx", json_at=80, tables_at=80)
 
 
 def overlapping(df: pd.DataFrame, window: tuple[int, int]) -> pd.DataFrame:
