@@ -12,6 +12,50 @@ from ..load.frames import process_keys
 from ..common.schema import Part
 from . import unified
 from .base import declare
+from dataclasses import dataclass
+from .unified import UnifiedMemory
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemcpyPart:
+    """The `memcpy` section: the copies by direction, their overlap with kernels, migrations, host-side DtoH load."""
+    dtoh: CopyDirection
+    htod: CopyDirection
+    dtod: CopyDirection
+    overlap_fraction: float | None
+    dtoh_on_compute_stream: float | None
+    compute_stream: int | None
+    unified: UnifiedMemory | None
+    dtoh_host: DtohHost | Absent = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyDirection:
+    """One direction's copies: counts, bytes, times, host memory kinds, how they were issued."""
+    count: int
+    bytes: int
+    total_ns: int
+    mean_ns: float
+    max_ns: int
+    gbps: float | None
+    kinds: dict[str, int]
+    kind_bytes: dict[str, int]
+    memory_kinds: dict[str, int]
+    sync: int
+    async_: int
+    blocking: int
+    streams: tuple[int, ...]
+    overlap_fraction: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DtohHost:
+    """DtoH bytes into host memory per bin, summed over the devices."""
+    bin_ns: int
+    peak_gbps: float | None
+    mean_gbps: float | None
+    devices: tuple[int, ...]
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,
