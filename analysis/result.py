@@ -5,6 +5,7 @@ form (Document: the JSON of docs/json-schema.md as frozen dataclasses, read and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
@@ -61,8 +62,9 @@ class Document:
 @dataclass
 class Result:
     """summary: the JSON document (docs/json-schema.md): one trace's, its `ranks` filled when it holds several GPUs,
-    or several traces' comparison (schema.several_traces). doc: the same, typed (Document; made from summary here,
-    for now). tables: the DataFrames behind it, by name (--csv). gap_causes(device, spans) -> (cause, subject) of
+    or several traces' comparison (schema.several_traces). doc: the same, typed (Document; read from summary when
+    first asked for, for now: a toy section declared beside the analysis, tests/test_extension_points.py, is in the
+    summary and not in Document's fields, and only doc fails on it). tables: the DataFrames behind it, by name (--csv). gap_causes(device, spans) -> (cause, subject) of
     each idle span by the idle attribution's rules (for charts; one trace with an idle section, None otherwise).
     ranks: the GPUs side by side when there are several (None for one GPU). warnings: what a damaged export made the
     analysis drop or replace."""
@@ -71,7 +73,8 @@ class Result:
     gap_causes: object = None
     ranks: Ranks | None = None
     warnings: list[str] = field(default_factory=list)
-    doc: Document = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.doc = Document.from_json(self.summary)
+    @cached_property
+    def doc(self) -> Document:
+        """The document, typed (Document.from_json of summary, once)."""
+        return Document.from_json(self.summary)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 import pytest
 
 import golden_answers as answers
+from nsys_transfer.analysis import facade
 from nsys_transfer.analysis.common import schema
 from nsys_transfer.analysis.common.typed_json import ABSENT, Absent, JsonShapeError, from_json, to_json
 from nsys_transfer.analysis.result import Document, Result
@@ -118,3 +119,5 @@ def test_a_result_holds_its_document_typed():
     assert result.doc.kernels.count == summary["kernels"]["count"]
     assert result.doc.diagnosis[0].rule == summary["diagnosis"][0]["rule"]
     assert to_json(result.doc) == summary
+    fresh = facade.analyze(answers.ROOT / "tests/data/programs/cuda_graph_infer_nsys2024.sqlite.xz")  # the API's door
+    assert json.dumps(to_json(fresh.doc)) == json.dumps(fresh.summary) and fresh.doc.kernels.graphs.traced_as
