@@ -23,7 +23,8 @@ from .common import schema
 from .rules.diagnosis import verdict_finding
 from .sections.steady import WARMUP_RATIO
 
-__all__ = ["Cycle", "CycleVerdict", "Cycles", "merge", "is_one_run", "Identity"]
+
+__all__ = ["Cycle", "CycleVerdict", "CycleRun", "Cycles", "merge", "is_one_run", "Identity"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,14 @@ class Cycles:
         """The JSON document (docs/json-schema.md, `cycles`): the detail cycle's, with every cycle and the verdict."""
         return schema.cycles_run(self.detail, {"cycles": [asdict(c) for c in self.cycles],
                                                "verdict": asdict(self.verdict), "detail_cycle": self.detail_label})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CycleRun:
+    """The `cycles` object: every cycle of the run, its one verdict, the cycle the document details."""
+    cycles: tuple[Cycle, ...]
+    verdict: CycleVerdict
+    detail_cycle: str
 
 
 def merge(labels: list[str], summaries: list[dict]) -> Cycles:

@@ -3,13 +3,14 @@ diagnosis rule reads (the analysis's typed facts, rules/facts.py, and the option
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import pandas as pd
 
 from ..common import defaults
 from ..common.idle_causes import IdleCause
+from ..common.typed_json import NOT_IN_JSON, from_json, to_json
 from ..replay.fixes import Fix, NoFigure
 from .advice import FIXES
 from .facts import Facts, Idle, Program
@@ -37,24 +38,19 @@ class Finding:
     evidence: str
     suggestion: str
     line: CodeSite | None = None  # the program's line behind it (rules/code_advice.py)
-    parts: tuple["Finding", ...] = ()  # the findings of one job merged into this one (rules/code_advice.py)
-    prediction: object = None  # what its fix buys (rules/prediction.Prediction), for high and medium findings
+    # the findings of one job merged into this one (rules/code_advice.py); not in the JSON
+    parts: tuple["Finding", ...] = field(default=(), metadata=NOT_IN_JSON)
+    prediction: Prediction | None = None  # what its fix buys, for the costed findings
 
     def as_dict(self) -> dict:
-        """The finding as a JSON-able dict (its line as the code section writes a line)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("parts", "prediction")}
-        out["line"] = self.line.as_dict() if self.line else None
-        out["prediction"] = self.prediction.as_dict() if self.prediction is not None else None
-        return out
+        """The finding as a JSON-able dict (common/typed_json.py; its line as the code section writes a line)."""
+        return to_json(self)
 
     @classmethod
     def of(cls, d: dict) -> "Finding":
         """A finding from its JSON (as_dict): its line a CodeSite, its prediction a Prediction (the merged parts are
         not in the JSON)."""
-        line, p = d.get("line"), d.get("prediction")
-        return cls(d["rule"], d["severity"], d["impact_ns"], d["impact_fraction"], d.get("subject"), d["evidence"],
-                   d["suggestion"], CodeSite.of(line) if line else None,
-                   prediction=Prediction.of(p) if p is not None else None)
+        return from_json(cls, d)
 
 
 def severity_of(share: float) -> str:

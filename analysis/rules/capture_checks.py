@@ -128,8 +128,9 @@ def verdict(f: Figures) -> dict:
         reasons.sort(key=lambda r: -r[0])
         lost = round(max([lost or 0.0] + [r[0] for r in reasons]), 4)
         cut = _cut_at(*f.edges)
-        return {"verdict": "lossy", "lost_fraction": lost, "figures": {**f.reported, "cut": bool(cut)},
-                "evidence": _lossy_evidence(f, reasons, cut)[:-1] + (f"; {nsys_said(doubts, f)}." if doubts else ".")}
+        return {"verdict": "lossy", "lost_fraction": lost,
+                "evidence": _lossy_evidence(f, reasons, cut)[:-1] + (f"; {nsys_said(doubts, f)}." if doubts else "."),
+                "figures": {**f.reported, "cut": bool(cut)}}
     fig = {**f.reported, "cut": False}
     if doubts:
         return {"verdict": "doubtful", "lost_fraction": lost, "evidence": _doubtful_evidence(f, doubts), "figures": fig}

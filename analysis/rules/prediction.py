@@ -16,6 +16,7 @@ import numpy as np
 from dataclasses import dataclass, replace
 
 from ..common import defaults
+from ..common.typed_json import known_keys, to_json
 from ..replay.edits import NONE, Edit
 from ..replay.engine import Replayed, replay
 from ..replay.fixes import Fix, NoFigure
@@ -35,6 +36,8 @@ CPU_SHARE_UNPROFILED_SAMPLED = 0.65
 CALL_HOST_NS = 2_700
 GPU_SHARE_LOW = 0.9  # a loop the GPU sets the pace of keeps it this busy at the low end (launch gaps between kernels)
 MIN_ITERATIONS = 2.0  # fewer steady iterations than this replayed: too few to say what a fix buys
+PREDICTION_KEYS = ("steady_x", "whole_x", "next_limit", "ceiling_x", "assumptions", "shares_with", "why_not", "parts",
+                   "on_gpu")  # a prediction's JSON (Prediction.as_dict)
 SHARED = 1.25  # two findings share their gain where their gains added exceed their joint gain this much
 
 
@@ -88,6 +91,16 @@ class Prediction:
                    tuple(d.get("assumptions") or ()), tuple(d.get("shares_with") or ()), d.get("why_not"),
                    tuple((x["part"], cls.of(x)) for x in d.get("parts") or ()),
                    cls.of(d["on_gpu"]) if d.get("on_gpu") else None)
+
+    __to_json__ = as_dict  # its JSON form is its own (the ranges as steady_x and whole_x, rounded): common/typed_json.py
+
+    @classmethod
+    def __from_json__(cls, d: dict) -> "Prediction":
+        for p in [d, *(d.get("parts") or ())]:
+            known_keys(p, PREDICTION_KEYS + (("part",) if p is not d else ()), "Prediction")
+        if d.get("on_gpu") is not None:
+            known_keys(d["on_gpu"], ("steady_x", "whole_x"), "Prediction.on_gpu")
+        return cls.of(d)
 
 
 def x_range(r: tuple[float, float]) -> str:
@@ -272,8 +285,8 @@ class Overall:
     rank_note: str | None
 
     def as_dict(self) -> dict:
-        """As JSON."""
-        return {"all_fixed": self.all_fixed.as_dict() if self.all_fixed else None, "rank_note": self.rank_note}
+        """As JSON (common/typed_json.py)."""
+        return to_json(self)
 
 
 def name_of(f) -> str:

@@ -16,6 +16,44 @@ from ..load.kernel_digest import fits
 from ..load.ops_store import distinct
 from ..load.trace import Trace
 
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessActivity:
+    """One process's GPU operations and CPU events over the capture, in bins."""
+    pid: int
+    start_ns: int
+    bin_ns: int
+    activity: str
+    gpu_ops: int
+    cpu_events: int
+    gpu_ops_per_s: tuple[float, ...]
+    cpu_events_per_s: tuple[float, ...]
+    gpu_end_ns: int
+    cpu_events_after: int
+    cpu_share_after: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrelationGaps:
+    """Holes in the correlation ids: the largest, whether checked, per process."""
+    largest_gpu_id_gap: int
+    checked: bool
+    processes: tuple[ProcessIdGaps, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessIdGaps:
+    """One process's correlation id holes and the calls they may have lost."""
+    pid: int
+    api_rows: int
+    id_span: int
+    largest_gap: int
+    gaps: int
+    gaps_while_running: int
+    ids_lost: int
+    est_missing_calls: int
+    missing_share: float
+
 # Time check: the program's own NVTX ranges and OS runtime calls go on while its GPU operations stop. Rates are
 # reported over TIMELINE_BINS equal bins of each process's span (GPU operations vs NVTX/OSRT events per second).
 TIMELINE_BINS = 20

@@ -35,6 +35,38 @@ from . import window
 from .base import TRACE, declare
 from .capture_pairing import api_calls, pairing
 from ..common.spill import Column
+from .capture_activity import CorrelationGaps, ProcessActivity
+from .capture_messages import CaptureVersions, NsysDiagnostics
+from .capture_pairing import ApiCallCounts, GpuRowCounts, PairingEdges, SharedCorrelationIds
+
+
+@dataclass(frozen=True, kw_only=True)
+class Integrity:
+    """Whether the trace can be trusted: the verdict (rules/capture_checks.py), the share lost, the one sentence, the
+    figures."""
+    verdict: str
+    lost_fraction: float | None
+    evidence: str
+    figures: IntegrityFigures
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntegrityFigures:
+    """The counts behind the integrity verdict (FIGURES above), with `cut`."""
+    method: str
+    api: ApiCallCounts
+    gpu: GpuRowCounts
+    shared_correlation_ids: SharedCorrelationIds
+    edges: PairingEdges
+    expected_ops: int
+    missing_ops: int
+    timeline: tuple[ProcessActivity, ...]
+    correlation_gaps: CorrelationGaps
+    graph_runs: int
+    migrations: int
+    diagnostics: NsysDiagnostics
+    capture: CaptureVersions
+    cut: bool
 
 
 FIGURES = """figures:
@@ -186,8 +218,9 @@ def figures(trace: Trace, pairs: bool = False, side: GpuSide | None = None, coun
     else:
         fig["method"] = "pairs"
         gpu = {k: tuple(np.asarray(a) for a in v) for k, v in gpu.items()}  # pairing reads them whole
-        api, fig["shared_correlation_ids"] = api_calls(trace, kinds)
-        fig["api"], fig["gpu"], missing_api, missing_gpu, fig["edges"] = pairing(trace, api, gpu, side.in_order)
+        api, shared = api_calls(trace, kinds)
+        fig["api"], fig["gpu"], missing_api, missing_gpu, edges = pairing(trace, api, gpu, side.in_order)
+        fig["shared_correlation_ids"], fig["edges"] = shared, edges  # the keys in one order, either way (Integrity)
     expected_api = sum(fig["api"][k]["calls"] for k in ("kernel", "graph", "copy"))
     expected_gpu = n_gpu["kernel"] + n_gpu["copy"]
     fig["expected_ops"] = int(max(expected_api, expected_gpu))

@@ -15,6 +15,37 @@ from ..common.errors import TraceError
 from ..load import sql
 from ..load.frames import pid_of
 from ..load.trace import Trace
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class NsysDiagnostics:
+    """nsys's own count of CUDA events against the rows exported, its messages and the doubts they raise."""
+    cuda_events_collected: int | None
+    cuda_rows_exported: int
+    messages: tuple[str, ...]
+    doubts: tuple[NsysDoubt, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NsysDoubt:
+    """One nsys message that questions completeness, per process, and what explains it."""
+    said: str
+    kind: str
+    events: str
+    pid: int
+    times: int
+    cuda_calls: int | None
+    explained: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaptureVersions:
+    """The exporting nsys against the driver the trace recorded."""
+    nsys_version: str
+    driver_cuda: str | None
+    nsys_newest_cuda: str | None
+    nsys_older_than_driver: bool | None
 
 COLLECTED = re.compile(r"Number of CUDA events collected:\s*(\d+)")
 SAMPLES_COLLECTED = re.compile(r"Number of IP samples collected:\s*(\d+)")

@@ -10,6 +10,60 @@ import pandas as pd
 from ..load.btree import In
 from ..load.frames import in_sorted, outermost_calls, pid_of
 from ..load.trace import Trace
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiCallCounts:
+    """The CUDA API calls that put work on the GPU, by kind."""
+    kernel: ApiCalls
+    graph: ApiCalls
+    copy: ApiCalls
+    memset: ApiCalls
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiCalls:
+    """One kind's API calls and those without a GPU row."""
+    calls: int
+    without_gpu: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuRowCounts:
+    """The GPU rows, by kind."""
+    kernel: GpuRows
+    copy: GpuRows
+    memset: GpuRows
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuRows:
+    """One kind's GPU rows and those without an API call."""
+    rows: int
+    without_api: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedCorrelationIds:
+    """(process, correlation id) pairs held by several API calls: how many, a few examples."""
+    count: int
+    examples: tuple[SharedCorrelationId, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedCorrelationId:
+    """One correlation id held by several API rows of a process."""
+    pid: int
+    correlation_id: int
+    rows: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairingEdges:
+    """Where the unpaired calls or GPU rows lie (null where none)."""
+    calls_without_gpu: str | None
+    gpu_without_calls: str | None
 
 # A capture cut out of a longer one (a time slice exported or trimmed by another tool) leaves calls whose GPU work fell
 # past its end and GPU work whose calls came before its start: each kind's unpaired rows all at one edge. This share

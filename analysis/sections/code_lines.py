@@ -18,10 +18,11 @@ from ..common.intervals import Coverage, union
 from ..common.schema import Part
 from ..load import kineto_stacks, python_stacks
 from ..load.frames import pid_of
-from ..load.python_stacks import PythonStacks, place_of
+from ..load.python_stacks import PythonStacks
 from ..load.trace import Trace
 from . import copies, gpu, idle_summary, launchers, machine, roles, setup_lines, window
 from .base import SAY, TRACE, Say, declare
+from .code_sites import CodeSite, SetupLines
 from .gap_sides import GapSides
 from .line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
                          stack_path, through_loader)
@@ -31,61 +32,6 @@ TOP = 3            # lines kept per cause
 SETUP_NOTED = 0.01  # a CPU-only capture's set-up below this share of its loop's time is not said apart
 SHORT_GAPS = "launch"
 GROWTH_VISITS = 6  # visits needed to call a line's cost growing
-
-
-@dataclass(frozen=True)
-class CodeSite:
-    """One line of the program and the time given to it: file, line, function and source text; path: how the loop's
-    line reaches the work (labels, outermost first); role: what the work is for (roles.ROLES); ns: the time;
-    share: of the time the samples give to any line for this cause; growth: (ms a visit at the start, at the end)
-    where the line's cost grows with the run, else None; threads: how many threads were sampled at it."""
-    file: str
-    line: int
-    function: str
-    code: str
-    path: tuple[str, ...]
-    role: str
-    ns: int
-    share: float
-    visits: int = 0
-    growth: tuple[float, float] | None = None
-    threads: int = 1  # how many threads' samples were at the line (a server's request threads: several)
-
-    @property
-    def place(self) -> str:
-        """`main.py:31`."""
-        return place_of(self.file, self.line, self.function)
-
-    def as_dict(self) -> dict:
-        """The site as JSON."""
-        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code,
-                "path": list(self.path), "role": self.role, "ns": self.ns, "share": round(self.share, 3),
-                "visits": self.visits, "threads": self.threads,
-                "growth_ms": None if self.growth is None else [round(self.growth[0], 2), round(self.growth[1], 2)]}
-
-    @classmethod
-    def of(cls, d: dict) -> "CodeSite":
-        """A site from its JSON (as_dict)."""
-        g = d.get("growth_ms")
-        return cls(d["file"], d["line"], d["function"], d["code"], tuple(d["path"]), d["role"], d["ns"], d["share"],
-                   d.get("visits", 0), None if g is None else (float(g[0]), float(g[1])), d.get("threads", 1))
-
-
-@dataclass(frozen=True)
-class SetupLines:
-    """A CPU-only capture's set-up on the main thread, before its loop (sections/setup_lines.py): its sampled time,
-    where it ends (trace ns) and what ended it, its time by kind (imports, model construction, the program's own),
-    and its costliest lines."""
-    ns: int
-    until_ns: int
-    until: str
-    by_kind: dict[str, int]
-    lines: list[CodeSite]
-
-    def as_dict(self) -> dict:
-        """The set-up as JSON."""
-        return {"ns": self.ns, "until_ns": self.until_ns, "until": self.until, "by_kind": self.by_kind,
-                "lines": [s.as_dict() for s in self.lines]}
 
 
 @dataclass
@@ -347,7 +293,7 @@ def _cpu_lines(sites: _Sites, stacks: PythonStacks, source: str, step_rows: pd.D
     what = [kind[k] or "the program's own" for k in before["stack"].to_numpy()]
     by_kind = pd.Series(setup_ns, index=what, dtype="int64").groupby(level=0).sum().sort_values(ascending=False)
     out.setup = SetupLines(int(setup_ns.sum()), int(start), until, {str(k): int(v) for k, v in by_kind.items()},
-                           sites.rank(before, setup_ns))
+                           tuple(sites.rank(before, setup_ns)))
     return out
 
 

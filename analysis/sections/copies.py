@@ -14,6 +14,50 @@ from ..load.kernel_digest import KernelDigest
 from ..load.trace import Trace
 from . import gpu, unified, window
 from .base import OPTS, SAY, TRACE, Options, Say, declare
+from dataclasses import dataclass
+from .unified import UnifiedMemory
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemcpyPart:
+    """The `memcpy` section: the copies by direction, their overlap with kernels, migrations, host-side DtoH load."""
+    dtoh: CopyDirection
+    htod: CopyDirection
+    dtod: CopyDirection
+    overlap_fraction: float | None
+    dtoh_on_compute_stream: float | None
+    compute_stream: int | None
+    unified: UnifiedMemory | None
+    dtoh_host: DtohHost | Absent = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopyDirection:
+    """One direction's copies: counts, bytes, times, host memory kinds, how they were issued."""
+    count: int
+    bytes: int
+    total_ns: int
+    mean_ns: float
+    max_ns: int
+    gbps: float | None
+    kinds: dict[str, int]
+    kind_bytes: dict[str, int]
+    memory_kinds: dict[str, int]
+    sync: int
+    async_: int
+    blocking: int
+    streams: tuple[int, ...]
+    overlap_fraction: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DtohHost:
+    """DtoH bytes into host memory per bin, summed over the devices."""
+    bin_ns: int
+    peak_gbps: float | None
+    mean_gbps: float | None
+    devices: tuple[int, ...]
 
 
 def copy_table(memcpys: pd.DataFrame, api: pd.DataFrame, kernels: pd.DataFrame | None,

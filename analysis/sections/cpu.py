@@ -14,6 +14,86 @@ from ..common.schema import Part, json_rows
 from ..load.kernel_digest import KernelDigest
 from . import copies, gpu, idle_summary, launchers, os_calls, window
 from .base import OPTS, SAY, Options, Say, declare
+from dataclasses import dataclass
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepsPart:
+    """The `steps` section: the step ranges, their pace, and the set-up before the first step."""
+    regex: str | None
+    source: str
+    count: int
+    per_second: float | None
+    mean_ns: float | None
+    mean_gpu_idle_ns: float | None
+    setup: SetupBeforeSteps | None | Absent = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class GapsPart:
+    """The `gaps` section: the GPU's idle gaps and what the CPU did in them."""
+    threshold_ns: int
+    count: int
+    total_ns: int
+    per_step_ns: float | None
+    top: tuple[Gap, ...]
+    covered_by: tuple[GapCover, ...]
+    osrt: tuple[GapCalls, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gap:
+    """One long idle gap of a device, the thread that ended it, its ranges and OS calls."""
+    device: int
+    start_ns: int
+    duration_ns: int
+    launch_tid: int | None
+    cpu_ranges: tuple[GapRange, ...]
+    osrt: tuple[GapCall, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GapRange:
+    """An NVTX range open on the launching thread during a gap."""
+    name: str
+    depth: int
+    overlap_ns: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GapCall:
+    """An OS runtime call of the launching thread during a gap."""
+    name: str
+    count: int
+    overlap_ns: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GapCover:
+    """The idle time covered by one NVTX range name on the launching threads."""
+    name: str
+    gap_ns: int
+    share: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class GapCalls:
+    """One OS runtime call's time during the gaps, in the launching process."""
+    name: str
+    count: int
+    gap_overlap_ns: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupBeforeSteps:
+    """The set-up before the first step, where it is at least 10% of the window (sections/idle_summary.py `_setup`):
+    where the steps start, the GPU idle ns before them by cause, the synchronising calls before and in them."""
+    steps_start_ns: int
+    before_first_step_ns: int
+    idle_ns: dict[str, int]
+    sync_calls: int
+    sync_calls_in_steps: int
 
 REGEX_SPECIAL = re.compile(r"([.^$*+?{}\[\]\\|()])")
 COUNTER = re.compile(r"\d+")

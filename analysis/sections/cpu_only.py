@@ -17,6 +17,16 @@ from pathlib import PurePath
 
 from ..common.errors import TraceError
 from ..load.trace import Trace
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class CpuOnly:
+    """Why a trace has no GPU work, what nsys launched, and the one line the text report prints."""
+    gpu: str
+    program: str | None
+    python: bool
+    line: str
 
 PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 CAPTURE = ("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:COMMAND' OR name LIKE "

@@ -17,6 +17,24 @@ import pandas as pd
 from ..load.trace import Trace
 from . import gpu, launchers
 from .base import SAY, TRACE, Say, declare
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class CpuSamples:
+    """The launching thread's CPU samples in some time: how many, their owners' shares, the top functions."""
+    samples: int
+    kinds: dict[str, float]
+    functions: tuple[SampledFunction, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampledFunction:
+    """One function's share of the samples."""
+    function: str
+    library: str
+    kind: str
+    share: float
 
 PROFILER = "the profiler (Nsight Systems)"
 # owner kinds, in the order a frame is tested; STRONG ones own a sample wherever they are below the Python frames

@@ -20,6 +20,29 @@ from ..common.schema import Part, json_rows
 from . import capture_figures, setup, streamed_pass, window
 from .base import OPTS, SAY, TRACE, Options, Say, declare
 from .device_ops import next_ops, sorted_times
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuPart:
+    """The `gpu` section: the GPUs' utilisation over the window, summed and per device."""
+    utilization: float
+    compute_utilization: float | None
+    busy_ns: int
+    compute_ns: int | None
+    devices: tuple[GpuDevice, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuDevice:
+    """One device's busy and compute time and utilisation over its window."""
+    device: int
+    busy_ns: int
+    compute_ns: int | None
+    window_ns: int
+    utilization: float
+    compute_utilization: float | None
+    name: str | None
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together

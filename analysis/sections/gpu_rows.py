@@ -18,6 +18,39 @@ from ..load.ops_store import SpilledOps
 from . import copies as cp
 from . import cpu, gpu
 from .sharing import gbps_of
+from dataclasses import dataclass
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankGpu:
+    """One GPU's row in the comparison (`ranks.gpus[]`)."""
+    trace: str
+    device: int
+    gpu: str
+    name: str
+    pid: int
+    window_start_ns: int
+    window_ns: int
+    window_source: str
+    utilization: float
+    compute_utilization: float | None
+    compute_idle_ns: int
+    idle_gaps: int
+    idle_gap_ns: int
+    idle_mostly_in: str | None
+    idle_share: float | None
+    steps: int
+    steps_per_s: float | None
+    dtoh_copies: int
+    dtoh_bytes: int
+    dtoh_gbps: float | None
+    dtoh_pinned_share: float | None
+    dtoh_busy_share: float
+    drain_ns: int
+    drain_source: str
+    backlog_steps: float | None
+    host: str | None | Absent = ABSENT
 
 
 class RowOptions(Protocol):

@@ -26,6 +26,35 @@ from ...nsys_core.contracts import gbps
 from ..common.schema import json_rows
 from . import copies as cp
 from .sharing import contention, shared_capacity, slowest_kind
+from .sharing import Contention
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostDtohLoad:
+    """A host's DtoH load into its memory against its capacity."""
+    host: str | None | Absent = ABSENT
+    bin_ns: int
+    peak_gbps: float
+    mean_gbps: float
+    capacity_gbps: float
+    capacity_source: str
+    busy_share_over_half_capacity: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostEntry:
+    """One host of several in `ranks.hosts[]` (HostLoad.entry): its traces and GPUs, its DtoH load and contention,
+    its slowest memory kind's slowdown, its peak share of its capacity, its least busy GPU's compute share."""
+    host: str | None
+    traces: tuple[str, ...]
+    gpus: tuple[str, ...]
+    total_steps_per_s: float
+    host_dtoh: HostDtohLoad
+    contention: tuple[Contention, ...]
+    slowdown: float | None
+    peak_share: float
+    compute_min: float
 
 TIMELINE_COLUMNS = ["bin_start_ns", "bin_ns", "bytes", "gbps", "gpu"]
 

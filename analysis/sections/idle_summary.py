@@ -16,6 +16,46 @@ from . import copies as cp
 from . import cpu, cpu_work, gpu, idle, launchers, program, window
 from ..load.frames import pid_of
 from ..common.spill import Frames
+from dataclasses import dataclass
+from .cpu_work import CpuSamples
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdleAttribution:
+    """The `idle` section: every idle nanosecond of each GPU given to one cause."""
+    causes: tuple[IdleCauseTime, ...]
+    devices: dict[str, IdleDevice]
+    launch_threads: tuple[int, ...]
+    launch_calls: int
+    launch_api_ns: int
+    sync_calls: int
+    sync_blocked_ns: int
+    setup_call_steps: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdleCauseTime:
+    """One cause's (and subject's) idle time on a device."""
+    cause: str
+    subject: str | None
+    idle_ns: int
+    device: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdleDevice:
+    """One device's idle time and what its launching thread did in it."""
+    idle_ns: int
+    idle_intervals: int
+    short_idle_intervals: int
+    input_calls: dict[str, int]
+    mapping_calls: dict[str, int]
+    setup_calls: dict[str, int]
+    loader_starved_ns: int
+    after_sync_intervals: int
+    cpu_after_sync_ns: int
+    cpu_samples: CpuSamples
+    range_samples: CpuSamples
 
 SETUP_SHARE = 0.10  # set-up (before the first step, after the last) above this share of the window is reported apart
 

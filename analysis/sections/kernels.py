@@ -8,6 +8,42 @@ from . import kernel_names
 from ..load.trace import Trace
 from . import gpu
 from .base import OPTS, TRACE, Options, declare
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelsPart:
+    """The `kernels` section: kernel count, time and median, CUDA graphs, the top kernels."""
+    count: int
+    total_ns: int
+    median_ns: float | None
+    graphs: KernelGraphs | None
+    top: tuple[KernelRow, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelRow:
+    """One kernel name's time, with its shown name, precision and library."""
+    name: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    min_ns: int
+    max_ns: int
+    pct: float
+    shown_name: str
+    precision: str | None
+    library: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelGraphs:
+    """How much GPU work ran inside CUDA graphs and how it was traced."""
+    traced_as: str
+    launches: int
+    gpu_ns: int
+    kernels_inside: int | None
+    share_of_kernel_time: float | None
 
 
 def part(digest: KernelDigest, top: int, full_names, graph_kernels) -> Part:

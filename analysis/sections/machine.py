@@ -11,6 +11,15 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostLink:
+    """The host link of the trace's own GPU: its GB/s, where that came from, its PCIe generation."""
+    gbps: float | None
+    source: str
+    pcie_gen: int | None
 
 PCIE_X16_RAW_GBPS = {3: 15.75, 4: 31.5, 5: 63.0}
 USABLE_SHARE = 0.85

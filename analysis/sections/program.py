@@ -10,6 +10,23 @@ import numpy as np
 import pandas as pd
 
 from ...nsys_core.contracts import WORKLOAD_RANGES, pipeline_pace
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgramInfo:
+    """What the traced program is: its framework, whether it is this toolkit's, its DataLoader workers."""
+    framework: str
+    toolkit: bool
+    toolkit_stage: str | None
+    dataloader_workers: DataloaderWorkers
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataloaderWorkers:
+    """The DataLoader's worker threads and processes the trace shows."""
+    threads: int
+    processes: int
 
 # PyTorch names its helper threads (DataLoader workers, the pin-memory thread, autograd): pt_data_worker, pt_data_pin
 PYTORCH_THREAD = re.compile(r"^pt_")

@@ -20,6 +20,16 @@ from pathlib import Path
 from ..common.errors import TraceError
 from ..load.inputs import capture_record_beside
 from ..load.trace import Trace
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgramEnd:
+    """How the traced program ended: its exit code, whether it failed, its error, and what says so."""
+    exit_code: int | None
+    failed: bool | None
+    error: str | None
+    source: str | None
 
 STDERR = ("SELECT s.value AS name, c.value AS content FROM ProcessStreams AS p JOIN StringIds AS s "
           "ON s.id = p.filenameId JOIN StringIds AS c ON c.id = p.contentId")

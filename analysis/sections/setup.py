@@ -15,6 +15,41 @@ from ..load.trace import Trace
 from . import cpu_work, steady, window
 from .base import TRACE, declare
 from .program import base_name, per_name
+from dataclasses import dataclass
+from .cpu_work import CpuSamples
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupPart:
+    """The `setup` section: the set-up and warm-up before the steady state."""
+    source: str
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    gpu_busy_ns: int
+    kernels: int
+    warmup: Warmup
+    causes: tuple[SetupCause, ...]
+    cpu_samples: CpuSamples
+
+
+@dataclass(frozen=True, kw_only=True)
+class Warmup:
+    """The warm-up steps or iterations before the steady state."""
+    count: int
+    durations_ns: tuple[int, ...]
+    median_step_ns: float | None
+    kernels_per_iteration: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupCause:
+    """One kind of set-up work: its time, count and top call or range."""
+    cause: str
+    kind: str
+    ns: int
+    count: int
+    top: str
 
 CUDA_CAUSES = (
     ("module loading", re.compile(r"^cu(da)?(Module|Library)(Load|GetFunction|GetGlobal)|^cudaGetDriverEntryPoint|"

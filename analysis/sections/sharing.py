@@ -10,6 +10,20 @@ import numpy as np
 import pandas as pd
 
 from ...nsys_core.contracts import gbps
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Contention:
+    """One host memory kind's DtoH copies alone and together, and the slowdown."""
+    memory: str
+    copies: int
+    copies_together: int
+    gbps_alone: float | None
+    gbps_together: float | None
+    solo_gbps: float | None
+    solo_source: str | None
+    slowdown: float | None
 
 
 def contention(copies: pd.DataFrame, probe: dict | None, link_gbps: float,

@@ -12,6 +12,54 @@ from ..common.schema import Part, json_rows
 from . import copies, cpu_only, gpu, program, program_end, window
 from .base import OPTS, TRACE, Options, declare
 from .machine import host_link
+from dataclasses import dataclass
+from .capture_figures import Integrity
+from .cpu_only import CpuOnly
+from .machine import HostLink
+from .program import ProgramInfo
+from .program_end import ProgramEnd
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceInfo:
+    """The `trace` object: what the trace is (its counts, GPUs, integrity, host link, program and how it ended)."""
+    path: str
+    nsys_version: str
+    gpus: tuple[TraceGpu, ...]
+    counts: TraceCounts
+    integrity: Integrity
+    os_runtime: tuple[OsRuntimeCall, ...] | None
+    cpu_only: CpuOnly | None
+    link: HostLink
+    program: ProgramInfo
+    program_end: ProgramEnd
+    profiler: str | Absent = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceGpu:
+    """One GPU the trace recorded (TARGET_INFO_GPU)."""
+    device: int
+    name: str
+    chip: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceCounts:
+    """The rows loaded of each table."""
+    kernels: int
+    memcpys: int
+    nvtx_ranges: int
+    osrt_calls: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class OsRuntimeCall:
+    """An OS runtime call by total time (a trace without GPU work)."""
+    name: str
+    count: int
+    total_ns: int
 
 
 def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: pd.DataFrame, memcpy: Part, gpu: Part,

@@ -15,6 +15,38 @@ from ...nsys_core.contracts import gbps
 
 from ..common import intervals
 from ..load.device import UNIFIED_KINDS
+from dataclasses import dataclass
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnifiedMemory:
+    """Unified-memory migrations by direction and the on-demand ones (faults)."""
+    htod: Migrations | Absent = ABSENT
+    dtoh: Migrations | Absent = ABSENT
+    dtod: Migrations | Absent = ABSENT
+    on_demand: OnDemandMigrations
+    cause_recorded: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Migrations:
+    """One direction's migrations."""
+    count: int
+    bytes: int
+    total_ns: int
+    gbps: float | None
+    on_demand: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnDemandMigrations:
+    """The migrations every cause but a user prefetch made: their GPU time and the kernel time inside it."""
+    count: int
+    bytes: int
+    gpu_ns: int
+    kernel_overlap_ns: int
+    median_bytes: int | None
 
 USER_PREFETCH = 1  # CUpti_ActivityUnifiedMemoryMigrationCause: cudaMemPrefetchAsync
 DIRECTIONS = {"Unified HtoD": "htod", "Unified DtoH": "dtoh", "Unified DtoD": "dtod"}

@@ -24,6 +24,43 @@ from ..common.schema import Part, json_rows
 from . import cpu, gpu, os_calls, program, setup, steady
 from .base import OPTS, SAY, TRACE, Options, Say, declare
 from .steady import Steady
+from dataclasses import dataclass
+from ..common.typed_json import ABSENT, Absent
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    """The `window` object: the span analysed and where it came from (keys absent for a trace without GPU work, or an
+    empty one)."""
+    start_ns: int | Absent = ABSENT
+    end_ns: int | Absent = ABSENT
+    duration_ns: int | Absent = ABSENT
+    source: str
+    capture_start_ns: int | None | Absent = ABSENT
+    origin_ns: int | None | Absent = ABSENT
+    origin: str | Absent = ABSENT
+    teardown_ns: int | Absent = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvtxPart:
+    """The `nvtx` section: the NVTX ranges inside the window by name."""
+    count: int
+    ranges: tuple[NvtxRange, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvtxRange:
+    """One NVTX range name's figures (as `nsys stats --report nvtx_sum`)."""
+    name: str
+    kind: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    med_ns: float
+    min_ns: int
+    max_ns: int
+    std_ns: float | None
 
 OPEN_END = 2 ** 62  # a window's open end: past any trace timestamp
 
