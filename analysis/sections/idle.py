@@ -64,10 +64,30 @@ COLUMNS = ["cause", "subject", "idle_ns", "device"]
 
 
 def _calls(osrt: pd.DataFrame, pattern: re.Pattern) -> tuple[Union, pd.DataFrame]:
-    names = pd.Series(pd.Categorical(osrt["name"]).categories.astype(str))
-    wanted = set(names[names.str.match(pattern)])
-    rows = osrt[osrt["name"].isin(wanted)] if wanted else osrt.iloc[0:0]  # on the categories: no string per row
+    names = osrt["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # on the categories' codes: no string per row
+        rows = osrt[_matching(names.cat.categories, pattern)[names.cat.codes.to_numpy()]]
+    else:
+        cats = pd.Series(pd.Categorical(names).categories.astype(str))
+        wanted = set(cats[cats.str.match(pattern)])
+        rows = osrt[names.isin(wanted)] if wanted else osrt.iloc[0:0]
     return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()), rows
+
+
+_MATCHING: dict[tuple[int, str], tuple[pd.Index, np.ndarray]] = {}
+
+
+def _matching(categories: pd.Index, pattern: re.Pattern) -> np.ndarray:
+    """Whether each category matches, and False last (the code -1 of a missing name lands there): made once per
+    categories and pattern, since every segment's rows share their frame's categories (gap_causes makes hundreds)."""
+    key = (id(categories), pattern.pattern)
+    held = _MATCHING.get(key)
+    if held is None or held[0] is not categories:
+        if len(_MATCHING) > 256:
+            _MATCHING.clear()
+        hit = pd.Series(categories.astype(str)).str.match(pattern).to_numpy(bool)
+        held = _MATCHING[key] = (categories, np.append(hit, False))
+    return held[1]
 
 
 def _every_thread(u: Union, rows: pd.DataFrame, mine: pd.DataFrame) -> Union:
@@ -123,10 +143,19 @@ def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, 
                loader: dict | None = None, setup_calls: pd.DataFrame | None = None) -> list[tuple[str, str | None]]:
     """(cause, subject) that holds most of each idle span (start_ns, end_ns): the same rules as attribute(), applied
     to one gap at a time, for the few gaps a chart draws."""
-    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {},
-                        setup_calls=setup_calls)
+    shared = _Shared.of(threads, _near_spans(osrt, spans), nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns,
+                        loader or {}, setup_calls=setup_calls)
     none = np.zeros(0, np.int64)
     return [_dominant(_segment(shared, none, none, int(lo), int(hi))) for lo, hi in spans]
+
+
+def _near_spans(osrt: pd.DataFrame | Frames, spans) -> pd.DataFrame | Frames:
+    """The calls touching any of the spans, selected once (each span's _segment selects its own from these: the same
+    rows as from them all)."""
+    if isinstance(osrt, Frames) or osrt.empty or not len(spans):
+        return osrt
+    lo, hi = (np.array([int(x) for x in col], np.int64) for col in zip(*spans))
+    return osrt.iloc[Coverage(*union(lo, hi)).touches(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())]
 
 
 def _dominant(part: dict) -> tuple[str, str | None]:
