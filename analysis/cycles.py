@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .common import schema
-from .rules.diagnosis import verdict_finding
 from .sections.steady import WARMUP_RATIO
+from .document.cycles import Cycle, CycleRun, CycleVerdict
 
 
 __all__ = ["Cycle", "CycleVerdict", "CycleRun", "Cycles", "merge", "is_one_run", "Identity"]
@@ -50,51 +50,6 @@ def is_one_run(ids: list[Identity]) -> bool:
     return all(b[0] >= a[1] for a, b in zip(spans, spans[1:]))
 
 
-@dataclass(frozen=True)
-class Cycle:
-    """One cycle's figures, from its own analysis: its file, first and last step, mean step, GPU busy share, and its
-    verdict (the finding's rule, subject, impact and the GPU time it is a share of)."""
-    label: str
-    path: str
-    steps: int
-    first_step: str | None
-    last_step: str | None
-    step_ns: float | None
-    gpu_busy: float | None
-    gpu_time_ns: int
-    rule: str | None
-    subject: str | None
-    impact_ns: int
-    steady: bool = True
-
-    @classmethod
-    def of(cls, label: str, summary: dict) -> "Cycle":
-        """The cycle's figures from its analysis's summary."""
-        steps = summary.get("steps") or {}
-        names = sorted((r["name"] for r in ((summary.get("nvtx") or {}).get("ranges") or [])
-                        if str(r["name"]).startswith("ProfilerStep#")), key=lambda n: int(n.split("#")[1]))
-        g = summary.get("gpu") or {}
-        gpus = max(1, len(g.get("devices") or []))
-        f = verdict_finding(summary.get("diagnosis") or [])
-        return cls(label, str((summary.get("trace") or {}).get("path")), int(steps.get("count") or 0),
-                   names[0] if names else None, names[-1] if names else None, steps.get("mean_ns"),
-                   g.get("utilization"), int((summary.get("window") or {}).get("duration_ns") or 0) * gpus,
-                   f["rule"] if f else None, f.get("subject") if f else None, int(f["impact_ns"]) if f else 0)
-
-
-@dataclass(frozen=True)
-class CycleVerdict:
-    """The run's one verdict: the rule and subject that cost the steady cycles the most, its impact summed over them
-    and its share of their GPU time, and in how many of them it is the verdict (agree of steady)."""
-    rule: str | None
-    subject: str | None
-    impact_ns: int
-    share: float
-    agree: int
-    steady: int
-    suggestion: str | None = None
-
-
 @dataclass
 class Cycles:
     """The run: its cycles (in time order), which are steady, the verdict, and the analysis of the steady cycle whose
@@ -108,14 +63,6 @@ class Cycles:
         """The JSON document (docs/json-schema.md, `cycles`): the detail cycle's, with every cycle and the verdict."""
         return schema.cycles_run(self.detail, {"cycles": [asdict(c) for c in self.cycles],
                                                "verdict": asdict(self.verdict), "detail_cycle": self.detail_label})
-
-
-@dataclass(frozen=True, kw_only=True)
-class CycleRun:
-    """The `cycles` object: every cycle of the run, its one verdict, the cycle the document details."""
-    cycles: tuple[Cycle, ...]
-    verdict: CycleVerdict
-    detail_cycle: str
 
 
 def merge(labels: list[str], summaries: list[dict]) -> Cycles:

@@ -12,7 +12,7 @@ from .program import base_name, family, is_step_candidate, matching, per_name
 from ..load.frames import pid_of
 from ..common.schema import Part, json_rows
 from ..load.kernel_digest import KernelDigest
-from . import copies, gpu, idle_summary, launchers, os_calls, window
+from . import copies, gpu, gpu_part, idle_summary, launchers, os_calls, window
 from .base import OPTS, SAY, Options, Say, declare
 from dataclasses import dataclass
 from ..common.typed_json import ABSENT, Absent
@@ -323,7 +323,7 @@ def steps_draft(digest: KernelDigest, nvtx_rows: pd.DataFrame, memcpy: Part, pas
 
 
 declare(steps_draft, needs=lambda: (gpu.PassedOver.digest, window.nvtx_rows, copies.memcpy_part, gpu.PassedOver.passed,
-                                    window.window_ns, window.step_regex, OPTS, gpu.gpu_part))
+                                    window.window_ns, window.step_regex, OPTS, gpu_part.gpu_part))
 
 
 def gpu_idle_of(gpu: dict | None) -> int | None:

@@ -16,33 +16,9 @@ from ..load.device import KERNEL_TABLE
 from ..load.kernel_digest import KernelDigest
 from ..load.ops_store import OPS, SpilledOps, frame_of  # OPS: what the device pass reads
 from ..load.trace import Trace
-from ..common.schema import Part, json_rows
 from . import capture_figures, setup, streamed_pass, window
 from .base import OPTS, SAY, TRACE, Options, Say, declare
 from .device_ops import next_ops, sorted_times
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True, kw_only=True)
-class GpuPart:
-    """The `gpu` section: the GPUs' utilisation over the window, summed and per device."""
-    utilization: float
-    compute_utilization: float | None
-    busy_ns: int
-    compute_ns: int | None
-    devices: tuple[GpuDevice, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class GpuDevice:
-    """One device's busy and compute time and utilisation over its window."""
-    device: int
-    busy_ns: int
-    compute_ns: int | None
-    window_ns: int
-    utilization: float
-    compute_utilization: float | None
-    name: str | None
 
 
 KINDS = ("kernel", "memcpy", "memset")  # the order that breaks ties between operations starting together
@@ -317,22 +293,6 @@ def _first_reaching_past(ends: np.ndarray, times: np.ndarray) -> np.ndarray:
     return out
 
 
-def part(util: pd.DataFrame, gpus: pd.DataFrame, kernels_recorded: bool) -> Part:
-    """The `gpu` section: utilisation per device (named after the export's GPUs) and over all; compute is unknown
-    (None) where the capture recorded no kernels."""
-    names = dict(zip(gpus["device"], gpus["name"])) if len(gpus) else {}
-    util["name"] = util["device"].map(names)
-    out = {"utilization": float(util["utilization"].mean()),
-           "compute_utilization": float(util["compute_utilization"].mean()),
-           "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
-           "devices": json_rows(util)}
-    if not kernels_recorded:  # no kernels recorded: nothing gives compute
-        out.update(compute_utilization=None, compute_ns=None)
-        for d in out["devices"]:
-            d.update(compute_utilization=None, compute_ns=None)
-    return Part(out, {"utilization": util})
-
-
 # --- the declared sections (sections/base.py) -----------------------------------------------------------------------
 class PassedOver(NamedTuple):
     """What passed_over() makes, each value kept until its own last reader (sections/base.py)."""
@@ -404,10 +364,3 @@ def gaps_table(passed: DevicePass | None) -> pd.DataFrame:
 
 declare(gaps_table, needs=(PassedOver.passed,))
 
-
-def gpu_part(trace: Trace, passed: DevicePass | None, kernels_recorded: bool) -> Part:
-    """The `gpu` section (part())."""
-    return part(passed.util, trace.device.gpus, kernels_recorded) if passed else Part(None, {})
-
-
-declare(gpu_part, needs=(TRACE, PassedOver.passed, PassedOver.kernels_recorded), part="gpu", json_at=20, tables_at=20)

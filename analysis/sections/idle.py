@@ -44,6 +44,7 @@ from ..common.intervals import Coverage, SpilledCoverage, gaps, union
 from . import cpu_work
 from .idle_ranges import (Nesting, family_time, phases, range_edges, ranked_times,
                           steps_end, thread_ranges)
+from .idle_calls import calls_matching, named_times, time_by_name
 from .idle_syncs import idle_after_sync, sync_arrays, sync_turnaround
 from ..load.frames import pid_of
 from ..common.spill import Frames
@@ -63,33 +64,6 @@ COMM_RANGE = re.compile(r"^P?MPI_\w+|^nccl\w+|\b(all_?reduce|all_?gather|reduce_
 COLUMNS = ["cause", "subject", "idle_ns", "device"]
 
 
-def _calls(osrt: pd.DataFrame, pattern: re.Pattern) -> tuple[Union, pd.DataFrame]:
-    names = osrt["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):  # on the categories' codes: no string per row
-        rows = osrt[_matching(names.cat.categories, pattern)[names.cat.codes.to_numpy()]]
-    else:
-        cats = pd.Series(pd.Categorical(names).categories.astype(str))
-        wanted = set(cats[cats.str.match(pattern)])
-        rows = osrt[names.isin(wanted)] if wanted else osrt.iloc[0:0]
-    return union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()), rows
-
-
-_MATCHING: dict[tuple[int, str], tuple[pd.Index, np.ndarray]] = {}
-
-
-def _matching(categories: pd.Index, pattern: re.Pattern) -> np.ndarray:
-    """Whether each category matches, and False last (the code -1 of a missing name lands there): made once per
-    categories and pattern, since every segment's rows share their frame's categories (gap_causes makes hundreds)."""
-    key = (id(categories), pattern.pattern)
-    held = _MATCHING.get(key)
-    if held is None or held[0] is not categories:
-        if len(_MATCHING) > 256:
-            _MATCHING.clear()
-        hit = pd.Series(categories.astype(str)).str.match(pattern).to_numpy(bool)
-        held = _MATCHING[key] = (categories, np.append(hit, False))
-    return held[1]
-
-
 def _every_thread(u: Union, rows: pd.DataFrame, mine: pd.DataFrame) -> Union:
     """u (the union of rows: calls) cut to the instants when every launching thread that made such a call in the
     segment (mine: their calls) is in one: with several launching threads (a server's request threads taking turns
@@ -101,19 +75,6 @@ def _every_thread(u: Union, rows: pd.DataFrame, mine: pd.DataFrame) -> Union:
         own = rows[rows["global_tid"] == t]
         u = intersect(u, union(own["start_ns"].to_numpy(), own["end_ns"].to_numpy()))
     return u
-
-
-def _name_time(u: Union, rows: pd.DataFrame) -> pd.Series:
-    """Time of `u` inside the calls of each name, by name (calls of one thread do not overlap)."""
-    if rows.empty or u[0].size == 0:
-        return pd.Series(dtype="int64")
-    inside = Coverage(*u).within(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
-    return pd.Series(inside, index=rows["name"].astype(str).to_numpy()).groupby(level=0).sum()
-
-
-def _named(t: pd.Series) -> dict[str, int]:
-    """Per-name times, longest first, without the empty ones."""
-    return {str(k): int(v) for k, v in t.sort_values(ascending=False).items() if v > 0}
 
 
 def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame | Frames,
@@ -224,11 +185,11 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     is_long = holes["duration_ns"].to_numpy() >= sh.min_gap_ns
     osrt = _touching(sh.osrt, idle, lo, hi)
     mine = osrt[osrt["global_tid"].isin(sh.threads)] if len(osrt) else osrt
-    waits, wait_rows = _calls(mine, WAIT_CALLS)
-    maps, map_rows = _calls(_process_calls(sh, osrt), MAPPING_CALLS)
-    comm, comm_rows = _calls(mine, COMM_CALLS)
-    sleeps, _ = _calls(mine, SLEEP_CALLS)
-    off, _ = _calls(mine, OFF_CPU)
+    waits, wait_rows = calls_matching(mine, WAIT_CALLS)
+    maps, map_rows = calls_matching(_process_calls(sh, osrt), MAPPING_CALLS)
+    comm, comm_rows = calls_matching(mine, COMM_CALLS)
+    sleeps, _ = calls_matching(mine, SLEEP_CALLS)
+    off, _ = calls_matching(mine, OFF_CPU)
     waits = subtract(_every_thread(waits, wait_rows, mine), sh.in_cuda)
     # off the CPU outside any call that says why (a wait, a mapping, a CUDA call): asleep all the same
     off = subtract(subtract(subtract(off, sh.in_cuda), waits), maps)
@@ -237,7 +198,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     after_sync = sync_turnaround(waited, sh.sync_ends, sh.sync_starts)  # the sync's cost; past it, the thread's next work
     # a short hole no mapping, wait or return from a sync overlaps is launch time whatever else holds: the rules below
     # run on the long holes and the few short ones that meet those (millions of holes between back-to-back kernels)
-    added = {name: _calls(mine, calls)[0] for name, calls in idle_causes.added_calls()}
+    added = {name: calls_matching(mine, calls)[0] for name, calls in idle_causes.added_calls()}
     plain = ~is_long & ~overlapped(idle, union(*(np.concatenate(x) for x in zip(maps, waits, after_sync, comm,
                                                                                 sleeps, sh.setup, *added.values()))))
     judged: Union = (idle[0][~plain], idle[1][~plain])
@@ -260,9 +221,9 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
     sync_short, launch_u = intersect(rest_short, waited), subtract(rest_short, waited)
     serialised = intersect(rest_long, waited)  # CPU work the GPU waited for because a sync had emptied its queue
     cpu_samples, range_samples = _sampled(sh, rest_long), _sampled(sh, range_u)
-    return {"setup": total(setup_u), "setup_calls": _name_time(setup_u, sh.setup_rows) if sh.setup_rows is not None
+    return {"setup": total(setup_u), "setup_calls": time_by_name(setup_u, sh.setup_rows) if sh.setup_rows is not None
             else pd.Series(dtype="int64"),
-            "comm": total(comm_u), "comm_calls": _name_time(comm_u, comm_rows),
+            "comm": total(comm_u), "comm_calls": time_by_name(comm_u, comm_rows),
             "sleep": total(sleep_u), "sleep_ranges": family_time(sleep_u, sh.ranges, lo, hi),
             "input": total(input_u), "loader": total(loader_u), "drain": total(drain_u),
             "drain_ranges": family_time(drain_u, sh.ranges, lo, hi), "mapping": total(mapping_u),
@@ -275,7 +236,7 @@ def _segment(sh: _Shared, bs: np.ndarray, be: np.ndarray, lo, hi) -> dict:
             "range_time": family_time(range_u, sh.ranges, lo, hi),
             "cpu_ops": family_time(rest_long, sh.op_ranges, lo, hi),
             "cpu_samples": cpu_samples, "range_samples": range_samples,
-            "input_calls": _name_time(input_u, wait_rows), "mapping_calls": _name_time(mapping_u, map_rows),
+            "input_calls": time_by_name(input_u, wait_rows), "mapping_calls": time_by_name(mapping_u, map_rows),
             **{_added_key(c): total(claimed[c.name]) for c in idle_causes.added()}}
 
 
@@ -350,8 +311,8 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
              (CPU.name, subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
     details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
-               "input_calls": _named(summed["input_calls"]), "mapping_calls": _named(summed["mapping_calls"]),
-               "setup_calls": _named(summed["setup_calls"]),
+               "input_calls": named_times(summed["input_calls"]), "mapping_calls": named_times(summed["mapping_calls"]),
+               "setup_calls": named_times(summed["setup_calls"]),
                "loader_starved_ns": t["loader"], "after_sync_intervals": t["after_sync"],
                "cpu_after_sync_ns": t["cpu_after_sync"],
                "cpu_samples": cpu_work.summary(_split(summed["cpu_samples"])),
@@ -394,10 +355,10 @@ def _loader_starved(osrt: pd.DataFrame, loader: dict) -> Union:
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if not loader.get("pin") or not loader.get("workers") or osrt.empty:
         return empty
-    pin_waits, _ = _calls(osrt[osrt["global_tid"].isin(list(loader["pin"]))], WAIT_CALLS)
+    pin_waits, _ = calls_matching(osrt[osrt["global_tid"].isin(list(loader["pin"]))], WAIT_CALLS)
     all_wait = None
     for w in loader["workers"]:
-        u, _ = _calls(osrt[osrt["global_tid"] == w], WAIT_CALLS)
+        u, _ = calls_matching(osrt[osrt["global_tid"] == w], WAIT_CALLS)
         all_wait = u if all_wait is None else intersect(all_wait, u)
     return subtract(pin_waits, all_wait)
 

@@ -9,7 +9,7 @@ from ..load import sql
 from ..load.kernel_digest import KernelDigest
 from ..load.trace import Trace
 from ..common.schema import Part, json_rows
-from . import copies, cpu_only, gpu, program, program_end, window
+from . import copies, cpu_only, gpu, gpu_part, program, program_end, window
 from .base import OPTS, TRACE, Options, declare
 from .machine import host_link
 from dataclasses import dataclass
@@ -83,7 +83,7 @@ def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: p
 
 
 declare(part, needs=lambda: (TRACE, gpu.PassedOver.digest, window.GpuRows.memcpys, window.nvtx_rows, copies.memcpy_part,
-                             gpu.gpu_part, OPTS))
+                             gpu_part.gpu_part, OPTS))
 
 
 def _os_runtime(trace: Trace, top: int) -> list[dict]:

@@ -3,6 +3,9 @@ gives back (the comparison document and its warnings)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..document import Document
 
 SCHEMA = "nsys-transfer.verify/1"  # the comparison document's (docs/json-schema.md, "verify")
 
@@ -22,6 +25,11 @@ class Side:
     command: list | None = None   # the command line that ran the program (the run record beside the trace), if known
     # the window's steps, each one's start to the next one's (each process's apart), ns: the pace's spread (noise.py)
     step_periods_ns: list | None = None
+
+    @cached_property
+    def doc(self) -> Document:
+        """The summary typed (document.Document), read once when first asked for."""
+        return Document.from_json(self.summary)
 
 
 @dataclass
