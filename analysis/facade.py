@@ -14,6 +14,8 @@ from ..nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX
 
 from .common import defaults, schema
 from .common.errors import TraceError
+from .common.typed_json import from_json
+from .document import Document, RanksPart
 from .common.memory import LARGE_TRACE_BYTES, return_freed_memory
 from .common.window_spec import Spec
 from . import cycles
@@ -34,7 +36,6 @@ from .executors import parallel
 from .executors.parallel import Dask, cores, executor
 from .sections import loop, window
 from .sections.loop_lines import loop_lines
-from .sections.base import section_keys
 from .sections.breakdown import time_breakdown
 from .sections.capture_figures import figures
 from .sections.copies import big_copies
@@ -79,13 +80,15 @@ def _one(t: Trace, opts: Options, probe, workload, progress, compare_gpus: bool)
     if t.path.stat().st_size >= LARGE_TRACE_BYTES:
         return_freed_memory()  # before the analysis' threads and arrays: peak memory as it holds it
     a = analyze_sections(t, opts, progress)
-    summary, tables, ranks = a.summary, a.tables, None
-    if compare_gpus and summary["gpu"] and len(summary["gpu"]["devices"]) > 1:
-        ranks = analyze_ranks([t], rank_options(opts, summary["steps"]["regex"], summary["trace"]["link"]["gbps"],
+    doc, tables, ranks = a.doc, a.tables, None
+    if compare_gpus and doc.gpu and len(doc.gpu.devices) > 1:
+        ranks = analyze_ranks([t], rank_options(opts, doc.steps.regex if doc.steps else None, doc.trace.link.gbps,
                                                 probe, workload), progress=progress)
-        summary = schema.one_trace(summary, section_keys(), ranks.summary)
+        # the comparison is made as JSON (rank_summary.py): read once here
+        part = from_json(RanksPart, ranks.summary)
+        doc = replace(doc, ranks=part, diagnosis=tuple(schema.with_limit(list(doc.diagnosis), part.limit)))
         tables = {**tables, **rank_tables(ranks)}
-    return Result(summary, tables, a.gap_causes, ranks, list(summary.get("warnings") or []))
+    return Result(doc, tables, a.gap_causes, ranks, list(doc.warnings))
 
 
 def analyze_runs(runs: dict[str, list], opts: Options | None = None, *, probe: dict | None = None,
@@ -110,7 +113,7 @@ def analyze_runs(runs: dict[str, list], opts: Options | None = None, *, probe: d
     out = {}
     for run, ropts, first, n in order:
         r = merge_parts(parts[first:first + n], ropts, progress)
-        out[run] = Result(r.document(), rank_tables(r), None, r, r.warnings)
+        out[run] = Result(Document.made_as_json(r.document()), rank_tables(r), None, r, r.warnings)
     return out
 
 

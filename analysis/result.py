@@ -9,6 +9,7 @@ from functools import cached_property
 
 import pandas as pd
 
+from .common.typed_json import to_json
 from .document import Document
 from .rank_summary import Ranks
 from .verify import NotComparable, Side
@@ -21,20 +22,20 @@ __all__ = ["Result", "Document", "Ranks", "Side", "NotComparable", "Finding", "P
 
 @dataclass
 class Result:
-    """summary: the JSON document (docs/json-schema.md): one trace's, its `ranks` filled when it holds several GPUs,
-    or several traces' comparison (schema.several_traces). doc: the same, typed (Document; read from summary when
-    first asked for, for now: a toy section declared beside the analysis, tests/test_extension_points.py, is in the
-    summary and not in Document's fields, and only doc fails on it). tables: the DataFrames behind it, by name (--csv). gap_causes(device, spans) -> (cause, subject) of
-    each idle span by the idle attribution's rules (for charts; one trace with an idle section, None otherwise).
-    ranks: the GPUs side by side when there are several (None for one GPU). warnings: what a damaged export made the
-    analysis drop or replace."""
-    summary: dict
+    """doc: the document (docs/json-schema.md), typed as the analysis made it (Document): one trace's, its `ranks`
+    filled when it holds several GPUs, or several traces' comparison (schema.several_traces, read once:
+    Document.made_as_json). summary: the same as JSON, written from doc at the edge (to_json, once). tables: the
+    DataFrames behind it, by name (--csv). gap_causes(device, spans) -> (cause, subject) of each idle span by the
+    idle attribution's rules (for charts; one trace with an idle section, None otherwise). ranks: the GPUs side by
+    side when there are several (None for one GPU). warnings: what a damaged export made the analysis drop or
+    replace."""
+    doc: Document
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     gap_causes: object = None
     ranks: Ranks | None = None
     warnings: list[str] = field(default_factory=list)
 
     @cached_property
-    def doc(self) -> Document:
-        """The document, typed (Document.from_json of summary, once)."""
-        return Document.from_json(self.summary)
+    def summary(self) -> dict:
+        """The JSON document (common/typed_json.to_json of doc, once): what the renderers not yet typed read."""
+        return to_json(self.doc)

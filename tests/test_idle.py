@@ -55,7 +55,7 @@ def test_pcie_generation_table():
 def test_unknown_gpu_without_pinned_copies_has_no_link():
     import pandas as pd
     link = host_link(pd.DataFrame({"name": ["Mystery GPU"], "chip": [None]}), pd.DataFrame())
-    assert link["gbps"] is None and "unknown GPU" in link["source"]
+    assert link.gbps is None and "unknown GPU" in link.source
 
 
 def test_pytorch_counters_are_dropped():

@@ -12,7 +12,7 @@ document). Every document is checked against its keys (one_trace, several_traces
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 SCHEMA = "nsys-transfer.analysis/2"
 
@@ -27,27 +27,25 @@ def keys(sections: tuple[str, ...]) -> tuple[str, ...]:
     return ("schema", *trace_sections(sections), "diagnosis", "predicted", "warnings", "ranks", "cycles")
 
 
-def one_trace(summary: dict, sections: tuple[str, ...], ranks: dict | None = None) -> dict:
-    """One trace's document: its sections as they are; with several GPUs, their comparison under `ranks` and its limit
-    finding after the trace's own. ValueError on a key outside the schema."""
+def one_trace(summary: dict, sections: tuple[str, ...]) -> dict:
+    """One trace's document as JSON: its sections as they are, every key in order. ValueError on a key outside the
+    schema. (The analysis makes it typed, summary.analyze_sections; with several GPUs the facade adds their
+    comparison under `ranks` and its limit finding, with_limit.)"""
     doc = {key: summary.get(key) for key in keys(sections)}
     doc["schema"] = SCHEMA
-    if ranks is not None:
-        doc["ranks"] = ranks
-        doc["diagnosis"] = with_limit(summary["diagnosis"], ranks["limit"])
     return _checked(doc, summary, sections)
 
 
 DEFERRING_LIMIT = "fix the rank's own pipeline"  # rank-pipeline's suggestion where it names no cause (rules/ranks.py)
 
 
-def with_limit(findings: list[dict], limit: dict) -> list[dict]:
-    """The findings with the multi-GPU limit in its place: first after the capture-trust notes where it names what
-    limits the GPUs (so the verdict, the per-GPU lines and the limit line say one thing); by impact where it is a note
-    or defers to the trace's own diagnosis (rank-pipeline without a cause of its own)."""
-    leads = limit["severity"] != "info" and not limit["suggestion"].startswith(DEFERRING_LIMIT)
-    at = next((i for i, f in enumerate(findings) if f["rule"] not in ("incomplete-trace", "failed-run") and
-               (leads or f["severity"] == "info" or f["impact_ns"] < limit["impact_ns"])), len(findings))
+def with_limit(findings: list, limit) -> list:
+    """The findings (rules/base.Finding) with the multi-GPU limit in its place: first after the capture-trust notes
+    where it names what limits the GPUs (so the verdict, the per-GPU lines and the limit line say one thing); by
+    impact where it is a note or defers to the trace's own diagnosis (rank-pipeline without a cause of its own)."""
+    leads = limit.severity != "info" and not limit.suggestion.startswith(DEFERRING_LIMIT)
+    at = next((i for i, f in enumerate(findings) if f.rule not in ("incomplete-trace", "failed-run") and
+               (leads or f.severity == "info" or f.impact_ns < limit.impact_ns)), len(findings))
     return [*findings[:at], limit, *findings[at:]]
 
 
@@ -92,7 +90,15 @@ def json_rows(df) -> list[dict]:
     return out
 
 
+def rows_as(cls: type, df) -> tuple:
+    """Each row of df as a cls (a frozen dataclass whose fields are the columns), in order: the values json_rows
+    gives (numpy scalars to Python, NaN to None), so that the JSON written of them is the rows' own."""
+    return tuple(cls(**row) for row in json_rows(df))
+
+
 class Part(NamedTuple):
-    """One section's part of the summary (JSON-able; None where the trace has nothing for it) and the tables behind it."""
-    summary: dict | None
+    """One section's part of the document: its typed value (the frozen dataclass defined beside the section, which
+    summary.analyze_sections places in the Document under the section's key; None where the trace has nothing for
+    it) and the tables behind it."""
+    summary: Any
     tables: dict

@@ -3,7 +3,7 @@ diagnosis rule reads (the analysis's typed facts, rules/facts.py, and the option
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 import pandas as pd
@@ -45,6 +45,12 @@ class Finding:
     def as_dict(self) -> dict:
         """The finding as a JSON-able dict (common/typed_json.py; its line as the code section writes a line)."""
         return to_json(self)
+
+    def as_written(self) -> "Finding":
+        """The finding as its JSON gives it back (of(as_dict())): without the merged parts, its line and prediction
+        rounded as written; what the document holds, so that the document made and the document read are one."""
+        return replace(self, parts=(), line=self.line.as_written() if self.line else None,
+                       prediction=self.prediction.as_written() if self.prediction else None)
 
     @classmethod
     def of(cls, d: dict) -> "Finding":

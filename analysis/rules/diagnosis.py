@@ -44,7 +44,7 @@ def rules() -> list[Rule[Context]]:
     return [*RULES, *generic_rules({rule.id for rule in RULES})]
 
 
-def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
+def diagnose(ctx: Context) -> tuple[tuple[Finding, ...], Overall]:
     """Every rule's findings: capture-trust notes first, then by what their fixes buy (rules/prediction.py: the
     replayed gain; a finding whose gain the trace cannot say by what its idle share would buy), largest first, the
     low and info ones after by impact. A finding that costs less than NOISE_SHARE of the window is dropped: nobody
@@ -66,7 +66,7 @@ def diagnose(ctx: Context) -> tuple[list[dict], Overall]:
                                            -_gain(pf[1]) if group.get(pf[1].severity) == 0 else 0, -pf[1].impact_ns))
     by_gain = [f for _, f in ranked]
     note = prediction.rank_note(_costed(by_share), _costed(by_gain))
-    return [f.as_dict() for f in by_gain], Overall(overall.all_fixed, note)
+    return tuple(f.as_written() for f in by_gain), Overall(overall.all_fixed, note).as_written()
 
 
 def _gain(f: Finding) -> float:

@@ -7,8 +7,54 @@ them, and it must not move."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pandas as pd
+
+from ..sections import capture_figures, cpu_work, idle_summary
+from ..sections import program_end as sections_end
+from ..sections.copies import MemcpyPart
+from ..sections.cpu import StepsPart
+from ..sections.gpu_part import GpuPart
+from ..sections.idle_summary import IdleAttribution
+from ..sections.kernels import KernelsPart
+from ..sections.program import ProgramInfo
+from ..sections.setup import SetupPart
+from ..sections.trace_info import TraceInfo
+from ..sections.unified import UnifiedMemory
+from ..sections.window import NvtxPart, Window
+
+
+class Sections(Protocol):
+    """What Facts.of reads of an analysis's document: its sections' typed values (analysis/document.Document has
+    them; it sits above the rules, which therefore name only what they read)."""
+    @property
+    def trace(self) -> TraceInfo:
+        """The `trace` section."""
+    @property
+    def window(self) -> Window | None:
+        """The `window` section."""
+    @property
+    def setup(self) -> SetupPart | None:
+        """The `setup` section."""
+    @property
+    def gpu(self) -> GpuPart | None:
+        """The `gpu` section."""
+    @property
+    def memcpy(self) -> MemcpyPart | None:
+        """The `memcpy` section."""
+    @property
+    def steps(self) -> StepsPart | None:
+        """The `steps` section."""
+    @property
+    def idle(self) -> IdleAttribution | None:
+        """The `idle` section."""
+    @property
+    def kernels(self) -> KernelsPart | None:
+        """The `kernels` section."""
+    @property
+    def nvtx(self) -> NvtxPart | None:
+        """The `nvtx` section."""
 
 
 @dataclass(frozen=True)
@@ -240,20 +286,20 @@ class Facts:
     nvtx_names: pd.Series  # every NVTX range name of the NVTX summary
 
     @staticmethod
-    def of(summary: dict, tables: dict[str, pd.DataFrame]) -> Facts:
-        """The facts of an analysis's summary (its sections' JSON values) and tables."""
-        trace = summary["trace"]
-        nvtx = summary.get("nvtx") or {}
+    def of(doc: Sections, tables: dict[str, pd.DataFrame]) -> Facts:
+        """The facts of an analysis's document (its sections' typed values: analysis/document.Document, made by
+        summary.analyze_sections) and tables."""
+        trace, nvtx = doc.trace, doc.nvtx
         return Facts(
-            program=_program(trace.get("program")), program_end=_program_end(trace.get("program_end")),
-            profiler=str(trace.get("profiler") or "nsys"),
-            integrity=_integrity(trace.get("integrity")), cpu_only=_cpu_only(trace.get("cpu_only")),
-            link_gbps=trace.get("link", {}).get("gbps"),
-            window_ns=int((summary.get("window") or {}).get("duration_ns") or 0),
-            gpu=_gpu(summary.get("gpu")), steps=_steps(summary.get("steps")),
-            warmup=_warmup(summary.get("setup")), idle=_idle(summary.get("idle")),
-            kernels=_kernels(summary.get("kernels")), copies=_copies(summary.get("memcpy")),
-            nvtx_count=nvtx.get("count") or 0,
+            program=_program(trace.program), program_end=_program_end(trace.program_end),
+            profiler=str(trace.profiler or "nsys"),
+            integrity=_integrity(trace.integrity), cpu_only=CpuOnly(bool(trace.cpu_only.python)) if trace.cpu_only
+            else None, link_gbps=trace.link.gbps,
+            window_ns=int((doc.window.duration_ns if doc.window else 0) or 0),
+            gpu=_gpu(doc.gpu), steps=_steps(doc.steps),
+            warmup=_warmup(doc.setup), idle=_idle(doc.idle),
+            kernels=_kernels(doc.kernels), copies=_copies(doc.memcpy),
+            nvtx_count=(nvtx.count if nvtx else 0) or 0,
             nvtx_ranges=_nvtx_ranges(nvtx, tables.get("nvtx_summary")),
             copy_rows=tables.get("memcpy", pd.DataFrame()),
             idle_rows=tables.get("idle", pd.DataFrame(columns=["cause", "subject", "idle_ns", "device"])),
@@ -263,97 +309,86 @@ class Facts:
             nvtx_names=tables.get("nvtx_summary", pd.DataFrame(columns=["name"]))["name"])
 
 
-def _nvtx_ranges(nvtx: dict, summary: pd.DataFrame | None) -> tuple[NvtxRange, ...]:
+def _nvtx_ranges(nvtx: NvtxPart | None, summary: pd.DataFrame | None) -> tuple[NvtxRange, ...]:
     """Every NVTX range name and its count: from the NVTX summary's table, where the JSON shows only the costliest
     20 (a loop that names each step, `step 0` .. `step 99`, would push a small range such as the OutputPipeline's
     drain out of them, and a rule reading the JSON would not see it)."""
     if summary is not None and len(summary) and {"name", "count"} <= set(summary.columns):
         return tuple(NvtxRange(str(n), int(c)) for n, c in zip(summary["name"], summary["count"]))
-    return tuple(NvtxRange(r["name"], r["count"]) for r in nvtx.get("ranges") or ())
+    return tuple(NvtxRange(r.name, r.count) for r in (nvtx.ranges if nvtx else ()))
 
 
-def _program(p: dict | None) -> Program:
+def _program(p: ProgramInfo | None) -> Program:
     if not p:
         return Program()
-    w = p.get("dataloader_workers")
-    workers = DataLoaderWorkers(w["threads"], w["processes"]) if w else None
-    return Program(str(p["framework"]), bool(p.get("toolkit")), workers)
+    w = p.dataloader_workers
+    return Program(str(p.framework), bool(p.toolkit), DataLoaderWorkers(w.threads, w.processes) if w else None)
 
 
-def _program_end(e: dict | None) -> ProgramEnd | None:
-    return ProgramEnd.of(e) if e else None
+def _program_end(e: sections_end.ProgramEnd | None) -> ProgramEnd | None:
+    return ProgramEnd(e.failed, e.exit_code, e.error, e.source) if e else None
 
 
-def _cpu_only(c: dict | None) -> CpuOnly | None:
-    return CpuOnly(bool(c["python"])) if c else None
+def _gpu(g: GpuPart | None) -> Gpu | None:
+    return Gpu(len(g.devices), g.busy_ns, g.compute_ns, g.compute_utilization) if g else None
 
 
-def _gpu(g: dict | None) -> Gpu | None:
-    if not g:
-        return None
-    return Gpu(len(g.get("devices") or []), g.get("busy_ns"), g.get("compute_ns"), g.get("compute_utilization"))
-
-
-def _integrity(i: dict | None) -> Integrity:
+def _integrity(i: capture_figures.Integrity | None) -> Integrity:
     if not i:
         return Integrity()
-    doubts = ((i.get("figures") or {}).get("diagnostics") or {}).get("doubts") or []
-    return Integrity(i.get("verdict"), bool((i.get("figures") or {}).get("cut")),
-                     i.get("evidence", Integrity.evidence),
-                     tuple(sorted({str(d["events"]) for d in doubts if not d.get("explained")})))
+    doubts = i.figures.diagnostics.doubts if i.figures else ()
+    return Integrity(i.verdict, bool(i.figures.cut if i.figures else False), i.evidence,
+                     tuple(sorted({str(d.events) for d in doubts if not d.explained})))
 
 
-def _warmup(s: dict | None) -> Warmup:
-    w = (s or {}).get("warmup") or {}
-    return Warmup(int(w.get("count") or 0), int(sum(w.get("durations_ns") or ())))
+def _warmup(s: SetupPart | None) -> Warmup:
+    w = s.warmup if s else None
+    return Warmup(int(w.count or 0), int(sum(w.durations_ns or ()))) if w else Warmup()
 
 
-def _steps(s: dict | None) -> Steps:
-    setup = (s or {}).get("setup")
-    return Steps(int((s or {}).get("count") or 0),
-                 Setup(setup["sync_calls"], setup["sync_calls_in_steps"]) if setup else None)
+def _steps(s: StepsPart | None) -> Steps:
+    setup = s.setup if s else None
+    return Steps(int((s.count if s else 0) or 0),
+                 Setup(setup.sync_calls, setup.sync_calls_in_steps) if setup else None)
 
 
-def _samples(s: dict | None) -> CpuSamples | None:
+def _samples(s: cpu_work.CpuSamples | None) -> CpuSamples | None:
     if not s:
         return None
-    return CpuSamples(s["samples"], dict(s["kinds"]), tuple(SampledFunction(f["function"], f.get("library"), f["kind"],
-                                                                            f["share"]) for f in s["functions"]))
+    return CpuSamples(s.samples, dict(s.kinds), tuple(SampledFunction(f.function, f.library, f.kind, f.share)
+                                                      for f in s.functions))
 
 
-def _idle_device(d: dict) -> IdleDevice:
-    return IdleDevice(d.get("input_calls", {}), d.get("mapping_calls", {}), d.get("loader_starved_ns", 0),
-                      _samples(d.get("range_samples")), _samples(d.get("cpu_samples")), d.get("cpu_after_sync_ns", 0),
-                      d.get("short_idle_intervals", 0), d.get("setup_calls", {}))
+def _idle_device(d: idle_summary.IdleDevice) -> IdleDevice:
+    return IdleDevice(d.input_calls, d.mapping_calls, d.loader_starved_ns, _samples(d.range_samples),
+                      _samples(d.cpu_samples), d.cpu_after_sync_ns, d.short_idle_intervals, d.setup_calls)
 
 
-def _idle(i: dict | None) -> Idle | None:
+def _idle(i: IdleAttribution | None) -> Idle | None:
     if not i:
         return None
-    return Idle(tuple(_idle_device(d) for d in (i.get("devices") or {}).values()), i.get("sync_calls") or 0,
-                i.get("sync_blocked_ns") or 0, i.get("launch_calls") or 0, i.get("launch_api_ns") or 0,
-                i.get("setup_call_steps") or 0)
+    return Idle(tuple(_idle_device(d) for d in (i.devices or {}).values()), i.sync_calls or 0,
+                i.sync_blocked_ns or 0, i.launch_calls or 0, i.launch_api_ns or 0, i.setup_call_steps or 0)
 
 
-def _kernels(k: dict | None) -> Kernels:
+def _kernels(k: KernelsPart | None) -> Kernels:
     if not k:
         return Kernels()
-    top = tuple(KernelRow(r["name"], r.get("shown_name"), r["pct"], r["precision"], r["library"]) for r in k["top"])
-    return Kernels(k["count"], k["median_ns"], (k.get("graphs") or {}).get("share_of_kernel_time") or 0, top)
+    top = tuple(KernelRow(r.name, r.shown_name, r.pct, r.precision, r.library) for r in k.top)
+    return Kernels(k.count, k.median_ns, (k.graphs.share_of_kernel_time if k.graphs else 0) or 0, top)
 
 
-def _unified(u: dict) -> Unified:
-    od = u.get("on_demand")
-    return Unified(OnDemand(od["count"], od["bytes"], od["median_bytes"], od["gpu_ns"], od["kernel_overlap_ns"])
-                   if od and od.get("count") else None,
-                   {k: u[k]["on_demand"] for k in ("htod", "dtoh", "dtod") if u.get(k, {}).get("on_demand")},
-                   bool(u.get("cause_recorded")))
+def _unified(u: UnifiedMemory) -> Unified:
+    od = u.on_demand
+    by_direction = {k: m.on_demand for k in ("htod", "dtoh", "dtod") if (m := getattr(u, k)) and m.on_demand}
+    return Unified(OnDemand(od.count, od.bytes, od.median_bytes, od.gpu_ns, od.kernel_overlap_ns)
+                   if od and od.count else None, by_direction, bool(u.cause_recorded))
 
 
-def _copies(m: dict | None) -> Copies:
+def _copies(m: MemcpyPart | None) -> Copies:
     if not m:
         return Copies()
-    return Copies(m["dtoh"]["count"], m.get("compute_stream"), _unified(m["unified"]) if m.get("unified") else None)
+    return Copies(m.dtoh.count, m.compute_stream, _unified(m.unified) if m.unified else None)
 
 
 # --- what the multi-GPU and scaling rules read (rules/ranks.py) besides the per-GPU rows ---------------------------

@@ -92,6 +92,15 @@ class Prediction:
                    tuple((x["part"], cls.of(x)) for x in d.get("parts") or ()),
                    cls.of(d["on_gpu"]) if d.get("on_gpu") else None)
 
+    def as_written(self) -> "Prediction":
+        """The prediction as its JSON gives it back (of(as_dict())): rounded as the text prints it, the other route
+        its ranges alone; what the document holds, so that the document made and the document read are one."""
+        r = lambda v: None if v is None else (round(v[0], 2), round(v[1], 2))  # noqa: E731
+        return Prediction(r(self.steady), r(self.whole), self.next_limit,
+                          None if self.ceiling_x is None else round(self.ceiling_x, 2), tuple(self.assumptions),
+                          tuple(self.shares_with), self.why_not, tuple((n, p.as_written()) for n, p in self.parts),
+                          None if self.on_gpu is None else Prediction(r(self.on_gpu.steady), r(self.on_gpu.whole)))
+
     __to_json__ = as_dict  # its JSON form is its own (the ranges as steady_x and whole_x, rounded): common/typed_json.py
 
     @classmethod
@@ -287,6 +296,10 @@ class Overall:
     def as_dict(self) -> dict:
         """As JSON (common/typed_json.py)."""
         return to_json(self)
+
+    def as_written(self) -> "Overall":
+        """As its JSON gives it back (Prediction.as_written)."""
+        return Overall(self.all_fixed.as_written() if self.all_fixed else None, self.rank_note)
 
 
 def name_of(f) -> str:

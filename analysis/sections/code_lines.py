@@ -8,7 +8,7 @@ of the program's own code (not a library's, not Python's); the path is how the l
 Without a launching thread (a CPU-only capture), the main thread's time is given to its lines, idle or not."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..load.python_stacks import PythonStacks
 from ..load.trace import Trace
 from . import copies, gpu, idle_summary, launchers, machine, roles, setup_lines, window
 from .base import SAY, TRACE, Say, declare
-from .code_sites import CodeSite, SetupLines
+from .code_sites import CodePart, CodeSite, SetupLines
 from .gap_sides import GapSides
 from .line_paths import (LoaderWork, StackPath, heaviest_path, loader_work, shortened,
                          stack_path, through_loader)
@@ -83,13 +83,15 @@ class CodeLines:
         role = max(by_role, key=lambda r: by_role[r])
         return next(site for site in found if site.role == role)
 
-    def summary(self) -> dict:
-        """The section's JSON."""
-        return {"source": self.source, "missing": self.missing,
-                "idle": {c: [s.as_dict() for s in v] for c, v in self.by_cause.items()},
-                "copies": {c: [s.as_dict() for s in v] for c, v in self.by_copy.items()},
-                "cpu": [s.as_dict() for s in self.cpu], "cpu_ns": self.cpu_ns,
-                "setup": self.setup.as_dict() if self.setup else None}
+    def part(self) -> CodePart:
+        """The `code` section's value: its lines as the JSON writes them (CodeSite.as_written)."""
+        def written(sites) -> tuple[CodeSite, ...]:
+            return tuple(s.as_written() for s in sites)
+        return CodePart(source=self.source, missing=self.missing,
+                        idle={c: written(v) for c, v in self.by_cause.items()},
+                        copies={c: written(v) for c, v in self.by_copy.items()},
+                        cpu=written(self.cpu), cpu_ns=self.cpu_ns,
+                        setup=replace(self.setup, lines=written(self.setup.lines)) if self.setup else None)
 
 
 class _Sites:
@@ -342,7 +344,7 @@ declare(program_lines, needs=lambda: (TRACE, window.window_ns, gpu.PassedOver.pa
 
 
 def _code(code_lines: CodeLines) -> Part:
-    return Part(code_lines.summary(), {})
+    return Part(code_lines.part(), {})
 
 
 declare(_code, needs=(program_lines,), part="code", json_at=90)

@@ -2,7 +2,7 @@
 capture's set-up before its loop (SetupLines), and the section's object (CodePart). sections/code_lines.py finds them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..common.typed_json import known_keys, to_json
 from ..load.python_stacks import place_of
@@ -46,6 +46,13 @@ class CodeSite:
         g = d.get("growth_ms")
         return cls(d["file"], d["line"], d["function"], d["code"], tuple(d["path"]), d["role"], d["ns"], d["share"],
                    d.get("visits", 0), None if g is None else (float(g[0]), float(g[1])), d.get("threads", 1))
+
+    def as_written(self) -> "CodeSite":
+        """The site as its JSON gives it back (of(as_dict())): the share and growth rounded, the path a tuple; what
+        the document holds, so that the document made and the document read are one."""
+        g = self.growth
+        return replace(self, path=tuple(self.path), share=round(self.share, 3),
+                       growth=None if g is None else (round(g[0], 2), round(g[1], 2)))
 
     __to_json__ = as_dict  # its JSON form is its own (growth as growth_ms, the share rounded): common/typed_json.py
 

@@ -14,7 +14,7 @@ from ..load.kernel_digest import KernelDigest
 from ..load.trace import Trace
 from . import gpu, unified, window
 from .base import OPTS, SAY, TRACE, Options, Say, declare
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from .unified import UnifiedMemory
 from ..common.typed_json import ABSENT, Absent
 
@@ -90,27 +90,27 @@ def _kernel_time(kernels: pd.DataFrame, device) -> Coverage:
     return Coverage(*(union(s, e) if on.all() else union(s[on], e[on])))
 
 
-def copy_summary(copies: pd.DataFrame, kind: str) -> dict:
+def copy_summary(copies: pd.DataFrame, kind: str) -> CopyDirection:
     """count, bytes, total_ns, mean_ns, max_ns, gbps (bytes over summed time), kinds {src->dst: n}, sync/async, streams."""
     d = copies[copies["copy_kind"] == kind]
     if d.empty:
-        return {"count": 0, "bytes": 0, "total_ns": 0, "mean_ns": 0, "max_ns": 0, "gbps": None, "kinds": {},
-                "kind_bytes": {}, "memory_kinds": {}, "sync": 0, "async": 0, "blocking": 0, "streams": [], "overlap_fraction": None}
+        return CopyDirection(count=0, bytes=0, total_ns=0, mean_ns=0, max_ns=0, gbps=None, kinds={}, kind_bytes={},
+                             memory_kinds={}, sync=0, async_=0, blocking=0, streams=(), overlap_fraction=None)
     total = int(d["duration_ns"].sum())
     host_kind = d["dst_kind"] if kind.endswith("toH") else d["src_kind"]
-    return {
-        "count": int(len(d)), "bytes": int(d["bytes"].sum()), "total_ns": total,
-        "mean_ns": float(d["duration_ns"].mean()), "max_ns": int(d["duration_ns"].max()),
-        "gbps": float(gbps(d["bytes"].sum(), total)) if total else None,
-        "kinds": {str(k): int(v) for k, v in host_kind.value_counts().items()},
+    return CopyDirection(
+        count=int(len(d)), bytes=int(d["bytes"].sum()), total_ns=total,
+        mean_ns=float(d["duration_ns"].mean()), max_ns=int(d["duration_ns"].max()),
+        gbps=float(gbps(d["bytes"].sum(), total)) if total else None,
+        kinds={str(k): int(v) for k, v in host_kind.value_counts().items()},
         # where the bytes went: 15 pinned scalar reads beside 15 pageable 0.2 GB copies are a pageable direction
-        "kind_bytes": {str(k): int(v) for k, v in d["bytes"].groupby(host_kind, observed=True).sum().sort_values(ascending=False).items()},
-        "memory_kinds": {f"{s}->{t}": int(v) for (s, t), v in d.groupby(["src_kind", "dst_kind"]).size().items()},
-        "sync": int((d["sync"] == True).sum()), "async": int((d["sync"] == False).sum()),  # noqa: E712 (nullable)
-        "blocking": int((d["blocking"] == True).sum()),  # noqa: E712
-        "streams": sorted(int(s) for s in d["stream"].unique()),
-        "overlap_fraction": float(d["overlap_ns"].sum() / total) if total else None,
-    }
+        kind_bytes={str(k): int(v) for k, v in d["bytes"].groupby(host_kind, observed=True).sum().sort_values(ascending=False).items()},
+        memory_kinds={f"{s}->{t}": int(v) for (s, t), v in d.groupby(["src_kind", "dst_kind"]).size().items()},
+        sync=int((d["sync"] == True).sum()), async_=int((d["sync"] == False).sum()),  # noqa: E712 (nullable)
+        blocking=int((d["blocking"] == True).sum()),  # noqa: E712
+        streams=tuple(sorted(int(s) for s in d["stream"].unique())),
+        overlap_fraction=float(d["overlap_ns"].sum() / total) if total else None,
+    )
 
 
 def overlap_fraction(copies: pd.DataFrame) -> float | None:
@@ -176,23 +176,22 @@ def part(memcpys: pd.DataFrame, memcpy_api, kernels, kernel_time, compute_stream
         api_start_ns=pd.Series(dtype="int64"), api_end_ns=pd.Series(dtype="int64"),
         api_global_tid=pd.Series(dtype="int64"))
     tables = {"memcpy": copies}
-    out = {"dtoh": copy_summary(copies, "DtoH"), "htod": copy_summary(copies, "HtoD"),
-           "dtod": copy_summary(copies, "DtoD"), "overlap_fraction": overlap_fraction(copies),
-           "dtoh_on_compute_stream": copies_on_compute_stream(copies, compute_stream),
-           "compute_stream": compute_stream, "unified": unified.summary(copies, window)}
+    out = MemcpyPart(dtoh=copy_summary(copies, "DtoH"), htod=copy_summary(copies, "HtoD"),
+                     dtod=copy_summary(copies, "DtoD"), overlap_fraction=overlap_fraction(copies),
+                     dtoh_on_compute_stream=copies_on_compute_stream(copies, compute_stream),
+                     compute_stream=compute_stream, unified=unified.summary(copies, window))
     if not kernels_recorded:  # overlap with kernels nobody recorded: unknown
-        for key in ("dtoh", "htod", "dtod"):
-            out[key]["overlap_fraction"] = None
-        out["overlap_fraction"] = None
+        out = replace(out, dtoh=replace(out.dtoh, overlap_fraction=None), htod=replace(out.htod, overlap_fraction=None),
+                      dtod=replace(out.dtod, overlap_fraction=None), overlap_fraction=None)
     if window is not None:
         timed = copies[copies["duration_ns"].to_numpy() > 0] if len(copies) else copies  # a rate needs a time
         host = host_bandwidth(timed, window, "DtoH", bin_ns)
         tables["dtoh_host_timeline"] = host
-        out["dtoh_host"] = {
-            "bin_ns": int(host["bin_ns"].iloc[0]) if len(host) else bin_ns,
-            "peak_gbps": float(host["gbps"].max()) if len(host) else None,
-            "mean_gbps": float(gbps(host["bytes"].sum(), window[1] - window[0])) if len(host) else None,
-            "devices": sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique())}
+        out = replace(out, dtoh_host=DtohHost(
+            bin_ns=int(host["bin_ns"].iloc[0]) if len(host) else bin_ns,
+            peak_gbps=float(host["gbps"].max()) if len(host) else None,
+            mean_gbps=float(gbps(host["bytes"].sum(), window[1] - window[0])) if len(host) else None,
+            devices=tuple(sorted(int(x) for x in copies.loc[copies["copy_kind"] == "DtoH", "device"].unique()))))
     return Part(out, tables)
 
 

@@ -10,11 +10,11 @@ import pandas as pd
 from ..common.intervals import Coverage, union
 from .program import base_name, family, is_step_candidate, matching, per_name
 from ..load.frames import pid_of
-from ..common.schema import Part, json_rows
+from ..common.schema import Part, rows_as
 from ..load.kernel_digest import KernelDigest
 from . import copies, gpu, gpu_part, idle_summary, launchers, os_calls, window
 from .base import OPTS, SAY, Options, Say, declare
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ..common.typed_json import ABSENT, Absent
 
 
@@ -238,15 +238,16 @@ def sum_osrt_in_gaps(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return t.sort_values("gap_overlap_ns", ascending=False, ignore_index=True)
 
 
-def gap_context(gap: dict, nvtx: pd.DataFrame, osrt: pd.DataFrame, launch_tid: int | None, top_osrt: int = 8) -> dict:
+def gap_context(gap: dict, nvtx: pd.DataFrame, osrt: pd.DataFrame, launch_tid: int | None, top_osrt: int = 8
+                ) -> tuple[tuple[GapRange, ...], tuple[GapCall, ...]]:
     """For one gap: NVTX ranges open on the launching thread (outermost first) and OS runtime calls during it."""
     s, e = gap["start_ns"], gap["end_ns"]
     ranges = []
     if launch_tid is not None and not nvtx.empty:
         d = nvtx[(nvtx["global_tid"] == launch_tid) & (nvtx["start_ns"] < e) & (nvtx["end_ns"] > s)]
         for r in d.sort_values(["depth", "start_ns"]).itertuples():
-            ranges.append({"name": r.name, "depth": int(r.depth),
-                           "overlap_ns": int(min(r.end_ns, e) - max(r.start_ns, s))})
+            ranges.append(GapRange(name=r.name, depth=int(r.depth),
+                                   overlap_ns=int(min(r.end_ns, e) - max(r.start_ns, s))))
     calls = []
     if not osrt.empty:
         st, en = osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy()
@@ -256,8 +257,8 @@ def gap_context(gap: dict, nvtx: pd.DataFrame, osrt: pd.DataFrame, launch_tid: i
             t = pd.DataFrame({"name": np.asarray(osrt["name"])[m].astype(str), "ov": ov})
             t = t.groupby("name").agg(count=("ov", "size"), overlap_ns=("ov", "sum"))
             t = t.sort_values("overlap_ns", ascending=False).head(top_osrt)
-            calls = [{"name": n, "count": int(r["count"]), "overlap_ns": int(r["overlap_ns"])} for n, r in t.iterrows()]
-    return {"cpu_ranges": ranges, "osrt": calls}
+            calls = [GapCall(name=n, count=int(r["count"]), overlap_ns=int(r["overlap_ns"])) for n, r in t.iterrows()]
+    return tuple(ranges), tuple(calls)
 
 
 def steps_part(digest, nvtx: pd.DataFrame, copies: pd.DataFrame, passed, window, step_regex: str | None,
@@ -281,10 +282,10 @@ def steps_part(digest, nvtx: pd.DataFrame, copies: pd.DataFrame, passed, window,
         step_table = step_table[(start >= window[0]) & (start < window[1])].reset_index(drop=True)
     n_steps = len(step_table)
     idle_per_step = gpu_idle_ns / n_steps if n_steps and gpu_idle_ns is not None else None
-    return Part({"regex": step_regex, "source": step_source, "count": n_steps,
-                 "per_second": steps_per_second(step_table, window[1] if window else None),
-                 "mean_ns": float(step_table["duration_ns"].mean()) if n_steps else None,
-                 "mean_gpu_idle_ns": idle_per_step}, {"steps": step_table})
+    return Part(StepsPart(regex=step_regex, source=step_source, count=n_steps,
+                          per_second=steps_per_second(step_table, window[1] if window else None),
+                          mean_ns=float(step_table["duration_ns"].mean()) if n_steps else None,
+                          mean_gpu_idle_ns=idle_per_step), {"steps": step_table})
 
 
 def gaps_part(gap_table: pd.DataFrame, tids: dict, calls, nvtx: pd.DataFrame, step_regex: str | None, top: int,
@@ -297,15 +298,14 @@ def gaps_part(gap_table: pd.DataFrame, tids: dict, calls, nvtx: pd.DataFrame, st
     largest = []
     for g in gap_table.nlargest(top, "duration_ns").to_dict("records"):
         tid = tid_of.get((int(g["next_pid"]) if by_pid else -1, int(g["next_correlation_id"])))
-        ctx = gap_context(g, nvtx, per_thread.get(tid, near_top.iloc[0:0]), tid)
-        largest.append({"device": int(g["device"]), "start_ns": int(g["start_ns"]),
-                        "duration_ns": int(g["duration_ns"]),
-                        "launch_tid": int(tid) & 0xFFFFFF if tid is not None else None, **ctx})
+        ranges, osrt = gap_context(g, nvtx, per_thread.get(tid, near_top.iloc[0:0]), tid)
+        largest.append(Gap(device=int(g["device"]), start_ns=int(g["start_ns"]), duration_ns=int(g["duration_ns"]),
+                           launch_tid=int(tid) & 0xFFFFFF if tid is not None else None, cpu_ranges=ranges, osrt=osrt))
     covered = gap_cover_by_range(gap_table, nvtx, launch_tids, step_regex)
     total_gap = int(gap_table["duration_ns"].sum()) if len(gap_table) else 0
-    return Part({"threshold_ns": min_gap_ns, "count": int(len(gap_table)), "total_ns": total_gap,
-                 "per_step_ns": per_step_ns, "top": largest, "covered_by": json_rows(covered.head(top)),
-                 "osrt": json_rows(calls.in_gaps.head(top))},
+    return Part(GapsPart(threshold_ns=min_gap_ns, count=int(len(gap_table)), total_ns=total_gap,
+                         per_step_ns=per_step_ns, top=tuple(largest), covered_by=rows_as(GapCover, covered.head(top)),
+                         osrt=rows_as(GapCalls, calls.in_gaps.head(top))),
                 {"gaps": gap_table, "gap_ranges": covered, "gap_osrt": calls.in_gaps})
 
 
@@ -318,7 +318,7 @@ def steps_draft(digest: KernelDigest, nvtx_rows: pd.DataFrame, memcpy: Part, pas
                 window_ns: tuple[int, int] | None, step_regex: str | None, opts: Options, gpu: Part) -> Part:
     """The steps (steps_part()) before the idle attribution gives their set-up figures."""
     return steps_part(digest, nvtx_rows, memcpy.tables["memcpy"], passed, window_ns, step_regex,
-                      step_source(step_regex, opts), len(gpu.summary["devices"]) if passed else 0,
+                      step_source(step_regex, opts), len(gpu.summary.devices) if passed else 0,
                       gpu_idle_of(gpu.summary))
 
 
@@ -326,18 +326,18 @@ declare(steps_draft, needs=lambda: (gpu.PassedOver.digest, window.nvtx_rows, cop
                                     window.window_ns, window.step_regex, OPTS, gpu_part.gpu_part))
 
 
-def gpu_idle_of(gpu: dict | None) -> int | None:
+def gpu_idle_of(gpu: gpu_part.GpuPart | None) -> int | None:
     """The GPUs' idle time in the window, summed over the devices (the `gpu` section); None without a GPU."""
-    if not gpu or not gpu.get("devices"):
+    if not gpu or not gpu.devices:
         return None
-    return int(sum(d["window_ns"] - d["busy_ns"] for d in gpu["devices"]))
+    return int(sum(d.window_ns - d.busy_ns for d in gpu.devices))
 
 
 def _steps(steps_draft: Part, idle_part: idle_summary.IdlePart | None) -> Part:
     """The `steps` section, with the set-up figures of the idle attribution (sections/idle_summary.py)."""
-    if idle_part is not None:
-        steps_draft.summary["setup"] = idle_part.setup
-    return steps_draft
+    if idle_part is None:
+        return steps_draft
+    return steps_draft._replace(summary=replace(steps_draft.summary, setup=idle_part.setup))
 
 
 declare(_steps, needs=lambda: (steps_draft, idle_summary.idle_part), part="steps", json_at=40, tables_at=40)
@@ -347,7 +347,7 @@ def _gaps(gaps_table: pd.DataFrame, tids: dict, gap_calls: Future[os_calls.GapCa
           step_regex: str | None, opts: Options, steps_draft: Part, say: Say) -> Part:
     say("finding what the CPU did during gaps")
     return gaps_part(gaps_table, tids, gap_calls.result(), nvtx_rows, step_regex, opts.top, opts.min_gap_ns,
-                     steps_draft.summary["mean_gpu_idle_ns"])
+                     steps_draft.summary.mean_gpu_idle_ns)
 
 
 declare(_gaps, needs=lambda: (gpu.gaps_table, launchers.tids, os_calls.gap_calls, window.nvtx_rows, window.step_regex,

@@ -43,7 +43,7 @@ def launched(trace: Trace) -> list[str] | None:
     return [command, *(v for k, v in capture if k.startswith("PROCESS_0:ARGUMENT_"))] if command else None
 
 
-def part(trace: Trace) -> dict:
+def part(trace: Trace) -> CpuOnly:
     """What a capture without GPU work is (see the module's docstring)."""
     capture = _rows(trace, "META_DATA_CAPTURE", CAPTURE)
     system = dict(_rows(trace, "TARGET_INFO_SYSTEM_ENV", SYSTEM))
@@ -77,7 +77,7 @@ def part(trace: Trace) -> dict:
              "its steps, NVTX ranges and OS runtime calls")
     line = (f"{'CPU-only capture' if cpu else 'No GPU work in this trace'}: {why}, so no transfer can be measured; "
             f"it shows {who}{' on the CPU' if cpu else ''}: {shows}")
-    return {"gpu": gpu, "program": program, "python": python, "line": line}
+    return CpuOnly(gpu=gpu, program=program, python=python, line=line)
 
 
 def _rows(trace: Trace, table: str, statement: str) -> list[tuple[str, str]]:

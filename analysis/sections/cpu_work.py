@@ -162,17 +162,16 @@ def owners(frames: pd.DataFrame) -> pd.DataFrame:
                          "library": [os.path.basename(str(x)) for x in frames["module"].to_numpy()[named]]})
 
 
-def summary(counts: pd.Series, top: int = 3) -> dict:
-    """{samples, kinds: {kind: share}, functions: [{function, library, kind, share}]} of sample counts indexed by
-    (kind, label, library)."""
+def summary(counts: pd.Series, top: int = 3) -> CpuSamples:
+    """The samples, each kind's share and the top functions of sample counts indexed by (kind, label, library)."""
     n = int(counts.sum())
     if not n:
-        return {"samples": 0, "kinds": {}, "functions": []}
+        return CpuSamples(samples=0, kinds={}, functions=())
     by_kind = counts.groupby(level=0).sum().sort_values(ascending=False)
     fn = counts.sort_values(ascending=False).head(top)
-    return {"samples": n, "kinds": {str(k): round(float(v) / n, 3) for k, v in by_kind.items()},
-            "functions": [{"function": str(lb), "library": str(lib), "kind": str(kd), "share": round(float(v) / n, 3)}
-                          for (kd, lb, lib), v in fn.items()]}
+    return CpuSamples(samples=n, kinds={str(k): round(float(v) / n, 3) for k, v in by_kind.items()},
+                      functions=tuple(SampledFunction(function=str(lb), library=str(lib), kind=str(kd),
+                                                      share=round(float(v) / n, 3)) for (kd, lb, lib), v in fn.items()))
 
 
 def samples(trace: Trace, passed: gpu.DevicePass | None, tids: dict, say: Say) -> pd.DataFrame | None:

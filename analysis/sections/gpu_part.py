@@ -2,11 +2,11 @@
 pass, sections/gpu.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ..common.schema import Part, json_rows
+from ..common.schema import Part, rows_as
 from ..load.trace import Trace
 from . import gpu
 from .base import TRACE, declare
@@ -39,14 +39,13 @@ def part(util: pd.DataFrame, gpus: pd.DataFrame, kernels_recorded: bool) -> Part
     (None) where the capture recorded no kernels."""
     names = dict(zip(gpus["device"], gpus["name"])) if len(gpus) else {}
     util["name"] = util["device"].map(names)
-    out = {"utilization": float(util["utilization"].mean()),
-           "compute_utilization": float(util["compute_utilization"].mean()),
-           "busy_ns": int(util["busy_ns"].sum()), "compute_ns": int(util["compute_ns"].sum()),
-           "devices": json_rows(util)}
+    out = GpuPart(utilization=float(util["utilization"].mean()),
+                  compute_utilization=float(util["compute_utilization"].mean()),
+                  busy_ns=int(util["busy_ns"].sum()), compute_ns=int(util["compute_ns"].sum()),
+                  devices=rows_as(GpuDevice, util))
     if not kernels_recorded:  # no kernels recorded: nothing gives compute
-        out.update(compute_utilization=None, compute_ns=None)
-        for d in out["devices"]:
-            d.update(compute_utilization=None, compute_ns=None)
+        out = replace(out, compute_utilization=None, compute_ns=None,
+                      devices=tuple(replace(d, compute_utilization=None, compute_ns=None) for d in out.devices))
     return Part(out, {"utilization": util})
 
 def gpu_part(trace: Trace, passed: gpu.DevicePass | None, kernels_recorded: bool) -> Part:

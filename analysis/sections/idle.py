@@ -41,7 +41,7 @@ from ..common.idle_causes import (COMM_WAIT, CPU, CPU_RANGE, DRAIN, HOST_SYNC, I
                                   MAPPING, SETUP, SLEEP)
 from ..common.interval_sets import Union, intersect, overlapped, subtract, total
 from ..common.intervals import Coverage, SpilledCoverage, gaps, union
-from . import cpu_work
+from . import cpu_work, idle_summary
 from .idle_ranges import (Nesting, family_time, phases, range_edges, ranked_times,
                           steps_end, thread_ranges)
 from .idle_calls import calls_matching, named_times, time_by_name
@@ -80,7 +80,7 @@ def _every_thread(u: Union, rows: pd.DataFrame, mine: pd.DataFrame) -> Union:
 def attribute(busy: Coverage | SpilledCoverage, window: tuple[int, int], threads, osrt: pd.DataFrame | Frames,
               nvtx: pd.DataFrame, sync_calls: pd.DataFrame, cuda_calls: pd.DataFrame, step_regex: str | None,
               min_gap_ns: int, device: int = 0, loader: dict | None = None, samples: pd.DataFrame | None = None,
-              setup_calls: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+              setup_calls: pd.DataFrame | None = None) -> tuple[pd.DataFrame, idle_summary.IdleDevice]:
     """The idle time of one device by cause (see the module doc), and the details each rule quotes.
 
     loader: {"pin": tids of the DataLoader's pin-memory threads, "workers": tids of its worker processes' main
@@ -287,7 +287,7 @@ def _touching(osrt: pd.DataFrame | Frames, idle: Union, lo, hi) -> pd.DataFrame:
     return osrt.iloc[near[Coverage(*idle).touches(s[near], e[near])]]
 
 
-def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
+def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, idle_summary.IdleDevice]:
     """attribute()'s table and details from its segments' parts."""
     t = {k: sum(p[k] for p in parts) for k, v in parts[0].items() if isinstance(v, int)}
     summed = {k: pd.concat([p[k] for p in parts]).groupby(level=0).sum()
@@ -310,13 +310,13 @@ def _combine(parts: list[dict], device: int) -> tuple[pd.DataFrame, dict]:
     rows += [(HOST_SYNC.name, None, t["sync"]), (LAUNCH.name, None, t["launch"]),
              (CPU.name, subject("cpu_ops", t["cpu"]), t["cpu"])]
     table = pd.DataFrame([r for r in rows if r[2] > 0], columns=COLUMNS[:3]).assign(device=device)
-    details = {"idle_ns": t["idle"], "idle_intervals": t["holes"], "short_idle_intervals": t["short"],
-               "input_calls": named_times(summed["input_calls"]), "mapping_calls": named_times(summed["mapping_calls"]),
-               "setup_calls": named_times(summed["setup_calls"]),
-               "loader_starved_ns": t["loader"], "after_sync_intervals": t["after_sync"],
-               "cpu_after_sync_ns": t["cpu_after_sync"],
-               "cpu_samples": cpu_work.summary(_split(summed["cpu_samples"])),
-               "range_samples": cpu_work.summary(_split(summed["range_samples"]))}
+    details = idle_summary.IdleDevice(
+        idle_ns=t["idle"], idle_intervals=t["holes"], short_idle_intervals=t["short"],
+        input_calls=named_times(summed["input_calls"]), mapping_calls=named_times(summed["mapping_calls"]),
+        setup_calls=named_times(summed["setup_calls"]), loader_starved_ns=t["loader"],
+        after_sync_intervals=t["after_sync"], cpu_after_sync_ns=t["cpu_after_sync"],
+        cpu_samples=cpu_work.summary(_split(summed["cpu_samples"])),
+        range_samples=cpu_work.summary(_split(summed["range_samples"])))
     return table, details
 
 

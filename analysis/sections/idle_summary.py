@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..common.schema import Part, json_rows
+from ..common.schema import Part, rows_as
 from ..load.trace import Trace
 from .base import OPTS, TRACE, Options, declare
 from . import copies as cp
@@ -63,9 +63,9 @@ SETUP_SHARE = 0.10  # set-up (before the first step, after the last) above this 
 class IdlePart(NamedTuple):
     """summary: the `idle` section; tables: idle (and idle_steps), sync_names; setup: `steps.setup`; gap_causes:
     (device, spans) -> the cause of each span (for charts)."""
-    summary: dict
+    summary: IdleAttribution
     tables: dict
-    setup: dict | None
+    setup: cpu.SetupBeforeSteps | None
     gap_causes: object
 
 
@@ -108,10 +108,7 @@ def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | 
                                step_regex, min_gap_ns, loaders.get(dev), inputs.setup_calls)
     mine_syncs = syncs[syncs["global_tid"].isin(list(tids["all"]))] if len(syncs) else syncs
     launch_calls, launch_ns = launch_stats()
-    out = {"causes": json_rows(table), "devices": details,
-           "launch_threads": sorted(int(t) & 0xFFFFFF for t in tids["all"]),
-           "launch_calls": launch_calls, "launch_api_ns": launch_ns, "sync_calls": int(len(mine_syncs)),
-           "sync_blocked_ns": int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0}
+    sync_calls, sync_ns = int(len(mine_syncs)), int(mine_syncs["duration_ns"].sum()) if len(mine_syncs) else 0
     span = steady_span(steps, window)
     setup = None
     if span is not None:  # the set-up before the first step (model load, warm-up) is not what each step costs
@@ -122,7 +119,10 @@ def part(passed, window, inputs: Inputs, steps: pd.DataFrame, step_regex: str | 
         mine_syncs = mine_syncs[inside]
     tables["sync_names"] = mine_syncs["name"].astype(str).value_counts() if len(mine_syncs) else \
         pd.Series(dtype="int64")
-    out["setup_call_steps"] = _steps_with(inputs.setup_calls, tids["all"], steps)
+    out = IdleAttribution(causes=rows_as(IdleCauseTime, table), devices=details,
+                          launch_threads=tuple(sorted(int(t) & 0xFFFFFF for t in tids["all"])),
+                          launch_calls=launch_calls, launch_api_ns=launch_ns, sync_calls=sync_calls,
+                          sync_blocked_ns=sync_ns, setup_call_steps=_steps_with(inputs.setup_calls, tids["all"], steps))
     return IdlePart(out, tables, setup, gap_causes)
 
 
@@ -146,13 +146,14 @@ def steady_span(steps: pd.DataFrame | None, window) -> tuple[int, int] | None:
     return (lo, window[1]) if lo - window[0] >= SETUP_SHARE * (window[1] - window[0]) else None
 
 
-def _setup(window, span, whole: pd.DataFrame, steady: pd.DataFrame, syncs: int, syncs_inside: int) -> dict:
+def _setup(window, span, whole: pd.DataFrame, steady: pd.DataFrame, syncs: int, syncs_inside: int
+           ) -> cpu.SetupBeforeSteps:
     """What happened before the first step: its time, the GPU idle time in it by cause, the synchronising calls made."""
     by_cause = (whole.groupby("cause")["idle_ns"].sum() - steady.groupby("cause")["idle_ns"].sum()).fillna(
         whole.groupby("cause")["idle_ns"].sum()).clip(lower=0)
-    return {"steps_start_ns": span[0], "before_first_step_ns": span[0] - window[0],
-            "idle_ns": {str(k): int(v) for k, v in by_cause.items() if v > 0},
-            "sync_calls": syncs - syncs_inside, "sync_calls_in_steps": syncs_inside}
+    return cpu.SetupBeforeSteps(steps_start_ns=span[0], before_first_step_ns=span[0] - window[0],
+                                idle_ns={str(k): int(v) for k, v in by_cause.items() if v > 0},
+                                sync_calls=syncs - syncs_inside, sync_calls_in_steps=syncs_inside)
 
 
 DATA_COPY_BYTES = 64 * 1024  # a copy smaller than this reads values (.item(), .tolist() of a few), not a batch's data

@@ -3,7 +3,7 @@ with precision and library: sections/kernel_names.py), and how much GPU work ran
 from __future__ import annotations
 
 from ..load.kernel_digest import KernelDigest
-from ..common.schema import Part, json_rows
+from ..common.schema import Part, rows_as
 from . import kernel_names
 from ..load.trace import Trace
 from . import gpu
@@ -54,12 +54,12 @@ def part(digest: KernelDigest, top: int, full_names, graph_kernels) -> Part:
     tk["shown_name"] = [kernel_names.shown(str(n), full.get(str(n))) for n in tk["name"]]
     tk["precision"] = [kernel_names.precision(full.get(str(n), str(n))) for n in tk["name"]]
     tk["library"] = [kernel_names.library(full.get(str(n), str(n))) for n in tk["name"]]
-    return Part({"count": digest.count - digest.graph_runs, "total_ns": digest.total_ns,
-                 "median_ns": digest.median_ns, "graphs": _graphs(digest, graph_kernels), "top": json_rows(tk)},
+    return Part(KernelsPart(count=digest.count - digest.graph_runs, total_ns=digest.total_ns,
+                            median_ns=digest.median_ns, graphs=_graphs(digest, graph_kernels), top=rows_as(KernelRow, tk)),
                 {"kernels_top": tk})
 
 
-def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
+def _graphs(digest: KernelDigest, graph_kernels) -> KernelGraphs | None:
     """How much GPU work ran inside CUDA graphs and how it was traced: 'graph' (one row a launch, nsys's default:
     the kernels inside are not in the trace) or 'node' (the kernels themselves); None without graphs."""
     if digest.graph_runs:
@@ -71,8 +71,8 @@ def _graphs(digest: KernelDigest, graph_kernels) -> dict | None:
         traced = "node"
         if not inside:
             return None
-    return {"traced_as": traced, "launches": int(launches), "gpu_ns": gpu_ns, "kernels_inside": inside,
-            "share_of_kernel_time": round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None}
+    return KernelGraphs(traced_as=traced, launches=int(launches), gpu_ns=gpu_ns, kernels_inside=inside,
+                        share_of_kernel_time=round(gpu_ns / digest.total_ns, 4) if digest.total_ns else None)
 
 
 def kernels_part(digest: KernelDigest, opts: Options, trace: Trace) -> Part:

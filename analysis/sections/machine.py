@@ -60,14 +60,14 @@ def fastest_pinned_gbps(copies: pd.DataFrame) -> float | None:
     return float((big["bytes"] / big["duration_ns"]).max()) if len(big) else None
 
 
-def host_link(gpus: pd.DataFrame, copies: pd.DataFrame, user_gbps: float | None = None) -> dict:
-    """{gbps, source, pcie_gen}: the user's figure, else the nominal rate of the slowest GPU's PCIe generation, raised
+def host_link(gpus: pd.DataFrame, copies: pd.DataFrame, user_gbps: float | None = None) -> HostLink:
+    """The link's gbps, source and pcie_gen: the user's figure, else the nominal rate of the slowest GPU's PCIe generation, raised
     to the fastest large pinned copy when that is faster; gbps None when the GPU is unknown and no copy shows it."""
     seen = fastest_pinned_gbps(copies)
     if user_gbps:
         # a figure the trace contradicts is kept (the user may mean another machine's link), and the contradiction said
         faster = f"; the trace's fastest pinned copy ran at {seen:.1f} GB/s, faster" if seen and seen > user_gbps else ""
-        return {"gbps": float(user_gbps), "source": "--link-gbps" + faster, "pcie_gen": None}
+        return HostLink(gbps=float(user_gbps), source="--link-gbps" + faster, pcie_gen=None)
     gens = [pcie_generation(r.get("chip"), r.get("name")) for r in gpus.to_dict("records")] if len(gpus) else []
     known = [g for g in gens if g[0] is not None]
     if known:
@@ -75,10 +75,11 @@ def host_link(gpus: pd.DataFrame, copies: pd.DataFrame, user_gbps: float | None 
         gbps, source = nominal_gbps(gen), f"PCIe gen{gen} x16 nominal ({why})"
         if seen and seen > gbps:
             gbps, source = seen, f"fastest pinned copy in the trace (above the PCIe gen{gen} x16 nominal {gbps:.1f})"
-        return {"gbps": round(gbps, 1), "source": source, "pcie_gen": gen}
+        return HostLink(gbps=round(gbps, 1), source=source, pcie_gen=gen)
     if seen:
-        return {"gbps": round(seen, 1), "source": "fastest pinned copy in the trace (GPU model unknown)", "pcie_gen": None}
-    return {"gbps": None, "source": gens[0][1] if gens else "no GPU listed in the trace", "pcie_gen": None}
+        return HostLink(gbps=round(seen, 1), source="fastest pinned copy in the trace (GPU model unknown)",
+                        pcie_gen=None)
+    return HostLink(gbps=None, source=gens[0][1] if gens else "no GPU listed in the trace", pcie_gen=None)
 
 
 def cpu_cores(trace) -> int | None:

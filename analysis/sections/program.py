@@ -83,8 +83,9 @@ def is_operator_range(name: str) -> bool:
     return bool(OPERATOR_RANGE.match(name))
 
 
-def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record: dict | None) -> dict:
-    """{framework: pytorch|openacc|cuda, toolkit_stage: str|None, toolkit: bool, dataloader_workers: {threads, processes}}."""
+def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record: dict | None) -> ProgramInfo:
+    """The framework (pytorch, openacc or cuda), whether it is this toolkit's workload (its stage), and the
+    DataLoader's workers."""
     names = set(threads["thread_name"].dropna().astype(str)) if len(threads) else set()  # NULL in a damaged export
     nvtx_names = set(nvtx["name"].dropna().astype(str).unique()) if len(nvtx) else set()
     pytorch = (any(PYTORCH_THREAD.match(n) for n in names) or any(PYTORCH_RANGE.search(n) for n in nvtx_names)
@@ -95,9 +96,9 @@ def describe(threads: pd.DataFrame, nvtx: pd.DataFrame, kernel_names, run_record
     kernels = [str(k) for k in kernel_names if isinstance(k, str)]
     openacc = bool(kernels) and sum(bool(OPENACC_KERNEL.search(k)) for k in kernels) >= 0.5 * len(kernels)
     framework = "pytorch" if pytorch or toolkit else "openacc" if openacc else "cuda"
-    return {"framework": framework, "toolkit": toolkit, "toolkit_stage": stage,
-            "dataloader_workers": {"threads": int(len(workers)),
-                                   "processes": int(workers["pid"].nunique()) if len(workers) else 0}}
+    return ProgramInfo(framework=framework, toolkit=toolkit, toolkit_stage=stage,
+                       dataloader_workers=DataloaderWorkers(threads=int(len(workers)), processes=int(
+                           workers["pid"].nunique()) if len(workers) else 0))
 
 
 def loader_threads(threads: pd.DataFrame, pids: set) -> dict:

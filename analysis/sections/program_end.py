@@ -39,15 +39,15 @@ EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(: .*)?$")               # "Runtim
 MAX_ERROR = 200  # characters of the error line kept
 
 
-def outcome(trace: Trace) -> dict:
+def outcome(trace: Trace) -> ProgramEnd:
     """How the program ended (see the module's docstring)."""
     error = _stderr_error(trace)
     code = _recorded_exit_code(trace.source)
     if code is not None:
-        return {"exit_code": code, "failed": code != 0, "error": error if code != 0 else None, "source": "run record"}
+        return ProgramEnd(exit_code=code, failed=code != 0, error=error if code != 0 else None, source="run record")
     if error is not None:
-        return {"exit_code": None, "failed": True, "error": error, "source": "trace"}
-    return {"exit_code": None, "failed": None, "error": None, "source": None}
+        return ProgramEnd(exit_code=None, failed=True, error=error, source="trace")
+    return ProgramEnd(exit_code=None, failed=None, error=None, source=None)
 
 
 def _recorded_exit_code(source: str) -> int | None:

@@ -15,7 +15,7 @@ from ..load.trace import Trace
 from . import cpu_work, steady, window
 from .base import TRACE, declare
 from .program import base_name, per_name
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from .cpu_work import CpuSamples
 
 
@@ -51,6 +51,7 @@ class SetupCause:
     count: int
     top: str
 
+NO_SAMPLES = CpuSamples(samples=0, kinds={}, functions=())  # the draft's, until _setup() reads the set-up's samples
 CUDA_CAUSES = (
     ("module loading", re.compile(r"^cu(da)?(Module|Library)(Load|GetFunction|GetGlobal)|^cudaGetDriverEntryPoint|"
                                   r"^cuKernelGetFunction|^cudaFuncGetAttributes|^cuModuleLoad")),
@@ -84,8 +85,9 @@ def window_source(found) -> str:
     return f"steady state: {what}, after the set-up and warm-up{flush} (--whole for the whole capture)"
 
 
-def part(trace, found, first_event: int | None, nvtx: pd.DataFrame, step_regex: str | None) -> dict | None:
-    """The set-up section: from the capture's first event to the steady state's start."""
+def part(trace, found, first_event: int | None, nvtx: pd.DataFrame, step_regex: str | None) -> SetupPart | None:
+    """The set-up section: from the capture's first event to the steady state's start (its CPU samples none yet:
+    _setup() gives them)."""
     lo, hi = (first_event if first_event is not None else found.start_ns), found.start_ns
     if hi <= lo:
         return None
@@ -95,23 +97,23 @@ def part(trace, found, first_event: int | None, nvtx: pd.DataFrame, step_regex: 
     causes = (_named(trace, RUNTIME_IN_SPAN, "CUPTI_ACTIVITY_KIND_RUNTIME", lo, hi, CUDA_CAUSES, "CUDA calls") +
               _ranges(nvtx, lo, hi, step_regex) +
               _named(trace, OSRT_IN_SPAN, "OSRT_API", lo, hi, OS_CAUSES, "OS calls"))
-    return {"source": found.source, "start_ns": int(lo), "end_ns": int(hi), "duration_ns": int(hi - lo),
-            "gpu_busy_ns": busy, "kernels": int(len(kernels)),
-            "warmup": {"count": found.warmup, "durations_ns": found.warmup_ns, "median_step_ns": found.median_ns,
-                       "kernels_per_iteration": found.period},
-            "causes": sorted(causes, key=lambda c: -c["ns"])}
+    return SetupPart(source=found.source, start_ns=int(lo), end_ns=int(hi), duration_ns=int(hi - lo),
+                     gpu_busy_ns=busy, kernels=int(len(kernels)),
+                     warmup=Warmup(count=found.warmup, durations_ns=tuple(found.warmup_ns),
+                                   median_step_ns=found.median_ns, kernels_per_iteration=found.period),
+                     causes=tuple(sorted(causes, key=lambda c: -c.ns)), cpu_samples=NO_SAMPLES)
 
 
-def sampled(part: dict, samples: pd.DataFrame) -> dict:
+def sampled(part: SetupPart, samples: pd.DataFrame) -> CpuSamples:
     """The launching threads' CPU samples in the set-up by owner (sections/cpu_work.summary): compilation shows as
     the compiler's libraries or Python, model building as PyTorch CPU ops."""
     t = samples["time_ns"].to_numpy() if len(samples) else np.zeros(0, np.int64)
-    inside = samples[(t >= part["start_ns"]) & (t < part["end_ns"])] if len(samples) else samples
+    inside = samples[(t >= part.start_ns) & (t < part.end_ns)] if len(samples) else samples
     counts = inside.groupby(["kind", "label", "library"]).size() if len(inside) else pd.Series(dtype="int64")
     return cpu_work.summary(counts)
 
 
-def _named(trace, statement: str, table: str, lo: int, hi: int, causes, kind: str) -> list[dict]:
+def _named(trace, statement: str, table: str, lo: int, hi: int, causes, kind: str) -> list[SetupCause]:
     """Time in the span of the calls of each cause (calls of several threads may overlap: time spent, not elapsed)."""
     if not trace.has(table):
         return []
@@ -123,7 +125,7 @@ def _named(trace, statement: str, table: str, lo: int, hi: int, causes, kind: st
     return _grouped(rows, causes, kind)
 
 
-def _grouped(rows: pd.DataFrame, causes, kind: str) -> list[dict]:
+def _grouped(rows: pd.DataFrame, causes, kind: str) -> list[SetupCause]:
     out = []
     for cause, pattern in causes:
         mine = rows[rows["name"].map(lambda n, p=pattern: bool(p.search(str(n))))]
@@ -131,13 +133,13 @@ def _grouped(rows: pd.DataFrame, causes, kind: str) -> list[dict]:
             continue
         mine = mine.sort_values("ns", ascending=False)
         top = ", ".join(f"{n} x{int(c):,}" for n, c in zip(mine["name"].head(3), mine["count"].head(3)))
-        out.append({"cause": cause, "kind": kind, "ns": int(mine["ns"].sum()), "count": int(mine["count"].sum()),
-                    "top": top})
+        out.append(SetupCause(cause=cause, kind=kind, ns=int(mine["ns"].sum()), count=int(mine["count"].sum()),
+                              top=top))
         rows = rows.drop(mine.index)
     return out
 
 
-def _ranges(nvtx: pd.DataFrame, lo: int, hi: int, step_regex: str | None) -> list[dict]:
+def _ranges(nvtx: pd.DataFrame, lo: int, hi: int, step_regex: str | None) -> list[SetupCause]:
     """The NVTX ranges in the span that say compilation or autotuning, by cause."""
     if nvtx.empty:
         return []
@@ -151,7 +153,7 @@ def _ranges(nvtx: pd.DataFrame, lo: int, hi: int, step_regex: str | None) -> lis
 
 
 def setup_draft(trace: Trace, steady: steady.Steady | None, first_event: int | None, nvtx_rows: pd.DataFrame,
-                step_regex: str | None, window_ns: tuple[int, int] | None) -> dict | None:
+                step_regex: str | None, window_ns: tuple[int, int] | None) -> SetupPart | None:
     """The set-up before the steady state (part()), before its CPU samples are known; None without one."""
     return part(trace, steady, first_event, nvtx_rows, step_regex) if steady and window_ns else None
 
@@ -160,10 +162,10 @@ declare(setup_draft, needs=lambda: (TRACE, window.steady_state, window.first_eve
                                     window.window_ns))
 
 
-def _setup(setup_draft: dict | None, samples: pd.DataFrame | None) -> Part:
+def _setup(setup_draft: SetupPart | None, samples: pd.DataFrame | None) -> Part:
     """The `setup` section: the set-up with its share of the launching threads' CPU samples."""
     if setup_draft is not None and samples is not None:
-        setup_draft["cpu_samples"] = sampled(setup_draft, samples)
+        setup_draft = replace(setup_draft, cpu_samples=sampled(setup_draft, samples))
     return Part(setup_draft, {})
 
 

@@ -28,6 +28,7 @@ from ..load.trace import Trace
 from . import code_lines, launchers, program, steady, trace_info, window
 from .base import SAY, TRACE, Say, declare
 from .code_lines import CodeLines
+from .trace_info import TraceInfo
 from .machine import cpu_cores
 from .idle import MAPPING_CALLS, SLEEP_CALLS, WAIT_CALLS
 from .timeline_waits import infer_waits
@@ -335,14 +336,14 @@ def _sampled(trace) -> bool:
 
 
 def timeline(trace: Trace, window_ns: tuple[int, int] | None, tids: dict, step_rows: pd.DataFrame,
-             nvtx_rows: pd.DataFrame, steady: steady.Steady | None, code_lines: CodeLines, trace_info: dict,
+             nvtx_rows: pd.DataFrame, steady: steady.Steady | None, code_lines: CodeLines, trace_info: TraceInfo,
              say: Say) -> Timeline | None:
     """The steady iterations the predictions replay (read()); None without GPU work or launching threads."""
     if window_ns is None or not tids or not tids.get("all"):
         return None
     say("reading the steady iterations to replay")
     return read(trace, window_ns, tids, step_rows, nvtx_rows, getattr(steady, "period", None), code_lines,
-                (trace_info.get("link") or {}).get("gbps"))
+                trace_info.link.gbps)
 
 
 declare(timeline, needs=lambda: (TRACE, window.window_ns, launchers.tids, window.step_rows, window.nvtx_rows,

@@ -8,7 +8,7 @@ import pandas as pd
 from ..load import sql
 from ..load.kernel_digest import KernelDigest
 from ..load.trace import Trace
-from ..common.schema import Part, json_rows
+from ..common.schema import Part, rows_as
 from . import copies, cpu_only, gpu, gpu_part, program, program_end, window
 from .base import OPTS, TRACE, Options, declare
 from .machine import host_link
@@ -63,31 +63,33 @@ class OsRuntimeCall:
 
 
 def part(trace: Trace, digest: KernelDigest, memcpys: pd.DataFrame, nvtx_rows: pd.DataFrame, memcpy: Part, gpu: Part,
-         opts: Options) -> dict:
-    """The `trace` section (its integrity and OS call count still None); named trace_info: `trace` is the Trace the
-    sections are given."""
+         opts: Options) -> TraceInfo:
+    """The `trace` section (its integrity and OS call count still None: summary.analyze_sections sets them, the
+    verdict once the background assessment is done, the count after the scoped reads); named trace_info: `trace` is
+    the Trace the sections are given."""
     trace.background.wait("host.threads")
-    info = {"path": trace.source, "nsys_version": trace.nsys_version,
-            "gpus": json_rows(trace.device.gpus) if len(trace.device.gpus) else [],
-            "counts": {"kernels": digest.count, "memcpys": int(len(memcpys)), "nvtx_ranges": int(len(nvtx_rows)),
-                       "osrt_calls": None},  # set last: analyze() counts them after the scoped reads
-            "integrity": None}  # analyze() sets it once the background assessment is done
-    info["os_runtime"] = _os_runtime(trace, opts.top) if gpu.summary is None else None
-    info["cpu_only"] = cpu_only.part(trace) if gpu.summary is None else None
-    info["link"] = host_link(trace.device.gpus, memcpy.tables["memcpy"], opts.link_gbps)
-    info["program"] = program.describe(trace.host.threads, nvtx_rows, digest.names(), opts.run_record)
-    info["program_end"] = program_end.outcome(trace)  # a failed run is said first, never read as a result
-    if trace.profiler != "nsys":  # an nsys export's section stays as it was (its stored answers byte for byte)
-        info["profiler"] = trace.profiler
-    return info
+    no_gpu = gpu.summary is None
+    return TraceInfo(
+        path=trace.source, nsys_version=trace.nsys_version,
+        gpus=rows_as(TraceGpu, trace.device.gpus) if len(trace.device.gpus) else (),
+        counts=TraceCounts(kernels=digest.count, memcpys=int(len(memcpys)), nvtx_ranges=int(len(nvtx_rows)),
+                           osrt_calls=None),  # type: ignore[arg-type]  # counted last (summary.analyze_sections)
+        integrity=None,  # type: ignore[arg-type]  # the verdict, set by summary.analyze_sections
+        os_runtime=_os_runtime(trace, opts.top) if no_gpu else None,
+        cpu_only=cpu_only.part(trace) if no_gpu else None,
+        link=host_link(trace.device.gpus, memcpy.tables["memcpy"], opts.link_gbps),
+        program=program.describe(trace.host.threads, nvtx_rows, digest.names(), opts.run_record),
+        program_end=program_end.outcome(trace),  # a failed run is said first, never read as a result
+        # an nsys export's section stays as it was (its stored answers byte for byte): no `profiler` key
+        profiler=trace.profiler if trace.profiler != "nsys" else ABSENT)
 
 
 declare(part, needs=lambda: (TRACE, gpu.PassedOver.digest, window.GpuRows.memcpys, window.nvtx_rows, copies.memcpy_part,
                              gpu_part.gpu_part, OPTS))
 
 
-def _os_runtime(trace: Trace, top: int) -> list[dict]:
+def _os_runtime(trace: Trace, top: int) -> tuple[OsRuntimeCall, ...]:
     """The OS runtime calls by total time (name, count, total_ns), the top few; empty without the table."""
     if not trace.has("OSRT_API"):
-        return []
-    return json_rows(trace.query(sql.OSRT_BY_NAME.format(top=int(top))))
+        return ()
+    return rows_as(OsRuntimeCall, trace.query(sql.OSRT_BY_NAME.format(top=int(top))))

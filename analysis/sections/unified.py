@@ -62,26 +62,27 @@ def migrations(copies: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataF
     return m.assign(on_demand=(cause != USER_PREFETCH).to_numpy())
 
 
-def summary(copies: pd.DataFrame, window: tuple[int, int] | None) -> dict | None:
+def summary(copies: pd.DataFrame, window: tuple[int, int] | None) -> UnifiedMemory | None:
     """Per direction: count, bytes, total_ns, gbps, on_demand (count); and of the on-demand ones: count, bytes, the
     GPU time they span (union, in the window), the kernel time inside them (kernels stalled on faults) and the median
     size. None without migrations."""
     m = migrations(copies, window)
     if m.empty:
         return None
-    out: dict = {}
+    by_direction = {}
     for kind, key in DIRECTIONS.items():
         d = m[(m["copy_kind"] == kind).to_numpy()]
         if len(d):
-            out[key] = {"count": int(len(d)), "bytes": int(d["bytes"].sum()), "total_ns": int(d["duration_ns"].sum()),
-                        "gbps": float(gbps(d["bytes"].sum(), d["duration_ns"].sum())) if d["duration_ns"].sum() else None,
-                        "on_demand": int(d["on_demand"].sum())}
+            by_direction[key] = Migrations(
+                count=int(len(d)), bytes=int(d["bytes"].sum()), total_ns=int(d["duration_ns"].sum()),
+                gbps=float(gbps(d["bytes"].sum(), d["duration_ns"].sum())) if d["duration_ns"].sum() else None,
+                on_demand=int(d["on_demand"].sum()))
     od = m[m["on_demand"].to_numpy()]
-    out["on_demand"] = {"count": int(len(od)), "bytes": int(od["bytes"].sum()), "gpu_ns": _span_ns(od, window),
-                        "kernel_overlap_ns": int(od["overlap_ns"].sum()) if "overlap_ns" in od and len(od) else 0,
-                        "median_bytes": int(od["bytes"].median()) if len(od) else None}
-    out["cause_recorded"] = bool("migration_cause" in m and (m["migration_cause"] >= 0).any())
-    return out
+    on_demand = OnDemandMigrations(count=int(len(od)), bytes=int(od["bytes"].sum()), gpu_ns=_span_ns(od, window),
+                                   kernel_overlap_ns=int(od["overlap_ns"].sum()) if "overlap_ns" in od and len(od) else 0,
+                                   median_bytes=int(od["bytes"].median()) if len(od) else None)
+    return UnifiedMemory(**by_direction, on_demand=on_demand,
+                         cause_recorded=bool("migration_cause" in m and (m["migration_cause"] >= 0).any()))
 
 
 def _span_ns(m: pd.DataFrame, window: tuple[int, int] | None) -> int:

@@ -20,7 +20,7 @@ from ..load.kernel_digest import KernelDigest
 from ..load.ops_store import SpilledOps
 from ..load.span import capture_start, gpu_span_estimate
 from ..load.trace import Trace
-from ..common.schema import Part, json_rows
+from ..common.schema import Part, rows_as
 from . import cpu, gpu, os_calls, program, setup, steady
 from .base import OPTS, SAY, TRACE, Options, Say, declare
 from .steady import Steady
@@ -203,7 +203,7 @@ declare(narrowed, needs=(window_ns, steady_state, OPTS))
 
 
 def part(trace: Trace, window_ns: tuple[int, int] | None, opts: Options, first_event: int | None,
-         steady: Steady | None) -> dict:
+         steady: Steady | None) -> Window:
     """The `window` section: the span analysed and where it came from; without GPU activity, the span of the CPU's
     own events (NVTX ranges, OS runtime calls)."""
     if window_ns is None:
@@ -211,17 +211,17 @@ def part(trace: Trace, window_ns: tuple[int, int] | None, opts: Options, first_e
         nvtx = trace.host.nvtx
         spans = [(int(nvtx["start_ns"].min()), int(nvtx["end_ns"].max()))] if len(nvtx) else []
         spans += [s for s in [trace.osrt.span()] if s]
-        return ({"start_ns": min(s[0] for s in spans), "end_ns": max(s[1] for s in spans),
-                 "source": "cpu (no GPU activity)"} if spans else {"source": "empty trace"})
+        return (Window(start_ns=min(s[0] for s in spans), end_ns=max(s[1] for s in spans),
+                       source="cpu (no GPU activity)") if spans else Window(source="empty trace"))
     lo, hi = window_ns
     asked = opts.window_asked
     origin_ns, origin_name = span.origin(trace, lambda: first_event)
-    out = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo,
-           "source": (f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
-           setup.window_source(steady) if steady else "first to last GPU operation or step range",
-           "capture_start_ns": first_event, "origin_ns": origin_ns, "origin": origin_name}
     teardown = None if opts.window else _teardown_ns(trace.host.nvtx, hi)
-    return {**out, "teardown_ns": teardown} if teardown else out
+    return Window(start_ns=lo, end_ns=hi, duration_ns=hi - lo,
+                  source=(f"user: {asked.flag} {asked.text}" if asked else "user") if opts.window else
+                  setup.window_source(steady) if steady else "first to last GPU operation or step range",
+                  capture_start_ns=first_event, origin_ns=origin_ns, origin=origin_name,
+                  teardown_ns=teardown or ABSENT)
 
 
 declare(part, needs=(TRACE, window_ns, OPTS, first_event, steady_state))
@@ -239,7 +239,8 @@ def _nvtx(nvtx_rows: pd.DataFrame, narrowed: tuple[int, int] | None, opts: Optio
     """The `nvtx` section: the NVTX ranges inside the window by name."""
     shown = nvtx_rows if narrowed is None else overlapping(nvtx_rows, narrowed)
     ns = cpu.nvtx_summary(shown)
-    return Part({"count": int(len(shown)), "ranges": json_rows(ns.head(max(opts.top, 20)))}, {"nvtx_summary": ns})
+    return Part(NvtxPart(count=int(len(shown)), ranges=rows_as(NvtxRange, ns.head(max(opts.top, 20)))),
+                {"nvtx_summary": ns})
 
 
 declare(_nvtx, needs=(nvtx_rows, narrowed, OPTS), part="nvtx", json_at=80, tables_at=80)
