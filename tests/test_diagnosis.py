@@ -1,6 +1,7 @@
 """The findings contract and the rules, on real traces: the H200 stages (their story: each stage's top finding names
 the fix the next stage applies) and public exports of programs nobody here wrote."""
 import re
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -223,7 +224,7 @@ def test_output_bound_weighs_what_the_workers_can_take(workers_ms, severity, sub
     row = ns.iloc[:1].assign(name=PIPELINE_PACE.format(workers=workers_ms[0], ms_per_batch=workers_ms[1]),
                              count=1, total_ns=0)
     tables = {**a.tables, "nvtx_summary": pd.concat([ns, row], ignore_index=True)}
-    (f,) = OutputBound().check(Context(Facts.of(a.summary, tables)))
+    (f,) = OutputBound().check(Context(Facts.of(a.doc, tables)))
     assert (f.severity, f.subject) == (severity, subject), f
     assert "20.1 batches/s of GPU time" in f.evidence
     assert f"{workers_ms[0]} workers at {workers_ms[1]:,.0f} ms of work a batch can take" in f.evidence
@@ -238,7 +239,9 @@ def test_the_pipelines_back_pressure_is_its_pace_however_many_ranges_the_loop_na
     CPU` (as back-pressure leaves them: no capture without a GPU can record it)."""
     from nsys_transfer.analysis.rules.base import Context
     from nsys_transfer.analysis.rules.diagnosis import diagnose
+    from nsys_transfer.analysis.common.schema import rows_as
     from nsys_transfer.analysis.rules.facts import Facts
+    from nsys_transfer.analysis.sections.window import NvtxRange
     from nsys_transfer.nsys_core.contracts import COPY_TO_CPU, PIPELINE_DRAIN
     from conftest import ROOT
     with Trace.open(str(ROOT / "tests/data/programs/seg_logits_fixed_nsys2024.sqlite.xz")) as t:
@@ -246,14 +249,14 @@ def test_the_pipelines_back_pressure_is_its_pace_however_many_ranges_the_loop_na
     ns = a.tables["nvtx_summary"]
     steps = pd.concat([ns.iloc[:1].assign(name=f"step {i}", count=1, total_ns=10**9 + i) for i in range(40)])
     ns = pd.concat([ns, steps], ignore_index=True).sort_values("total_ns", ascending=False, ignore_index=True)
-    shown = [{"name": n, "count": int(c)} for n, c in zip(ns["name"][:20], ns["count"][:20])]
-    assert PIPELINE_DRAIN not in {r["name"] for r in shown}
+    shown = rows_as(NvtxRange, ns.head(20))
+    assert PIPELINE_DRAIN not in {r.name for r in shown}
     idle = a.tables["idle"]
     waits = (idle["cause"] == "input") & (idle["subject"] == PIPELINE_DRAIN)
     assert waits.any()
     idle = idle.assign(subject=idle["subject"].where(~waits, COPY_TO_CPU))
-    summary = {**a.summary, "nvtx": {**a.summary["nvtx"], "ranges": shown}}
-    found, _ = diagnose(Context(Facts.of(summary, {**a.tables, "nvtx_summary": ns, "idle": idle})))
-    rules = [f["rule"] for f in found]
+    doc = replace(a.doc, nvtx=replace(a.doc.nvtx, ranges=shown))
+    found, _ = diagnose(Context(Facts.of(doc, {**a.tables, "nvtx_summary": ns, "idle": idle})))
+    rules = [f.rule for f in found]
     assert rules[0] == "output-bound" and "input-bound" not in rules, rules
-    assert "for a free output buffer in submit()" in found[0]["evidence"]
+    assert "for a free output buffer in submit()" in found[0].evidence

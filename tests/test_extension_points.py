@@ -1,6 +1,7 @@
 """The analysis's doors (issue 50): a new idle cause, a new rule and a new section are each one declaration in one
 place, and show in a real trace's answer: each is added here as a toy, in the test alone, and taken out after."""
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -86,12 +87,20 @@ def test_a_new_rule_is_one_class(monkeypatch, before):
 X2 = ROOT / "reports" / "data" / "h200x2" / "pinned-x2.sqlite.xz"  # one capture of two GPUs: the multi-GPU path
 
 
+@dataclass(frozen=True, kw_only=True)
+class CopyShare:
+    """A toy section's typed value: the copies' time beside the kernels'."""
+    copy_ns: int
+    kernel_ns: int
+
+
 def test_a_new_section_is_one_declaration_on_one_gpu_and_on_several(before):
-    """A toy section placed by its own declaration (between `kernels` and `nvtx`): in the JSON of a one-GPU trace and
-    of a two-GPU one, whose document is checked against the schema too."""
+    """A toy section placed by its own declaration (between `kernels` and `nvtx`): it reads the Parts it needs typed,
+    and its own typed value, which Document has no field for, rides in the document as an extra Part
+    (document.ExtraPart) in the place its declaration gives it: in the JSON of a one-GPU trace and of a two-GPU one."""
     def copy_share(memcpy: Part, kernels: Part) -> Part:
-        copy = sum(memcpy.summary[k]["total_ns"] for k in ("dtoh", "htod", "dtod"))
-        return Part({"copy_ns": copy, "kernel_ns": kernels.summary["total_ns"]},
+        copy = sum(d.total_ns for d in (memcpy.summary.dtoh, memcpy.summary.htod, memcpy.summary.dtod))
+        return Part(CopyShare(copy_ns=copy, kernel_ns=kernels.summary.total_ns),
                     {"copy_share": pd.DataFrame({"ns": [copy]})})
     declare(copy_share, needs=(copies.memcpy_part, kernels.kernels_part), part="copy_share", json_at=75, tables_at=75)
     try:
@@ -103,6 +112,8 @@ def test_a_new_section_is_one_declaration_on_one_gpu_and_on_several(before):
         keys = list(r.summary)
         assert keys[keys.index("kernels") + 1:keys.index("nvtx")] == ["copy_share"]
         assert r.summary["copy_share"]["kernel_ns"] == r.summary["kernels"]["total_ns"]
+        (extra,) = r.doc.extra
+        assert (extra.key, extra.after) == ("copy_share", "kernels") and extra.value.kernel_ns == r.doc.kernels.total_ns
     assert two.ranks is not None and len(two.summary["ranks"]["gpus"]) == 2
     names = list(one.tables)
     assert names.index("copy_share") == names.index("nvtx_summary") - 1  # its tables before nvtx's (at 80)

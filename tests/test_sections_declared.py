@@ -177,8 +177,8 @@ def test_a_producer_is_declared_once_and_takes_one_value_per_need():
 def test_a_new_section_is_one_declaration():
     """A toy section: the most time-consuming kernel's share of the kernel time, from the `kernels` Part."""
     def top_kernel(kernels: Part) -> Part:
-        top = kernels.summary["top"][0]
-        return Part({"name": top["name"], "share": round(top["total_ns"] / kernels.summary["total_ns"], 4)},
+        top = kernels.summary.top[0]
+        return Part({"name": top.name, "share": round(top.total_ns / kernels.summary.total_ns, 4)},
                     {"top_kernel": kernels.tables["kernels_top"].head(1)})
     declare(top_kernel, needs=(kernels.kernels_part,), part="top_kernel")
     try:
