@@ -35,7 +35,7 @@ from .executors.parallel import Dask, cores, executor
 from .sections import loop, window
 from .sections.loop_lines import loop_lines
 from .sections.base import section_keys
-from .sections.breakdown import time_breakdown
+from .document.breakdown import time_breakdown
 from .sections.capture_figures import figures
 from .sections.copies import big_copies
 from .sections.cpu_only import launched
