@@ -84,8 +84,9 @@ class TraceReport:
         s = result.summary
         findings = tuple(Finding.of(d) for d in s["diagnosis"])
         named = verdict_finding(s["diagnosis"])
-        line = verdict_line(s["diagnosis"], s["window"].get("source", ""), (s.get("ranks") or {}).get("limit")) \
-            if s["gpu"] else None  # the text prints a verdict only where the GPU worked
+        doc = result.doc
+        line = verdict_line(doc.diagnosis, doc.window.source, doc.ranks.limit if doc.ranks else None) \
+            if doc.gpu else None  # the text prints a verdict only where the GPU worked
         verdict = Verdict(line, next((f for f, d in zip(findings, s["diagnosis"]) if d is named), None))
         everything = (s.get("predicted") or {}).get("all_fixed")
         return cls(Path(path), verdict, findings, Prediction.of(everything) if everything else None, result)
@@ -107,8 +108,8 @@ class TraceReport:
 
     def text(self, show_all: bool = False) -> str:
         """The report analyze-trace prints (show_all: the low findings too, as --all)."""
-        s = self.summary
-        return text_report(s, show_all) + (f"\n{ranks_report(s['ranks'])}" if s.get("ranks") else "")
+        doc = self.result.doc
+        return text_report(doc, show_all) + (f"\n{ranks_report(doc.ranks)}" if doc.ranks else "")
 
     def _table(self, name: str, columns: tuple[str, ...] = ()) -> pd.DataFrame:
         """A copy of one of the analysis's tables; empty, with these columns, where the trace gives none (a capture
@@ -127,7 +128,7 @@ class TraceReport:
     def breakdown(self) -> pd.DataFrame:
         """Where the GPUs' time in the window went, the breakdown chart's bars: part (kernels, copies by direction and
         host memory, idle time by cause), time_ns, share (of the parts' sum)."""
-        parts = time_breakdown(self.summary) if self.summary["gpu"] else []
+        parts = time_breakdown(self.result.doc) if self.result.doc.gpu else []
         df = pd.DataFrame(parts, columns=["part", "time_ns"])
         return df.assign(share=df["time_ns"] / df["time_ns"].sum() if len(df) else [])
 

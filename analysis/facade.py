@@ -36,7 +36,7 @@ from .executors import parallel
 from .executors.parallel import Dask, cores, executor
 from .sections import loop, window
 from .sections.loop_lines import loop_lines
-from .sections.breakdown import time_breakdown
+from .document.breakdown import time_breakdown
 from .sections.capture_figures import figures
 from .sections.copies import big_copies
 from .sections.cpu_only import launched

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,8 @@ from ..nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, gbps
 from .sections import copies as cp
 from .common import defaults
 from .common.errors import TraceError
+from .common.typed_json import from_json
+from .document.ranks import RanksPart
 from .common.intervals import Coverage, union
 from .load.device import KERNEL_TABLE
 from .rules.terms import NSYS, TORCH, terms
@@ -67,6 +70,11 @@ class Ranks:
     host: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+    @cached_property
+    def part(self) -> RanksPart:
+        """summary, typed (the document's RanksPart; read from summary when first asked for, as Result.doc)."""
+        return from_json(RanksPart, self.summary)
 
     def document(self) -> dict:
         """The JSON document of several traces (schema.several_traces): the comparison and its limit."""

@@ -14,6 +14,7 @@ from ..analysis.render import palette
 from ..analysis.render.formats import MS
 from ..analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
 from ..analysis.facade import time_breakdown
+from ..analysis.result import Document
 from ..nsys_core.contracts import DEFAULT_LINK_GBPS
 
 MEASURE = "#6C7A89"  # a figure of the whole stage (steps/s): no cause, no copy, so none of theirs
@@ -100,7 +101,7 @@ def idle_per_step(stages: list[str], summaries: list[dict]) -> pd.DataFrame:
     rows = {}
     for stage, s in zip(stages, summaries):
         n = (s.get("steps") or {}).get("count") or 0
-        parts = [(palette.part_key(label), ns) for label, ns in time_breakdown(s) if label.startswith("idle")]
+        parts = [(palette.part_key(label), ns) for label, ns in time_breakdown(Document.from_json(s)) if label.startswith("idle")]
         if n and s.get("gpu"):
             row: dict[str, float] = {}
             for key, ns in parts:
@@ -154,7 +155,7 @@ def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS, link: dict | None = None):
         ax.set_xticklabels(d["stage"], rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(unit)
     over = [s for s, v in zip(d["stage"], d["dtoh_gbps"]) if v > link_gbps]
-    words = link_words(link) + (f"\n({', '.join(over)} above it)" if over else "")
+    words = link_words((link or {}).get("source")) + (f"\n({', '.join(over)} above it)" if over else "")
     draw_link(a2, link_gbps, words.strip(), "DtoH bandwidth by host memory kind")
     a2.set_ylim(0, max(link_gbps * 1.15, float(d["dtoh_gbps"].max()) * 1.15))
     a1.set_yscale("log")

@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..analysis.facade import NotComparable, Side, big_copies, loop_of, scaling_row, verify
 from ..analysis.render.plots import plot_breakdown
+from ..analysis.result import Document
 from ..analysis.render.verify_text import verify_report as render_verify
 from ..nsys_core.contracts import STAGES, gbps, name_says
 
@@ -156,6 +157,6 @@ def before_after(names: list[str], paths: list, summaries: list[dict], steady: l
         text = render_verify(verify(*sides).document)
     except NotComparable as e:
         text = f"not comparable: {e}"
-    if plot_breakdown(summaries, names, out_dir / "before_after.png", title="where the GPU's time went") is None:
+    if plot_breakdown([Document.from_json(s) for s in summaries], names, out_dir / "before_after.png", title="where the GPU's time went") is None:
         return text + "\n(no breakdown chart: neither trace has GPU activity)", None
     return text, "before_after.png"

@@ -8,6 +8,7 @@ import pandas as pd
 from ..analysis.render import palette
 from ..analysis.render.formats import MS as IDLE_PER_STEP
 from ..analysis.render.text import prediction_text, site_place
+from ..analysis.result import CodeSite, Prediction
 from ..nsys_core.contracts import STAGES as STAGE_NAMES
 from .compare import NO_GPU
 
@@ -202,22 +203,22 @@ def no_runs_html(also: tuple[str, str] | None) -> str:
 
 
 def _finding_html(d: dict, where: str = "") -> str:
-    at = (f"<br><i>At:</i> <code>{html.escape(site_place(d['line']))}  {html.escape(d['line']['code'])}</code> "
+    at = (f"<br><i>At:</i> <code>{html.escape(site_place(CodeSite.of(d['line'])))}  {html.escape(d['line']['code'])}</code> "
           f"({html.escape(d['line']['role'])})" if d.get("line") else "")
-    buys = f"<br><i>Buys:</i> {html.escape(prediction_text(d['prediction']))}" if d.get("prediction") else ""
+    buys = f"<br><i>Buys:</i> {html.escape(prediction_text(Prediction.of(d['prediction'])))}" if d.get("prediction") else ""
     return (f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(where + _cost(d))}): {html.escape(d['evidence'])}."
             f"{at}<br><i>Fix:</i> {html.escape(d['suggestion'])}{buys}</li>")
 
 
 def _buys_md(d: dict) -> str:
     """What the finding's fix buys (its prediction, as analyze-trace prints it), where it has one."""
-    return f"  \n  *Buys:* {prediction_text(d['prediction'])}" if d.get("prediction") else ""
+    return f"  \n  *Buys:* {prediction_text(Prediction.of(d['prediction']))}" if d.get("prediction") else ""
 
 
 def _line_md(d: dict) -> str:
     """The program's line behind a finding, where its trace had the Python stacks (`code` section)."""
     line = d.get("line")
-    return f"  *At:* `{site_place(line)}  {line['code']}` ({line['role']})  \n" if line else ""
+    return f"  *At:* `{site_place(CodeSite.of(line))}  {line['code']}` ({line['role']})  \n" if line else ""
 
 
 def _table_html(md_table: str) -> str:

@@ -62,7 +62,7 @@ def test_the_report_holds_the_analysis_own_values(nsys_report):
     idle = r.idle_by_cause
     assert list(idle["idle_ns"]) == sorted((c["idle_ns"] for c in r.summary["idle"]["causes"]), reverse=True)
     assert list(idle.columns) == ["cause", "subject", "idle_ns", "device"]
-    assert list(zip(r.breakdown["part"], r.breakdown["time_ns"])) == time_breakdown(r.summary)
+    assert list(zip(r.breakdown["part"], r.breakdown["time_ns"])) == time_breakdown(r.result.doc)
     assert r.breakdown["share"].sum() == pytest.approx(1)
     copies = r.copies
     assert copies.equals(r.tables["memcpy"]) and len(copies) == 75357

@@ -323,8 +323,8 @@ def test_a_legend_beyond_ten_parts_names_the_largest_and_folds_the_rest_into_oth
     """One breakdown of every trace rendered above (the H200 stages, seg_logits_fixed, the public exports): more
     than ten kinds of part, so the legend names the nine largest and 'other', and every bar is one of its colours."""
     from nsys_transfer.analysis.render import palette, plots
-    from nsys_transfer.analysis.sections.breakdown import time_breakdown
-    summaries = {k: a.summary for k, a in rendered["analyses"].items()}
+    from nsys_transfer.analysis.document.breakdown import time_breakdown
+    summaries = {k: a.doc for k, a in rendered["analyses"].items()}
     keys = {palette.part_key(label) for s in summaries.values() for label, _ in time_breakdown(s)}
     assert len(keys) > palette.MAX_LEGEND  # the case at hand, from these traces
     kept = []

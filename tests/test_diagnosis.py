@@ -178,8 +178,9 @@ def test_gpu_bound_is_a_verdict_with_the_kernels_named(analyzed):
     assert top["name"] == "Kernel" and "cutlass" in top["shown_name"] and (top["precision"], top["library"]) == \
         ("TF32", "CUTLASS")
     assert "TF32, CUTLASS" in f["evidence"] and "autocast" in f["suggestion"]
+    from nsys_transfer.analysis.document import Document
     from nsys_transfer.analysis.render.text import text_report
-    last = last_verdict(text_report(s))
+    last = last_verdict(text_report(Document.from_json(s)))
     assert last.startswith("verdict: gpu-bound") and "97% of the GPUs' time" in last
 
 
@@ -189,10 +190,11 @@ def last_verdict(text: str) -> str:
 
 
 def test_every_trace_ends_in_a_verdict(analyzed, publics):
+    from nsys_transfer.analysis.document import Document
     from nsys_transfer.analysis.render.formats import WIDTH
     from nsys_transfer.analysis.render.text import text_report
     for name, s in [*analyzed.items(), *publics.items()]:
-        text = text_report(s)
+        text = text_report(Document.from_json(s))
         verdict = last_verdict(text)
         steady = s["window"]["source"].startswith("steady state")  # the verdict says which window it is about
         assert verdict.startswith("verdict (steady state): " if steady else "verdict: "), name

@@ -16,7 +16,8 @@ from nsys_transfer.analysis.rules import diagnosis
 from nsys_transfer.analysis.rules.base import Context, Finding, Rule
 from nsys_transfer.analysis.sections import base, copies, kernels
 from nsys_transfer.analysis.sections.base import declare
-from nsys_transfer.analysis.sections.breakdown import time_breakdown
+from nsys_transfer.analysis.document import Document
+from nsys_transfer.analysis.document.breakdown import time_breakdown
 from nsys_transfer.analysis.summary import analyze_sections
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +45,7 @@ def test_a_new_idle_cause_is_one_declaration(before):
     try:
         a = _analysis()
         legend, color, keys = palette.key_label(POLL.name), palette.color(POLL.name), palette.keys()
-        parts, key = time_breakdown(a.summary), palette.part_key("idle: polling")
+        parts, key = time_breakdown(Document.from_json(a.summary)), palette.part_key("idle: polling")
     finally:
         idle_causes.unregister(POLL.name)
     s = a.summary

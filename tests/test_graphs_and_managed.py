@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsys_transfer.analysis import Trace
+from nsys_transfer.analysis.document import Document
 from nsys_transfer.analysis.render.text import text_report
 from nsys_transfer.analysis.rules.capture_checks import verdict
 from nsys_transfer.analysis.sections.capture_figures import figures
@@ -58,7 +59,7 @@ def test_graph_launches_traced_whole_are_gpu_work(runs, tmp_path):
     assert steady["setup"]["duration_ns"] > 0 and steady["kernels"]["graphs"]["share_of_kernel_time"] == 1.0
     # no kernel row in it, yet GPU time: the text says where the kernels are rather than "kernels: 0, total 155 ms"
     assert steady["kernels"]["count"] == 0
-    assert "\nkernels: none one by one (all inside CUDA graphs), total " in text_report(steady, False)
+    assert "\nkernels: none one by one (all inside CUDA graphs), total " in text_report(Document.from_json(steady), False)
 
 
 def test_both_graph_trace_modes_tell_the_same_story(runs):

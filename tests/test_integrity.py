@@ -358,8 +358,9 @@ def test_nsys_doubting_its_cuda_events_is_not_complete(tmp_path):
     assert (d["kind"], d["events"], d["pid"], d["explained"]) == ("not-all", "CUDA", 702, None)
     first = s["diagnosis"][0]
     assert first["rule"] == "incomplete-trace" and first["severity"] == "high" and NOT_ALL_CUDA[:-1] in first["evidence"]
+    from nsys_transfer.analysis.document import Document
     from nsys_transfer.analysis.render.text import text_report
-    head = text_report(s).splitlines()
+    head = text_report(Document.from_json(s)).splitlines()
     assert head[1].startswith("!! POSSIBLY INCOMPLETE TRACE") and NOT_ALL_CUDA[:-1] in head[1]
     assert head[2].startswith("verdict: nsys says the trace may be incomplete")
 

@@ -157,9 +157,11 @@ def test_the_findings_are_ranked_by_what_their_fixes_buy():
 
 def test_the_text_prints_the_json_values():
     """One value per figure: each finding's line under it is made from its JSON prediction, nothing recomputed."""
+    from nsys_transfer.analysis.common.typed_json import from_json
     from nsys_transfer.analysis.render.text import finding_lines
+    from nsys_transfer.analysis.rules.base import Finding
     doc = answer("tests/data/strangers56/val_metrics_logging_nsys2024.sqlite.xz")
-    lines = finding_lines(doc["diagnosis"])
+    lines = finding_lines([from_json(Finding, f) for f in doc["diagnosis"]])  # a stored answer holds no whole document
     for f in doc["diagnosis"]:
         if f.get("prediction") and f["severity"] in ("high", "medium"):
             said = prediction.text(prediction.Prediction.of(f["prediction"]))

@@ -100,13 +100,14 @@ def test_rules_stay_quiet_where_the_evidence_is_not(analyzed):
 def test_lossy_capture_is_flagged_first():
     """nsys 2023.4 on the CUDA 13 driver lost 98% of generate()'s CUDA calls: the first finding says so, with the
     evidence, and the text report opens with it; the complete 2024.2 capture of the same program has no such note."""
+    from nsys_transfer.analysis.document import Document
     from nsys_transfer.analysis.render.text import text_report
     with Trace.open(DATA / "hf_generate_nsys2023.sqlite.xz") as t:
         s = analyze_sections(t).summary
     first = s["diagnosis"][0]
     assert first["rule"] == "incomplete-trace" and first["severity"] == "high"
     assert "98%" in first["evidence"] and "make nsys" in first["suggestion"]
-    assert text_report(s).splitlines()[1].startswith("!! INCOMPLETE TRACE")
+    assert text_report(Document.from_json(s)).splitlines()[1].startswith("!! INCOMPLETE TRACE")
 
 
 def test_complete_captures_are_not_flagged(programs, analyzed):

@@ -146,7 +146,8 @@ def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
     """streams: the step's long gap is the loop waiting for the next batch inside 'get batch' (input-bound, as the
     finding says); the chart's labels are the breakdown's, so the two charts cannot disagree."""
     from nsys_transfer.analysis import Trace
-    from nsys_transfer.analysis.sections.breakdown import time_breakdown
+    from nsys_transfer.analysis.document import Document
+    from nsys_transfer.analysis.document.breakdown import time_breakdown
     from nsys_transfer.analysis.render.plots import idle_by_cause
     from nsys_transfer.analysis.summary import analyze_sections
     with Trace.open(H200 / "streams.sqlite.xz") as t:
@@ -155,7 +156,7 @@ def test_the_timeline_colours_each_gap_by_the_cause_that_holds_it():
     drawn = idle_by_cause(a, (w["start_ns"], w["end_ns"]))
     longest = max(drawn, key=lambda x: x[1] - x[0])
     assert longest[2] == "idle: input-bound" and longest[1] - longest[0] > 20e6
-    assert {label for _, _, label in drawn} <= {label for label, _ in time_breakdown(a.summary)}
+    assert {label for _, _, label in drawn} <= {label for label, _ in time_breakdown(Document.from_json(a.summary))}
 
 
 def test_the_same_program_with_and_without_cpu_samples_is_one_finding(tmp_path):

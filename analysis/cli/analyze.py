@@ -12,7 +12,8 @@ from ..facade import (Dask, Options, Result, Spec, Trace, TraceError, analyze, a
                       capture_verdict, capture_record_beside, defaults, not_built_notice,
                       one_run, options_for, read_record, run_record_beside, traces_given)
 from ..render import outputs
-from ..render.check_report import check_report
+from ..result import Document
+from ..render.check_report import check_report, integrity_of
 from ..render.ranks_text import ranks_report
 from ..render.text import cycles_report, text_report
 
@@ -112,9 +113,9 @@ def main(traces, json_path, csv_dir, plot_dir, min_gap_ms, step_regex, window, s
     _warn(a.warnings)
     _save(a.summary, a.tables, json_path, csv_dir)
     if not quiet:
-        click.echo(text_report(a.summary, show_all))
-        if a.summary["ranks"]:
-            click.echo(ranks_report(a.summary["ranks"]))
+        click.echo(text_report(a.doc, show_all))
+        if a.doc.ranks:
+            click.echo(ranks_report(a.doc.ranks))
     if progress:
         progress("done")
 
@@ -160,7 +161,7 @@ def _main_ranks(paths, json_path, csv_dir, plot_dir, opts: Options, probe, run, 
     _warn(r.warnings)
     _save(r.summary, r.tables, json_path, csv_dir)
     if not quiet:
-        click.echo(ranks_report(r.ranks.summary))
+        click.echo(ranks_report(r.ranks.part))
 
 
 def _one_run(traces) -> bool:
@@ -185,10 +186,11 @@ def _main_cycles(paths, json_path, csv_dir, plot_dir, opts: Options, show_all: b
         _fail(str(e))
     except (OSError, MemoryError) as e:
         _fail(str(e))
-    _warn(run.detail.get("warnings"))
+    detail = Document.from_json(run.detail)  # the steady cycle's document, typed once
+    _warn(list(detail.warnings))
     _save(run.document(), {}, json_path, None)
     if not quiet:
-        click.echo(cycles_report(run, show_all))
+        click.echo(cycles_report(run, detail, show_all))
 
 
 def _check(traces) -> None:
@@ -208,7 +210,7 @@ def _check(traces) -> None:
                 record = read_record(rec_path, "nsys", "a run record", "`python -m nsys_transfer.profiling` writes one")
             except TraceError as e:
                 click.echo(f"analyze-trace: ignoring {e}", err=True)
-        text, ok = check_report(result, str(path), rec_path, record)
+        text, ok = check_report(integrity_of(result), str(path), rec_path, record)
         click.echo(text)
         trusted &= ok
     sys.exit(0 if trusted else 1)

@@ -143,7 +143,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
             _fail(str(e))
     if plot_dir:
         named = [f"{label}: {stem}" for label, stem in zip(labels, names)]  # which trace each bar is, not only its side
-        if charts.plots().plot_breakdown([s.summary for s in sides], named, plot_dir / "verify_breakdown.png",
+        if charts.plots().plot_breakdown([s.doc for s in sides], named, plot_dir / "verify_breakdown.png",
                                    title="where the GPU's time went") is None:
             (plot_dir / "verify_breakdown.png").unlink(missing_ok=True)  # an earlier run's: not this one's
             click.echo("verify: --plots: not drawn: verify_breakdown.png (no GPU activity in either trace)", err=True)

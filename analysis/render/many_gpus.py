@@ -4,12 +4,14 @@ the hosts' order."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ..rank_summary import BUSY_COLUMNS, Ranks
+from ..sections.gpu_rows import RankGpu
 
 
 SUMMARISE_OVER = 8      # GPUs: from more than this many, the text report gives the spread instead of every row
@@ -17,34 +19,62 @@ STRAGGLER_BELOW = 0.10  # a GPU this far below the median steps/s is a straggler
 SLOWEST = 3             # the slowest GPUs always named
 
 
-def spread(gpus: list[dict]) -> dict:
-    """The per-GPU figures of the `gpus[]` rows as median, min, p10, p90 and max (None where no GPU has the figure):
-    steps/s, busy (utilization), DtoH GB/s, idle (idle_gap_ns over the GPU's window); and the slowest GPUs by
-    steps/s: the SLOWEST lowest and every one more than STRAGGLER_BELOW below the median, slowest first, each with
-    `below` (its shortfall from the median) and `straggler`."""
-    figures = {"steps_per_s": [g.get("steps_per_s") for g in gpus],
-               "utilization": [g.get("utilization") for g in gpus],
-               "dtoh_gbps": [g.get("dtoh_gbps") for g in gpus],
-               "idle": [g["idle_gap_ns"] / g["window_ns"] if g.get("window_ns") else None for g in gpus]}
-    out = {name: _quantiles([v for v in values if v is not None and v == v]) for name, values in figures.items()}
-    rated = sorted((g for g in gpus if g.get("steps_per_s")), key=lambda g: g["steps_per_s"])
-    median = out["steps_per_s"]["median"] if out["steps_per_s"] else None
+@dataclass(frozen=True)
+class Quantiles:
+    """One figure over the GPUs: median, min, p10, p90 and max."""
+    median: float
+    min: float
+    p10: float
+    p90: float
+    max: float
+
+    def row(self) -> tuple[float, float, float, float, float]:
+        """The quantiles in the text's column order: median, min, p10, p90, max."""
+        return self.median, self.min, self.p10, self.p90, self.max
+
+
+@dataclass(frozen=True)
+class Slow:
+    """One of the slowest GPUs by steps/s: its shortfall from the median (below), and whether it is a straggler."""
+    gpu: str
+    steps_per_s: float
+    below: float
+    straggler: bool
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The spread of the GPUs' figures (None where no GPU has the figure) and the slowest GPUs, slowest first."""
+    steps_per_s: Quantiles | None
+    utilization: Quantiles | None
+    dtoh_gbps: Quantiles | None
+    idle: Quantiles | None
+    slowest: tuple[Slow, ...]
+
+
+def spread(gpus: Sequence[RankGpu]) -> Spread:
+    """The per-GPU figures of the `gpus[]` rows as median, min, p10, p90 and max: steps/s, busy (utilization),
+    DtoH GB/s, idle (idle_gap_ns over the GPU's window); and the slowest GPUs by steps/s: the SLOWEST lowest and every
+    one more than STRAGGLER_BELOW below the median, slowest first, each with its shortfall from the median."""
+    q = lambda values: _quantiles([v for v in values if v is not None and v == v])  # noqa: E731
+    rate = q([g.steps_per_s for g in gpus])
+    rated = sorted((g for g in gpus if g.steps_per_s), key=lambda g: g.steps_per_s)
+    median = rate.median if rate else None
     slow = []
     for i, g in enumerate(rated):
-        below = 1 - g["steps_per_s"] / median if median else 0.0
+        below = 1 - g.steps_per_s / median if median else 0.0
         if i < SLOWEST or below > STRAGGLER_BELOW:
-            slow.append({"gpu": g["gpu"], "steps_per_s": g["steps_per_s"], "below": below,
-                         "straggler": below > STRAGGLER_BELOW})
-    out["slowest"] = slow
-    return out
+            slow.append(Slow(g.gpu, g.steps_per_s, below, below > STRAGGLER_BELOW))
+    return Spread(rate, q([g.utilization for g in gpus]), q([g.dtoh_gbps for g in gpus]),
+                  q([g.idle_gap_ns / g.window_ns if g.window_ns else None for g in gpus]), tuple(slow))
 
 
-def _quantiles(values: list[float]) -> dict | None:
+def _quantiles(values: list[float]) -> Quantiles | None:
     if not values:
         return None
     v = np.asarray(values, dtype=float)
     q = np.percentile(v, [0, 10, 50, 90, 100])
-    return {"median": float(q[2]), "min": float(q[0]), "p10": float(q[1]), "p90": float(q[3]), "max": float(q[4])}
+    return Quantiles(float(q[2]), float(q[0]), float(q[1]), float(q[3]), float(q[4]))
 
 
 @dataclass
@@ -65,8 +95,9 @@ class RankGrid:
 def time_grid(ranks: Ranks, columns: int = 600) -> RankGrid:
     """Ranks' per-bin busy time (tables['busy']) and host-side DtoH (host) on at most about `columns` columns of a
     whole number of host bins; a column between two bins takes a share of each as their time in it."""
-    lo, hi = ranks.summary["window"]["start_ns"], ranks.summary["window"]["end_ns"]
-    base = int(ranks.summary["host_dtoh"]["bin_ns"])
+    part = ranks.part
+    lo, hi = part.window.start_ns, part.window.end_ns
+    base = int(part.host_dtoh.bin_ns)
     width = base * max(1, -(-(hi - lo) // (base * columns)))
     edges = np.arange(lo, hi + width, width, dtype=np.int64)
     gpus = sorted(ranks.devices["gpu"], key=natural_key)

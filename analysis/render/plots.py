@@ -3,6 +3,8 @@ comes from the computed tables. Each chart is a function that returns its figure
 it would show nothing) and one that writes it (analyze-trace --plots, the reports), the same drawing."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Rectangle
@@ -11,7 +13,11 @@ from ...nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from . import palette
 from .figure import Chart, new, save
-from ..sections.breakdown import cause_label, time_breakdown
+from ..common.typed_json import ABSENT
+from ..document import Document
+from ..document.breakdown import time_breakdown
+from ..result import Result
+from ..sections.breakdown import cause_label
 
 LINK_COLOR = "#333333"
 
@@ -124,26 +130,26 @@ def step_span(steps: pd.DataFrame, n: int = 3) -> tuple[int, int] | None:
     return int(s["start_ns"].iloc[first]), int(s["end_ns"].iloc[-1])
 
 
-def timeline_span(analysis, n_steps: int = 3) -> tuple[tuple[int, int], str] | None:
+def timeline_span(analysis: Result, n_steps: int = 3) -> tuple[tuple[int, int], str] | None:
     """(span, what it is in words) of the timeline: the last n_steps steps and as long again after them, or on to the
     end of the last copy they made where that is later, within the window (an asynchronous step's GPU work runs on
     past its range), else the window; None without a window."""
-    steps, w = analysis.tables.get("steps"), analysis.summary["window"]
+    steps, w = analysis.tables.get("steps"), analysis.doc.window
     span = step_span(steps, n_steps)
     if span is None:
-        if "duration_ns" not in w:
+        if w.duration_ns is ABSENT:
             return None
-        return (w["start_ns"], w["end_ns"]), f"the analysed window, {w['duration_ns'] / 1e6:,.0f} ms (no steps found)"
+        return (w.start_ns, w.end_ns), f"the analysed window, {w.duration_ns / 1e6:,.0f} ms (no steps found)"
     s = steps.sort_values("start_ns")
     k = min(n_steps, len(s))
     names = f"'{s['name'].iloc[-k]}' ... '{s['name'].iloc[-1]}'" if k > 1 else f"'{s['name'].iloc[-1]}'"
     what = (f"all {k} steps" if k == len(s) else f"the last {k} of {len(s)} steps") + f" ({names})"
     end = span[1]
-    if "duration_ns" in w:
-        end = max(span[1], min(w["end_ns"], span[1] + (span[1] - span[0])))
+    if w.duration_ns is not ABSENT:
+        end = max(span[1], min(w.end_ns, span[1] + (span[1] - span[0])))
     copies_end = launched_copies_end(analysis.tables.get("memcpy"), span)
     if copies_end > end:  # "all 3 steps" holds their copies: an asynchronous step's land long after its range
-        end = min(copies_end, w.get("end_ns", copies_end))
+        end = min(copies_end, copies_end if w.end_ns is ABSENT else w.end_ns)
         return (span[0], end), what + f" and the {(end - span[1]) / 1e6:,.0f} ms after them, to their last copy's end"
     if end > span[1]:
         what += f" and the {(end - span[1]) / 1e6:,.0f} ms after them"
@@ -158,23 +164,23 @@ def launched_copies_end(copies: pd.DataFrame | None, span: tuple[int, int]) -> i
     return int(ends.max()) if len(ends) else span[0]
 
 
-def plot_timeline(analysis, trace, path, n_steps: int = 3, name: str = ""):
+def plot_timeline(analysis: Result, trace, path, n_steps: int = 3, name: str = ""):
     """Write timeline_figure to path; None (nothing written) without a window."""
     return _written(timeline_figure(analysis, trace, n_steps, name), path)
 
 
-def timeline_figure(analysis, trace, n_steps: int = 3, name: str = "") -> Chart | None:
+def timeline_figure(analysis: Result, trace, n_steps: int = 3, name: str = "") -> Chart | None:
     """The timeline of the last n_steps steps (else the window), titled by what it draws ('name: the last 3 of 12
     steps (...)'); trace: the analysed trace, open (its kernels and NVTX ranges are drawn); None without a window."""
     got = timeline_span(analysis, n_steps)
     if got is None:
         return None
     span, what = got
-    tops = analysis.summary["gaps"]["top"]
+    tops = analysis.doc.gaps.top
     launch = None
     if len(trace.host.nvtx):
-        if tops and tops[0].get("launch_tid") is not None:
-            cand = trace.host.nvtx[(trace.host.nvtx["global_tid"] & 0xFFFFFF) == tops[0]["launch_tid"]]
+        if tops and tops[0].launch_tid is not None:
+            cand = trace.host.nvtx[(trace.host.nvtx["global_tid"] & 0xFFFFFF) == tops[0].launch_tid]
             launch = int(cand["global_tid"].iloc[0]) if len(cand) else None
         if launch is None:
             launch = int(trace.host.nvtx["global_tid"].value_counts().idxmax())
@@ -188,7 +194,7 @@ MAX_DRAWN_GAPS = 400  # the longest gaps of the span get a cause; the others are
 MAX_GAPS_BY_CAUSE = 5000  # the gaps chart: the longest gaps of each GPU whose cause is looked up
 
 
-def idle_by_cause(analysis, span, device: int | None = None, limit: int = MAX_DRAWN_GAPS) -> list[tuple[int, int, str]]:
+def idle_by_cause(analysis: Result, span, device: int | None = None, limit: int = MAX_DRAWN_GAPS) -> list[tuple[int, int, str]]:
     """(start, end, label) of a GPU's idle gaps in the span (the first GPU's unless device is given), each labelled
     by the cause holding most of it; the `limit` longest."""
     g = analysis.tables.get("gaps")
@@ -202,21 +208,21 @@ def idle_by_cause(analysis, span, device: int | None = None, limit: int = MAX_DR
     return [(a, b, cause_label(c, subject)) for (a, b), (c, subject) in zip(spans, causes)]
 
 
-def plot_gaps(analysis, path, name: str = ""):
+def plot_gaps(analysis: Result, path, name: str = ""):
     """Write gaps_figure to path; None (nothing written) without gaps above the threshold."""
     return _written(gaps_figure(analysis, name), path)
 
 
-def gaps_figure(analysis, name: str = "") -> Chart | None:
+def gaps_figure(analysis: Result, name: str = "") -> Chart | None:
     """The GPU idle gaps over the window, each drawn to scale: from its start to its end (width) and as tall as it
     is long, coloured by its cause; None without gaps above the threshold."""
     g = analysis.tables["gaps"]
     if g is None or g.empty:
         return None
-    w = analysis.summary["window"]
-    t0 = w["start_ns"]
+    w = analysis.doc.window
+    t0 = w.start_ns
     drawn = [x for dev in sorted(g["device"].unique())
-             for x in idle_by_cause(analysis, (t0, w["end_ns"]), int(dev), MAX_GAPS_BY_CAUSE)]
+             for x in idle_by_cause(analysis, (t0, w.end_ns), int(dev), MAX_GAPS_BY_CAUSE)]
     if len(drawn) < len(g):  # beyond the longest (or no idle attribution): drawn, their cause not looked up
         known = {(a, b) for a, b, _ in drawn}
         drawn += [(int(a), int(b), "idle: other") for a, b in zip(g["start_ns"], g["end_ns"]) if (a, b) not in known]
@@ -229,11 +235,11 @@ def gaps_figure(analysis, name: str = "") -> Chart | None:
         key = palette.part_key(label)
         ax.bar((a - t0) / 1e6, (b - a) / 1e6, width=(b - a) / 1e6, align="edge", lw=0,
                color=palette.color("other" if key in folded else key))
-    ax.set_xlim(0, w["duration_ns"] / 1e6 if w.get("duration_ns") else None)
+    ax.set_xlim(0, w.duration_ns / 1e6 if w.duration_ns else None)
     ax.set_xlabel("ms into the window (each gap drawn from its start to its end)")
     ax.set_ylabel("gap length (ms)")
-    s = analysis.summary["gaps"]
-    what = (f"GPU idle gaps >= {s['threshold_ns'] / 1e6:g} ms: {s['count']:,}, {s['total_ns'] / 1e6:,.1f} ms in all "
+    s = analysis.doc.gaps
+    what = (f"GPU idle gaps >= {s.threshold_ns / 1e6:g} ms: {s.count:,}, {s.total_ns / 1e6:,.1f} ms in all "
             f"({len(drawn):,} drawn, by cause)")
     ax.set_title(f"{name}: {what}" if name else what, fontsize=10)
     ax.legend([swatch(k) for k in named], [palette.key_label(k) for k in named], fontsize=7, loc="center left",
@@ -241,10 +247,11 @@ def gaps_figure(analysis, name: str = "") -> Chart | None:
     return fig
 
 
-def link_words(link: dict | None) -> str:
-    """What the link line stands for, from the analysis's trace.link: the PCIe nominal (85% of the raw rate, what
-    pinned copies typically reach, so a fast one runs above it) or the trace's own fastest pinned copy, on two lines."""
-    source = (link or {}).get("source") or ""
+def link_words(source: str | None) -> str:
+    """What the link line stands for, from the analysis's trace.link.source: the PCIe nominal (85% of the raw rate,
+    what pinned copies typically reach, so a fast one runs above it) or the trace's own fastest pinned copy, on two
+    lines."""
+    source = source or ""
     if source.startswith("PCIe"):
         return source + ":\n85% of the raw rate, what pinned copies typically reach; a good link runs faster"
     return source.replace(" (", "\n(", 1)
@@ -261,12 +268,12 @@ def draw_link(ax, gbps: float, words: str, title: str) -> None:
         ax.text(0.5, 1.01, words, transform=ax.transAxes, ha="center", va="bottom", fontsize=6.5, color="#444444")
 
 
-def plot_dtoh(analysis, path, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = ""):
+def plot_dtoh(analysis: Result, path, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = ""):
     """Write dtoh_figure to path; None (nothing written) without DtoH copies."""
     return _written(dtoh_figure(analysis, link_gbps, name), path)
 
 
-def dtoh_figure(analysis, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = "") -> Chart | None:
+def dtoh_figure(analysis: Result, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str = "") -> Chart | None:
     """Each DtoH copy's duration and bandwidth (against the link speed, with what that figure is), coloured by host
     memory kind; None without DtoH copies."""
     c = analysis.tables["memcpy"]
@@ -284,7 +291,7 @@ def dtoh_figure(analysis, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str
     peak = d["gbps"].max()  # NaN when no copy has a duration (a damaged export): the link line sets the scale
     top = float(peak) * 1.1 if peak == peak else 0.0
     if link_gbps:
-        draw_link(a2, link_gbps, link_words(analysis.summary["trace"].get("link")), "DtoH bandwidth per copy")
+        draw_link(a2, link_gbps, link_words(analysis.doc.trace.link.source), "DtoH bandwidth per copy")
         top = max(top, link_gbps * 1.2)
     a2.set_ylim(0, top or 1)
     kinds = ", ".join(f"{k}: {v}" for k, v in d["dst_kind"].value_counts().items())
@@ -302,17 +309,17 @@ def dtoh_figure(analysis, link_gbps: float | None = DEFAULT_LINK_GBPS, name: str
     return fig
 
 
-def plot_breakdown(summaries: list, labels: list, path, title: str = ""):
+def plot_breakdown(docs: Sequence[Document], labels: list, path, title: str = ""):
     """Write breakdown_figure to path; None (nothing written) when no trace has GPU time to share out."""
-    return _written(breakdown_figure(summaries, labels, title), path)
+    return _written(breakdown_figure(docs, labels, title), path)
 
 
-def breakdown_figure(summaries: list, labels: list, title: str = "") -> Chart | None:
-    """One stacked bar per trace: the share of the GPUs' time in each part of analysis.breakdown.time_breakdown,
+def breakdown_figure(docs: Sequence[Document], labels: list, title: str = "") -> Chart | None:
+    """One stacked bar per trace: the share of the GPUs' time in each part of document/breakdown.time_breakdown,
     coloured by the palette (an NVTX range's idle time is cpu-range's colour, its name on the bar); the legend names
     at most palette.MAX_LEGEND colours, the smallest parts beyond them drawn as 'other'. None when no trace has GPU
     time to share out."""
-    rows = [time_breakdown(s) if s.get("gpu") else [] for s in summaries]  # no GPU activity: no time to share out
+    rows = [time_breakdown(d) if d.gpu else [] for d in docs]  # no GPU activity: no time to share out
     if not any(rows):
         return None
     weights: dict[str, float] = {}

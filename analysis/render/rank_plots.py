@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..rank_summary import Ranks
 from . import palette, plots
 from .figure import Chart, new
 from .many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
@@ -15,21 +16,21 @@ from .many_gpus import STRAGGLER_BELOW, SUMMARISE_OVER, spread, time_grid
 GPU_HATCHES = ["", "////", "....", "\\\\\\\\", "xxxx", "++++", "oo", "----"]  # the GPUs' bands of the stacked DtoH chart
 
 
-def plot_ranks(ranks, path, title: str = ""):
+def plot_ranks(ranks: Ranks, path, title: str = ""):
     """Write ranks_figure to path."""
     return plots.save(ranks_figure(ranks, title), path)
 
 
-def ranks_figure(ranks, title: str = "") -> Chart:
+def ranks_figure(ranks: Ranks, title: str = "") -> Chart:
     """Several GPUs: per-GPU kernel and copy shares of their steps and DtoH GB/s (left); DtoH into host memory over
     time, stacked per GPU, against the shared capacity (right; left out, and said in the title, when no GPU copied to
     the host). With many GPUs (more than SUMMARISE_OVER) the bars carry no figures, every k-th GPU is named and the
     GPUs' bands have no legend (plot_rank_heatmap tells them apart). GPUs on several hosts: the right panel is the
     worst host's GPUs against its capacity."""
-    d, host, hs = ranks.devices, ranks.host, ranks.summary["host_dtoh"]
-    hosts = len(ranks.summary.get("hosts") or [])
+    d, host, hs = ranks.devices, ranks.host, ranks.part.host_dtoh
+    hosts = len(ranks.part.hosts or ())
     if hosts:
-        host = host[host["host"].map(lambda h: h == hs["host"])]
+        host = host[host["host"].map(lambda h: h == hs.host)]
     many = len(d) > SUMMARISE_OVER
     if len(host):
         fig, (a1, a2) = new((13, 4.6 if many else 4), 1, 2, gridspec_kw={"width_ratios": [1, 2]})
@@ -38,7 +39,7 @@ def ranks_figure(ranks, title: str = "") -> Chart:
     key = _per_gpu(a1, d, many)
     if len(host):
         _host_dtoh(a2, ranks, host, hosts, key, many)
-    head = (title + ": " if title else "") + ranks.summary["limit"]["rule"]
+    head = (title + ": " if title else "") + ranks.part.limit.rule
     fig.suptitle(head if len(host) else head + "\nno DtoH copy into host memory: no host-side panel", fontsize=11)
     return fig
 
@@ -79,11 +80,11 @@ def _gpu_tick(r) -> str:
     return f"{r.gpu}\nDtoH {r.dtoh_gbps:.0f} GB/s" if rate else str(r.gpu)
 
 
-def _host_dtoh(ax, ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) -> None:
+def _host_dtoh(ax, ranks: Ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) -> None:
     """plot_ranks' right panel: DtoH into host memory over time, a band per GPU in the copies' colour (told apart by
     hatches), each rank's drain shaded, against the shared capacity."""
-    d, hs = ranks.devices, ranks.summary["host_dtoh"]
-    on_top = d["host"].map(lambda h: h == hs["host"]) if hosts else pd.Series(True, index=d.index)
+    d, hs = ranks.devices, ranks.part.host_dtoh
+    on_top = d["host"].map(lambda h: h == hs.host) if hosts else pd.Series(True, index=d.index)
     t0 = host["bin_start_ns"].min()
     piv = host.pivot_table(index="bin_start_ns", columns="gpu", values="gbps", aggfunc="sum").fillna(0)
     ms = (piv.index.to_numpy() - t0) / 1e6
@@ -94,42 +95,42 @@ def _host_dtoh(ax, ranks, host: pd.DataFrame, hosts: int, key: str, many: bool) 
     for i, band in enumerate(bands):  # the copies' one colour; each GPU's band told by its hatch
         band.set_hatch(GPU_HATCHES[i % len(GPU_HATCHES)])
     # each rank's drain: its outputs still queued after its last step's copy (trace clock -> common clock)
-    shift = {t["label"]: t["clock_offset_ns"] for t in ranks.summary["traces"]}
+    shift = {t.label: t.clock_offset_ns for t in ranks.part.traces}
     # not a rate: shaded behind the GB/s, named in the legend
     for i, r in enumerate(d[on_top].itertuples()):
         if r.drain_ns and r.drain_ns > 0:
             end = (r.window_start_ns + r.window_ns + shift.get(r.trace, 0) - t0) / 1e6
             ax.axvspan(end, end + r.drain_ns / 1e6, color="#999999", alpha=0.12, lw=0,
                        label="a GPU's outputs still draining (time only)" if i == 0 else None)
-    ax.axhline(hs["capacity_gbps"], ls="--", lw=1, color="#333333")
-    ax.text(ms[0], hs["capacity_gbps"] * 1.02, f"shared capacity {hs['capacity_gbps']:.0f} GB/s "
-            f"({hs['capacity_source']})", fontsize=7, va="bottom")
-    ax.set_ylim(0, max(hs["capacity_gbps"], hs["peak_gbps"]) * 1.2)
+    ax.axhline(hs.capacity_gbps, ls="--", lw=1, color="#333333")
+    ax.text(ms[0], hs.capacity_gbps * 1.02, f"shared capacity {hs.capacity_gbps:.0f} GB/s ({hs.capacity_source})",
+            fontsize=7, va="bottom")
+    ax.set_ylim(0, max(hs.capacity_gbps, hs.peak_gbps) * 1.2)
     ax.legend(fontsize=7, loc="center right")
     ax.set_xlabel("ms")
-    ax.set_ylabel(f"GB/s ({hs['bin_ns'] / 1e6:g} ms bins)")
-    ax.set_title(f"DtoH into host memory on {hs['host'] or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
+    ax.set_ylabel(f"GB/s ({hs.bin_ns / 1e6:g} ms bins)")
+    ax.set_title(f"DtoH into host memory on {hs.host or 'the unnamed host'}, the worst of {hosts} hosts (stacked)"
                  if hosts else "DtoH into host memory, all GPUs (stacked)", fontsize=10)
 
 
-def plot_rank_heatmap(ranks, path, title: str = "", columns: int = 600):
+def plot_rank_heatmap(ranks: Ranks, path, title: str = "", columns: int = 600):
     """Write rank_heatmap_figure to path."""
     return plots.save(rank_heatmap_figure(ranks, title, columns), path)
 
 
-def rank_heatmap_figure(ranks, title: str = "", columns: int = 600) -> Chart:
+def rank_heatmap_figure(ranks: Ranks, title: str = "", columns: int = 600) -> Chart:
     """Many GPUs over time (ranks.time_grid): each GPU's busy share per time bin over its own steps (top; blank
     outside them) and its DtoH into host memory in GB/s (bottom), one row per GPU, on the common clock. Rows are
     named (every one up to 64, else every k-th), the stragglers always, in red."""
     g = time_grid(ranks, columns)
     n = len(g.gpus)
     ms = (g.edges_ns - g.edges_ns[0]) / 1e6
-    late = {s["gpu"] for s in spread(ranks.summary["gpus"])["slowest"] if s["straggler"]}
+    late = {s.gpu for s in spread(ranks.part.gpus).slowest if s.straggler}
     step = max(1, -(-n // 64))
     named = [i for i in range(n) if i % step == 0 or g.gpus[i] in late]
     fig, axes = new((13, 2 * (0.9 + (0.14 if n > 16 else 0.3) * n) + 0.5), 2, 1, sharex=True)
     top = max(float(np.nanmax(g.dtoh_gbps)) if g.dtoh_gbps.size else 0.0, 1e-9)
-    head = (title + ": " if title else "") + f"{n} GPUs; limit: {ranks.summary['limit']['rule']}. "
+    head = (title + ": " if title else "") + f"{n} GPUs; limit: {ranks.part.limit.rule}. "
     panels = ((np.ma.masked_invalid(100 * g.busy), "viridis", 100, head + "GPU busy, % of the bin (blank: outside "
                "the GPU's steps)"),
               (g.dtoh_gbps, "magma", top, "DtoH into host memory, GB/s"

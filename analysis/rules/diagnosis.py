@@ -13,6 +13,8 @@ rules count copy time, which is GPU time spent copying, not idle time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .capture import (FailedRun, IncompleteTrace, NvtxMissing, ShortCapture, TooLittleToJudge,
                       WarmupInCapture)
 from .gpu_idle import (CommWait, GpuBound, HostSleep, HostSync, InputBound, MemoryMappingInGaps,
@@ -127,5 +129,15 @@ TRUST_NOTES = ("failed-run", "incomplete-trace")  # notes that lead the verdict 
 def verdict_finding(findings: list[dict]) -> dict | None:
     """The finding a trace's verdict names: the first that costs something (or a trust note), in the diagnosis's
     order; None where none does. The text's verdict line and the cycles' merge (analysis/cycles.py) both read it."""
-    return next((f for f in findings if f["severity"] != "info" or f["rule"] in TRUST_NOTES), None)
+    return next((f for f in findings if names_verdict(f["severity"], f["rule"])), None)
+
+
+def verdict_of(findings: Sequence[Finding]) -> Finding | None:
+    """verdict_finding() of the typed findings (the document's `diagnosis`): the text's verdict line reads it."""
+    return next((f for f in findings if names_verdict(f.severity, f.rule)), None)
+
+
+def names_verdict(severity: str, rule: str) -> bool:
+    """Whether a finding may name the verdict: it costs something, or it is a trust note."""
+    return severity != "info" or rule in TRUST_NOTES
 

@@ -1,6 +1,5 @@
-"""Where a trace's GPU time went, as parts that add up to the GPUs' time in the window: kernels, copies outside
-kernels by direction and host memory, and the idle time by its one cause (analysis/sections/idle.py). From the summary
-alone, so a chart of it and the figures beside it cannot disagree."""
+"""The names of the parts of a trace's GPU time (document/breakdown.time_breakdown makes the parts): an idle cause's
+chart label, a copy direction's, and the host memory kind most of a direction's bytes went to."""
 from __future__ import annotations
 
 from ..common import idle_causes
@@ -27,28 +26,3 @@ def host_memory(d: dict) -> str | None:
     total = sum((d.get("kind_bytes") or {}).values())
     share = d["kind_bytes"][kind] / total if kind and total else 1.0
     return kind if share >= 0.995 else f"{kind} {share:.0%}"
-
-
-def time_breakdown(summary: dict) -> list[tuple[str, float]]:
-    """(label, ns) parts of the GPUs' time in the window, largest idle causes named, the rest 'idle: other'."""
-    gpu = summary.get("gpu") or {}
-    devices = gpu.get("devices") or []
-    total = sum(d.get("window_ns") or 0 for d in devices) or (summary["window"].get("duration_ns") or 0)
-    if not total:
-        return []
-    busy, compute = gpu.get("busy_ns") or 0, gpu.get("compute_ns") or 0
-    parts = [("kernels", float(compute))]
-    copies = {k: summary["memcpy"][k] for k in ("dtoh", "htod", "dtod") if summary["memcpy"][k].get("total_ns")}
-    copy_ns = sum(d["total_ns"] for d in copies.values())
-    outside = max(busy - compute, 0)  # copy time not under kernels, shared out by each direction's copy time
-    for k, d in copies.items():
-        parts.append((f"{DIRECTIONS[k]} ({main_kind(d) or '?'})", outside * d["total_ns"] / copy_ns))
-    idle: dict[str, float] = {}
-    for c in (summary.get("idle") or {}).get("causes") or []:
-        label = cause_label(c["cause"], c.get("subject"))
-        idle[label] = idle.get(label, 0.0) + c["idle_ns"]
-    parts += sorted(idle.items(), key=lambda x: -x[1])
-    rest = total - sum(ns for _, ns in parts)
-    if rest > 0.001 * total:
-        parts.append(("idle: other", rest))
-    return [(label, ns) for label, ns in parts if ns > 0]
