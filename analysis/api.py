@@ -22,7 +22,7 @@ from .cli.charts import plot_stem_of
 from .cli.options import check_numbers, check_regex
 from .cli.window import parse_span
 from .facade import (Trace, TraceError, defaults, options_for, read_record, run_record_beside,
-                     time_breakdown, traces_given, verdict_finding)
+                     time_breakdown, traces_given, verdict_of)
 from .facade import analyze as analyze_result
 from .render.ranks_text import ranks_report
 from .render.text import text_report, verdict_line
@@ -81,14 +81,13 @@ class TraceReport:
     @classmethod
     def of(cls, path: Path, result: Result) -> TraceReport:
         """The report of an analysis (facade.analyze's Result) of the trace at path."""
-        s = result.summary
-        findings = tuple(Finding.of(d) for d in s["diagnosis"])
-        named = verdict_finding(s["diagnosis"])
-        line = verdict_line(s["diagnosis"], s["window"].get("source", ""), (s.get("ranks") or {}).get("limit")) \
-            if s["gpu"] else None  # the text prints a verdict only where the GPU worked
-        verdict = Verdict(line, next((f for f, d in zip(findings, s["diagnosis"]) if d is named), None))
-        everything = (s.get("predicted") or {}).get("all_fixed")
-        return cls(Path(path), verdict, findings, Prediction.of(everything) if everything else None, result)
+        doc = result.doc
+        # render/text.verdict_line reads the findings' and the limit's JSON (Finding.as_dict)
+        line = verdict_line([f.as_dict() for f in doc.diagnosis], doc.window.source if doc.window else "",
+                            doc.ranks.limit.as_dict() if doc.ranks else None) \
+            if doc.gpu else None  # the text prints a verdict only where the GPU worked
+        verdict = Verdict(line, verdict_of(doc.diagnosis))
+        return cls(Path(path), verdict, doc.diagnosis, doc.predicted.all_fixed if doc.predicted else None, result)
 
     @property
     def summary(self) -> dict:
@@ -107,8 +106,8 @@ class TraceReport:
 
     def text(self, show_all: bool = False) -> str:
         """The report analyze-trace prints (show_all: the low findings too, as --all)."""
-        s = self.summary
-        return text_report(s, show_all) + (f"\n{ranks_report(s['ranks'])}" if s.get("ranks") else "")
+        s = self.summary  # render's reports read the JSON
+        return text_report(s, show_all) + (f"\n{ranks_report(s['ranks'])}" if self.result.doc.ranks else "")
 
     def _table(self, name: str, columns: tuple[str, ...] = ()) -> pd.DataFrame:
         """A copy of one of the analysis's tables; empty, with these columns, where the trace gives none (a capture
@@ -127,7 +126,7 @@ class TraceReport:
     def breakdown(self) -> pd.DataFrame:
         """Where the GPUs' time in the window went, the breakdown chart's bars: part (kernels, copies by direction and
         host memory, idle time by cause), time_ns, share (of the parts' sum)."""
-        parts = time_breakdown(self.summary) if self.summary["gpu"] else []
+        parts = time_breakdown(self.summary) if self.result.doc.gpu else []
         df = pd.DataFrame(parts, columns=["part", "time_ns"])
         return df.assign(share=df["time_ns"] / df["time_ns"].sum() if len(df) else [])
 
@@ -162,11 +161,11 @@ class TraceReport:
         cause (the idle cause or copy direction), place, file, line, function, code, role (what the work is for),
         time_ns (the time given to the line), share (of the lines' time there), visits, threads, growth_start_ms and
         growth_end_ms (where its cost grows), path (how the loop reaches it); empty without stacks."""
-        code = self.summary.get("code") or {}
-        groups = [("idle", cause, sites) for cause, sites in (code.get("idle") or {}).items()]
-        groups += [("copies", direction, sites) for direction, sites in (code.get("copies") or {}).items()]
-        groups += [("cpu", None, code.get("cpu") or [])]
-        return pd.DataFrame([_code_row(kind, cause, CodeSite.of(d)) for kind, cause, sites in groups for d in sites],
+        code = self.result.doc.code
+        groups = [("idle", cause, sites) for cause, sites in code.idle.items()] if code else []
+        groups += [("copies", direction, sites) for direction, sites in code.copies.items()] if code else []
+        groups += [("cpu", None, code.cpu if code else ())]
+        return pd.DataFrame([_code_row(kind, cause, site) for kind, cause, sites in groups for site in sites],
                             columns=CODE_COLUMNS)
 
     @property

@@ -21,6 +21,7 @@ import numpy as np
 
 from .common import schema
 from .sections.steady import WARMUP_RATIO
+from .document import Document
 from .document.cycles import Cycle, CycleRun, CycleVerdict
 
 
@@ -66,8 +67,10 @@ class Cycles:
 
 
 def merge(labels: list[str], summaries: list[dict]) -> Cycles:
-    """The cycles (labels and their analyses' summaries, in time order) as one run with one verdict (module doc)."""
-    cycles = [Cycle.of(label, s) for label, s in zip(labels, summaries)]
+    """The cycles (labels and their analyses' summaries, in time order, as the workers sent them back) as one run with
+    one verdict (module doc)."""
+    docs = [Document.from_json(s) for s in summaries]  # each read once into its types
+    cycles = [Cycle.of(label, d) for label, d in zip(labels, docs)]
     steps = np.array([c.step_ns or np.nan for c in cycles], float)
     if len(cycles) >= 2 and np.isfinite(steps[0]) and np.isfinite(steps[1:]).any():
         rest = float(np.nanmedian(steps[1:]))
@@ -77,8 +80,8 @@ def merge(labels: list[str], summaries: list[dict]) -> Cycles:
     verdict = _verdict(steady)
     detail = _median_cycle(steady, verdict)
     i = cycles.index(detail)
-    suggestion = next((f["suggestion"] for f in summaries[i].get("diagnosis") or []
-                       if f["rule"] == verdict.rule and f.get("subject") == verdict.subject), None)
+    suggestion = next((f.suggestion for f in docs[i].diagnosis
+                       if f.rule == verdict.rule and f.subject == verdict.subject), None)
     verdict = CycleVerdict(**{**asdict(verdict), "suggestion": suggestion})
     return Cycles(cycles, verdict, detail.label, summaries[i])
 

@@ -129,3 +129,8 @@ def verdict_finding(findings: list[dict]) -> dict | None:
     order; None where none does. The text's verdict line and the cycles' merge (analysis/cycles.py) both read it."""
     return next((f for f in findings if f["severity"] != "info" or f["rule"] in TRUST_NOTES), None)
 
+
+def verdict_of(findings: tuple[Finding, ...]) -> Finding | None:
+    """verdict_finding of typed findings (a Document's diagnosis): the same choice, read by attribute."""
+    return next((f for f in findings if f.severity != "info" or f.rule in TRUST_NOTES), None)
+
