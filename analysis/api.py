@@ -6,9 +6,9 @@ its fix buys), DataFrames of where the GPU's time went, and the charts as matplo
     r = analyze("runs/before/before.sqlite")
     r.verdict, r.idle_by_cause, r.findings[0].prediction, r.plot.timeline()
 
-Every value is the analysis's own: the DataFrames are its tables (those --csv writes) or its JSON's rows read back
-through their types (Finding.of, CodeSite.of, Prediction.of), the verdict is the line analyze-trace prints, the charts
-are those --plots draws (render/charts.trace_chart). Nothing here works a figure out another way. pandas comes with
+Every value is the analysis's own: the DataFrames are its tables (those --csv writes) or rows of its typed document
+(Result.doc: its Finding, CodeSite and Prediction values), the verdict is the line analyze-trace prints, the charts are
+those --plots draws (render/charts.trace_chart). Nothing here works a figure out another way. pandas comes with
 this module and matplotlib with the first chart, never with `import nsys_transfer` (nsys_transfer/__init__.py)."""
 from __future__ import annotations
 
