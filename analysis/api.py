@@ -6,9 +6,9 @@ its fix buys), DataFrames of where the GPU's time went, and the charts as matplo
     r = analyze("runs/before/before.sqlite")
     r.verdict, r.idle_by_cause, r.findings[0].prediction, r.plot.timeline()
 
-Every value is the analysis's own: the DataFrames are its tables (those --csv writes) or its JSON's rows read back
-through their types (Finding.of, CodeSite.of, Prediction.of), the verdict is the line analyze-trace prints, the charts
-are those --plots draws (render/charts.trace_chart). Nothing here works a figure out another way. pandas comes with
+Every value is the analysis's own: the DataFrames are its tables (those --csv writes) or rows of its typed document
+(Result.doc: its Finding, CodeSite and Prediction values), the verdict is the line analyze-trace prints, the charts are
+those --plots draws (render/charts.trace_chart). Nothing here works a figure out another way. pandas comes with
 this module and matplotlib with the first chart, never with `import nsys_transfer` (nsys_transfer/__init__.py)."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .cli.charts import plot_stem_of
 from .cli.options import check_numbers, check_regex
 from .cli.window import parse_span
 from .facade import (Trace, TraceError, defaults, options_for, read_record, run_record_beside,
-                     time_breakdown, traces_given, verdict_finding)
+                     time_breakdown, traces_given, verdict_of)
 from .facade import analyze as analyze_result
 from .render.ranks_text import ranks_report
 from .render.text import text_report, verdict_line
@@ -81,15 +81,12 @@ class TraceReport:
     @classmethod
     def of(cls, path: Path, result: Result) -> TraceReport:
         """The report of an analysis (facade.analyze's Result) of the trace at path."""
-        s = result.summary
-        findings = tuple(Finding.of(d) for d in s["diagnosis"])
-        named = verdict_finding(s["diagnosis"])
         doc = result.doc
-        line = verdict_line(doc.diagnosis, doc.window.source, doc.ranks.limit if doc.ranks else None) \
+        line = verdict_line(doc.diagnosis, doc.window.source if doc.window else "",
+                            doc.ranks.limit if doc.ranks else None) \
             if doc.gpu else None  # the text prints a verdict only where the GPU worked
-        verdict = Verdict(line, next((f for f, d in zip(findings, s["diagnosis"]) if d is named), None))
-        everything = (s.get("predicted") or {}).get("all_fixed")
-        return cls(Path(path), verdict, findings, Prediction.of(everything) if everything else None, result)
+        verdict = Verdict(line, verdict_of(doc.diagnosis))
+        return cls(Path(path), verdict, doc.diagnosis, doc.predicted.all_fixed if doc.predicted else None, result)
 
     @property
     def summary(self) -> dict:
@@ -163,11 +160,11 @@ class TraceReport:
         cause (the idle cause or copy direction), place, file, line, function, code, role (what the work is for),
         time_ns (the time given to the line), share (of the lines' time there), visits, threads, growth_start_ms and
         growth_end_ms (where its cost grows), path (how the loop reaches it); empty without stacks."""
-        code = self.summary.get("code") or {}
-        groups = [("idle", cause, sites) for cause, sites in (code.get("idle") or {}).items()]
-        groups += [("copies", direction, sites) for direction, sites in (code.get("copies") or {}).items()]
-        groups += [("cpu", None, code.get("cpu") or [])]
-        return pd.DataFrame([_code_row(kind, cause, CodeSite.of(d)) for kind, cause, sites in groups for d in sites],
+        code = self.result.doc.code
+        groups = [("idle", cause, sites) for cause, sites in code.idle.items()] if code else []
+        groups += [("copies", direction, sites) for direction, sites in code.copies.items()] if code else []
+        groups += [("cpu", None, code.cpu if code else ())]
+        return pd.DataFrame([_code_row(kind, cause, site) for kind, cause, sites in groups for site in sites],
                             columns=CODE_COLUMNS)
 
     @property

@@ -9,7 +9,7 @@ alone (facade.analyze_cycles, in --jobs workers where asked), then merged here i
 
 The verdict is the finding (rule and subject) that costs the steady cycles the most GPU time in all: its impact summed
 over them, its share of their GPU time summed, and in how many of them it is the verdict. What one cycle's verdict is
-comes from rules/diagnosis.verdict_finding, the choice the text's verdict line makes for one trace.
+comes from rules/diagnosis.verdict_of, the choice the text's verdict line makes for one trace.
 
 Whether traces are cycles of one run is read from the traces themselves (is_one_run): every one a torch.profiler
 trace of the same process on the same host, none of a distinct rank, none overlapping another in time."""
@@ -21,6 +21,7 @@ import numpy as np
 
 from .common import schema
 from .sections.steady import WARMUP_RATIO
+from .document import Document
 from .document.cycles import Cycle, CycleRun, CycleVerdict
 
 
@@ -66,8 +67,10 @@ class Cycles:
 
 
 def merge(labels: list[str], summaries: list[dict]) -> Cycles:
-    """The cycles (labels and their analyses' summaries, in time order) as one run with one verdict (module doc)."""
-    cycles = [Cycle.of(label, s) for label, s in zip(labels, summaries)]
+    """The cycles (labels and their analyses' summaries, in time order, as the workers sent them back) as one run with
+    one verdict (module doc)."""
+    docs = [Document.from_json(s) for s in summaries]  # each read once into its types
+    cycles = [Cycle.of(label, d) for label, d in zip(labels, docs)]
     steps = np.array([c.step_ns or np.nan for c in cycles], float)
     if len(cycles) >= 2 and np.isfinite(steps[0]) and np.isfinite(steps[1:]).any():
         rest = float(np.nanmedian(steps[1:]))
@@ -77,8 +80,8 @@ def merge(labels: list[str], summaries: list[dict]) -> Cycles:
     verdict = _verdict(steady)
     detail = _median_cycle(steady, verdict)
     i = cycles.index(detail)
-    suggestion = next((f["suggestion"] for f in summaries[i].get("diagnosis") or []
-                       if f["rule"] == verdict.rule and f.get("subject") == verdict.subject), None)
+    suggestion = next((f.suggestion for f in docs[i].diagnosis
+                       if f.rule == verdict.rule and f.subject == verdict.subject), None)
     verdict = CycleVerdict(**{**asdict(verdict), "suggestion": suggestion})
     return Cycles(cycles, verdict, detail.label, summaries[i])
 

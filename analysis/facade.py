@@ -30,7 +30,7 @@ from .rank_summary import (RankOptions, Ranks, analyze_ranks, default_labels, me
 from .result import Result
 from .rules import capture_checks
 from .rules import diagnosis
-from .rules.diagnosis import verdict_finding
+from .rules.diagnosis import verdict_of
 from .rules.scaling import scaling_row
 from .executors import parallel
 from .executors.parallel import Dask, cores, executor
@@ -48,7 +48,7 @@ __all__ = [
     "defaults", "options_for", "rank_options", "capture_verdict", "gpu_names", "side_of", "verify", "rule_ids", "scaling_row",
     "time_breakdown", "big_copies", "read_record", "run_record_beside", "capture_record_beside", "toolkit_record",
     "executor", "cores", "Dask", "not_built_notice", "profiler_of", "check_same_profiler", "one_run", "analyze_cycles",
-    "Cycles", "traces_given", "verdict_finding", "lock_held", "loop_of",
+    "Cycles", "traces_given", "verdict_of", "lock_held", "loop_of",
 ]
 Cycles = cycles.Cycles
 

@@ -22,8 +22,7 @@ from ..nsys_core.contracts import DEFAULT_LINK_GBPS, DEFAULT_STEP_REGEX, gbps
 from .sections import copies as cp
 from .common import defaults
 from .common.errors import TraceError
-from .common.typed_json import from_json
-from .document.ranks import RanksPart
+from .common.typed_json import ABSENT, from_json, to_json
 from .common.intervals import Coverage, union
 from .load.device import KERNEL_TABLE
 from .rules.terms import NSYS, TORCH, terms
@@ -31,8 +30,10 @@ from .rules.facts import CpuLoad, HostDtoh
 from .rules.ranks import GpuCompute, HostDtohBandwidth, OutputBacklog, RankContext, limit
 from .common.schema import json_rows, several_traces
 from .sections.base import section_keys
-from .sections.hosts import HostLoad, host_loads
-from .sections.gpu_rows import device_rows, gpu_key
+from .sections.hosts import HostDtohLoad, HostEntry, HostLoad, host_loads
+from .sections.gpu_rows import RankGpu, device_rows, gpu_key
+from .sections.sharing import Contention
+from .document.ranks import CommonWindow, HostCpuLoad, RanksPart, RankTrace, WorkloadRun
 from .load.trace import Trace
 from .common.memory import LARGE_TRACE_BYTES, return_freed_memory
 
@@ -59,12 +60,12 @@ class RankOptions:
 
 @dataclass
 class Ranks:
-    """summary: the `ranks` object of the JSON (docs/json-schema.md). devices: one row per GPU. copies: the
+    """part: the `ranks` object (docs/json-schema.md), typed; summary: its JSON. devices: one row per GPU. copies: the
     data-carrying DtoH copies with concurrent_fraction (within each GPU's host). host: DtoH into host memory per bin
     and GPU (common clock). With GPUs on several hosts, devices, copies, host and tables['contention'] and
     tables['host_total'] (every host's) carry a `host` column.
     warnings: every trace's (`path: ...` with several traces)."""
-    summary: dict
+    part: RanksPart
     devices: pd.DataFrame
     copies: pd.DataFrame
     host: pd.DataFrame
@@ -72,9 +73,9 @@ class Ranks:
     warnings: list[str] = field(default_factory=list)
 
     @cached_property
-    def part(self) -> RanksPart:
-        """summary, typed (the document's RanksPart; read from summary when first asked for, as Result.doc)."""
-        return from_json(RanksPart, self.summary)
+    def summary(self) -> dict:
+        """The `ranks` object as JSON (to_json of part, once)."""
+        return to_json(self.part)
 
     def document(self) -> dict:
         """The JSON document of several traces (schema.several_traces): the comparison and its limit."""
@@ -116,14 +117,18 @@ def concurrent_fraction(copies: pd.DataFrame, key: str = "gpu") -> np.ndarray:
     return out
 
 
-def run_summary(run: dict | None) -> dict | None:
-    """The workload record's figures next to the trace's: unprofiled or profiled, as it was run."""
+def run_summary(run: dict | None) -> WorkloadRun | None:
+    """The workload record's figures next to the trace's: unprofiled or profiled, as it was run. (run is the
+    workload's own record, `python -m nsys_transfer.workloads --json`, not the analysis document: read by its keys.)"""
     if not run:
         return None
     t = run.get("throughput", {})
-    return {"steps_per_s": t.get("steps_per_s"), "per_rank_steps_per_s": t.get("per_rank_steps_per_s"),
-            "profiled": bool(run.get("config", {}).get("profile")), "host_cpu": run.get("host_cpu"),
-            "integrity_ok": run.get("integrity", {}).get("ok")}
+    per_rank = t.get("per_rank_steps_per_s")
+    return WorkloadRun(steps_per_s=t.get("steps_per_s"),
+                       per_rank_steps_per_s=tuple(per_rank) if per_rank is not None else None,
+                       profiled=bool(run.get("config", {}).get("profile")),
+                       host_cpu=from_json(HostCpuLoad | None, run.get("host_cpu")),
+                       integrity_ok=run.get("integrity", {}).get("ok"))
 
 
 # --- driver ------------------------------------------------------------------------------------------------------
@@ -224,23 +229,23 @@ def merge_parts(parts: list[TracePart], opts: RankOptions | None = None, progres
         devices["host"], copies["host"] = devices["trace"].map(host_of), copies["trace"].map(host_of)
     ctx = _rank_context(devices, top, len(loads), opts, concurrent,
                         TORCH if all(str(p.nsys_version).startswith(TORCH) for p in parts) else NSYS)
-    summary = {
-        "traces": [{"label": p.label, "path": p.source, "clock_offset_ns": off, "nsys_version": p.nsys_version}
-                   for p, off in zip(parts, offsets)],
-        "window": {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo},
-        "concurrent": concurrent,
-        "gpus": json_rows(devices),
-        "total_steps_per_s": float(devices["steps_per_s"].fillna(0).sum()),
-        "host_dtoh": {"host": top.name, **top.summary} if several else top.summary,
-        "contention": json_rows(top.contention),
-        **({"hosts": [h.entry() for h in loads]} if several else {}),
-        "limit": limit(ctx).as_dict(),
-        "figures": ctx.figures(),
-        "run": run_summary(opts.run),
-    }
+    part = RanksPart(
+        traces=tuple(RankTrace(label=p.label, path=p.source, clock_offset_ns=off, nsys_version=p.nsys_version)
+                     for p, off in zip(parts, offsets)),
+        window=CommonWindow(start_ns=lo, end_ns=hi, duration_ns=hi - lo),
+        concurrent=concurrent,
+        gpus=tuple(from_json(RankGpu, r) for r in json_rows(devices)),
+        total_steps_per_s=float(devices["steps_per_s"].fillna(0).sum()),
+        host_dtoh=from_json(HostDtohLoad, {"host": top.name, **top.summary} if several else top.summary),
+        contention=tuple(from_json(Contention, r) for r in json_rows(top.contention)),
+        hosts=tuple(from_json(HostEntry, h.entry()) for h in loads) if several else ABSENT,
+        limit=limit(ctx),
+        figures=tuple(ctx.figures()),
+        run=run_summary(opts.run),
+    )
     warnings = [f"{p.source}: {w}" if len(parts) > 1 else w for p in parts for w in p.warnings] + _unnamed(loads)
     host, tables = _host_tables(loads)
-    return Ranks(summary, devices, copies, host, {**tables, "busy": busy}, warnings)
+    return Ranks(part, devices, copies, host, {**tables, "busy": busy}, warnings)
 
 
 def _on_one_clock(parts: list[TracePart], offsets: list[int]):

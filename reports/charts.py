@@ -3,6 +3,7 @@ memory kind, idle time by its cause, as in every per-trace chart. A chart no tra
 each function returns None then, and the report says so in its text."""
 from __future__ import annotations
 
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -14,7 +15,7 @@ from ..analysis.render import palette
 from ..analysis.render.formats import MS
 from ..analysis.render.plots import draw_link, idle_by_cause, link_words, save, timeline
 from ..analysis.facade import time_breakdown
-from ..analysis.result import Document
+from ..analysis.result import Result
 from ..nsys_core.contracts import DEFAULT_LINK_GBPS
 
 MEASURE = "#6C7A89"  # a figure of the whole stage (steps/s): no cause, no copy, so none of theirs
@@ -94,15 +95,16 @@ def utilization(df, path):
     return save(fig, path)
 
 
-def idle_per_step(stages: list[str], summaries: list[dict]) -> pd.DataFrame:
+def idle_per_step(stages: list[str], analyses: list[Result]) -> pd.DataFrame:
     """ms of GPU idle time per step by palette key (a cause; 'other' the idle time no cause holds), one row per stage
     with steps, from the breakdown (every idle nanosecond, short gaps too): parts of the steps section's idle per step,
     the figure each bar is labelled with."""
     rows = {}
-    for stage, s in zip(stages, summaries):
-        n = (s.get("steps") or {}).get("count") or 0
-        parts = [(palette.part_key(label), ns) for label, ns in time_breakdown(Document.from_json(s)) if label.startswith("idle")]
-        if n and s.get("gpu"):
+    for stage, a in zip(stages, analyses):
+        doc = a.doc
+        n = (doc.steps.count if doc.steps else 0) or 0
+        parts = [(palette.part_key(label), ns) for label, ns in time_breakdown(doc) if label.startswith("idle")]
+        if n and doc.gpu:
             row: dict[str, float] = {}
             for key, ns in parts:
                 row[key] = row.get(key, 0.0) + ns / n / 1e6
@@ -110,9 +112,9 @@ def idle_per_step(stages: list[str], summaries: list[dict]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").fillna(0.0)
 
 
-def gaps(stages: list[str], summaries: list[dict], path):
+def gaps(stages: list[str], analyses: list[Result], path):
     """GPU idle time per step, stacked by cause, per stage; None when no stage has steps and a GPU."""
-    d = idle_per_step(stages, summaries)
+    d = idle_per_step(stages, analyses)
     if d.empty:
         return None
     weights = d.sum().to_dict()
@@ -123,7 +125,7 @@ def gaps(stages: list[str], summaries: list[dict], path):
         shown = "other" if key in folded else key
         ax.bar(x, d[key], bottom=bottom, color=palette.color(shown), lw=0)
         bottom += d[key].to_numpy()
-    per_step = {stage: s["steps"]["mean_gpu_idle_ns"] for stage, s in zip(stages, summaries) if s.get("steps")}
+    per_step = {stage: a.doc.steps.mean_gpu_idle_ns for stage, a in zip(stages, analyses) if a.doc.steps}
     for i, (stage, v) in enumerate(zip(d.index, bottom)):  # the label is the analysis's figure, the bar its parts
         ax.text(i, v, MS.format(per_step[stage] / 1e6), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x)
@@ -137,7 +139,7 @@ def gaps(stages: list[str], summaries: list[dict], path):
     return save(fig, path)
 
 
-def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS, link: dict | None = None):
+def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS, link=None):
     """DtoH time per copy and its GB/s per stage, against the host link (its figure said with where it comes from:
     link, the analysis's trace.link of the trace it was taken from), coloured by host memory kind; None without
     DtoH copies."""
@@ -155,7 +157,7 @@ def dtoh(df, path, link_gbps=DEFAULT_LINK_GBPS, link: dict | None = None):
         ax.set_xticklabels(d["stage"], rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(unit)
     over = [s for s, v in zip(d["stage"], d["dtoh_gbps"]) if v > link_gbps]
-    words = link_words((link or {}).get("source")) + (f"\n({', '.join(over)} above it)" if over else "")
+    words = link_words(link.source if link else None) + (f"\n({', '.join(over)} above it)" if over else "")
     draw_link(a2, link_gbps, words.strip(), "DtoH bandwidth by host memory kind")
     a2.set_ylim(0, max(link_gbps * 1.15, float(d["dtoh_gbps"].max()) * 1.15))
     a1.set_yscale("log")
@@ -186,11 +188,11 @@ def last_step_view(analysis) -> tuple[int, int, int]:
     start = int(last["start_ns"])
     between = start - int(st["end_ns"].iloc[-2]) if len(st) > 1 else 0
     between = max(between, 0)  # overlapping ranges: nothing between them
-    rate = analysis.summary["steps"]["per_second"]
+    rate = analysis.doc.steps.per_second
     period = int(1e9 / rate) if rate else int(last["duration_ns"])
     end = start + max(int(last["duration_ns"]), period)
-    window_end = analysis.summary["window"].get("end_ns")
-    if window_end is not None:  # past the window nothing is analysed: no cause to draw, so no blank to show
+    window_end = analysis.doc.window.end_ns
+    if isinstance(window_end, int):  # a figure, not None or left out (ABSENT)  # past the window nothing is analysed: no cause to draw, so no blank to show
         end = max(int(last["end_ns"]), min(end, int(window_end)))
     return start - between, end, between
 
@@ -221,6 +223,6 @@ def timelines(items: list[tuple[str, object, object]], path) -> tuple[str | None
         tid = int(nvtx.loc[nvtx["name"] == last["name"], "global_tid"].iloc[0])
         start, end, between = last_step_view(analysis)
         timeline(ax, trace.device.kernels_touching(start, end), analysis.tables["memcpy"], nvtx, start, end, tid,
-                 title=_row_title(stage, last, between, end - start, analysis.summary["steps"]["per_second"]),
+                 title=_row_title(stage, last, between, end - start, analysis.doc.steps.per_second),
                  idle=idle_by_cause(analysis, (start, end)))
     return save(fig, path, dpi=100), left

@@ -5,20 +5,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.result import Document, Result
 from ..analysis.facade import NotComparable, Side, big_copies, loop_of, scaling_row, verify
 from ..analysis.render.plots import plot_breakdown
-from ..analysis.result import Document
 from ..analysis.render.verify_text import verify_report as render_verify
 from ..nsys_core.contracts import STAGES, gbps, name_says
 
 
 def stage_row(stage: str, analysis, bench: dict | None) -> dict:
-    """One row of the results table: the bench's throughput if there is one, the rest from the stage's analysis."""
-    s, t = analysis.summary, analysis.tables
+    """One row of the results table: the bench's throughput if there is one, the rest from the stage's analysis
+    (analysis.doc; bench is the bench's own record, read by its keys)."""
+    doc, t = analysis.doc, analysis.tables
     d = big_copies(t["memcpy"], "DtoH")
-    steps = s["steps"]
-    failed = run_failed(s)
-    traced_rate = None if failed else steps["per_second"]  # a failed run's steps are no throughput
+    steps, gpu = doc.steps, doc.gpu
+    failed = run_failed(doc)
+    traced_rate = None if failed else steps.per_second  # a failed run's steps are no throughput
     row = {
         "stage": stage,
         "run": failed,
@@ -27,58 +28,56 @@ def stage_row(stage: str, analysis, bench: dict | None) -> dict:
         "trace_steps_per_s": traced_rate,
         "integrity": (("ok" if bench["integrity"]["ok"] else "FAILED") if bench and bench["integrity"]["checked"]
                       else ("n/a" if bench else "")),
-        "gpu_utilization": s["gpu"]["utilization"] if s["gpu"] else None,
-        "compute_utilization": s["gpu"]["compute_utilization"] if s["gpu"] else None,
-        "gap_per_step_ms": (s["steps"]["mean_gpu_idle_ns"] / 1e6 if s["steps"]["mean_gpu_idle_ns"] is not None
-                            else None),
+        "gpu_utilization": gpu.utilization if gpu else None,
+        "compute_utilization": gpu.compute_utilization if gpu else None,
+        "gap_per_step_ms": steps.mean_gpu_idle_ns / 1e6 if steps.mean_gpu_idle_ns is not None else None,
         "dtoh_ms": float(d["duration_ns"].mean() / 1e6) if len(d) else None,
         "dtoh_gbps": float(gbps(d["bytes"].sum(), d["duration_ns"].sum())) if len(d) else None,
         "dtoh_memory": ", ".join(sorted(set(d["dst_kind"]))) if len(d) else "",
-        "dtoh_overlap": (float(d["overlap_ns"].sum() / d["duration_ns"].sum()) if len(d) and s["gpu"] and
-                         s["gpu"]["compute_utilization"] is not None else None),  # no kernels recorded: unknown
-        "cannot_give": _cannot_give(s),
-        "captured_steps": steps["count"],
-        "diagnosis": s["diagnosis"],
-        **cpu_figures(s),
+        "dtoh_overlap": (float(d["overlap_ns"].sum() / d["duration_ns"].sum()) if len(d) and gpu and
+                         gpu.compute_utilization is not None else None),  # no kernels recorded: unknown
+        "cannot_give": _cannot_give(doc),
+        "captured_steps": steps.count,
+        "diagnosis": doc.diagnosis,
+        **cpu_figures(doc),
     }
     return row
 
 
-def cpu_figures(s: dict) -> dict:
+def cpu_figures(doc: Document) -> dict:
     """A capture without GPU work's own figures (its GPU ones are empty): the set-up before its loop, and its loop's
     costliest line of the program with that line's share of the loop and its role (the cpu-hotspot findings)."""
-    code = s.get("code") or {}
-    setup = code.get("setup")
-    top = next((f for f in s["diagnosis"] if f["rule"] == "cpu-hotspot" and f.get("line")), None)
-    return {"setup_s": setup["ns"] / 1e9 if setup else None,
-            "top_line": (f"{top['subject']} {top['line']['role']}, {top['impact_fraction']:.0%}" if top else "")}
+    setup = doc.code.setup if doc.code else None
+    top = next((f for f in doc.diagnosis if f.rule == "cpu-hotspot" and f.line), None)
+    return {"setup_s": setup.ns / 1e9 if setup else None,
+            "top_line": f"{top.subject} {top.line.role}, {top.impact_fraction:.0%}" if top else ""}
 
 
-def run_failed(s: dict) -> str:
+def run_failed(doc: Document) -> str:
     """"FAILED (exit 1)" when the traced program failed (trace.program_end), else ""."""
-    end = s["trace"].get("program_end") or {}
-    if not end.get("failed"):
+    end = doc.trace.program_end
+    if not end.failed:
         return ""
-    return f"FAILED (exit {end['exit_code']})" if end.get("exit_code") is not None else "FAILED"
+    return f"FAILED (exit {end.exit_code})" if end.exit_code is not None else "FAILED"
 
 
 NO_GPU = "no GPU activity: every GPU figure"
 
 
-def _cannot_give(s: dict) -> list[str]:
+def _cannot_give(doc: Document) -> list[str]:
     """What this trace's row leaves empty and why: figures from tables the export lacks, or from a lossy capture."""
     out = []
-    if run_failed(s):
+    if run_failed(doc):
         out.append("the program failed: no throughput (fix it and trace it again)")
-    if s["gpu"] and s["gpu"]["compute_utilization"] is None:
+    if doc.gpu and doc.gpu.compute_utilization is None:
         out.append("no kernel table: compute and overlap")
-    if not s["gpu"]:
+    if not doc.gpu:
         out.append(NO_GPU)
-    integ = s["trace"].get("integrity") or {}
-    if integ.get("verdict") == "lossy":
-        out.append(f"the capture lost CUDA events ({integ.get('lost_fraction') or 0:.0%}): its GPU figures count only "
+    integ = doc.trace.integrity
+    if integ.verdict == "lossy":
+        out.append(f"the capture lost CUDA events ({integ.lost_fraction or 0:.0%}): its GPU figures count only "
                    "what was recorded")
-    if integ.get("verdict") == "doubtful":
+    if integ.verdict == "doubtful":
         out.append("nsys questions the capture's completeness (analyze-trace --check says what it said): its figures "
                    "count only what nsys recorded")
     return out
@@ -99,19 +98,18 @@ def results_table(rows: list[dict]) -> pd.DataFrame:
 def gpu_rows(run: str, ranks) -> list[dict]:
     """One row per GPU of a multi-GPU run, plus the run's shared-resource verdict on each row: the host-side figures
     of the GPU's own host when the GPUs ran on several (`ranks.hosts[]`)."""
-    s = ranks.summary
-    worst = min((c for c in s["contention"] if c["slowdown"] is not None), key=lambda c: c["slowdown"], default=None)
-    one = {"host_dtoh": s["host_dtoh"], "slowdown": worst["slowdown"] if worst else None}
-    hosts = {h["host"]: h for h in s.get("hosts") or []}
+    r = ranks.part
+    worst = min((c for c in r.contention if c.slowdown is not None), key=lambda c: c.slowdown, default=None)
+    one = (r.host_dtoh, worst.slowdown if worst else None)
+    hosts = {h.host: (h.host_dtoh, h.slowdown) for h in r.hosts or ()}
     out = []
-    for g in s["gpus"]:
-        h = hosts[g["host"]] if hosts else one
-        out.append({"run": run, "gpu": g["gpu"], "steps_per_s": g["steps_per_s"], "utilization": g["utilization"],
-                    "compute_utilization": g["compute_utilization"], "dtoh_gbps": g["dtoh_gbps"],
-                    "dtoh_pinned_share": g["dtoh_pinned_share"], "idle_mostly_in": g["idle_mostly_in"],
-                    "idle_share": g["idle_share"], "host_peak_gbps": h["host_dtoh"]["peak_gbps"],
-                    "capacity_gbps": h["host_dtoh"]["capacity_gbps"],
-                    "slowdown": h["slowdown"], "limit": s["limit"]["rule"]})
+    for g in r.gpus:
+        load, slowdown = hosts[g.host] if hosts else one
+        out.append({"run": run, "gpu": g.gpu, "steps_per_s": g.steps_per_s, "utilization": g.utilization,
+                    "compute_utilization": g.compute_utilization, "dtoh_gbps": g.dtoh_gbps,
+                    "dtoh_pinned_share": g.dtoh_pinned_share, "idle_mostly_in": g.idle_mostly_in,
+                    "idle_share": g.idle_share, "host_peak_gbps": load.peak_gbps,
+                    "capacity_gbps": load.capacity_gbps, "slowdown": slowdown, "limit": r.limit.rule})
     return out
 
 
@@ -141,22 +139,24 @@ def pair_order(names: list[str], paths: list) -> list[int]:
     return [0, 1] if mtimes[0] <= mtimes[1] else [1, 0]
 
 
-def before_after(names: list[str], paths: list, summaries: list[dict], steady: list[dict], out_dir
-                 ) -> tuple[str, str | None] | None:
+def before_after(names: list[str], paths: list, analyses: list[Result], out_dir) -> tuple[str, str | None] | None:
     """For exactly two traces of a user's program: `nsys-transfer verify`'s comparison of their steady states
-    (`steady`: each one's analysis, as verify makes it) as text, and the breakdown chart of both whole captures (None,
+    (`analyses`: each one's analysis, as verify makes it) as text, and the breakdown chart of both whole captures (None,
     and said in the text, when neither trace has GPU time to share out); None when they are the toolkit's stages or
     cannot be compared (the reason is in the text)."""
     if not is_pair(names):
         return None
-    cpu = not any(s.get("gpu") for s in steady)  # no GPU work: verify compares the two loops, read from the traces
-    sides = [Side(str(p), s, None, n, loop=loop_of(p, s) if cpu else None) for n, p, s in zip(names, paths, steady)]
+    cpu = not any(a.doc.gpu for a in analyses)  # no GPU work: verify compares the two loops, read from the traces
+    # verify's Side, facade.loop_of and render's plot_breakdown take the summary
+    sides = [Side(str(p), a.summary, None, n, loop=loop_of(p, a.summary) if cpu else None)
+             for n, p, a in zip(names, paths, analyses)]
     order = pair_order(names, paths)
-    sides, names, summaries = ([x[i] for i in order] for x in (sides, names, summaries))
+    sides, names, analyses = ([x[i] for i in order] for x in (sides, names, analyses))
     try:
         text = render_verify(verify(*sides).document)
     except NotComparable as e:
         text = f"not comparable: {e}"
-    if plot_breakdown([Document.from_json(s) for s in summaries], names, out_dir / "before_after.png", title="where the GPU's time went") is None:
+    if plot_breakdown([a.doc for a in analyses], names, out_dir / "before_after.png",
+                      title="where the GPU's time went") is None:
         return text + "\n(no breakdown chart: neither trace has GPU activity)", None
     return text, "before_after.png"

@@ -15,12 +15,13 @@ from ..analysis.facade import (NotComparable, Trace, TraceError, analyze, analyz
                                loop_of, options_for, profiler_of, read_record, run_record_beside)
 from ..analysis.render import outputs
 from ..analysis.render.rank_plots import plot_ranks
+from ..analysis.result import Result
 from ..nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from . import charts, render
 from .collect import (ReportInputError, bundled_multi_gpu, find_bench, find_probe, find_runs,
                       find_scaling)
-from .compare import before_after, gpu_rows, is_pair, results_table, scaling_summary, stage_row
+from .compare import before_after, gpu_rows, results_table, scaling_summary, stage_row
 
 CHARTS = [("Throughput", "throughput.png"), ("GPU utilisation", "utilization.png"),
           ("GPU idle time per step, by cause", "gaps.png"), ("DtoH duration and bandwidth", "dtoh.png"),
@@ -137,7 +138,7 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     """Analyse every trace, draw the charts and write report.md, report.html and results.json into out_dir; `also`:
     (folder, results table) of the bundled report beside it. Returns the results table."""
     paths, traces, multi, bench = i.paths, i.traces, i.multi, i.bench
-    rows, timeline_items, opened, summaries, steady = [], [], [], [], []
+    rows, timeline_items, opened, analyses = [], [], [], []
     gpus_md, gpu_charts = "", {}
     link, line_gbps = None, None  # the DtoH chart's link line: the first trace's own link (or --link-gbps)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -152,22 +153,21 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
             # sets one): every figure the report prints is the one the text and the JSON print for that trace
             # (a stage row reads the trace's own figures: GPUs are compared in the multi-GPU runs' section)
             a = analyze(t, options_for(path, link_gbps=link_gbps), compare_gpus=False)
-            if link is None and (link_gbps or a.summary["trace"]["link"]["gbps"]):  # the chart's line: the traces' own
-                link = a.summary["trace"]["link"]
-                line_gbps = line_gbps or link_gbps or link["gbps"]
-            if a.summary.get("warnings"):
-                click.echo(f"compare-traces: {stage}: warning: {'; '.join(a.summary['warnings'])}", err=True)
+            doc = a.doc
+            if link is None and (link_gbps or doc.trace.link.gbps):  # the chart's line: the traces' own
+                link = doc.trace.link
+                line_gbps = line_gbps or link_gbps or link.gbps
+            if doc.warnings:
+                click.echo(f"compare-traces: {stage}: warning: {'; '.join(doc.warnings)}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
             if paths:  # the user's runs: each one's loop as verify reads it (the bundled stages' table stays as it is)
                 rows[-1]["loop_s"] = _loop_s(path, a.summary)
-            summaries.append(a.summary)
-            if is_pair(list(traces)):  # verify's figures: the steady state of each, the same analysis
-                steady.append(a.summary)
+            analyses.append(a)  # verify's figures for a pair: the steady state of each, this same analysis
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
         df = results_table(rows)
-        pair = before_after(list(traces), list(traces.values()), summaries, steady, out_dir) if not multi else None
-        chart_map, missing = _draw(df, list(traces), summaries, timeline_items, out_dir, line_gbps, link) \
+        pair = before_after(list(traces), list(traces.values()), analyses, out_dir) if not multi else None
+        chart_map, missing = _draw(df, list(traces), analyses, timeline_items, out_dir, line_gbps, link) \
             if len(df) else ({}, [])
     except TraceError as e:
         _fail(str(e))
@@ -193,7 +193,8 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
 
 
 def _loop_s(path: Path, summary: dict) -> float | None:
-    """The run's loop time in seconds, the one verify compares (facade.loop_of); None where the trace gives none."""
+    """The run's loop time in seconds, the one verify compares (facade.loop_of, which reads the summary and gives the
+    loop's own record); None where the trace gives none."""
     found = loop_of(path, summary)
     return found["duration_ns"] / 1e9 if found else None
 
@@ -226,18 +227,19 @@ def _write(out_dir: Path, df: pd.DataFrame, md: str, html: str) -> None:
     (out_dir / "results.json").write_text(json.dumps(records, indent=2, default=float) + "\n")
 
 
-def _draw(df, stages, summaries, timeline_items, out_dir: Path, link_gbps, link) -> tuple[dict[str, str], list[str]]:
+def _draw(df, stages, analyses: list[Result], timeline_items, out_dir: Path, link_gbps, link
+          ) -> tuple[dict[str, str], list[str]]:
     """The stage charts into out_dir: ({title: file} of those drawn, what was not drawn and why, in words)."""
     click.echo("compare-traces: drawing charts", err=True)
     drawn = {"throughput.png": charts.throughput(df, out_dir / "throughput.png"),
              "utilization.png": charts.utilization(df, out_dir / "utilization.png"),
-             "gaps.png": charts.gaps(stages, summaries, out_dir / "gaps.png"),
+             "gaps.png": charts.gaps(stages, analyses, out_dir / "gaps.png"),
              "dtoh.png": charts.dtoh(df, out_dir / "dtoh.png", link_gbps or DEFAULT_LINK_GBPS, link),
              "overlap.png": charts.overlap(df, out_dir / "overlap.png")}
     drawn["timelines.png"], no_steps = charts.timelines(timeline_items, out_dir / "timelines.png")
     missing = [f"{name} ({NOT_DRAWN[name]})" for _, name in CHARTS if not drawn[name] and name not in GPU_CHARTS]
     gpu_missing = [name for name in GPU_CHARTS if not drawn[name]]
-    if gpu_missing and not any(s.get("gpu") for s in summaries):  # runs on the CPU: said once, not chart by chart
+    if gpu_missing and not any(a.doc.gpu for a in analyses):  # runs on the CPU: said once, not chart by chart
         missing.insert(0, f"the GPU's charts ({', '.join(gpu_missing)}: no trace has GPU activity)")
     else:
         missing[:0] = [f"{name} ({NOT_DRAWN[name]})" for name in gpu_missing]
@@ -247,9 +249,10 @@ def _draw(df, stages, summaries, timeline_items, out_dir: Path, link_gbps, link)
     return {title: name for title, name in CHARTS if drawn[name]}, missing
 
 
-def dtoh_caption(df: pd.DataFrame, link_gbps: float, link: dict | None) -> str:
-    """What the DtoH chart's link line is, and why a copy can stand above it."""
-    source = (link or {}).get("source") or "the default link speed"
+def dtoh_caption(df: pd.DataFrame, link_gbps: float, link) -> str:
+    """What the DtoH chart's link line is (link: the analysis's trace.link, typed), and why a copy can stand above
+    it."""
+    source = (link.source if link else None) or "the default link speed"
     out = f"The dashed line is the host link, {link_gbps:g} GB/s: {source}."
     d = df[df["dtoh_gbps"].notna()]
     over = [f"{s} ({v:.1f} GB/s)" for s, v in zip(d["stage"], d["dtoh_gbps"]) if v > link_gbps]
@@ -276,7 +279,7 @@ def _multi_gpu_section(multi: dict, out_dir: Path, probe, probe_file, scaling, l
     for run, result in results.items():
         r = result.ranks
         rows += gpu_rows(run, r)
-        verdicts[run] = r.summary["limit"]
+        verdicts[run] = r.part.limit
         ranks_json[run] = r.summary
         name = f"gpus_{run}.png"
         plot_ranks(r, out_dir / name, title=run)

@@ -7,8 +7,7 @@ import pandas as pd
 
 from ..analysis.render import palette
 from ..analysis.render.formats import MS as IDLE_PER_STEP
-from ..analysis.render.text import prediction_text, site_place
-from ..analysis.result import CodeSite, Prediction
+from ..analysis.result import Finding
 from ..nsys_core.contracts import STAGES as STAGE_NAMES
 from .compare import NO_GPU
 
@@ -63,24 +62,24 @@ def results_markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _cost(d: dict) -> str:
+def _cost(d: Finding) -> str:
     """A finding's severity and what it costs, as the analysis ordered them (a CPU-only line's share is of the main
     thread's loop, the set-up before it left out; any other's of the window)."""
-    of = "the main thread's loop" if d["rule"] == "cpu-hotspot" else "the window"
-    return (f"{d['severity']}, {d['impact_ns'] / 1e6:,.1f} ms = {100 * d['impact_fraction']:.0f}% of {of}"
-            if d.get("impact_ns") else d["severity"])
+    of = "the main thread's loop" if d.rule == "cpu-hotspot" else "the window"
+    return (f"{d.severity}, {d.impact_ns / 1e6:,.1f} ms = {100 * d.impact_fraction:.0f}% of {of}"
+            if d.impact_ns else d.severity)
 
 
-def shown(findings: list[dict]) -> list[dict]:
+def shown(findings: tuple[Finding, ...]) -> list[Finding]:
     """The findings a reader acts on (the analysis's order: by impact); low ones are counted, not listed."""
-    return [d for d in findings if d["severity"] != "low"]
+    return [d for d in findings if d.severity != "low"]
 
 
-def _same(d: dict) -> tuple:
-    return d["rule"], d["evidence"], d["suggestion"]
+def _same(d: Finding) -> tuple:
+    return d.rule, d.evidence, d.suggestion
 
 
-def shared_findings(df: pd.DataFrame) -> list[tuple[dict, list[str]]]:
+def shared_findings(df: pd.DataFrame) -> list[tuple[Finding, list[str]]]:
     """The shown findings that two stages or more have word for word (a short capture's '3 steps captured'): each
     with its stages, said once instead of under every stage."""
     seen: dict[tuple, tuple[dict, list[str]]] = {}
@@ -102,18 +101,18 @@ def diagnosis_markdown(df: pd.DataFrame) -> str:
     if shared:
         out.append("### In several stages")
         for d, stages in shared:
-            out.append(f"- **{d['rule']}** ({_stages_of(stages, df)}; {_cost(d)}): {d['evidence']}.  \n"
-                       f"  *Fix:* {d['suggestion']}" + _buys_md(d))
+            out.append(f"- **{d.rule}** ({_stages_of(stages, df)}; {_cost(d)}): {d.evidence}.  \n"
+                       f"  *Fix:* {d.suggestion}" + _buys_md(d))
         out.append("")
     common = {_same(d) for d, _ in shared}
     for r in df.to_dict("records"):
         out.append(f"### {r['stage']}")
         mine = [d for d in shown(r["diagnosis"]) if _same(d) not in common]
-        also = [d["rule"] for d in shown(r["diagnosis"]) if _same(d) in common]
+        also = [d.rule for d in shown(r["diagnosis"]) if _same(d) in common]
         if not mine and not also:
             out.append("No finding of note: nothing in this trace costs 2% of the window or more.")
         for d in mine:
-            out.append(f"- **{d['rule']}** ({_cost(d)}): {d['evidence']}.  \n{_line_md(d)}  *Fix:* {d['suggestion']}"
+            out.append(f"- **{d.rule}** ({_cost(d)}): {d.evidence}.  \n{_line_md(d)}  *Fix:* {d.suggestion}"
                        + _buys_md(d))
         if also:
             out.append(f"- also {', '.join(also)} (above, in several stages)")
@@ -202,23 +201,23 @@ def no_runs_html(also: tuple[str, str] | None) -> str:
             f"<h1>Your runs</h1><p>{html.escape(NO_RUNS).replace('`', '')}</p>" + bundled + "</body></html>")
 
 
-def _finding_html(d: dict, where: str = "") -> str:
-    at = (f"<br><i>At:</i> <code>{html.escape(site_place(CodeSite.of(d['line'])))}  {html.escape(d['line']['code'])}</code> "
-          f"({html.escape(d['line']['role'])})" if d.get("line") else "")
-    buys = f"<br><i>Buys:</i> {html.escape(prediction_text(Prediction.of(d['prediction'])))}" if d.get("prediction") else ""
-    return (f"<li><b>{html.escape(d['rule'])}</b> ({html.escape(where + _cost(d))}): {html.escape(d['evidence'])}."
-            f"{at}<br><i>Fix:</i> {html.escape(d['suggestion'])}{buys}</li>")
+def _finding_html(d: Finding, where: str = "") -> str:
+    at = (f"<br><i>At:</i> <code>{html.escape(d.line.place)}  {html.escape(d.line.code)}</code> "
+          f"({html.escape(d.line.role)})" if d.line else "")
+    buys = f"<br><i>Buys:</i> {html.escape(str(d.prediction))}" if d.prediction else ""
+    return (f"<li><b>{html.escape(d.rule)}</b> ({html.escape(where + _cost(d))}): {html.escape(d.evidence)}."
+            f"{at}<br><i>Fix:</i> {html.escape(d.suggestion)}{buys}</li>")
 
 
-def _buys_md(d: dict) -> str:
-    """What the finding's fix buys (its prediction, as analyze-trace prints it), where it has one."""
-    return f"  \n  *Buys:* {prediction_text(Prediction.of(d['prediction']))}" if d.get("prediction") else ""
+def _buys_md(d: Finding) -> str:
+    """What the finding's fix buys (its prediction, as analyze-trace prints it: str(Prediction)), where it has one."""
+    return f"  \n  *Buys:* {d.prediction}" if d.prediction else ""
 
 
-def _line_md(d: dict) -> str:
+def _line_md(d: Finding) -> str:
     """The program's line behind a finding, where its trace had the Python stacks (`code` section)."""
-    line = d.get("line")
-    return f"  *At:* `{site_place(CodeSite.of(line))}  {line['code']}` ({line['role']})  \n" if line else ""
+    line = d.line
+    return f"  *At:* `{line.place}  {line.code}` ({line.role})  \n" if line else ""
 
 
 def _table_html(md_table: str) -> str:
@@ -244,7 +243,7 @@ def html_page(md_table: str, df: pd.DataFrame, charts: dict[str, str], note: str
     common = {_same(d) for d, _ in shared}
     for r in df.to_dict("records"):
         items = "".join(_finding_html(d) for d in shown(r["diagnosis"]) if _same(d) not in common)
-        also_rules = [d["rule"] for d in shown(r["diagnosis"]) if _same(d) in common]
+        also_rules = [d.rule for d in shown(r["diagnosis"]) if _same(d) in common]
         if also_rules:
             items += f"<li>also {html.escape(', '.join(also_rules))} (above, in several stages)</li>"
         diag.append(f"<h3>{html.escape(r['stage'])}</h3><ul>{items or '<li>No finding of note.</li>'}</ul>")
@@ -300,8 +299,9 @@ def _cpu_load(c: dict | None) -> str:
     return f"{c['busy']:.0%} of {c['cpus']}" if c else "-"
 
 
-def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dict], probe_note: str) -> str:
-    """The 'Several GPUs' section: scaling (unprofiled), one row per GPU (traces), each run's limit."""
+def gpus_markdown(rows: list[dict], verdicts: dict[str, Finding], scaling: list[dict], probe_note: str) -> str:
+    """The 'Several GPUs' section: scaling (unprofiled, the `make scaling` record's rows), one row per GPU
+    (compare.gpu_rows), each run's limit (its ranks.limit)."""
     out = []
     if scaling:
         out += ["Unprofiled scaling (goal >= 0.9 x N x single):", "",
@@ -330,5 +330,5 @@ def gpus_markdown(rows: list[dict], verdicts: dict[str, dict], scaling: list[dic
             wait, _f(r["host_peak_gbps"], "{:.0f} GB/s"), _f(r["slowdown"], "{:.2f} x solo"), r["limit"]]) + " |")
     out.append("")
     for run, lim in verdicts.items():
-        out.append(f"- **{run}**: [{lim['rule']}] {lim['evidence']}.  \n  *Next:* {lim['suggestion']}")
+        out.append(f"- **{run}**: [{lim.rule}] {lim.evidence}.  \n  *Next:* {lim.suggestion}")
     return "\n".join(out) + "\n"

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..rules.diagnosis import verdict_finding
+from ..rules.diagnosis import verdict_of
+
+if TYPE_CHECKING:  # document.py holds these types: imported for the annotation alone
+    from .document import Document
 
 
 @dataclass(frozen=True)
@@ -25,18 +29,18 @@ class Cycle:
     steady: bool = True
 
     @classmethod
-    def of(cls, label: str, summary: dict) -> "Cycle":
-        """The cycle's figures from its analysis's summary."""
-        steps = summary.get("steps") or {}
-        names = sorted((r["name"] for r in ((summary.get("nvtx") or {}).get("ranges") or [])
-                        if str(r["name"]).startswith("ProfilerStep#")), key=lambda n: int(n.split("#")[1]))
-        g = summary.get("gpu") or {}
-        gpus = max(1, len(g.get("devices") or []))
-        f = verdict_finding(summary.get("diagnosis") or [])
-        return cls(label, str((summary.get("trace") or {}).get("path")), int(steps.get("count") or 0),
-                   names[0] if names else None, names[-1] if names else None, steps.get("mean_ns"),
-                   g.get("utilization"), int((summary.get("window") or {}).get("duration_ns") or 0) * gpus,
-                   f["rule"] if f else None, f.get("subject") if f else None, int(f["impact_ns"]) if f else 0)
+    def of(cls, label: str, doc: Document) -> "Cycle":
+        """The cycle's figures from its analysis's document."""
+        names = sorted((r.name for r in (doc.nvtx.ranges if doc.nvtx else ()) if str(r.name).startswith("ProfilerStep#")),
+                       key=lambda n: int(n.split("#")[1]))
+        gpus = max(1, len(doc.gpu.devices) if doc.gpu else 0)
+        f = verdict_of(doc.diagnosis)
+        steps = doc.steps
+        return cls(label, str(doc.trace.path if doc.trace else None), int((steps.count if steps else 0) or 0),
+                   names[0] if names else None, names[-1] if names else None, steps.mean_ns if steps else None,
+                   doc.gpu.utilization if doc.gpu else None,
+                   int((doc.window.duration_ns if doc.window else 0) or 0) * gpus,
+                   f.rule if f else None, f.subject if f else None, int(f.impact_ns) if f else 0)
 
 
 @dataclass(frozen=True)

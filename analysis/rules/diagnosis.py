@@ -126,14 +126,9 @@ def fix_of(f: Finding, by_id: dict, ctx: Context) -> Fix | NoFigure:
 TRUST_NOTES = ("failed-run", "incomplete-trace")  # notes that lead the verdict although they cost no time
 
 
-def verdict_finding(findings: list[dict]) -> dict | None:
+def verdict_of(findings: Sequence[Finding]) -> Finding | None:
     """The finding a trace's verdict names: the first that costs something (or a trust note), in the diagnosis's
     order; None where none does. The text's verdict line and the cycles' merge (analysis/cycles.py) both read it."""
-    return next((f for f in findings if names_verdict(f["severity"], f["rule"])), None)
-
-
-def verdict_of(findings: Sequence[Finding]) -> Finding | None:
-    """verdict_finding() of the typed findings (the document's `diagnosis`): the text's verdict line reads it."""
     return next((f for f in findings if names_verdict(f.severity, f.rule)), None)
 
 
