@@ -7,7 +7,7 @@ import pytest
 
 from conftest import H200, ROOT, SHARED_TRACES, run_cli
 from nsys_transfer.analysis.render.formats import MS
-from nsys_transfer.analysis.result import Result
+from nsys_transfer.analysis.result import Document, Result
 from nsys_transfer.reports.charts import idle_per_step
 
 SINGLE = sorted(H200.glob("*.sqlite.xz"))
@@ -104,7 +104,7 @@ def test_report_says_the_analysis_figures(trace, report, analyze_trace):
     if row["throughput_source"] == "trace":
         assert cells["steps/s"] == f"{doc['steps']['per_second']:.2f}"
     # the idle chart's bars are parts of that figure
-    assert sum(idle_per_step([stage], [Result(doc)]).loc[stage]) == pytest.approx(idle / 1e6, rel=1e-6, abs=1e-6)
+    assert sum(idle_per_step([stage], [Result(Document.from_json(doc))]).loc[stage]) == pytest.approx(idle / 1e6, rel=1e-6, abs=1e-6)
     section = md.split(f"### {stage}\n", 1)[1].split("\n### ", 1)[0]
     for f in shown(doc):
         if f["rule"] == "pageable-memcpy":
