@@ -68,6 +68,8 @@ def test_pip_install_into_a_fresh_venv(tmp_path, h200, compiler):
     out = elsewhere / "baseline.json"
     run(bin_ / "analyze-trace", h200["baseline"], "--json", out, "-q")
     assert out.stat().st_size > 1000
+    if compiler == "missing":
+        return  # the console scripts and modules below are the same files whichever reader was built
     for script in ("compare-traces", "scrub-trace", "nsys-transfer"):
         assert "Usage" in run(bin_ / script, "--help")
     for module in ("nsys_transfer", "nsys_transfer.analysis", "nsys_transfer.reports", "nsys_transfer.profiling",
@@ -112,9 +114,11 @@ def test_development_install_is_seen_from_any_folder(tmp_path):
         assert r.returncode in ok, f"{cmd}: {r.stdout[-3000:]}{r.stderr[-3000:]}"
         return r.stdout + r.stderr
 
-    # mypy exits 1 on the type errors it finds (third-party stubs, not house rules), 2 when it cannot run at all
+    # mypy exits 1 on the type errors it finds (third-party stubs, not house rules), 2 when it cannot run at all; it
+    # skips the third-party packages (torch, pandas: four fifths of its time), whose imports it still resolves and
+    # reports when missing, as it does every first-party one (-p lists them all)
     said = run(python, "-m", "mypy", "--python-executable", python, "-p", "nsys_transfer", "--no-error-summary",
-               "--cache-dir", tmp_path / "mypy-cache", ok=(0, 1))
+               "--follow-imports=skip", "--cache-dir", tmp_path / "mypy-cache", ok=(0, 1))
     assert "Can't find package" not in said and "'nsys_transfer' cannot be type checked" not in said, said[-2000:]
     unresolved = [x for x in said.splitlines() if re.search(r'(module named|Module) "nsys_transfer[."]', x)]
     assert not unresolved, unresolved[:5]

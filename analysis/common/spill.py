@@ -98,6 +98,7 @@ class Frames:
         self._codes: dict[str, dict] = {}  # categorical column -> {category: code}
         self._category_type: dict[str, object] = {}
         self._spans: list[tuple[int, int, int, int]] = []  # each part: first row, end row, first start, last end
+        self._dtypes: dict[str, pd.CategoricalDtype] = {}  # categorical column -> its type over the categories so far
 
     def clear(self) -> None:
         """Drop every row appended so far."""
@@ -149,6 +150,14 @@ class Frames:
                     ranges.append((a, b))
         return self._rows(ranges or [(0, 0)])
 
+    def _dtype(self, c: str) -> pd.CategoricalDtype:
+        """The categorical column's type, one object until a category is added: every frame read back shares it, so
+        that what is worked out per category (idle_calls.calls_matching) is worked out once."""
+        held = self._dtypes.get(c)
+        if held is None or len(held.categories) != len(self._codes[c]):  # categories are only ever added
+            held = self._dtypes[c] = pd.CategoricalDtype(pd.Index(list(self._codes[c]), dtype=self._category_type[c]))
+        return held
+
     def _rows(self, ranges: list[tuple[int, int]]) -> pd.DataFrame:
         """Rows a..b-1 of each range, one below the other."""
         out = {}
@@ -158,7 +167,6 @@ class Frames:
             pieces = [col.read(a - first, b - first) for a, b in ranges for first, col in runs]
             values = np.concatenate(pieces).astype(kind, copy=False) if len(pieces) != 1 else pieces[0]
             if c in self._codes:
-                values = pd.Categorical.from_codes(values, categories=pd.Index(list(self._codes[c]),
-                                                                             dtype=self._category_type[c]))
+                values = pd.Categorical.from_codes(values, dtype=self._dtype(c))
             out[c] = values
         return pd.DataFrame(out, copy=False)

@@ -104,19 +104,10 @@ def gap_causes(spans, threads, osrt: pd.DataFrame | Frames, nvtx: pd.DataFrame, 
                loader: dict | None = None, setup_calls: pd.DataFrame | None = None) -> list[tuple[str, str | None]]:
     """(cause, subject) that holds most of each idle span (start_ns, end_ns): the same rules as attribute(), applied
     to one gap at a time, for the few gaps a chart draws."""
-    shared = _Shared.of(threads, _near_spans(osrt, spans), nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns,
-                        loader or {}, setup_calls=setup_calls)
+    shared = _Shared.of(threads, osrt, nvtx, sync_calls, cuda_calls, step_regex, min_gap_ns, loader or {},
+                        setup_calls=setup_calls)
     none = np.zeros(0, np.int64)
     return [_dominant(_segment(shared, none, none, int(lo), int(hi))) for lo, hi in spans]
-
-
-def _near_spans(osrt: pd.DataFrame | Frames, spans) -> pd.DataFrame | Frames:
-    """The calls touching any of the spans, selected once (each span's _segment selects its own from these: the same
-    rows as from them all)."""
-    if isinstance(osrt, Frames) or osrt.empty or not len(spans):
-        return osrt
-    lo, hi = (np.array([int(x) for x in col], np.int64) for col in zip(*spans))
-    return osrt.iloc[Coverage(*union(lo, hi)).touches(osrt["start_ns"].to_numpy(), osrt["end_ns"].to_numpy())]
 
 
 def _dominant(part: dict) -> tuple[str, str | None]:
