@@ -25,7 +25,7 @@ def with_backlog(before: Side, after: Side, speed: dict, work: Work) -> dict:
         rate, drain_s = speed[label], drain_ms(side) / 1e3
         if not rate:
             continue
-        units = n or ((side.summary["kernels"].get("count") or 0) if speed["unit"] == "kernels/s" else 1)
+        units = n or (_kernel_count(side) if speed["unit"] == "kernels/s" else 1)
         span_s = units / rate  # the steady window the rate stands for; without a count, the window is one iteration
         name = side.label or label
         if _started_late(side):
@@ -43,10 +43,15 @@ def with_backlog(before: Side, after: Side, speed: dict, work: Work) -> dict:
     return out
 
 
+def _kernel_count(side: Side) -> int:
+    """The side's kernel count in its window; 0 without the kernels section."""
+    return (side.doc.kernels.count if side.doc.kernels else 0) or 0
+
+
 def _started_late(side: Side) -> bool:
     """Output worker processes were still starting (sections/loop.py WorkersStart) after the steady window began."""
     ws = side.loop.get("workers_start")
-    return bool(ws) and ws["first_ready_ns"] > side.summary["window"]["start_ns"]
+    return bool(ws) and ws["first_ready_ns"] > side.doc.window.start_ns
 
 
 def _late_workers(side: Side, name: str, units: float, rate: float) -> tuple[float, str]:
@@ -55,16 +60,16 @@ def _late_workers(side: Side, name: str, units: float, rate: float) -> tuple[flo
     those that worked: each one's start is its own) where it is slower than the loop's, else the loop's; and what was
     said. The capture shows the loop and its workers apart, never sharing the CPUs and memory, so the figure is what a
     longer run reaches at most."""
-    ws, w = side.loop["workers_start"], side.summary["window"]
+    ws, w = side.loop["workers_start"], side.doc.window
     ready = ws["first_ready_ns"]
-    warmup = ((side.summary.get("setup") or {}).get("warmup") or {}).get("count") or 0
-    done = units + (warmup if ready >= w["end_ns"] else 0)  # what was waiting for them when they started
+    warmup = (side.doc.setup.warmup.count if side.doc.setup else 0) or 0
+    done = units + (warmup if ready >= w.end_ns else 0)  # what was waiting for them when they started
     each_s = max(ws["busy_ns"] / ws["working"] / 1e9, 1e-9)
     pace = done / each_s
     slower = pace < rate
     line = (f"{name}'s {ws['processes']} output worker processes were still starting (importing) when its steady "
             f"state began: the first took {(ready - ws['started_ns']) / 1e9:,.2f} s and began work "
-            f"{max(0, ready - w['start_ns']) / 1e9:,.2f} s into it, a one-time start a longer run does not repeat: "
+            f"{max(0, ready - w.start_ns) / 1e9:,.2f} s into it, a one-time start a longer run does not repeat: "
             f"left out; once started, {ws['working']} of them did {done:g} iterations with {each_s:,.2f} s of work "
             f"each ({pace:,.2f}/s), "
             + ("slower than the loop: counted" if slower else f"no slower than the loop ({rate:,.2f}/s): the loop's "

@@ -21,7 +21,7 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     """The whole comparison (NotComparable when there is none to make); two captures without GPU work are compared by
     their loops' time (cpu.verify_cpu)."""
     warnings = check_comparable(before, after)
-    if not before.summary.get("gpu") and not after.summary.get("gpu"):
+    if not before.doc.gpu and not after.doc.gpu:
         return verify_cpu(before, after, warnings, fail_if_slower, fail_on_new)
     speed = throughput(before, after)
     work = work_of(before, after, speed)
@@ -31,7 +31,7 @@ def verify(before: Side, after: Side, fail_if_slower: float | None = None, fail_
     v = verdict(speed, rows, whole_loop)
     noisy = noise(before, after, v["change"])
     v["line"] += f"; {noisy['said']}" if noisy["said"] else ""
-    held = prediction_held(before.summary, after.summary, rows, speed, whole_loop)
+    held = prediction_held(before.doc, after.doc, rows, speed, whole_loop)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
            "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": metrics(before, after, speed),

@@ -39,7 +39,7 @@ def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: f
     v = verdict(speed, [r for r in rows if not (r["status"] == "new" and r["after_severity"] != "high")], loop)
     noisy = noise(before, after, v["change"])
     v["line"] += f"; {noisy['said']}" if noisy["said"] else ""
-    held = prediction_held(before.summary, after.summary, rows, speed, loop)
+    held = prediction_held(before.doc, after.doc, rows, speed, loop)
     failed = gates(v, rows, fail_if_slower, fail_on_new)
     warnings = [*warnings, *(["no steps in either trace: the loops' time is compared, the same work assumed on both "
                               "sides (mark each step with an NVTX range 'step N' to compare per step)"]

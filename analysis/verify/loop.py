@@ -31,8 +31,8 @@ def loop_speed(before: Side, after: Side, speed: dict, work: Work) -> dict | Non
 def drain_ms(side: Side) -> float:
     """The loop's part after the steady-state window (and the output pipeline's close it counts): work other threads
     or processes did after it."""
-    w = side.summary["window"]
-    return max(0, side.loop["end_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)) / 1e6
+    w = side.doc.window
+    return max(0, side.loop["end_ns"] - w.end_ns - (w.teardown_ns or 0)) / 1e6
 
 
 def _loop_rate(side: Side, n: float | None) -> float | None:
@@ -40,22 +40,22 @@ def _loop_rate(side: Side, n: float | None) -> float | None:
     ns = side.loop["duration_ns"]
     if not ns:
         return None
-    warmup = ((side.summary.get("setup") or {}).get("warmup") or {}).get("count") or 0
+    warmup = (side.doc.setup.warmup.count if side.doc.setup else 0) or 0
     return (n + warmup) / (ns / 1e9) if n else 1e9 / ns
 
 
 def _warmup_ms(side: Side) -> float:
     """The loop's part before the steady state: the first iterations' warm-up (cuDNN autotuning, module loading)."""
-    return max(0, side.summary["window"]["start_ns"] - side.loop["start_ns"]) / 1e6
+    return max(0, side.doc.window.start_ns - side.loop["start_ns"]) / 1e6
 
 
 def _workers_wait_ms(side: Side) -> float:
     """The part of the drain spent waiting for output worker processes to start (sections/loop.py WorkersStart): from
     the steady window's end (and close) to the first of them at work."""
-    ws, w = side.loop.get("workers_start"), side.summary["window"]
+    ws, w = side.loop.get("workers_start"), side.doc.window
     if not ws:
         return 0.0
-    waited = ws["first_ready_ns"] - w["end_ns"] - (w.get("teardown_ns") or 0)
+    waited = ws["first_ready_ns"] - w.end_ns - (w.teardown_ns or 0)
     return min(max(0, waited) / 1e6, drain_ms(side))
 
 

@@ -58,7 +58,7 @@ def _spread(side: Side) -> float | None:
     """The interquartile range of a side's step periods over their median; None with fewer than MIN_PERIODS, or with
     GPU work (its steps' periods measure its pipeline's bursts)."""
     periods = _periods(side)
-    if len(periods) < MIN_PERIODS or side.summary.get("gpu"):
+    if len(periods) < MIN_PERIODS or side.doc.gpu:
         return None
     q1, _, q3 = quantiles(periods, n=4)
     return (q3 - q1) / median(periods)
@@ -68,15 +68,15 @@ def _unmeasured(side: Side) -> tuple[str, str] | None:
     """Why a side's steps cannot measure its noise, in a word and in the clause's words ('6 steps', '6 steps are too few
     to measure it by'); None where they can."""
     n = len(_periods(side))
-    if side.summary.get("gpu"):
+    if side.doc.gpu:
         return "GPU work", "with GPU work, its steps' times on the CPU don't measure it"
-    if not n and side.step_periods_ns is None and (side.summary.get("steps") or {}).get("count", 0) > 1:
+    if not n and side.step_periods_ns is None and (side.doc.steps.count if side.doc.steps else 0) > 1:
         return "step times not read", "its steps' times not read"  # a side built from its summary alone (reports)
     if not n:
         return "no steps", "no steps to measure it by"
     if n < MIN_PERIODS:
         return f"{n + 1} steps", f"{n + 1} steps are too few to measure it by"
-    ns = (side.loop or {}).get("duration_ns") or (side.summary.get("window") or {}).get("duration_ns") or 0
+    ns = (side.loop or {}).get("duration_ns") or (side.doc.window.duration_ns if side.doc.window else 0) or 0
     if ns / 1e9 < SHORT_LOOP_S:
         return f"a {ns / 1e9:.2f} s loop", f"a {ns / 1e9:.2f} s loop is too short to measure it by"
     return None
