@@ -154,8 +154,8 @@ def test_the_band_is_the_noisier_sides_spread(tmp_path):
     assert len(before.step_periods_ns) == 23 and len(after.step_periods_ns) == 23
     for change, within in ((0.2, True), (1 / 1.2 - 1, True), (0.4, False), (1 / 1.4 - 1, False), (None, False)):
         found = noise(before, after, change)
-        assert found["within"] is within and (found["said"] is not None) is within, (change, found)
-        assert found["said"] is None or "(its steps' times spread as much)" in found["said"]
+        assert found.within is within and (found.said is not None) is within, (change, found)
+        assert found.said is None or "(its steps' times spread as much)" in found.said
 
 
 @pytest.mark.parametrize("before, after, source, within", [

@@ -2,6 +2,8 @@
 resolved, reduced, unchanged, worse, new, or a limit reached."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..load.python_stacks import place_of
 from ..rules.base import Finding
 from ..document import Document
@@ -17,7 +19,25 @@ LIMITS = {"gpu-bound"}
 BY_SUBJECT = {"pageable-memcpy", "gpu-idle-cpu-bound", "memory-mapping-in-gaps", "cpu-hotspot"}
 
 
-def findings(before: Side, after: Side, work: Work = NOT_COUNTED) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class FindingRow:
+    """A costed finding of either side beside its counterpart (docs/json-schema.md, verify's `findings[]`): what it is
+    named by, each side's subject, what became of it, its cost per unit of work on each side (cost_unit) and
+    severity, and its fix."""
+    rule: str
+    subject: str | None
+    before_subject: str | None
+    after_subject: str | None
+    status: str
+    cost_unit: str
+    before_ns: float | None
+    after_ns: float | None
+    before_severity: str | None
+    after_severity: str | None
+    suggestion: str
+
+
+def findings(before: Side, after: Side, work: Work = NOT_COUNTED) -> list[FindingRow]:
     """Every costed finding of either side matched by (rule, subject): resolved, reduced, unchanged, worse or new.
     work: each side's steps or iterations (throughput.work_of): costs are per one of them, as the two may hold
     different numbers. A CPU line found after the change only, that the before side's main thread was sampled at
@@ -41,11 +61,11 @@ def findings(before: Side, after: Side, work: Work = NOT_COUNTED) -> list[dict]:
         else:
             status = _status(cb, ca, _noise(before, after, cb, ca, work) if key[0] == "cpu-hotspot" else 0.0)
             status = "grown" if seen and status == "worse" else status  # under the before side's finding threshold
-        rows.append({"rule": key[0], "subject": key[1], "before_subject": fb.subject if fb else
-                     (seen and place_of(seen["file"], seen["line"], seen["function"])),
-                     "after_subject": fa and fa.subject, "status": status, "cost_unit": f"ns {per}",
-                     "before_ns": cb, "after_ns": ca, "before_severity": fb and fb.severity,
-                     "after_severity": fa and fa.severity, "suggestion": _either(fb, fa).suggestion})
+        rows.append(FindingRow(rule=key[0], subject=key[1], before_subject=fb.subject if fb else
+                               (seen and place_of(seen["file"], seen["line"], seen["function"])),
+                               after_subject=fa and fa.subject, status=status, cost_unit=f"ns {per}",
+                               before_ns=cb, after_ns=ca, before_severity=fb and fb.severity,
+                               after_severity=fa and fa.severity, suggestion=_either(fb, fa).suggestion))
     return rows
 
 
@@ -157,6 +177,6 @@ def sampled_before(before: Side, fa: Finding | None) -> dict | None:
                  same_code(x["code"], la.code)), None)
 
 
-def finding_name(f: dict) -> str:
-    """'rule (subject)', or the rule alone."""
-    return f"{f['rule']} ({f['subject']})" if f["subject"] else f["rule"]
+def finding_name(f: FindingRow | Finding) -> str:
+    """'rule (subject)', or the rule alone (a row of the comparison, or a side's finding)."""
+    return f"{f.rule} ({f.subject})" if f.subject else f.rule

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
+from ..common.typed_json import ABSENT, Absent
 from ..document import Document
 from ..sections.breakdown import host_memory
 from ..sections.copies import CopyDirection
 from .side import Side
-from .throughput import work_of
+from .throughput import Speed, work_of
 
 NEAR_ZERO_RATIO = 100.0  # before under 1% of after: near zero, the change said in the unit, not in percent
 
@@ -45,36 +47,53 @@ METRICS: dict[str, tuple[str, str, Callable[[Document, float | None], object], s
 }
 
 
-def metrics(before: Side, after: Side, speed: dict) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class MetricRow:
+    """One figure side by side (verify's `metrics[]`): before and after in its unit, which way is better, after -
+    before and after / before - 1 (_delta_and_change); the throughput's row says where it came from and which sides'
+    rates are upper bounds; a row whose change moved the "wrong" way for a good reason carries a note."""
+    key: str
+    label: str
+    unit: str
+    before: float | str | None
+    after: float | str | None
+    better: str | None
+    source: str | Absent = ABSENT
+    bounded: tuple[str, ...] | Absent = ABSENT
+    delta: float | None
+    change: float | None
+    note: str | Absent = ABSENT
+
+
+def _row(key: str, label: str, unit: str, before, after, better: str | None, **throughput) -> MetricRow:
+    """A figure's row, its delta and change worked out (throughput: the throughput row's source and bounded)."""
+    delta, change = _delta_and_change(before, after, unit)
+    return MetricRow(key=key, label=label, unit=unit, before=before, after=after, better=better, delta=delta,
+                     change=change, **throughput)
+
+
+def metrics(before: Side, after: Side, speed: Speed) -> list[MetricRow]:
     """Each figure before and after, its change, and whether the change is for the better."""
-    rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
-             "after": speed["after"], "better": "higher", "source": speed["source"],
-             "bounded": speed.get("bounded") or []}]
+    rows = [_row("throughput", "throughput", speed.unit or "", speed.before, speed.after, "higher",
+                 source=speed.source, bounded=speed.bounded)]
     nb, na, per = work_of(before, after, speed)
     for key, (label, unit, value, better) in METRICS.items():
-        rows.append({"key": key, "label": label.format(per=per), "unit": unit, "before": value(before.doc, nb),
-                     "after": value(after.doc, na), "better": better})
-    for r in rows:
-        r["delta"], r["change"] = _delta_and_change(r["before"], r["after"], r["unit"])
-    _explain_busy(rows, per)
-    return rows
+        rows.append(_row(key, label.format(per=per), unit, value(before.doc, nb), value(after.doc, na), better))
+    return _explain_busy(rows, per)
 
 
 CPU_METRICS = ("loop_s", "main_thread_ms")  # two captures without GPU work: the figures beside the throughput
 
 
-def cpu_metrics(before: Side, after: Side, speed: dict) -> list[dict]:
+def cpu_metrics(before: Side, after: Side, speed: Speed) -> list[MetricRow]:
     """Two captures without GPU work (cpu.py): the throughput, each loop's time, and the main thread's sampled time in
     its loop (where the stacks give it)."""
-    rows = [{"key": "throughput", "label": "throughput", "unit": speed["unit"] or "", "before": speed["before"],
-             "after": speed["after"], "better": "higher", "source": speed["source"], "bounded": []},
-            {"key": "loop_s", "label": "the loop's time", "unit": "s", "before": before.loop["duration_ns"] / 1e9,
-             "after": after.loop["duration_ns"] / 1e9, "better": "lower"},
-            {"key": "main_thread_ms", "label": "main thread in the loop", "unit": "ms",
-             "before": _main_thread_ms(before.doc), "after": _main_thread_ms(after.doc), "better": "lower"}]
-    for r in rows:
-        r["delta"], r["change"] = _delta_and_change(r["before"], r["after"], r["unit"])
-    return rows
+    return [_row("throughput", "throughput", speed.unit or "", speed.before, speed.after, "higher",
+                 source=speed.source, bounded=()),
+            _row("loop_s", "the loop's time", "s", before.loop["duration_ns"] / 1e9, after.loop["duration_ns"] / 1e9,
+                 "lower"),
+            _row("main_thread_ms", "main thread in the loop", "ms", _main_thread_ms(before.doc),
+                 _main_thread_ms(after.doc), "lower")]
 
 
 def _main_thread_ms(d: Document) -> float | None:
@@ -105,15 +124,17 @@ def _dtoh_overlap(dtoh: CopyDirection) -> float | None:
     return None if share is None or not dtoh.count else 100 * share
 
 
-def _explain_busy(rows: list[dict], per: str) -> None:
+def _explain_busy(rows: list[MetricRow], per: str) -> list[MetricRow]:
     """GPU busy counts copies as busy: where it falls while the copies' time falls more and the compute share does
     not, the figure moved the "wrong" way for a good reason; a note says so."""
-    by = {r["key"]: r for r in rows}
+    by = {r.key: r for r in rows}
     busy, compute = by["gpu_busy"], by["gpu_compute"]
-    copies_before = (by["dtoh_ms"]["before"] or 0) + (by["htod_ms"]["before"] or 0)
-    copies_after = (by["dtoh_ms"]["after"] or 0) + (by["htod_ms"]["after"] or 0)
-    if busy["delta"] is not None and busy["delta"] < 0 and copies_after < 0.5 * copies_before and \
-            (compute["delta"] or 0) >= 0:
-        busy["note"] = (f"busy counts copies: their time {per} fell from {copies_before:,.0f} to "
-                        f"{copies_after:,.0f} ms, while the kernels' share went from {compute['before']:.0f}% to "
-                        f"{compute['after']:.0f}%")
+    copies_before = (by["dtoh_ms"].before or 0) + (by["htod_ms"].before or 0)
+    copies_after = (by["dtoh_ms"].after or 0) + (by["htod_ms"].after or 0)
+    if busy.delta is not None and busy.delta < 0 and copies_after < 0.5 * copies_before and \
+            (compute.delta or 0) >= 0:
+        note = (f"busy counts copies: their time {per} fell from {copies_before:,.0f} to "
+                f"{copies_after:,.0f} ms, while the kernels' share went from {compute.before:.0f}% to "
+                f"{compute.after:.0f}%")
+        return [replace(r, note=note) if r is busy else r for r in rows]
+    return rows

@@ -3,6 +3,7 @@ of its repeating kernel stream, else the GPU windows' inverse where the two did 
 did in its window (Work), as that speed counted it, so per-step figures compare windows of different lengths."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..document import Document
@@ -22,58 +23,73 @@ class Work(NamedTuple):
 NOT_COUNTED = Work(None, None, "in the window")  # the throughput counted no unit of work: the same work, or unknown
 
 
-def throughput(before: Side, after: Side) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class Speed:
+    """Each side's steady-state rate in its unit (None where unknown), where the figures came from, and the sides whose
+    rate is an upper bound (backlog.py: their workers seen apart from the loop)."""
+    before: float | None
+    after: float | None
+    unit: str | None
+    source: str
+    bounded: tuple[str, ...] = ()
+
+    def of(self, label: str) -> float | None:
+        """The rate of the side named "before" or "after"."""
+        return self.before if label == "before" else self.after
+
+
+def throughput(before: Side, after: Side) -> Speed:
     """Steps/s over each trace's steady steps (to the end of their last output: the pipeline's drain counts), else
     from the workload records, else iterations/s of the repeating kernel stream, else the GPU windows' inverse when
     the two did the same GPU work; with where it came from."""
     sb, sa = (_with_teardown(s.doc, s.doc.steps.per_second, s.doc.steps.count) for s in (before, after))
     if sb and sa:
-        return {"before": sb, "after": sa, "unit": "steps/s",
-                "source": _steps_source(before, after) + _teardown_said(before, after)}
+        return Speed(before=sb, after=sa, unit="steps/s",
+                     source=_steps_source(before, after) + _teardown_said(before, after))
     wb, wa = (s.workload and s.workload.get("throughput", {}).get("steps_per_s") for s in (before, after))
     if wb and wa:
-        return {"before": wb, "after": wa, "unit": "steps/s", "source": "the workload records"}
+        return Speed(before=wb, after=wa, unit="steps/s", source="the workload records")
     ib, ia = _iterations(before.doc), _iterations(after.doc)
     if ib and ia:
-        return {"before": ib[0], "after": ia[0], "unit": "iterations/s",
-                "source": f"the repeating kernel stream: {ib[1]} and {ia[1]}" + _teardown_said(before, after) +
-                          _no_steps(before, after)}
+        return Speed(before=ib[0], after=ia[0], unit="iterations/s",
+                     source=f"the repeating kernel stream: {ib[1]} and {ia[1]}" + _teardown_said(before, after) +
+                            _no_steps(before, after))
     kb, ka = (_kernel_count(s.doc) for s in (before, after))
     db, da = (s.doc.window.duration_ns or 0 for s in (before, after))
     if kb and ka and db and da and abs(kb - ka) <= WORK_TOLERANCE * max(kb, ka):
-        return {"before": 1e9 / db, "after": 1e9 / da, "unit": "1/s",
-                "source": f"the GPU windows ({db / 1e9:.2f} s and {da / 1e9:.2f} s for {kb:,} and {ka:,} kernels: "
-                          "the same work" + _no_steps(before, after) + ")"}
+        return Speed(before=1e9 / db, after=1e9 / da, unit="1/s",
+                     source=f"the GPU windows ({db / 1e9:.2f} s and {da / 1e9:.2f} s for {kb:,} and {ka:,} kernels: "
+                            "the same work" + _no_steps(before, after) + ")")
     if kb and ka and db and da and _same_kernel_mix(before.doc, after.doc):
-        return {"before": kb / (db / 1e9), "after": ka / (da / 1e9), "unit": "kernels/s",
-                "source": f"the kernels each GPU ran a second ({kb:,} in {db / 1e9:.2f} s and {ka:,} in "
-                          f"{da / 1e9:.2f} s: the same kernels in the same shares, so the same work a kernel)" +
-                          _no_steps(before, after)}
-    return {"before": None, "after": None, "unit": None,
-            "source": f"unknown: {_no_steps(before, after)[2:]}, no workload records, no repeating kernel stream in "
-                      f"both, and the two GPU windows ran different work ({kb:,} and {ka:,} kernels)"}
+        return Speed(before=kb / (db / 1e9), after=ka / (da / 1e9), unit="kernels/s",
+                     source=f"the kernels each GPU ran a second ({kb:,} in {db / 1e9:.2f} s and {ka:,} in "
+                            f"{da / 1e9:.2f} s: the same kernels in the same shares, so the same work a kernel)" +
+                            _no_steps(before, after))
+    return Speed(before=None, after=None, unit=None,
+                 source=f"unknown: {_no_steps(before, after)[2:]}, no workload records, no repeating kernel stream in "
+                        f"both, and the two GPU windows ran different work ({kb:,} and {ka:,} kernels)")
 
 
-def cpu_throughput(before: Side, after: Side) -> dict:
+def cpu_throughput(before: Side, after: Side) -> Speed:
     """Two captures without GPU work (cpu.py): steps/s over each loop (Side.loop) where both traces mark steps, else
     the inverse of each loop's time: loops/s (one loop a run: said so, never as a bare 1/s that reads as steps)."""
     nb, na = (s.doc.steps.count or 0 for s in (before, after))
     sb, sa = (s.loop["duration_ns"] / 1e9 for s in (before, after))
     if nb and na and sb > 0 and sa > 0:
-        return {"before": nb / sb, "after": na / sa, "unit": "steps/s",
-                "source": f"the steps in each trace, over its loop ({nb} steps in {sb:.2f} s and {na} in {sa:.2f} s: "
-                          "from the first step's start to the end of the last one's work)"}
-    return {"before": 1 / sb if sb > 0 else None, "after": 1 / sa if sa > 0 else None, "unit": "loops/s",
-            "source": f"each loop's time ({sb:.2f} s and {sa:.2f} s, {_no_steps(before, after)[2:]})"}
+        return Speed(before=nb / sb, after=na / sa, unit="steps/s",
+                     source=f"the steps in each trace, over its loop ({nb} steps in {sb:.2f} s and {na} in {sa:.2f} s: "
+                            "from the first step's start to the end of the last one's work)")
+    return Speed(before=1 / sb if sb > 0 else None, after=1 / sa if sa > 0 else None, unit="loops/s",
+                 source=f"each loop's time ({sb:.2f} s and {sa:.2f} s, {_no_steps(before, after)[2:]})")
 
 
-def work_of(before: Side, after: Side, speed: dict) -> Work:
+def work_of(before: Side, after: Side, speed: Speed) -> Work:
     """The work each side did in its window, as the throughput counted it (steps, iterations of the repeating kernel
     stream), and what one unit is called; NOT_COUNTED when the throughput counted none (the same work on both sides,
     or unknown)."""
-    if speed["unit"] == "steps/s" and speed["source"].startswith("the steps"):
+    if speed.unit == "steps/s" and speed.source.startswith("the steps"):
         return Work(before.doc.steps.count, after.doc.steps.count, "per step")
-    if speed["unit"] == "iterations/s":
+    if speed.unit == "iterations/s":
         return Work(_iteration_count(before.doc), _iteration_count(after.doc), "per iteration")
     return NOT_COUNTED
 
