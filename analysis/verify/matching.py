@@ -65,7 +65,7 @@ def findings(before: Side, after: Side, work: Work = NOT_COUNTED) -> list[Findin
                                (seen and place_of(seen["file"], seen["line"], seen["function"])),
                                after_subject=fa and fa.subject, status=status, cost_unit=f"ns {per}",
                                before_ns=cb, after_ns=ca, before_severity=fb and fb.severity,
-                               after_severity=fa and fa.severity, suggestion=_either(fb, fa).suggestion))
+                               after_severity=fa and fa.severity, suggestion=_either(fa, fb).suggestion))
     return rows
 
 
@@ -90,9 +90,9 @@ def _noise(before: Side, after: Side, cb: float, ca: float, work: Work) -> float
     return NOISE_SIGMAS * var ** 0.5
 
 
-def _either(fb: Finding | None, fa: Finding | None) -> Finding:
-    """The one of a pair that is there (before's where both are): a pair always holds one."""
-    f = fb or fa
+def _either(first: Finding | None, second: Finding | None) -> Finding:
+    """The first of a pair's two findings that is there: a pair always holds one."""
+    f = first or second
     assert f is not None, "a pair of findings holds at least one"
     return f
 
