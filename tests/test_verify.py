@@ -49,6 +49,20 @@ def test_the_fix_is_faster_and_its_finding_resolved(tmp_path):
     assert "Warning" not in r.stderr and "warning" not in r.stderr.lower()
 
 
+
+def test_the_comparison_reads_back_as_its_types(tmp_path):
+    """verify's JSON is its typed document written at the edge (verify.VerifyDocument, common/typed_json.py): read
+    back into the types and written again, byte for byte; a key the types do not hold would fail the read."""
+    from nsys_transfer.analysis.common.typed_json import from_json, to_json
+    from nsys_transfer.analysis.verify import VerifyDocument
+    out = tmp_path / "v.json"
+    r = verify(PROGRAMS / "seg_logits_nsys2024.sqlite.xz", PROGRAMS / "seg_logits_fixed_nsys2024.sqlite.xz", "--json", out)
+    assert r.returncode == 0, r.stderr
+    doc = from_json(VerifyDocument, json.loads(out.read_text()))
+    assert doc.predicted is not None and doc.loop is not None and doc.findings
+    assert json.dumps(doc.as_dict(), indent=2) == out.read_text() == json.dumps(to_json(doc), indent=2)
+
+
 def test_the_regression_fails_the_gates():
     r = verify(H200 / "pinned.sqlite.xz", H200 / "streams.sqlite.xz", "--fail-if-slower", "5", "--fail-on-new",
                "pageable-memcpy", "-q")
@@ -307,12 +321,16 @@ def test_host_memory_is_where_the_bytes_went(tmp_path):
 def test_the_verdict_never_says_the_gpu_is_the_limit_beside_a_new_stall(after_severity, said):
     """image_loop -> image_loop_fixed's rows (its gpu-bound reached, an input-bound wait new): with the wait medium
     the verdict names it and does not call the GPU the limit; low, the GPU is the limit."""
+    from nsys_transfer.analysis.verify.matching import FindingRow
+    from nsys_transfer.analysis.verify.throughput import Speed
     from nsys_transfer.analysis.verify.verdict import verdict
-    rows = [{"rule": "gpu-bound", "subject": "bn_fw_inf_1C11_kernel_NCHW", "status": "limit reached",
-             "after_ns": 4.7e8, "after_severity": "high"},
-            {"rule": "input-bound", "subject": "poll", "status": "new", "after_ns": 2e7,
-             "after_severity": after_severity}]
-    line = verdict({"before": 1.0, "after": 1.4}, rows)["line"]
+    row = dict(before_subject=None, after_subject=None, cost_unit="ns in the window", before_ns=None,
+               before_severity=None, suggestion="")
+    rows = [FindingRow(rule="gpu-bound", subject="bn_fw_inf_1C11_kernel_NCHW", status="limit reached", after_ns=4.7e8,
+                       after_severity="high", **row),
+            FindingRow(rule="input-bound", subject="poll", status="new", after_ns=2e7, after_severity=after_severity,
+                       **row)]
+    line = verdict(Speed(before=1.0, after=1.4, unit="steps/s", source=""), rows).line
     assert line.endswith(said)
     assert ("new: input-bound" in line) == (after_severity == "medium")
     assert not ("new: input-bound" in line and "the GPU is now the limit" in line)

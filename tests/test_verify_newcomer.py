@@ -30,6 +30,8 @@ def test_a_line_the_before_side_ran_under_the_threshold_is_not_new(tmp_path):
     row = next(f for f in doc["findings"] if f["after_subject"] == "cpu_roll_fixed.py:42")
     assert row["status"] == "grown" and row["before_subject"] == "cpu_roll.py:48", row
     assert row["subject"] == "cpu_roll.py:48 -> cpu_roll_fixed.py:42" and row["before_ns"] is not None
+    # a pair's fix is the after side's finding's, where it has one: the program as it is now
+    assert all(f["suggestion"].startswith(f["after_subject"] or f["before_subject"]) for f in doc["findings"]), doc
     assert "cpu_roll_fixed.py:42" not in " ".join(doc["gates"]["failed"]), doc["gates"]
     new = [f["after_subject"] for f in doc["findings"] if f["status"] == "new"]
     assert new == ["cpu_roll_fixed.py:23"], new  # the fix's own line (its cumsum) is new: the change wrote it
@@ -154,8 +156,8 @@ def test_the_band_is_the_noisier_sides_spread(tmp_path):
     assert len(before.step_periods_ns) == 23 and len(after.step_periods_ns) == 23
     for change, within in ((0.2, True), (1 / 1.2 - 1, True), (0.4, False), (1 / 1.4 - 1, False), (None, False)):
         found = noise(before, after, change)
-        assert found["within"] is within and (found["said"] is not None) is within, (change, found)
-        assert found["said"] is None or "(its steps' times spread as much)" in found["said"]
+        assert found.within is within and (found.said is not None) is within, (change, found)
+        assert found.said is None or "(its steps' times spread as much)" in found.said
 
 
 @pytest.mark.parametrize("before, after, source, within", [

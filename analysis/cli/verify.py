@@ -138,7 +138,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
     doc = result.document
     if json_path:
         try:
-            outputs.write_json(json_path, doc)
+            outputs.write_json(json_path, doc.as_dict())
         except TraceError as e:
             _fail(str(e))
     if plot_dir:
@@ -148,7 +148,7 @@ def main(before, after, step_regex, window_text, steps_text, fail_if_slower, fai
             (plot_dir / "verify_breakdown.png").unlink(missing_ok=True)  # an earlier run's: not this one's
             click.echo("verify: --plots: not drawn: verify_breakdown.png (no GPU activity in either trace)", err=True)
     if quiet:
-        click.echo("\n".join([doc["verdict"]["line"], *(f"GATE FAILED: {r}" for r in doc["gates"]["failed"])]))
+        click.echo("\n".join([doc.verdict.line, *(f"GATE FAILED: {r}" for r in doc.gates.failed)]))
     else:
         click.echo(verify_report(doc))
-    sys.exit(doc["exit_code"])
+    sys.exit(doc.exit_code)

@@ -39,9 +39,9 @@ class GpuRowCounts:
 
 @dataclass(frozen=True, kw_only=True)
 class GpuRows:
-    """One kind's GPU rows and those without an API call."""
+    """One kind's GPU rows and those without an API call (None: the trace has no runtime API rows to pair them with)."""
     rows: int
-    without_api: int
+    without_api: int | None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from ..document import Document
 from ..load.validate import NO_API_ROWS
 from ..rules.capture import failed_run_evidence
 from ..rules.facts import ProgramEnd
@@ -20,8 +21,8 @@ class NotComparable(ValueError):
     """The two traces cannot be compared; the message says why and what to do."""
 
 
-def _gpus(s: dict) -> list[str]:
-    return [g.get("name") or "?" for g in s["trace"].get("gpus") or []]
+def _gpus(d: Document) -> list[str]:
+    return [g.name or "?" for g in d.trace.gpus]
 
 
 def check_same_profiler(kinds: dict[str, str]) -> None:
@@ -36,45 +37,46 @@ def check_same_profiler(kinds: dict[str, str]) -> None:
                             "things; profile both the same way (both with nsys, or both with torch.profiler)")
 
 
-def _recorded_by(summary: dict) -> str:
-    """What recorded the trace behind an analysis summary: the trace section's `profiler`, nsys where absent (the
-    summary's word for it; facade.profiler_of reads a trace file's first bytes instead)."""
-    return summary["trace"].get("profiler") or "nsys"
+def _recorded_by(d: Document) -> str:
+    """What recorded the trace behind an analysis document: the trace section's `profiler`, nsys where absent (the
+    document's word for it; facade.profiler_of reads a trace file's first bytes instead)."""
+    return d.trace.profiler or "nsys"
 
 
 def check_comparable(before: Side, after: Side) -> list[str]:
     """NotComparable when the two cannot be compared; else the warnings to print."""
-    check_same_profiler({"before": _recorded_by(before.summary), "after": _recorded_by(after.summary)})
+    check_same_profiler({"before": _recorded_by(before.doc), "after": _recorded_by(after.doc)})
     for side in (before, after):
-        end = side.summary["trace"].get("program_end") or {}
-        if end.get("failed"):  # a failed run's speed is no speed: never a verdict of faster or slower
-            raise NotComparable(f"{side.path} is of a failed run: {failed_run_evidence(ProgramEnd.of(end))}; fix the program, "
+        end = side.doc.trace.program_end
+        if end.failed:  # a failed run's speed is no speed: never a verdict of faster or slower
+            said = failed_run_evidence(ProgramEnd(end.failed, end.exit_code, end.error, end.source))
+            raise NotComparable(f"{side.path} is of a failed run: {said}; fix the program, "
                                 "then trace it again before comparing")
     for side in (before, after):
-        integ = side.summary["trace"].get("integrity") or {}
-        if integ.get("verdict") not in (None, "complete"):
-            what = ("nsys questions the capture's completeness" if integ.get("verdict") == "doubtful"
+        verdict = side.doc.trace.integrity.verdict
+        if verdict not in (None, "complete"):
+            what = ("nsys questions the capture's completeness" if verdict == "doubtful"
                     else "the capture lost CUDA events")
-            raise NotComparable(f"{side.path}: {what} ({integ.get('verdict')}, analyze-trace --check says why): "
+            raise NotComparable(f"{side.path}: {what} ({verdict}, analyze-trace --check says why): "
                                 "capture it again before comparing")
-    lacking = [side.path for side in (before, after) if any(w.startswith(NO_API_ROWS) for w in side.summary["warnings"])]
+    lacking = [side.path for side in (before, after) if any(w.startswith(NO_API_ROWS) for w in side.doc.warnings)]
     if len(lacking) == 1:
         raise NotComparable(f"{lacking[0]}: {NO_API_ROWS}, so its launching thread and its syncs are unknown and its "
                             "idle time is counted differently; capture it again with --trace=cuda")
-    gb, ga = _gpus(before.summary), _gpus(after.summary)
+    gb, ga = _gpus(before.doc), _gpus(after.doc)
     if len(gb) != len(ga) or sorted(gb) != sorted(ga):
         raise NotComparable(f"different GPUs: {', '.join(gb) or 'none'} before, {', '.join(ga) or 'none'} after; "
                             "compare captures from the same machine")
     _same_program(before, after)
-    sb, sa = before.summary["steps"], after.summary["steps"]
-    if sb.get("count") and sa.get("count") and sb.get("regex") != sa.get("regex"):
-        raise NotComparable(f"different steps: {sb['regex']!r} before, {sa['regex']!r} after; pass --step-regex "
+    sb, sa = before.doc.steps, after.doc.steps
+    if sb.count and sa.count and sb.regex != sa.regex:
+        raise NotComparable(f"different steps: {sb.regex!r} before, {sa.regex!r} after; pass --step-regex "
                             "to use one definition for both")
     warnings = [w for w in [_program_warning(before, after), _sampled_warning(before, after)] if w]
-    if bool(sb.get("count")) != bool(sa.get("count")):
+    if bool(sb.count) != bool(sa.count):
         warnings.append("steps were found in only one trace: throughput is compared over the GPU windows")
-    elif sb.get("count") and max(sb["count"], sa["count"]) > STEP_RATIO * min(sb["count"], sa["count"]):
-        warnings.append(f"{sb['count']} steps before, {sa['count']} after: per-step figures are compared, totals "
+    elif sb.count and max(sb.count, sa.count) > STEP_RATIO * min(sb.count, sa.count):
+        warnings.append(f"{sb.count} steps before, {sa.count} after: per-step figures are compared, totals "
                         "are not")
     return warnings
 
@@ -124,19 +126,19 @@ def _program_warning(before: Side, after: Side) -> str | None:
     return f"these look like different programs: {b} vs {a}; verify compares two runs of one program"
 
 
-def _names(s: dict) -> tuple[set[str], set[str]]:
-    """The top kernels' names and the NVTX range names of a summary (the program's own marks)."""
+def _names(d: Document) -> tuple[set[str], set[str]]:
+    """The top kernels' names and the NVTX range names of a document (the program's own marks)."""
     # a library's generic short names (cuBLAS's and CUTLASS's `Kernel`, `Kernel2`) say nothing of the program
-    kernels = {str(k["name"]) for k in (s.get("kernels") or {}).get("top") or []} - GENERIC_KERNELS
-    ranges = {str(r["name"]) for r in (s.get("nvtx") or {}).get("ranges") or []}
+    kernels = {str(k.name) for k in (d.kernels.top if d.kernels else ())} - GENERIC_KERNELS
+    ranges = {str(r.name) for r in (d.nvtx.ranges if d.nvtx else ())}
     return kernels, ranges
 
 
 def _same_program(before: Side, after: Side) -> None:
     """NotComparable when the two share no top kernel and no NVTX range name: two different programs (a fix keeps
     most of a program's kernels, even in another precision its elementwise and copy kernels, or its ranges)."""
-    kb, rb = _names(before.summary)
-    ka, ra = _names(after.summary)
+    kb, rb = _names(before.doc)
+    ka, ra = _names(after.doc)
     if (kb and ka and not kb & ka) and not (rb & ra):
         raise NotComparable(f"different programs: no kernel among the top {len(kb)} before and {len(ka)} after, and "
                             "no NVTX range, is in both; verify compares one program before and after a fix")

@@ -7,14 +7,17 @@ the findings resolved and new."""
 from __future__ import annotations
 
 from .comparability import NotComparable
-from .gates import gates
+from .comparison import Comparison, Found, compared
+from .loop import LoopSpeed
 from .matching import findings
 from .metrics import cpu_metrics
-from .noise import noise
-from .predictions import prediction_held
-from .side import SCHEMA, Comparison, Side
+from .profiler_cost import ProfilerCost
+from .side import LoopSide, LoopSides, Side
 from .throughput import cpu_throughput, work_of
 from .verdict import verdict
+
+NO_STEPS = ("no steps in either trace: the loops' time is compared, the same work assumed on both sides (mark each "
+            "step with an NVTX range 'step N' to compare per step)")
 
 
 def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: float | None = None,
@@ -29,27 +32,19 @@ def verify_cpu(before: Side, after: Side, warnings: list[str], fail_if_slower: f
     speed = cpu_throughput(before, after)
     work = work_of(before, after, speed)
     rows = findings(before, after, work)
-    b, a = speed["before"], speed["after"]
-    loop = {"before": b, "after": a, "change": a / b - 1 if b and a else None,
-            "sides": {label: {**side.loop, "per_second": speed[label], "unit": speed["unit"]}
-                      for label, side in (("before", before), ("after", after))},
-            "why": _cpu_loops_said(before, after), "profiler_cost": {"per_call_ns": None, "bias": None, "said": None}}
+    b, a = speed.before, speed.after
+    sides = LoopSides(before=LoopSide.of(before.loop, per_second=b, unit=speed.unit),
+                      after=LoopSide.of(after.loop, per_second=a, unit=speed.unit))
+    loop = LoopSpeed(before=b, after=a, change=a / b - 1 if b and a else None, sides=sides,
+                     why=_cpu_loops_said(before, after),
+                     profiler_cost=ProfilerCost(per_call_ns=None, bias=None, said=None))
     # a line new after the fix is often the fix's own (the vectorised call that replaced a loop): the verdict names it
     # where it holds a high share of the loop; the table lists every one
-    v = verdict(speed, [r for r in rows if not (r["status"] == "new" and r["after_severity"] != "high")], loop)
-    noisy = noise(before, after, v["change"])
-    v["line"] += f"; {noisy['said']}" if noisy["said"] else ""
-    held = prediction_held(before.summary, after.summary, rows, speed, loop)
-    failed = gates(v, rows, fail_if_slower, fail_on_new)
-    warnings = [*warnings, *(["no steps in either trace: the loops' time is compared, the same work assumed on both "
-                              "sides (mark each step with an NVTX range 'step N' to compare per step)"]
-                             if speed["unit"] == "loops/s" else [])]
-    doc = {"schema": SCHEMA, "before": {"path": before.path, "label": before.label},
-           "after": {"path": after.path, "label": after.label}, "verdict": v, "metrics": cpu_metrics(before, after, speed),
-           "loop": loop, "noise": noisy, "predicted": held, "findings": rows, "warnings": warnings,
-           "gates": {"failed": failed, "fail_if_slower": fail_if_slower, "fail_on_new": fail_on_new},
-           "exit_code": 1 if failed else 0}
-    return Comparison(doc, warnings)
+    v = verdict(speed, [r for r in rows if not (r.status == "new" and r.after_severity != "high")], loop)
+    warnings = [*warnings, *([NO_STEPS] if speed.unit == "loops/s" else [])]
+    found = Found(speed=speed, rows=rows, verdict=v, loop=loop, figures=cpu_metrics(before, after, speed),
+                  warnings=warnings)
+    return compared(before, after, found, fail_if_slower, fail_on_new)
 
 
 def _cpu_loops_said(before: Side, after: Side) -> str:

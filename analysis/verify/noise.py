@@ -26,6 +26,7 @@ The rule, and why (not a statistical test: one run a side is no sample of runs, 
   1.4x faster or one 1.4x slower are as far from noise."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import median, quantiles
 
 from .side import Side
@@ -38,16 +39,34 @@ SHORT_LOOP_S = 1.0   # a loop shorter than this is a few of the machine's hiccup
 REPEAT = "trace each side 3 times and run verify on each before/after pair"
 
 
-def noise(before: Side, after: Side, change: float | None) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class Spread:
+    """Each side's step periods' interquartile range over their median; None where not measured."""
+    before: float | None
+    after: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noise:
+    """Whether one run a side can tell the verdict's change from the machine's noise (verify's `noise`; the module's
+    docstring gives its fields)."""
+    within: bool
+    band: float
+    source: str
+    spread: Spread
+    said: str | None
+
+
+def noise(before: Side, after: Side, change: float | None) -> Noise:
     """Whether the verdict's change (after / before - 1 of its speed) is within one run's noise (the module's rule)."""
-    spread = {label: _spread(side) for label, side in (("before", before), ("after", after))}
+    spread = Spread(before=_spread(before), after=_spread(after))
     unmeasured = next((why for why in (_unmeasured(before), _unmeasured(after)) if why), None)
-    band = NO_SPREAD_BAND if unmeasured else min(max(x or 0.0 for x in spread.values()), NO_SPREAD_BAND)
+    band = NO_SPREAD_BAND if unmeasured else min(max(spread.before or 0.0, spread.after or 0.0), NO_SPREAD_BAND)
     r = 1 + change if change is not None else None
     within = bool(r and r > 0 and max(r, 1 / r) - 1 < band)
     source, why = unmeasured or ("step times", "its steps' times spread as much")
     said = f"one run a side can't tell a change under {100 * band:.0f}% from noise ({why}): {REPEAT}" if within else None
-    return {"within": within, "band": band, "source": source, "spread": spread, "said": said}
+    return Noise(within=within, band=band, source=source, spread=spread, said=said)
 
 
 def _periods(side: Side) -> list[int]:
@@ -58,7 +77,7 @@ def _spread(side: Side) -> float | None:
     """The interquartile range of a side's step periods over their median; None with fewer than MIN_PERIODS, or with
     GPU work (its steps' periods measure its pipeline's bursts)."""
     periods = _periods(side)
-    if len(periods) < MIN_PERIODS or side.summary.get("gpu"):
+    if len(periods) < MIN_PERIODS or side.doc.gpu:
         return None
     q1, _, q3 = quantiles(periods, n=4)
     return (q3 - q1) / median(periods)
@@ -68,15 +87,15 @@ def _unmeasured(side: Side) -> tuple[str, str] | None:
     """Why a side's steps cannot measure its noise, in a word and in the clause's words ('6 steps', '6 steps are too few
     to measure it by'); None where they can."""
     n = len(_periods(side))
-    if side.summary.get("gpu"):
+    if side.doc.gpu:
         return "GPU work", "with GPU work, its steps' times on the CPU don't measure it"
-    if not n and side.step_periods_ns is None and (side.summary.get("steps") or {}).get("count", 0) > 1:
+    if not n and side.step_periods_ns is None and (side.doc.steps.count if side.doc.steps else 0) > 1:
         return "step times not read", "its steps' times not read"  # a side built from its summary alone (reports)
     if not n:
         return "no steps", "no steps to measure it by"
     if n < MIN_PERIODS:
         return f"{n + 1} steps", f"{n + 1} steps are too few to measure it by"
-    ns = (side.loop or {}).get("duration_ns") or (side.summary.get("window") or {}).get("duration_ns") or 0
+    ns = (side.loop or {}).get("duration_ns") or (side.doc.window.duration_ns if side.doc.window else 0) or 0
     if ns / 1e9 < SHORT_LOOP_S:
         return f"a {ns / 1e9:.2f} s loop", f"a {ns / 1e9:.2f} s loop is too short to measure it by"
     return None

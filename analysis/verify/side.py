@@ -1,11 +1,13 @@
-"""What verify compares: one side of it (a trace's analysis summary, the records beside it, its loop) and what it
-gives back (the comparison document and its warnings)."""
+"""What verify compares: one side of it (a trace's analysis summary, the records beside it, its loop), and its loop as
+the comparison gives it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
+from ..common.typed_json import ABSENT, Absent
 from ..document import Document
+from ..sections.loop import WorkersStart
 
 SCHEMA = "nsys-transfer.verify/1"  # the comparison document's (docs/json-schema.md, "verify")
 
@@ -32,8 +34,40 @@ class Side:
         return Document.from_json(self.summary)
 
 
-@dataclass
-class Comparison:
-    """What verify() found: the comparison document, its warnings and whether gates failed."""
-    document: dict
-    warnings: list = field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class LoopSide:
+    """A side's loop as the comparison gives it (verify's `loop.sides.before`, `.after`): the loop record (Side.loop:
+    its span, what set each end, the GPU's last operation, the CUDA calls traced in it and their floor, its output
+    workers' start), its rate and unit, and with GPU work the set-up the steady state leaves out (ms)."""
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    start_from: str
+    end_from: str
+    gpu_end_ns: int
+    cuda_calls: int
+    call_floor_ns: float | None
+    workers_start: WorkersStart | None
+    per_second: float | None
+    unit: str | None
+    warmup_ms: float | Absent = ABSENT
+    drain_ms: float | Absent = ABSENT
+    workers_wait_ms: float | Absent = ABSENT
+
+    @classmethod
+    def of(cls, loop: dict, **figures) -> LoopSide:
+        """A side's loop record (Side.loop: sections/loop.py's Loop as facade.side_of reads it) with the comparison's
+        figures (per_second, unit, and the set-up's ms where they are said)."""
+        ws = loop["workers_start"]
+        return cls(**{**loop, "workers_start": WorkersStart(**ws) if ws else None}, **figures)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopSides:
+    """Each side's loop (verify's `loop.sides`)."""
+    before: LoopSide
+    after: LoopSide
+
+    def items(self) -> tuple[tuple[str, LoopSide], ...]:
+        """("before", its loop), ("after", its loop)."""
+        return ("before", self.before), ("after", self.after)
