@@ -3,8 +3,7 @@ kernels by direction and host memory, and the idle time by its one cause (analys
 document alone, so a chart of it and the figures beside it cannot disagree."""
 from __future__ import annotations
 
-from ..sections.breakdown import DIRECTIONS, cause_label
-from ..sections.copies import CopyDirection
+from ..sections.breakdown import DIRECTIONS, cause_label, main_kind
 from .document import Document
 
 
@@ -22,7 +21,7 @@ def time_breakdown(doc: Document) -> list[tuple[str, float]]:
     copy_ns = sum(d.total_ns for d in copies.values())
     outside = max(busy - compute, 0)  # copy time not under kernels, shared out by each direction's copy time
     for k, d in copies.items():
-        parts.append((f"{DIRECTIONS[k]} ({_main_kind(d) or '?'})", outside * d.total_ns / copy_ns))
+        parts.append((f"{DIRECTIONS[k]} ({main_kind(d) or '?'})", outside * d.total_ns / copy_ns))
     idle: dict[str, float] = {}
     for c in doc.idle.causes if doc.idle else ():
         label = cause_label(c.cause, c.subject)
@@ -33,8 +32,3 @@ def time_breakdown(doc: Document) -> list[tuple[str, float]]:
         parts.append(("idle: other", rest))
     return [(label, ns) for label, ns in parts if ns > 0]
 
-
-def _main_kind(d: CopyDirection) -> str | None:
-    """The host memory kind most of a direction's bytes went to or came from; None without copies."""
-    kinds = d.kind_bytes or d.kinds
-    return max(kinds, key=kinds.get) if kinds else None
