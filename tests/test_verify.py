@@ -9,6 +9,7 @@ import re
 import pytest
 
 from conftest import ROOT, run_cli
+from nsys_transfer.analysis.document import Document
 from nsys_transfer.analysis.load.trace import Trace
 from nsys_transfer.analysis.sections.breakdown import host_memory
 
@@ -313,7 +314,8 @@ def test_host_memory_is_where_the_bytes_went(tmp_path):
     r = run_cli("-m", "nsys_transfer.analysis", str(PROGRAMS / "hf_generate_nsys2024.sqlite.xz"), "--json",
                 str(tmp_path / "g.json"))
     assert r.returncode == 0, r.stderr
-    assert host_memory(json.loads((tmp_path / "g.json").read_text())["memcpy"]["dtoh"]) == "Pageable 98%"
+    doc = Document.from_json(json.loads((tmp_path / "g.json").read_text()))
+    assert host_memory(doc.memcpy.dtoh) == "Pageable 98%"
 
 
 @pytest.mark.parametrize("after_severity, said", [("low", "the GPU is now the limit (gpu-bound)"),
