@@ -62,12 +62,6 @@ def cycles_run(detail: dict, cycles: dict) -> dict:
     return {**detail, "cycles": cycles}
 
 
-def own_findings(doc: dict) -> list[dict]:
-    """The findings of the trace itself: the diagnosis without the multi-GPU limit (reported with the GPUs)."""
-    limit = (doc.get("ranks") or {}).get("limit")
-    return [f for f in doc.get("diagnosis") or [] if f != limit]
-
-
 def _checked(doc: dict, summary: dict, sections: tuple[str, ...]) -> dict:
     unknown = set(summary) - set(keys(sections))
     if unknown:
