@@ -160,9 +160,9 @@ def side_of(trace: Path, result: Result, label: str, read_loop: bool) -> Side:
     the loop as the program runs it, read from the trace again."""
     rec_path = run_record_beside(trace)
     workload = read_record(rec_path, "throughput", "a workload record", "") if rec_path else None
-    found = _loop(trace, result.summary) if read_loop else None
-    return Side(str(trace), result.summary, workload, label, _recorded(trace), found,
-                _sampled(trace, result.summary, found), _command(trace), _step_periods(result))
+    found = _loop(trace, result.doc) if read_loop else None
+    return Side(str(trace), result.doc, workload, label, _recorded(trace), found,
+                _sampled(trace, result.doc, found), _command(trace), _step_periods(result))
 
 
 def _step_periods(result: Result) -> list[int] | None:
@@ -176,10 +176,10 @@ def _step_periods(result: Result) -> list[int] | None:
     return [b - a for s in starts for a, b in zip(s, s[1:])] or None
 
 
-def _sampled(trace: Path, summary: dict, found: dict | None) -> dict | None:
+def _sampled(trace: Path, doc: Document, found: dict | None) -> dict | None:
     """A capture without GPU work: every line of the program its main thread was sampled at in the loop
     (sections/loop_lines.py); None with GPU work or without a loop or stacks."""
-    if summary.get("gpu") or not found:
+    if doc.gpu or not found:
         return None
     with Trace.open(trace) as t:
         return loop_lines(t, found["start_ns"], found["end_ns"])
@@ -199,17 +199,18 @@ def _command(trace: Path) -> list | None:
     return [str(x) for x in command] if isinstance(command, list) else None
 
 
-def loop_of(trace: Path | str, summary: dict) -> dict | None:
+def loop_of(trace: Path | str, doc: Document) -> dict | None:
     """The loop as the program runs it, read from the trace (as verify reads each side's): None without one."""
-    return _loop(Path(trace), summary)
+    return _loop(Path(trace), doc)
 
 
-def _loop(trace: Path, summary: dict) -> dict | None:
+def _loop(trace: Path, doc: Document) -> dict | None:
     """The loop as the program runs it (sections/loop.py), read from the trace again: first iteration to the end of the
     last output's work, wherever it ran (without GPU work, cpu_of: the loop by the program's own clock); None without
     one."""
     with Trace.open(trace) as t:
-        found = loop.of(t, summary) or loop.cpu_of(t, summary)  # no GPU work: the loop by its own clock
+        # no GPU work: the loop by its own clock (cpu_of)
+        found = loop.of(t, doc.window, doc.steps) or loop.cpu_of(t, doc.window, doc.steps, doc.gpu)
     if found is None:
         return None
     return {"start_ns": found.start_ns, "end_ns": found.end_ns, "duration_ns": found.duration_ns,

@@ -148,7 +148,7 @@ def before_after(names: list[str], paths: list, analyses: list[Result], out_dir)
         return None
     cpu = not any(a.doc.gpu for a in analyses)  # no GPU work: verify compares the two loops, read from the traces
     # verify's Side, facade.loop_of and render's plot_breakdown take the summary
-    sides = [Side(str(p), a.summary, None, n, loop=loop_of(p, a.summary) if cpu else None)
+    sides = [Side(str(p), a.doc, None, n, loop=loop_of(p, a.doc) if cpu else None)
              for n, p, a in zip(names, paths, analyses)]
     order = pair_order(names, paths)
     sides, names, analyses = ([x[i] for i in order] for x in (sides, names, analyses))

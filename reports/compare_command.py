@@ -15,7 +15,7 @@ from ..analysis.facade import (NotComparable, Trace, TraceError, analyze, analyz
                                loop_of, options_for, profiler_of, read_record, run_record_beside)
 from ..analysis.render import outputs
 from ..analysis.render.rank_plots import plot_ranks
-from ..analysis.result import Result
+from ..analysis.result import Document, Result
 from ..nsys_core.contracts import DEFAULT_LINK_GBPS
 
 from . import charts, render
@@ -161,7 +161,7 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
                 click.echo(f"compare-traces: {stage}: warning: {'; '.join(doc.warnings)}", err=True)
             rows.append(stage_row(stage, a, bench.get(stage)))
             if paths:  # the user's runs: each one's loop as verify reads it (the bundled stages' table stays as it is)
-                rows[-1]["loop_s"] = _loop_s(path, a.summary)
+                rows[-1]["loop_s"] = _loop_s(path, a.doc)
             analyses.append(a)  # verify's figures for a pair: the steady state of each, this same analysis
             if not stage.endswith("-long"):
                 timeline_items.append((stage, a, t))
@@ -192,10 +192,10 @@ def _report(i: Inputs, out_dir: Path, link_gbps: float | None, also: tuple[str, 
     return df
 
 
-def _loop_s(path: Path, summary: dict) -> float | None:
-    """The run's loop time in seconds, the one verify compares (facade.loop_of, which reads the summary and gives the
+def _loop_s(path: Path, doc: Document) -> float | None:
+    """The run's loop time in seconds, the one verify compares (facade.loop_of, which reads the document and gives the
     loop's own record); None where the trace gives none."""
-    found = loop_of(path, summary)
+    found = loop_of(path, doc)
     return found["duration_ns"] / 1e9 if found else None
 
 

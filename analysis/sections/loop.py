@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,11 @@ from ..load import kineto_stacks, python_stacks
 from ..load.frames import pid_of
 from ..load.span import gpu_span_estimate
 from . import program, setup_lines, steady
+
+if TYPE_CHECKING:  # the parts it reads (annotations only: those modules import the sections around this one)
+    from .cpu import StepsPart
+    from .gpu_part import GpuPart
+    from .window import Window
 
 IDLE_CALLS = {"poll", "ppoll", "epoll_wait", "epoll_pwait", "select", "pselect6"}  # a thread that only polls: idle
 TID_BITS = 1 << 24  # nsys's globalTid: its thread part is the low 24 bits (frames.pid_of reads the process part)
@@ -85,13 +91,13 @@ class Loop:
         return self.end_ns - self.start_ns
 
 
-def of(trace, summary: dict) -> Loop | None:
-    """The loop of an analysed trace (summary: its analysis); None without GPU work."""
+def of(trace, window: Window | None, steps: StepsPart | None) -> Loop | None:
+    """The loop of an analysed trace (its analysis's window and steps); None without GPU work."""
     span = gpu_span_estimate(trace)
-    if span is None or not summary.get("window", {}).get("end_ns"):
+    if span is None or not (window and window.end_ns):
         return None
-    start, start_from = first_iteration(trace, summary, span[0])
-    window_end = summary["window"]["end_ns"] + (summary["window"].get("teardown_ns") or 0)
+    start, start_from = first_iteration(trace, steps, span[0])
+    window_end = window.end_ns + (window.teardown_ns or 0)
     main = trace.one_row(LAUNCHING_THREAD)[0] if trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") else None
     stacks = _stacks_beside(trace)
     end, end_from = last_work_end(trace, span[1], main, stacks)
@@ -103,23 +109,23 @@ def of(trace, summary: dict) -> Loop | None:
     return Loop(int(start), start_from, int(end), end_from, int(span[1]), int(calls.size), floor, workers)
 
 
-def cpu_of(trace, summary: dict) -> Loop | None:
+def cpu_of(trace, window: Window | None, steps: StepsPart | None, gpu: GpuPart | None) -> Loop | None:
     """The loop of a capture without GPU work (a program run on the CPU), as its own clock times it: from its first
     step's start, else the end of its set-up on the main thread (imports, model construction: the Python stacks,
     sections/setup_lines.py), to the end of its last step, else of its last sample in the program's own code, carried
     on by the work other threads and processes did after it (worker processes' outputs); None where neither end is
     known (no steps, no stacks)."""
-    if summary.get("gpu") or not (summary.get("window") or {}).get("end_ns"):
+    if gpu or not (window and window.end_ns):
         return None
     stacks = stacks_of(trace)
-    steps = _steps(trace, summary)
+    step_ranges = _steps(trace, steps)
     main_pid = first_pid(stacks)
     main = _main_thread(trace, main_pid)
-    if len(steps) and "global_tid" in steps:  # the thread that marks the steps runs the loop
-        main = int(steps["global_tid"].mode().iloc[0])
-    if len(steps):
-        start, start_from = int(steps["start_ns"].min()), "the first step's start"
-        last, last_from = int(steps["end_ns"].max()), "the last step's end"
+    if len(step_ranges) and "global_tid" in step_ranges:  # the thread that marks the steps runs the loop
+        main = int(step_ranges["global_tid"].mode().iloc[0])
+    if len(step_ranges):
+        start, start_from = int(step_ranges["start_ns"].min()), "the first step's start"
+        last, last_from = int(step_ranges["end_ns"].max()), "the last step's end"
     elif stacks is not None and main_pid is not None and main is not None:
         s = stacks.samples
         mine = s[(s["pid"] == main_pid) & (s["tid"] == main_pid)]
@@ -169,24 +175,23 @@ def _main_thread(trace, pid: int | None) -> int | None:
     return int(row["global_tid"].iloc[0]) if len(row) else (int(pid) << 24) | int(pid)
 
 
-def _steps(trace, summary: dict) -> pd.DataFrame:
+def _steps(trace, steps: StepsPart | None) -> pd.DataFrame:
     """The step ranges the analysis matched (its steps' regex), every one of them."""
-    regex = summary["steps"].get("regex")
+    regex = steps.regex if steps else None
     nvtx = trace.host.nvtx
-    if not regex or not summary["steps"].get("count") or nvtx.empty:
+    if not regex or not steps.count or nvtx.empty:
         return nvtx.iloc[0:0] if len(nvtx.columns) else pd.DataFrame(columns=["start_ns", "end_ns"])
     return nvtx[program.matching(nvtx["name"], regex)]
 
 
-def first_iteration(trace, summary: dict, first_gpu_ns: int) -> tuple[int, str]:
+def first_iteration(trace, steps: StepsPart | None, first_gpu_ns: int) -> tuple[int, str]:
     """Where the first iteration starts, warm-up included, and from what: the first step range; else the launch of
     the repeating kernel stream's first kernel; else the first GPU work's launch."""
-    regex = summary["steps"].get("regex")
-    if regex and summary["steps"].get("count"):
+    if steps and steps.regex and steps.count:
         nvtx = trace.host.nvtx
-        steps = nvtx[program.matching(nvtx["name"], regex)] if len(nvtx) else nvtx
-        if len(steps):
-            return int(steps["start_ns"].min()), "the first step's start"
+        ranges = nvtx[program.matching(nvtx["name"], steps.regex)] if len(nvtx) else nvtx
+        if len(ranges):
+            return int(ranges["start_ns"].min()), "the first step's start"
     starts, ids = trace.device.kernel_sequence(steady.SEQUENCE_LIMIT)
     found = steady.from_kernels(starts, ids) if len(starts) else None
     if found is not None:

@@ -1,9 +1,8 @@
-"""What verify compares: one side of it (a trace's analysis summary, the records beside it, its loop), and its loop as
+"""What verify compares: one side of it (a trace's analysis document, the records beside it, its loop), and its loop as
 the comparison gives it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from ..common.typed_json import ABSENT, Absent
 from ..document import Document
@@ -14,9 +13,9 @@ SCHEMA = "nsys-transfer.verify/1"  # the comparison document's (docs/json-schema
 
 @dataclass
 class Side:
-    """One side's analysis summary, its path and, when given, its workload record."""
+    """One side's analysis (its typed document), its path and, when given, its workload record."""
     path: str
-    summary: dict
+    doc: Document
     workload: dict | None = None
     label: str = ""
     recorded: dict | None = None  # what nsys was asked to record (the run record beside the trace), if known
@@ -27,12 +26,6 @@ class Side:
     command: list | None = None   # the command line that ran the program (the run record beside the trace), if known
     # the window's steps, each one's start to the next one's (each process's apart), ns: the pace's spread (noise.py)
     step_periods_ns: list | None = None
-
-    @cached_property
-    def doc(self) -> Document:
-        """The summary typed (document.Document), read once when first asked for."""
-        return Document.from_json(self.summary)
-
 
 @dataclass(frozen=True, kw_only=True)
 class LoopSide:
