@@ -37,5 +37,5 @@ class Result:
 
     @cached_property
     def summary(self) -> dict:
-        """The JSON document (common/typed_json.to_json of doc, once): what the renderers not yet typed read."""
+        """The JSON document (common/typed_json.to_json of doc, once): what --json writes and the API's summary gives."""
         return to_json(self.doc)

@@ -60,8 +60,8 @@ def analyze_sections(trace: Trace, opts: Options | None = None, progress=None) -
     lines, replayed = made[code_lines.program_lines], made[timeline.timeline]
     ctx = Context(Facts.of(doc, tables), opts.pipeline_depth, lines, opts.min_gap_ns, replayed)
     diagnosis, overall = diagnose(ctx)
-    info = replace(doc.trace, counts=replace(doc.trace.counts, osrt_calls=trace.osrt.count()))  # after the scoped
-    # reads: they say if it is damaged
+    # the OS runtime calls counted after the scoped reads: they say if the table is damaged
+    info = replace(doc.trace, counts=replace(doc.trace.counts, osrt_calls=trace.osrt.count()))
     doc = replace(doc, trace=info, diagnosis=diagnosis, predicted=overall,
                   warnings=tuple(sorted(set(trace.warnings))))  # rows a damaged export made us drop (load.validate)
     idle_part = made[idle_summary.idle_part]

@@ -46,15 +46,10 @@ def finding_lines(findings: Sequence[Finding], show_all: bool = False) -> list[s
         L += code_line(d.line)
         L.append(f"      -> {d.suggestion}")
         if d.prediction:
-            L.append(f"      {prediction_text(d.prediction)}")
+            L.append(f"      {d.prediction}")  # Prediction.__str__: what fixing it buys
     if hidden:
         L.append(f"  ({hidden} lower-impact finding{'s' if hidden > 1 else ''} not shown; --all shows them)")
     return L
-
-
-def prediction_text(p: Prediction) -> str:
-    """A finding's prediction as one line: what fixing it buys, or why the trace cannot say."""
-    return prediction.text(p)
 
 
 def predicted_lines(predicted: Overall | None) -> list[str]:
@@ -63,15 +58,10 @@ def predicted_lines(predicted: Overall | None) -> list[str]:
         return []
     L = []
     if predicted.all_fixed:
-        L.append("all of them fixed: " + prediction_text(predicted.all_fixed).replace("fixing this: ", "", 1))
+        L.append("all of them fixed: " + str(predicted.all_fixed).replace("fixing this: ", "", 1))
     if predicted.rank_note:
         L.append(f"ranked by what the fixes buy: {predicted.rank_note}")
     return L
-
-
-def site_place(site: CodeSite) -> str:
-    """A finding's or the code section's line, as a person names it: `main.py:31`."""
-    return site.place
 
 
 def code_line(site: CodeSite | None, indent: str = "      ") -> list[str]:
